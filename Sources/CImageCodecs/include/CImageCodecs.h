@@ -1,0 +1,71 @@
+#ifndef RICHPUSH_CIMAGECODECS_H
+#define RICHPUSH_CIMAGECODECS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Verdict of an inspection.
+typedef enum {
+    RP_IMAGE_OK = 0,
+    /// Not PNG or JPEG, or a variant the 8-bit decoders cannot read (e.g. 12-bit JPEG).
+    RP_IMAGE_UNSUPPORTED = 1,
+    /// Width, height or pixel count over the limits (decided from the header).
+    RP_IMAGE_TOO_LARGE = 2,
+    /// Anything the decoder refused or warned about.
+    RP_IMAGE_CORRUPT = 3,
+} rp_image_status;
+
+typedef enum {
+    RP_FORMAT_UNKNOWN = 0,
+    RP_FORMAT_PNG = 1,
+    RP_FORMAT_JPEG = 2,
+} rp_image_format;
+
+typedef enum {
+    RP_COLOR_UNKNOWN = 0,
+    RP_COLOR_GRAY = 1,
+    RP_COLOR_GRAY_ALPHA = 2,
+    RP_COLOR_RGB = 3,
+    RP_COLOR_RGBA = 4,
+    RP_COLOR_PALETTE = 5,
+    RP_COLOR_YCBCR = 6,
+    RP_COLOR_CMYK = 7,
+    RP_COLOR_YCCK = 8,
+} rp_color_model;
+
+/// Limits checked from the header, before any pixel buffer is allocated.
+typedef struct {
+    uint64_t max_pixels;
+    uint32_t max_side;
+} rp_image_limits;
+
+/// What an inspection found. `message` holds the decoder's own words on failure.
+typedef struct {
+    int32_t status;       /* rp_image_status */
+    int32_t format;       /* rp_image_format */
+    uint32_t width;
+    uint32_t height;
+    int32_t bit_depth;    /* bits per sample */
+    int32_t color_model;  /* rp_color_model */
+    int32_t interlaced;   /* PNG Adam7, or progressive JPEG */
+    int32_t warnings;     /* decoder warnings seen (any one makes the image corrupt) */
+    char message[256];
+} rp_image_result;
+
+/// Inspects and fully decodes one PNG or JPEG held in memory.
+///
+/// Reads the header, refuses side and pixel limits before allocating pixels, decodes every
+/// row, and reads to the end of the stream so that every checksum is verified. Never calls
+/// exit(), never lets a longjmp escape; safe to call from many threads at once.
+void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits,
+                      rp_image_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

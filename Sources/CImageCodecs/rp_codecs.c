@@ -1,0 +1,276 @@
+/*
+ * The only code in RichPush that calls setjmp. Each decoder runs a whole job inside one
+ * function: create the library structs, decode, destroy them on every path.
+ */
+#include "CImageCodecs.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <png.h>
+#include <jpeglib.h>
+#include <jerror.h>
+
+static void set_message(rp_image_result *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+}
+
+/* Returns 1 and fills `r` when the header's dimensions are over the limits. */
+static int over_limits(rp_image_result *r, rp_image_limits limits) {
+    if (r->width == 0 || r->height == 0) {
+        r->status = RP_IMAGE_CORRUPT;
+        set_message(r, "image declares a zero dimension (%ux%u)", r->width, r->height);
+        return 1;
+    }
+    if (r->width > limits.max_side || r->height > limits.max_side) {
+        r->status = RP_IMAGE_TOO_LARGE;
+        set_message(r, "%ux%u pixels: a side is over the limit of %u", r->width, r->height,
+                    limits.max_side);
+        return 1;
+    }
+    uint64_t pixels = (uint64_t)r->width * (uint64_t)r->height;
+    if (pixels > limits.max_pixels) {
+        r->status = RP_IMAGE_TOO_LARGE;
+        set_message(r, "%ux%u is %llu pixels, over the limit of %llu", r->width, r->height,
+                    (unsigned long long)pixels, (unsigned long long)limits.max_pixels);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- PNG */
+
+typedef struct {
+    rp_image_result *result;
+    const uint8_t *data;
+    size_t length;
+    size_t offset;
+    char first_warning[200];
+} png_job;
+
+static void png_job_read(png_structp png, png_bytep out, size_t count) {
+    png_job *job = (png_job *)png_get_io_ptr(png);
+    if (count > job->length - job->offset) {
+        png_error(png, "file is truncated: unexpected end of data");
+    }
+    memcpy(out, job->data + job->offset, count);
+    job->offset += count;
+}
+
+static void png_job_error(png_structp png, png_const_charp message) {
+    png_job *job = (png_job *)png_get_error_ptr(png);
+    if (job->result->warnings > 0) {
+        /* libpng often warns with the specific cause before its generic error. */
+        set_message(job->result, "%s (%s)", message, job->first_warning);
+    } else {
+        set_message(job->result, "%s", message);
+    }
+    png_longjmp(png, 1);
+}
+
+static void png_job_warning(png_structp png, png_const_charp message) {
+    png_job *job = (png_job *)png_get_error_ptr(png);
+    if (job->result->warnings++ == 0) {
+        snprintf(job->first_warning, sizeof job->first_warning, "%s", message);
+    }
+}
+
+static int png_color_model(int color_type) {
+    switch (color_type) {
+    case PNG_COLOR_TYPE_GRAY: return RP_COLOR_GRAY;
+    case PNG_COLOR_TYPE_GRAY_ALPHA: return RP_COLOR_GRAY_ALPHA;
+    case PNG_COLOR_TYPE_RGB: return RP_COLOR_RGB;
+    case PNG_COLOR_TYPE_RGB_ALPHA: return RP_COLOR_RGBA;
+    case PNG_COLOR_TYPE_PALETTE: return RP_COLOR_PALETTE;
+    default: return RP_COLOR_UNKNOWN;
+    }
+}
+
+static void inspect_png(const uint8_t *data, size_t length, rp_image_limits limits,
+                        rp_image_result *r) {
+    png_job job = {r, data, length, 0, {0}};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &job, png_job_error,
+                                             png_job_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    png_bytep volatile row = NULL;
+    if (png == NULL || info == NULL) {
+        r->status = RP_IMAGE_CORRUPT;
+        set_message(r, "libpng could not be initialised (out of memory)");
+        png_destroy_read_struct(png ? &png : NULL, NULL, NULL);
+        return;
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        r->status = RP_IMAGE_CORRUPT;
+        goto done;
+    }
+    png_set_read_fn(png, &job, png_job_read);
+    /* Our limits classify size; libpng's own would call it an error. */
+    png_set_user_limits(png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
+    /* Ancillary chunks (iCCP, zTXt, ...) may not inflate past 8 MB. */
+    png_set_chunk_malloc_max(png, 8u * 1024u * 1024u);
+
+    png_read_info(png, info);
+    png_uint_32 width = 0, height = 0;
+    int bit_depth = 0, color_type = 0, interlace = 0;
+    png_get_IHDR(png, info, &width, &height, &bit_depth, &color_type, &interlace, NULL, NULL);
+    r->width = width;
+    r->height = height;
+    r->bit_depth = bit_depth;
+    r->color_model = png_color_model(color_type);
+    r->interlaced = interlace != PNG_INTERLACE_NONE;
+    if (over_limits(r, limits)) goto done;
+
+    int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    size_t rowbytes = png_get_rowbytes(png, info);
+    row = (png_bytep)malloc(rowbytes ? rowbytes : 1);
+    if (row == NULL) {
+        r->status = RP_IMAGE_CORRUPT;
+        set_message(r, "out of memory for a %zu-byte row", rowbytes);
+        goto done;
+    }
+    for (int pass = 0; pass < passes; pass++) {
+        for (png_uint_32 y = 0; y < height; y++) {
+            png_read_row(png, row, NULL);
+        }
+    }
+    /* Reads every chunk up to IEND, checking each CRC. */
+    png_read_end(png, NULL);
+    if (r->warnings > 0) {
+        r->status = RP_IMAGE_CORRUPT;
+        set_message(r, "%s", job.first_warning);
+    } else {
+        r->status = RP_IMAGE_OK;
+    }
+done:
+    free(row);
+    png_destroy_read_struct(&png, &info, NULL);
+}
+
+/* --------------------------------------------------------------- JPEG */
+
+typedef struct {
+    struct jpeg_error_mgr pub; /* first: libjpeg hands us a pointer to it */
+    jmp_buf jump;
+    rp_image_result *result;
+    char first_warning[JMSG_LENGTH_MAX];
+} jpeg_job;
+
+/* Replaces libjpeg's error_exit, which would call exit(). */
+static void jpeg_job_error(j_common_ptr cinfo) {
+    jpeg_job *job = (jpeg_job *)cinfo->err;
+    char buffer[JMSG_LENGTH_MAX];
+    (*cinfo->err->format_message)(cinfo, buffer);
+    set_message(job->result, "%s", buffer);
+    longjmp(job->jump, 1);
+}
+
+/* Counts warnings (level -1): a truncated or damaged JPEG only warns. */
+static void jpeg_job_message(j_common_ptr cinfo, int level) {
+    if (level >= 0) return; /* trace messages */
+    jpeg_job *job = (jpeg_job *)cinfo->err;
+    if (job->result->warnings++ == 0) {
+        (*cinfo->err->format_message)(cinfo, job->first_warning);
+    }
+}
+
+static int jpeg_color_model(J_COLOR_SPACE space) {
+    switch (space) {
+    case JCS_GRAYSCALE: return RP_COLOR_GRAY;
+    case JCS_RGB: return RP_COLOR_RGB;
+    case JCS_YCbCr: return RP_COLOR_YCBCR;
+    case JCS_CMYK: return RP_COLOR_CMYK;
+    case JCS_YCCK: return RP_COLOR_YCCK;
+    default: return RP_COLOR_UNKNOWN;
+    }
+}
+
+static void inspect_jpeg(const uint8_t *data, size_t length, rp_image_limits limits,
+                         rp_image_result *r) {
+    struct jpeg_decompress_struct cinfo;
+    jpeg_job job;
+    memset(&cinfo, 0, sizeof cinfo);
+    memset(&job, 0, sizeof job);
+    job.result = r;
+    cinfo.err = jpeg_std_error(&job.pub);
+    job.pub.error_exit = jpeg_job_error;
+    job.pub.emit_message = jpeg_job_message;
+    if (setjmp(job.jump)) {
+        r->status = job.pub.msg_code == JERR_BAD_PRECISION ? RP_IMAGE_UNSUPPORTED
+                                                            : RP_IMAGE_CORRUPT;
+        if (r->status == RP_IMAGE_UNSUPPORTED) {
+            set_message(r, "%d-bit JPEG is not supported; send an 8-bit JPEG",
+                        cinfo.data_precision);
+        }
+        jpeg_destroy_decompress(&cinfo);
+        return;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)length);
+    (void)jpeg_read_header(&cinfo, TRUE);
+    r->width = cinfo.image_width;
+    r->height = cinfo.image_height;
+    r->bit_depth = cinfo.data_precision;
+    r->color_model = jpeg_color_model(cinfo.jpeg_color_space);
+    r->interlaced = cinfo.progressive_mode ? 1 : 0;
+    if (cinfo.data_precision != 8) {
+        r->status = RP_IMAGE_UNSUPPORTED;
+        set_message(r, "%d-bit JPEG is not supported; send an 8-bit JPEG", cinfo.data_precision);
+        jpeg_destroy_decompress(&cinfo);
+        return;
+    }
+    if (over_limits(r, limits)) {
+        jpeg_destroy_decompress(&cinfo);
+        return;
+    }
+    /* Validation needs every coefficient decoded, not the prettiest pixels. */
+    cinfo.dct_method = JDCT_IFAST;
+    cinfo.do_fancy_upsampling = FALSE;
+    cinfo.do_block_smoothing = FALSE;
+    jpeg_start_decompress(&cinfo);
+    JDIMENSION stride = cinfo.output_width * (JDIMENSION)cinfo.output_components;
+    JDIMENSION batch = cinfo.rec_outbuf_height > 0 ? (JDIMENSION)cinfo.rec_outbuf_height : 1;
+    JSAMPARRAY rows = (*cinfo.mem->alloc_sarray)((j_common_ptr)&cinfo, JPOOL_IMAGE, stride, batch);
+    while (cinfo.output_scanline < cinfo.output_height) {
+        if (jpeg_read_scanlines(&cinfo, rows, batch) == 0) {
+            /* Only a suspending source returns 0; ours never suspends. */
+            set_message(r, "decoder stopped before the last row");
+            r->status = RP_IMAGE_CORRUPT;
+            jpeg_destroy_decompress(&cinfo);
+            return;
+        }
+    }
+    jpeg_finish_decompress(&cinfo);
+    if (r->warnings > 0) {
+        r->status = RP_IMAGE_CORRUPT;
+        set_message(r, "%s", job.first_warning);
+    } else {
+        r->status = RP_IMAGE_OK;
+    }
+    jpeg_destroy_decompress(&cinfo);
+}
+
+/* -------------------------------------------------------------- entry */
+
+void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits,
+                      rp_image_result *result) {
+    static const uint8_t png_signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    memset(result, 0, sizeof *result);
+    if (data != NULL && length >= 8 && memcmp(data, png_signature, 8) == 0) {
+        result->format = RP_FORMAT_PNG;
+        inspect_png(data, length, limits, result);
+    } else if (data != NULL && length >= 3 && data[0] == 0xFF && data[1] == 0xD8 &&
+               data[2] == 0xFF) {
+        result->format = RP_FORMAT_JPEG;
+        inspect_jpeg(data, length, limits, result);
+    } else {
+        result->status = RP_IMAGE_UNSUPPORTED;
+        set_message(result, "not a PNG or JPEG file");
+    }
+}

@@ -1,0 +1,54 @@
+import Crypto
+import Foundation
+
+/// A media id: the SHA-256 of the stored bytes as 64 lowercase hex digits.
+///
+/// Only validated values exist, so a `MediaID` is safe to use in a file path.
+public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Comparable {
+    /// The 64 lowercase hex digits.
+    public let hex: String
+
+    /// Validates `string` as 64 hex digits (either case); nil otherwise.
+    public init?(_ string: some StringProtocol) {
+        guard string.utf8.count == 64, string.utf8.allSatisfy({ Self.isHex($0) }) else { return nil }
+        self.hex = string.lowercased()
+    }
+
+    /// The id of `bytes`.
+    public init(hashing bytes: some DataProtocol) {
+        self.init(digest: SHA256.hash(data: bytes))
+    }
+
+    /// The id of a finished digest.
+    public init(digest: SHA256.Digest) {
+        let table = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(64)
+        for byte in digest {
+            out.append(table[Int(byte >> 4)])
+            out.append(table[Int(byte & 0x0F)])
+        }
+        self.hex = String(decoding: out, as: UTF8.self)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let string = try decoder.singleValueContainer().decode(String.self)
+        guard let id = MediaID(string) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a 64-hex media id"))
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(hex)
+    }
+
+    public var description: String { hex }
+
+    public static func < (lhs: MediaID, rhs: MediaID) -> Bool { lhs.hex < rhs.hex }
+
+    private static func isHex(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
+    }
+}

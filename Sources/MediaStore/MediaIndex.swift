@@ -1,0 +1,136 @@
+import Foundation
+import GRDB
+
+/// A stored image as the index knows it.
+public struct MediaItem: Sendable, Equatable {
+    /// SHA-256 of the bytes.
+    public var id: MediaID
+    /// Size in bytes.
+    public var size: Int
+    /// Type and dimensions from the decode.
+    public var info: ImageInfo
+    /// When the blob was first stored.
+    public var createdAt: Date
+    /// When it was last stored or re-added (gc's grace counts from here).
+    public var touchedAt: Date
+    /// Names pointing at it.
+    public var names: [String]
+    /// How many other records (notifications) reference it.
+    public var references: Int
+}
+
+/// SQL over the `media`, `media_names` and `media_refs` tables. Functions take a `Database`
+/// so callers can compose them into their own transactions.
+public enum MediaIndex {
+    /// Registers the media tables' migrations.
+    public static func registerMigrations(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("media-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE media (
+                    sha256      TEXT PRIMARY KEY NOT NULL CHECK (length(sha256) = 64),
+                    size        INTEGER NOT NULL CHECK (size > 0),
+                    contentType TEXT NOT NULL,
+                    width       INTEGER NOT NULL,
+                    height      INTEGER NOT NULL,
+                    bitDepth    INTEGER NOT NULL,
+                    colorModel  TEXT NOT NULL,
+                    interlaced  INTEGER NOT NULL,
+                    createdAt   REAL NOT NULL,
+                    touchedAt   REAL NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE media_names (
+                    name      TEXT PRIMARY KEY NOT NULL,
+                    sha256    TEXT NOT NULL REFERENCES media(sha256) ON DELETE CASCADE,
+                    createdAt REAL NOT NULL
+                );
+                CREATE INDEX media_names_sha256 ON media_names(sha256);
+                CREATE TABLE media_refs (
+                    sha256    TEXT NOT NULL REFERENCES media(sha256) ON DELETE RESTRICT,
+                    owner     TEXT NOT NULL,
+                    createdAt REAL NOT NULL,
+                    PRIMARY KEY (sha256, owner)
+                ) WITHOUT ROWID;
+                """)
+        }
+    }
+
+    /// Checks that `name` can be used as a media name.
+    public static func validateName(_ name: String) throws {
+        if name.isEmpty { throw MediaStoreError.invalidName(name, "it is empty") }
+        if name.utf8.count > 255 { throw MediaStoreError.invalidName(name, "longer than 255 bytes") }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw MediaStoreError.invalidName(name, "it contains control characters")
+        }
+        if MediaID(name) != nil { throw MediaStoreError.invalidName(name, "64 hex digits would read as a media id") }
+    }
+
+    /// The item with `id`, or nil.
+    public static func item(_ db: Database, id: MediaID) throws -> MediaItem? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM media WHERE sha256 = ?", arguments: [id.hex]) else {
+            return nil
+        }
+        return try item(db, row: row)
+    }
+
+    /// Resolves a media id or a name.
+    public static func resolve(_ db: Database, _ key: String) throws -> MediaItem? {
+        if let id = MediaID(key) { return try item(db, id: id) }
+        guard let hex = try String.fetchOne(db, sql: "SELECT sha256 FROM media_names WHERE name = ?", arguments: [key]),
+              let id = MediaID(hex) else { return nil }
+        return try item(db, id: id)
+    }
+
+    /// Every item, newest first.
+    public static func all(_ db: Database) throws -> [MediaItem] {
+        try Row.fetchAll(db, sql: "SELECT * FROM media ORDER BY createdAt DESC, sha256").map { try item(db, row: $0) }
+    }
+
+    /// Records that `owner` (e.g. `notification:12`) uses the media, so gc keeps it.
+    public static func addReference(_ db: Database, id: MediaID, owner: String, now: Date = Date()) throws {
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO media_refs (sha256, owner, createdAt) VALUES (?, ?, ?)",
+            arguments: [id.hex, owner, now.timeIntervalSince1970])
+    }
+
+    /// Drops `owner`'s reference.
+    public static func removeReference(_ db: Database, id: MediaID, owner: String) throws {
+        try db.execute(sql: "DELETE FROM media_refs WHERE sha256 = ? AND owner = ?", arguments: [id.hex, owner])
+    }
+
+    static func item(_ db: Database, row: Row) throws -> MediaItem {
+        let hex: String = row["sha256"]
+        guard let id = MediaID(hex) else { throw MediaStoreError.notFound(hex) }
+        let names = try String.fetchAll(db, sql: "SELECT name FROM media_names WHERE sha256 = ? ORDER BY name", arguments: [hex])
+        let refs = try Int.fetchOne(db, sql: "SELECT count(*) FROM media_refs WHERE sha256 = ?", arguments: [hex]) ?? 0
+        return MediaItem(
+            id: id, size: row["size"],
+            info: ImageInfo(contentType: row["contentType"], width: row["width"], height: row["height"],
+                            bitDepth: row["bitDepth"], colorModel: row["colorModel"], interlaced: row["interlaced"]),
+            createdAt: Date(timeIntervalSince1970: row["createdAt"]),
+            touchedAt: Date(timeIntervalSince1970: row["touchedAt"]),
+            names: names, references: refs)
+    }
+
+    static func insert(_ db: Database, id: MediaID, size: Int, info: ImageInfo, now: Date) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO media (sha256, size, contentType, width, height, bitDepth, colorModel, interlaced, createdAt, touchedAt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [id.hex, size, info.contentType, info.width, info.height, info.bitDepth, info.colorModel,
+                        info.interlaced, now.timeIntervalSince1970, now.timeIntervalSince1970])
+    }
+
+    static func touch(_ db: Database, id: MediaID, now: Date) throws {
+        try db.execute(sql: "UPDATE media SET touchedAt = ? WHERE sha256 = ?", arguments: [now.timeIntervalSince1970, id.hex])
+    }
+
+    static func setName(_ db: Database, _ name: String, id: MediaID, now: Date) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO media_names (name, sha256, createdAt) VALUES (?, ?, ?)
+                ON CONFLICT(name) DO UPDATE SET sha256 = excluded.sha256, createdAt = excluded.createdAt
+                """,
+            arguments: [name, id.hex, now.timeIntervalSince1970])
+    }
+}

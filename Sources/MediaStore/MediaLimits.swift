@@ -1,0 +1,25 @@
+/// Size limits applied to every image before it is stored (SPEC §3).
+public struct MediaLimits: Sendable, Equatable {
+    /// Largest accepted file, in bytes (Apple's notification-attachment limit by default).
+    public var maxBytes: Int
+    /// Largest accepted width × height.
+    public var maxPixels: UInt64
+    /// Largest accepted width or height.
+    public var maxSide: UInt32
+
+    /// The defaults of SPEC §3: 10 MiB, 40 megapixels, 16384 per side.
+    public static let `default` = MediaLimits(maxBytes: 10_485_760, maxPixels: 40_000_000, maxSide: 16_384)
+
+    /// Creates limits; every value must be positive.
+    public init(maxBytes: Int, maxPixels: UInt64, maxSide: UInt32) {
+        self.maxBytes = maxBytes
+        self.maxPixels = maxPixels
+        self.maxSide = maxSide
+    }
+
+    /// The rejection for a body of `size` bytes, or nil when it is within the limit.
+    public func checkSize(_ size: Int) -> MediaRejection? {
+        guard size > maxBytes else { return nil }
+        return MediaRejection(.tooLarge, "\(size) bytes, over the limit of \(maxBytes) bytes")
+    }
+}

@@ -1,0 +1,69 @@
+/// Why an image was refused: one of the three classes of SPEC §3 and a reason naming what was wrong.
+public struct MediaRejection: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The rejection classes, spelled as they appear in CLI output and JSON.
+    public enum Kind: String, Sendable, Codable, CaseIterable {
+        /// A recognised non-PNG/JPEG type, or not an image at all.
+        case unsupported
+        /// Bytes, pixels or a side over a limit.
+        case tooLarge = "too_large"
+        /// Everything else: truncated, damaged, or any decoder warning.
+        case corrupt
+    }
+
+    /// The class of the rejection.
+    public let kind: Kind
+    /// One line a person can act on, e.g. `image/webp is not accepted; send PNG or JPEG`.
+    public let reason: String
+
+    /// Creates a rejection of `kind` with a one-line `reason`.
+    public init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    public var description: String { "\(kind.rawValue): \(reason)" }
+}
+
+/// An error of the store itself (I/O, database, bad identifiers), as opposed to a refused image.
+public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
+    private enum Code: Sendable {
+        case notFound, invalidName, io, inUse
+    }
+
+    private let code: Code
+    /// What went wrong, in words a person can act on.
+    public let message: String
+
+    private init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// No media has this id or name.
+    public static func notFound(_ key: String) -> Self { .init(.notFound, "no media with id or name '\(key)'") }
+    /// The name cannot be used (empty, too long, control characters, or 64 hex).
+    public static func invalidName(_ name: String, _ why: String) -> Self {
+        .init(.invalidName, "invalid media name '\(name)': \(why)")
+    }
+    /// A file-system call failed.
+    public static func io(_ what: String, path: String, errno: Int32) -> Self {
+        .init(.io, "\(what) \(path): \(String(cString: strerror(errno)))")
+    }
+    /// The blob is still referenced and cannot be removed.
+    public static func inUse(_ id: String, _ count: Int) -> Self {
+        .init(.inUse, "media \(id) is used by \(count) notification(s); it cannot be removed")
+    }
+
+    /// True when no media matched the id or name.
+    public var isNotFound: Bool { code == .notFound }
+    /// True when the blob is referenced.
+    public var isInUse: Bool { code == .inUse }
+
+    public var description: String { message }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif

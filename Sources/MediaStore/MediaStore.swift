@@ -1,0 +1,329 @@
+import Crypto
+import Foundation
+import GRDB
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Whether an ingest wrote a new blob or found the same bytes already stored.
+public enum IngestStatus: String, Sendable, Codable {
+    case stored
+    case exists
+}
+
+/// The outcome of a successful ingest.
+public struct IngestResult: Sendable {
+    /// The stored item, with its names.
+    public var item: MediaItem
+    /// `stored` when this call wrote the blob, `exists` when it was already there.
+    public var status: IngestStatus
+}
+
+/// The content-addressed media store: validated images in SHA-256-named blobs, indexed in SQLite.
+///
+/// Safe to share between tasks, and between processes on the same data directory: the blob
+/// rename and the row insert happen inside one SQLite write transaction, so the same bytes
+/// added at once by many tasks or processes end as one blob, one `stored` and the rest `exists`.
+public final class MediaStore: Sendable {
+    /// Where the files are.
+    public let directory: DataDirectory
+    /// The metadata database (shared with other modules of the same data directory).
+    public let database: DatabasePool
+    /// Limits for every ingest through this store.
+    public let limits: MediaLimits
+    private let threadPool: NIOThreadPool
+    private let tmpCounter = TmpCounter()
+
+    /// Opens the store over an already opened database (see `StoreDatabase.open`).
+    public init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits = .default,
+                threadPool: NIOThreadPool = .singleton) {
+        self.directory = directory
+        self.database = database
+        self.limits = limits
+        self.threadPool = threadPool
+    }
+
+    /// Opens `path` as a data directory with only the media tables migrated.
+    public convenience init(path: String, limits: MediaLimits = .default) throws {
+        let directory = DataDirectory(path: path)
+        let database = try StoreDatabase.open(directory, migrator: StoreDatabase.mediaMigrator())
+        self.init(directory: directory, database: database, limits: limits)
+    }
+
+    // MARK: Ingest
+
+    /// Reads, validates and stores the file at `path`; throws `MediaRejection` when refused.
+    public func ingest(file path: String, name: String? = nil) async throws -> IngestResult {
+        if let name { try MediaIndex.validateName(name) }
+        let limit = limits.maxBytes
+        let read = try await threadPool.runIfActive { try FileOps.readFile(path, limit: limit) }
+        switch read {
+        case .tooLarge(let size):
+            throw limits.checkSize(size)!
+        case .bytes(let bytes):
+            return try await ingest(bytes: bytes, name: name)
+        }
+    }
+
+    /// Validates and stores `bytes`; throws `MediaRejection` when refused, leaving nothing behind.
+    public func ingest(bytes: [UInt8], name: String? = nil) async throws -> IngestResult {
+        if let name { try MediaIndex.validateName(name) }
+        let limits = self.limits
+        let (id, info) = try await threadPool.runIfActive { () throws -> (MediaID, ImageInfo) in
+            let info = try ImageInspector.inspect(bytes, limits: limits)
+            return (MediaID(hashing: bytes), info)
+        }
+        let blobPath = directory.blobPath(id)
+        let alreadyThere = try await database.read { db in try MediaIndex.item(db, id: id) != nil }
+            && FileOps.fileSize(blobPath) == bytes.count
+        var tmpPath: String?
+        if !alreadyThere {
+            let path = "\(directory.tmpPath)/\(getpid()).\(tmpCounter.next()).\(id.hex.prefix(16)).part"
+            try await threadPool.runIfActive {
+                try bytes.withUnsafeBytes { try FileOps.writeDurably($0, to: path) }
+            }
+            tmpPath = path
+        }
+        defer { if let tmpPath { unlink(tmpPath) } }
+        return try await commit(id: id, size: bytes.count, info: info, tmpPath: tmpPath, name: name)
+    }
+
+    /// Moves the fsynced temp file (if any) into place and records the row, in one transaction.
+    private func commit(id: MediaID, size: Int, info: ImageInfo, tmpPath: String?, name: String?) async throws -> IngestResult {
+        let directory = self.directory
+        return try await database.writeWithoutTransaction { db in
+            var result: IngestResult?
+            try db.inTransaction(.immediate) {
+                let now = Date()
+                let blobPath = directory.blobPath(id)
+                let existing = try MediaIndex.item(db, id: id)
+                if FileOps.fileSize(blobPath) != size {
+                    // New blob, or a row whose file went missing: (re)place the file.
+                    guard let tmpPath else { throw MediaStoreError.io("blob vanished while adding", path: blobPath, errno: ENOENT) }
+                    let shard = (blobPath as NSString).deletingLastPathComponent
+                    let newShard = FileOps.fileSize(shard) == nil && !FileManager.default.fileExists(atPath: shard)
+                    if newShard { try FileOps.makeDirectories(shard) }
+                    try FileOps.rename(tmpPath, blobPath)
+                    try FileOps.syncDirectory(shard)
+                    if newShard { try FileOps.syncDirectory(directory.blobsPath) }
+                }
+                if existing == nil {
+                    try MediaIndex.insert(db, id: id, size: size, info: info, now: now)
+                } else {
+                    try MediaIndex.touch(db, id: id, now: now)
+                }
+                if let name { try MediaIndex.setName(db, name, id: id, now: now) }
+                result = IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
+                return .commit
+            }
+            return result!
+        }
+    }
+
+    // MARK: Queries
+
+    /// The item for a media id or name.
+    public func resolve(_ key: String) async throws -> MediaItem? {
+        try await database.read { db in try MediaIndex.resolve(db, key) }
+    }
+
+    /// Every stored item, newest first.
+    public func list() async throws -> [MediaItem] {
+        try await database.read { db in try MediaIndex.all(db) }
+    }
+
+    /// Opens the blob of `id` for reading; the caller closes the descriptor.
+    public func blobPath(_ id: MediaID) -> String { directory.blobPath(id) }
+
+    // MARK: Removal
+
+    /// What `remove` did.
+    public struct Removal: Sendable {
+        /// The name removed, when a name was given.
+        public var name: String?
+        /// The blob deleted, if it was.
+        public var deletedBlob: MediaID?
+    }
+
+    /// Removes a name, or a blob with all its names.
+    ///
+    /// Given a name, the name goes; the blob goes too when nothing else names or references it.
+    /// Given an id, the blob and its names go, unless a notification references it.
+    public func remove(_ key: String) async throws -> Removal {
+        let directory = self.directory
+        return try await database.writeWithoutTransaction { db in
+            var removal = Removal()
+            try db.inTransaction(.immediate) {
+                guard let item = try MediaIndex.resolve(db, key) else { throw MediaStoreError.notFound(key) }
+                var deleteBlob = MediaID(key) != nil
+                if !deleteBlob {
+                    try db.execute(sql: "DELETE FROM media_names WHERE name = ?", arguments: [key])
+                    removal.name = key
+                    deleteBlob = item.names.count == 1 && item.references == 0
+                }
+                if deleteBlob {
+                    if item.references > 0 { throw MediaStoreError.inUse(item.id.hex, item.references) }
+                    try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [item.id.hex])
+                    try Self.unlinkBlob(directory, item.id)
+                    removal.deletedBlob = item.id
+                }
+                return .commit
+            }
+            return removal
+        }
+    }
+
+    private static func unlinkBlob(_ directory: DataDirectory, _ id: MediaID) throws {
+        let path = directory.blobPath(id)
+        if unlink(path) != 0 && errno != ENOENT { throw MediaStoreError.io("cannot remove", path: path, errno: errno) }
+        try FileOps.syncDirectory((path as NSString).deletingLastPathComponent)
+    }
+
+    // MARK: Verify
+
+    /// One inconsistency found by `verify`.
+    public struct Problem: Sendable, CustomStringConvertible {
+        /// The blob's path.
+        public var path: String
+        /// What is wrong with it.
+        public var what: String
+        public var description: String { "\(path): \(what)" }
+    }
+
+    /// Re-hashes every blob and checks rows against files; returns how many blobs were checked and every problem.
+    public func verify() async throws -> (checked: Int, problems: [Problem]) {
+        let items = try await list()
+        let directory = self.directory
+        var problems: [Problem] = []
+        var known = Set<String>()
+        try await withThrowingTaskGroup(of: Problem?.self) { group in
+            var iterator = items.makeIterator()
+            let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
+            func addNext() -> Bool {
+                guard let item = iterator.next() else { return false }
+                group.addTask { [threadPool] in
+                    try await threadPool.runIfActive { Self.check(item, directory) }
+                }
+                return true
+            }
+            for _ in 0..<width where !addNext() { break }
+            while let problem = try await group.next() {
+                if let problem { problems.append(problem) }
+                _ = addNext()
+            }
+        }
+        for item in items { known.insert(item.id.hex) }
+        // Files without rows, and files that are not named like blobs.
+        let shards = (try? FileManager.default.contentsOfDirectory(atPath: directory.blobsPath)) ?? []
+        for shard in shards.sorted() {
+            let shardPath = "\(directory.blobsPath)/\(shard)"
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: shardPath)) ?? []
+            for file in files.sorted() {
+                let path = "\(shardPath)/\(file)"
+                if let id = MediaID(file), id.hex == file, file.hasPrefix(shard) {
+                    if !known.contains(file) { problems.append(Problem(path: path, what: "file has no row in the index (orphan; `media gc` removes it)")) }
+                } else {
+                    problems.append(Problem(path: path, what: "not a blob name"))
+                }
+            }
+        }
+        problems.sort { $0.path < $1.path }
+        return (items.count, problems)
+    }
+
+    private static func check(_ item: MediaItem, _ directory: DataDirectory) -> Problem? {
+        let path = directory.blobPath(item.id)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return Problem(path: path, what: "missing: the index has a row for it but the file cannot be opened (\(String(cString: strerror(errno))))") }
+        defer { close(fd) }
+        var hasher = SHA256()
+        var size = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return Problem(path: path, what: "read error: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            size += n
+            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+        let actual = MediaID(digest: hasher.finalize())
+        if size != item.size { return Problem(path: path, what: "size is \(size) bytes, the index says \(item.size)") }
+        if actual != item.id { return Problem(path: path, what: "content hashes to \(actual.hex): the blob is damaged") }
+        return nil
+    }
+
+    // MARK: Garbage collection
+
+    /// What `collectGarbage` removed.
+    public struct CollectionReport: Sendable {
+        /// Blobs whose rows and files were deleted.
+        public var removed: [MediaID] = []
+        /// Bytes freed by those blobs and orphan files.
+        public var freedBytes = 0
+        /// Files without rows that were deleted.
+        public var orphansRemoved = 0
+    }
+
+    /// Deletes blobs that nothing names or references and that were last added before `now - grace`,
+    /// and orphan files older than the grace.
+    public func collectGarbage(grace: TimeInterval, now: Date = Date()) async throws -> CollectionReport {
+        let cutoff = now.timeIntervalSince1970 - grace
+        let directory = self.directory
+        var report = try await database.writeWithoutTransaction { db in
+            var report = CollectionReport()
+            try db.inTransaction(.immediate) {
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT sha256, size FROM media m
+                    WHERE touchedAt < ?
+                      AND NOT EXISTS (SELECT 1 FROM media_names n WHERE n.sha256 = m.sha256)
+                      AND NOT EXISTS (SELECT 1 FROM media_refs r WHERE r.sha256 = m.sha256)
+                    """, arguments: [cutoff])
+                for row in rows {
+                    guard let id = MediaID(row["sha256"] as String) else { continue }
+                    try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [id.hex])
+                    try Self.unlinkBlob(directory, id)
+                    report.removed.append(id)
+                    report.freedBytes += row["size"] as Int
+                }
+                return .commit
+            }
+            return report
+        }
+        // Orphans: files with no row, left by a crash between rename and commit.
+        let known = Set(try await database.read { db in try String.fetchAll(db, sql: "SELECT sha256 FROM media") })
+        let shards = (try? FileManager.default.contentsOfDirectory(atPath: directory.blobsPath)) ?? []
+        for shard in shards {
+            let shardPath = "\(directory.blobsPath)/\(shard)"
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: shardPath)) ?? [] where !known.contains(file) {
+                let path = "\(shardPath)/\(file)"
+                guard let modified = FileOps.modificationDate(path), modified.timeIntervalSince1970 < cutoff else { continue }
+                let size = FileOps.fileSize(path) ?? 0
+                // Re-check under the write lock: an ingest may be committing this very blob.
+                let removed = try await database.write { db -> Bool in
+                    guard try MediaIndex.item(db, id: MediaID(file) ?? MediaID(hashing: [UInt8]())) == nil else { return false }
+                    return unlink(path) == 0
+                }
+                if removed {
+                    report.orphansRemoved += 1
+                    report.freedBytes += size
+                }
+            }
+        }
+        return report
+    }
+}
+
+/// A process-wide counter for unique temp-file names.
+final class TmpCounter: Sendable {
+    private let value = NIOLockedValueBox(0)
+    func next() -> Int { value.withLockedValue { $0 += 1; return $0 } }
+}
+
+import NIOConcurrencyHelpers

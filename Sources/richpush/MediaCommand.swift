@@ -1,0 +1,323 @@
+import ArgumentParser
+import Foundation
+import MediaStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct MediaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "media",
+        abstract: "Add, list, inspect, remove, verify and collect images in the media store.",
+        subcommands: [Add.self, List.self, Show.self, Remove.self, Verify.self, GC.self]
+    )
+}
+
+extension MediaItem {
+    /// The JSON object of `media list --json` / `media show --json`.
+    var json: [String: any Sendable] {
+        [
+            "sha256": id.hex, "contentType": info.contentType, "width": info.width, "height": info.height,
+            "size": size, "bitDepth": info.bitDepth, "colorModel": info.colorModel, "interlaced": info.interlaced,
+            "names": names, "references": references,
+            "created": ISO8601DateFormatter().string(from: createdAt),
+        ]
+    }
+}
+
+enum JSONOut {
+    /// One compact JSON line with sorted keys.
+    static func line(_ object: [String: any Sendable]) -> String {
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension MediaCommand {
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Validate and store images (files or directories, recursively).",
+            discussion: """
+                Prints `<sha256> <content-type> <width>x<height> <bytes> <path>` for each stored file and \
+                `error: <path>: <class>: <reason>` on stderr for each rejected one. Exit 0 when all were \
+                accepted, 1 when any was rejected, 2 on a usage error.
+                """)
+
+        @OptionGroup var dataOptions: DataOptions
+        @OptionGroup var limitOptions: LimitOptions
+        @Option(help: "Name for the (single) file, usable in API calls in place of its hash.")
+        var name: String?
+        @Flag(help: "One JSON object per file on stdout.")
+        var json = false
+        @Argument(help: "Files or directories.")
+        var paths: [String]
+
+        func validate() throws {
+            if let name {
+                if paths.count != 1 || isDirectory(paths[0]) { throw ValidationError("--name needs exactly one file") }
+                do { try MediaIndex.validateName(name) } catch { throw ValidationError("\(error)") }
+            }
+        }
+
+        func run() async throws {
+            let limits = MediaLimits(maxBytes: limitOptions.maxBytes, maxPixels: limitOptions.maxPixels, maxSide: limitOptions.maxSide)
+            let store = try MediaStore(path: dataOptions.data, limits: limits)
+            var files: [String] = []
+            var failed = false
+            for path in paths {
+                guard FileManager.default.fileExists(atPath: path) else {
+                    report(path: path, error: "missing", reason: "no such file or directory")
+                    failed = true
+                    continue
+                }
+                files += isDirectory(path) ? Self.walk(path) : [path]
+            }
+            let progress = Progress(total: files.count, enabled: Console.stderrIsTerminal && files.count > 1)
+            let ordered = OrderedOutput()
+            let name = self.name
+            let width = max(2, ProcessInfo.processInfo.activeProcessorCount * 2)
+            await withTaskGroup(of: (Int, String, Result<IngestResult, any Error>).self) { group in
+                var next = 0
+                func enqueue() {
+                    guard next < files.count else { return }
+                    let index = next, path = files[index]
+                    next += 1
+                    group.addTask {
+                        do { return (index, path, .success(try await store.ingest(file: path, name: name))) }
+                        catch { return (index, path, .failure(error)) }
+                    }
+                }
+                for _ in 0..<width { enqueue() }
+                while let (index, path, result) = await group.next() {
+                    enqueue()
+                    let size = (try? result.get().item.size) ?? 0
+                    for (p, r) in ordered.add(index, (path, result)) {
+                        progress.clear()
+                        if !emit(path: p, result: r) { failed = true }
+                    }
+                    progress.advance(bytes: size)
+                }
+            }
+            progress.finish()
+            if failed { throw ExitCode(1) }
+        }
+
+        /// Prints one file's outcome; returns false for a rejection.
+        private func emit(path: String, result: Result<IngestResult, any Error>) -> Bool {
+            switch result {
+            case .success(let r):
+                if json {
+                    Console.out(JSONOut.line([
+                        "path": path, "sha256": r.item.id.hex, "contentType": r.item.info.contentType,
+                        "width": r.item.info.width, "height": r.item.info.height, "size": r.item.size,
+                        "status": r.status.rawValue,
+                    ]))
+                } else {
+                    Console.out("\(r.item.id.hex) \(r.item.info.contentType) \(r.item.info.width)x\(r.item.info.height) \(r.item.size) \(path)")
+                }
+                return true
+            case .failure(let error as MediaRejection):
+                report(path: path, error: error.kind.rawValue, reason: error.reason)
+            case .failure(let error):
+                report(path: path, error: "error", reason: "\(error)")
+            }
+            return false
+        }
+
+        private func report(path: String, error kind: String, reason: String) {
+            if json {
+                Console.out(JSONOut.line(["path": path, "error": ["class": kind, "reason": reason]]))
+            } else {
+                Console.error("error: \(path): \(kind): \(reason)")
+            }
+        }
+
+        static func walk(_ directory: String) -> [String] {
+            let base = URL(fileURLWithPath: directory)
+            guard let enumerator = FileManager.default.enumerator(
+                at: base, includingPropertiesForKeys: [.isRegularFileKey], options: [.skipsHiddenFiles])
+            else { return [] }
+            var files: [String] = []
+            for case let url as URL in enumerator {
+                if (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true {
+                    let relative = url.path.dropFirst(base.path.count).drop(while: { $0 == "/" })
+                    files.append(directory.hasSuffix("/") ? directory + relative : directory + "/" + relative)
+                }
+            }
+            return files.sorted()
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List stored images, newest first.")
+        @OptionGroup var dataOptions: DataOptions
+        @Flag(help: "One JSON object per image.") var json = false
+
+        func run() async throws {
+            let store = try MediaStore(path: dataOptions.data)
+            for item in try await store.list() {
+                if json {
+                    print(JSONOut.line(item.json))
+                } else {
+                    let names = item.names.isEmpty ? "" : " " + item.names.joined(separator: ",")
+                    print("\(item.id.hex) \(item.info.contentType) \(item.info.width)x\(item.info.height) \(item.size)\(names)")
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one image by id or name.")
+        @OptionGroup var dataOptions: DataOptions
+        @Flag(help: "As a JSON object.") var json = false
+        @Argument(help: "Media id (64 hex) or name.") var key: String
+
+        func run() async throws {
+            let store = try MediaStore(path: dataOptions.data)
+            guard let item = try await store.resolve(key) else {
+                Console.error("error: no media with id or name '\(key)'")
+                throw ExitCode(1)
+            }
+            if json {
+                print(JSONOut.line(item.json.merging(["path": store.blobPath(item.id)]) { a, _ in a }))
+                return
+            }
+            print("""
+                sha256:       \(item.id.hex)
+                content-type: \(item.info.contentType)
+                dimensions:   \(item.info.width)x\(item.info.height)
+                size:         \(item.size) bytes
+                bit depth:    \(item.info.bitDepth)
+                color model:  \(item.info.colorModel)
+                \(item.info.contentType == "image/png" ? "interlaced: " : "progressive:")  \(item.info.interlaced ? "yes" : "no")
+                names:        \(item.names.isEmpty ? "-" : item.names.joined(separator: ", "))
+                references:   \(item.references)
+                created:      \(ISO8601DateFormatter().string(from: item.createdAt))
+                path:         \(store.blobPath(item.id))
+                """)
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rm",
+            abstract: "Remove a name, or an image with all its names.",
+            discussion: "A name is removed, and its image too when nothing else names or uses it. An id removes the image and its names, unless a notification uses it.")
+        @OptionGroup var dataOptions: DataOptions
+        @Argument(help: "Media id (64 hex) or name.") var key: String
+
+        func run() async throws {
+            let store = try MediaStore(path: dataOptions.data)
+            do {
+                let removal = try await store.remove(key)
+                if let name = removal.name { print("removed name \(name)") }
+                if let id = removal.deletedBlob { print("removed \(id.hex)") }
+            } catch let error as MediaStoreError {
+                Console.error("error: \(error.message)")
+                throw ExitCode(1)
+            }
+        }
+    }
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Re-hash every blob and check the index against the files; exit 1 listing every problem.")
+        @OptionGroup var dataOptions: DataOptions
+
+        func run() async throws {
+            let store = try MediaStore(path: dataOptions.data)
+            let (checked, problems) = try await store.verify()
+            for problem in problems { Console.error("problem: \(problem)") }
+            print("\(checked) blobs checked, \(problems.count) problem\(problems.count == 1 ? "" : "s")")
+            if !problems.isEmpty { throw ExitCode(1) }
+        }
+    }
+
+    struct GC: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "gc",
+            abstract: "Delete blobs that nothing names or references and that are older than the grace period.")
+        @OptionGroup var dataOptions: DataOptions
+        @Option(help: "How long an unreferenced blob is kept (e.g. 90s, 30m, 24h, 7d).", transform: Duration.parse)
+        var grace: TimeInterval = 24 * 3600
+
+        func run() async throws {
+            let store = try MediaStore(path: dataOptions.data)
+            let report = try await store.collectGarbage(grace: grace)
+            for id in report.removed { print("removed \(id.hex)") }
+            print("\(report.removed.count) blobs and \(report.orphansRemoved) orphan files removed, \(report.freedBytes) bytes freed")
+        }
+    }
+}
+
+enum Duration {
+    /// Parses `90`, `90s`, `30m`, `24h`, `7d`.
+    static func parse(_ text: String) throws -> TimeInterval {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var number = Substring(text)
+        var scale = 1.0
+        if let last = text.last, let unit = units[last] {
+            number = number.dropLast()
+            scale = unit
+        }
+        guard let value = Double(number), value >= 0 else {
+            throw ValidationError("'\(text)' is not a duration (e.g. 90s, 30m, 24h, 7d)")
+        }
+        return value * scale
+    }
+}
+
+func isDirectory(_ path: String) -> Bool {
+    var isDir: ObjCBool = false
+    return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+}
+
+/// Releases results in input order although they complete out of order.
+final class OrderedOutput {
+    private var pending: [Int: (String, Result<IngestResult, any Error>)] = [:]
+    private var nextIndex = 0
+
+    func add(_ index: Int, _ value: (String, Result<IngestResult, any Error>)) -> [(String, Result<IngestResult, any Error>)] {
+        pending[index] = value
+        var ready: [(String, Result<IngestResult, any Error>)] = []
+        while let value = pending.removeValue(forKey: nextIndex) {
+            ready.append(value)
+            nextIndex += 1
+        }
+        return ready
+    }
+}
+
+/// A one-line progress display on a terminal's stderr.
+final class Progress {
+    private let total: Int
+    private let enabled: Bool
+    private var done = 0
+    private var bytes = 0
+    private let start = Date()
+
+    init(total: Int, enabled: Bool) {
+        self.total = total
+        self.enabled = enabled
+    }
+
+    func advance(bytes: Int) {
+        done += 1
+        self.bytes += bytes
+        guard enabled else { return }
+        let seconds = max(Date().timeIntervalSince(start), 0.001)
+        let mb = Double(self.bytes) / 1_000_000
+        let line = String(format: "[%d/%d] %.1f MB stored, %.1f MB/s, %.0f images/s", done, total, mb, mb / seconds, Double(done) / seconds)
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+    }
+
+    func clear() {
+        if enabled { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+
+    func finish() {
+        guard enabled else { return }
+        clear()
+    }
+}

@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `richpush` command: the service and its admin CLI.
+struct RichPushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "richpush",
+        abstract: "Self-hosted backend for rich push notifications.",
+        subcommands: [MediaCommand.self]
+    )
+}
+
+/// `--data DIR`, shared by every command that touches state.
+struct DataOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Data directory (env RICHPUSH_DATA).", valueName: "dir"))
+    var data: String = ProcessInfo.processInfo.environment["RICHPUSH_DATA"] ?? "./data"
+}
+
+/// `--max-bytes`, `--max-pixels`, `--max-side` (SPEC §3).
+struct LimitOptions: ParsableArguments {
+    @Option(help: "Largest accepted image in bytes (env RICHPUSH_MAX_BYTES).")
+    var maxBytes: Int = Environment.int("RICHPUSH_MAX_BYTES") ?? 10_485_760
+    @Option(help: "Largest accepted width × height (env RICHPUSH_MAX_PIXELS).")
+    var maxPixels: UInt64 = Environment.int("RICHPUSH_MAX_PIXELS").map(UInt64.init) ?? 40_000_000
+    @Option(help: "Largest accepted width or height (env RICHPUSH_MAX_SIDE).")
+    var maxSide: UInt32 = Environment.int("RICHPUSH_MAX_SIDE").map(UInt32.init) ?? 16_384
+
+    func validate() throws {
+        guard maxBytes > 0, maxPixels > 0, maxSide > 0 else {
+            throw ValidationError("limits must be positive")
+        }
+    }
+}
+
+enum Environment {
+    static func int(_ name: String) -> Int? { ProcessInfo.processInfo.environment[name].flatMap { Int($0) } }
+}
+
+/// Writes to standard error.
+enum Console {
+    static func error(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// Writes a line to stdout at once (unbuffered), so a reader sees it before a crash.
+    static func out(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+}
+
+@main
+enum Main {
+    static func main() async {
+        do {
+            var command = try RichPushCommand.parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = RichPushCommand.exitCode(for: error)
+            let message = RichPushCommand.fullMessage(for: error)
+            if !message.isEmpty {
+                if code == .success { print(message) } else { Console.error(message) }
+            }
+            // SPEC §4: 2 on a usage error (ArgumentParser's own is 64).
+            exit(code == .validationFailure ? 2 : code.rawValue)
+        }
+    }
+}
