@@ -44,14 +44,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(name: "RichPushTestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "MediaStoreTests",
-            dependencies: ["MediaStore", "CImageCodecs"],
+            dependencies: ["MediaStore", "RichPushTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["richpush", "MediaStore"],
+            dependencies: ["richpush", "MediaStore", "RichPushTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -200,20 +200,20 @@ public final class MediaStore: Sendable {
         let directory = self.directory
         var problems: [Problem] = []
         var known = Set<String>()
+        // A bounded window of hashing jobs on the thread pool. (No nested function captures the
+        // group: that shape crashed in release builds, see MediaCommand.Add.)
         try await withThrowingTaskGroup(of: Problem?.self) { group in
-            var iterator = items.makeIterator()
             let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
-            func addNext() -> Bool {
-                guard let item = iterator.next() else { return false }
-                group.addTask { [threadPool] in
-                    try await threadPool.runIfActive { Self.check(item, directory) }
+            var next = 0, finished = 0
+            while next < items.count || !group.isEmpty {
+                while next < items.count && next - finished < width {
+                    let item = items[next]
+                    next += 1
+                    group.addTask { [threadPool] in try await threadPool.runIfActive { Self.check(item, directory) } }
                 }
-                return true
-            }
-            for _ in 0..<width where !addNext() { break }
-            while let problem = try await group.next() {
+                guard let problem = try await group.next() else { break }
+                finished += 1
                 if let problem { problems.append(problem) }
-                _ = addNext()
             }
         }
         for item in items { known.insert(item.id.hex) }

@@ -77,26 +77,24 @@ extension MediaCommand {
             let ordered = OrderedOutput()
             let name = self.name
             let width = max(2, ProcessInfo.processInfo.activeProcessorCount * 2)
-            await withTaskGroup(of: (Int, String, Result<IngestResult, any Error>).self) { group in
+            await withTaskGroup(of: (Int, Result<IngestResult, any Error>).self) { group in
                 var next = 0
-                func enqueue() {
-                    guard next < files.count else { return }
-                    let index = next, path = files[index]
-                    next += 1
-                    group.addTask {
-                        do { return (index, path, .success(try await store.ingest(file: path, name: name))) }
-                        catch { return (index, path, .failure(error)) }
+                while next < files.count || !group.isEmpty {
+                    while next < files.count && next - ordered.released < width {
+                        let index = next, path = files[index]
+                        next += 1
+                        group.addTask {
+                            do { return (index, .success(try await store.ingest(file: path, name: name))) }
+                            catch { return (index, .failure(error)) }
+                        }
                     }
-                }
-                for _ in 0..<width { enqueue() }
-                while let (index, path, result) = await group.next() {
-                    enqueue()
-                    let size = (try? result.get().item.size) ?? 0
-                    for (p, r) in ordered.add(index, (path, result)) {
+                    guard let (index, result) = await group.next() else { break }
+                    progress.advance(bytes: (try? result.get().item.size) ?? 0)
+                    for (i, r) in ordered.add(index, result) {
                         progress.clear()
-                        if !emit(path: p, result: r) { failed = true }
+                        if !emit(path: files[i], result: r) { failed = true }
+                        progress.redraw()
                     }
-                    progress.advance(bytes: size)
                 }
             }
             progress.finish()
@@ -275,15 +273,16 @@ func isDirectory(_ path: String) -> Bool {
 
 /// Releases results in input order although they complete out of order.
 final class OrderedOutput {
-    private var pending: [Int: (String, Result<IngestResult, any Error>)] = [:]
-    private var nextIndex = 0
+    private var pending: [Int: Result<IngestResult, any Error>] = [:]
+    /// How many results have been released so far.
+    private(set) var released = 0
 
-    func add(_ index: Int, _ value: (String, Result<IngestResult, any Error>)) -> [(String, Result<IngestResult, any Error>)] {
-        pending[index] = value
-        var ready: [(String, Result<IngestResult, any Error>)] = []
-        while let value = pending.removeValue(forKey: nextIndex) {
-            ready.append(value)
-            nextIndex += 1
+    func add(_ index: Int, _ result: Result<IngestResult, any Error>) -> [(Int, Result<IngestResult, any Error>)] {
+        pending[index] = result
+        var ready: [(Int, Result<IngestResult, any Error>)] = []
+        while let value = pending.removeValue(forKey: released) {
+            ready.append((released, value))
+            released += 1
         }
         return ready
     }
@@ -305,7 +304,11 @@ final class Progress {
     func advance(bytes: Int) {
         done += 1
         self.bytes += bytes
-        guard enabled else { return }
+        redraw()
+    }
+
+    func redraw() {
+        guard enabled, done > 0 else { return }
         let seconds = max(Date().timeIntervalSince(start), 0.001)
         let mb = Double(self.bytes) / 1_000_000
         let line = String(format: "[%d/%d] %.1f MB stored, %.1f MB/s, %.0f images/s", done, total, mb, mb / seconds, Double(done) / seconds)

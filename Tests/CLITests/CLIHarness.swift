@@ -1,0 +1,55 @@
+import Foundation
+import RichPushTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the built `richpush` executable as a user would.
+enum CLI {
+    /// The `richpush` binary next to the test bundle (SwiftPM builds it: the test target depends on it).
+    static let executable: URL = {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [beside, beside.deletingLastPathComponent(), Fixtures.packageRoot.appendingPathComponent(".build/debug")] {
+            let url = candidate.appendingPathComponent("richpush")
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        return Fixtures.packageRoot.appendingPathComponent(".build/debug/richpush")
+    }()
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    }
+
+    /// Runs `richpush args…` to completion.
+    static func run(_ args: [String], cwd: URL? = nil, stdin: String? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = args
+        if let cwd { process.currentDirectoryURL = cwd }
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        // Read both pipes fully before waiting, so a chatty child cannot block on a full pipe.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var errData = Data()
+        group.enter()
+        DispatchQueue.global().async {
+            errData = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
