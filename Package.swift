@@ -41,6 +41,7 @@ let package = Package(
             dependencies: [
                 "MediaStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

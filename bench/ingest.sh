@@ -42,8 +42,10 @@ for round in $(seq 1 "$rounds"); do
 
     rm -rf "$work/data"
     t0=$(now)
-    "$bin" media add --data "$work/data" "$images" > /dev/null
+    "$bin" media add --data "$work/data" "$images" > "$work/add.out"
     t1=$(now)
+    stored=$(wc -l < "$work/add.out")
+    if [ "$stored" -ne "$count" ]; then echo "richpush reported $stored of $count files" >&2; exit 1; fi
     ours_times+=("$(echo "$t1 - $t0" | bc -l)")
     echo "round $round: floor ${floor_times[-1]}s, richpush ${ours_times[-1]}s" >&2
 done

@@ -200,22 +200,18 @@ public final class MediaStore: Sendable {
         let directory = self.directory
         var problems: [Problem] = []
         var known = Set<String>()
-        // A bounded window of hashing jobs on the thread pool. (No nested function captures the
-        // group: that shape crashed in release builds, see MediaCommand.Add.)
-        try await withThrowingTaskGroup(of: Problem?.self) { group in
-            let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
-            var next = 0, finished = 0
-            while next < items.count || !group.isEmpty {
-                while next < items.count && next - finished < width {
-                    let item = items[next]
-                    next += 1
-                    group.addTask { [threadPool] in try await threadPool.runIfActive { Self.check(item, directory) } }
-                }
-                guard let problem = try await group.next() else { break }
-                finished += 1
-                if let problem { problems.append(problem) }
+        let found = NIOLockedValueBox<[Problem]>([])
+        let threadPool = self.threadPool
+        await Concurrently.forEach(count: items.count, width: max(2, ProcessInfo.processInfo.activeProcessorCount)) { index in
+            let problem: Problem?
+            do {
+                problem = try await threadPool.runIfActive { Self.check(items[index], directory) }
+            } catch {
+                problem = Problem(path: directory.blobPath(items[index].id), what: "not checked: \(error)")
             }
+            if let problem { found.withLockedValue { $0.append(problem) } }
         }
+        problems = found.withLockedValue { $0 }
         for item in items { known.insert(item.id.hex) }
         // Files without rows, and files that are not named like blobs.
         let shards = (try? FileManager.default.contentsOfDirectory(atPath: directory.blobsPath)) ?? []

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MediaStore
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -73,36 +74,30 @@ extension MediaCommand {
                 }
                 files += isDirectory(path) ? Self.walk(path) : [path]
             }
+            let allFiles = files
             let progress = Progress(total: files.count, enabled: Console.stderrIsTerminal && files.count > 1)
-            let ordered = OrderedOutput()
             let name = self.name
-            let width = max(2, ProcessInfo.processInfo.activeProcessorCount * 2)
-            await withTaskGroup(of: (Int, Result<IngestResult, any Error>).self) { group in
-                var next = 0
-                while next < files.count || !group.isEmpty {
-                    while next < files.count && next - ordered.released < width {
-                        let index = next, path = files[index]
-                        next += 1
-                        group.addTask {
-                            do { return (index, .success(try await store.ingest(file: path, name: name))) }
-                            catch { return (index, .failure(error)) }
-                        }
-                    }
-                    guard let (index, result) = await group.next() else { break }
-                    progress.advance(bytes: (try? result.get().item.size) ?? 0)
-                    for (i, r) in ordered.add(index, result) {
-                        progress.clear()
-                        if !emit(path: files[i], result: r) { failed = true }
-                        progress.redraw()
-                    }
-                }
+            let command = self
+            // Results are printed in input order, each as soon as it and all before it are done.
+            let sink = OrderedSink { index, result in
+                progress.clear()
+                let accepted = command.emit(path: allFiles[index], result: result)
+                progress.redraw()
+                return accepted
             }
+            await Concurrently.forEach(count: allFiles.count, width: max(2, ProcessInfo.processInfo.activeProcessorCount * 2)) { index in
+                let result: Result<IngestResult, any Error>
+                do { result = .success(try await store.ingest(file: allFiles[index], name: name)) }
+                catch { result = .failure(error) }
+                sink.deliver(index, result) { progress.advance(bytes: (try? result.get().item.size) ?? 0) }
+            }
+            if sink.anyRejected { failed = true }
             progress.finish()
             if failed { throw ExitCode(1) }
         }
 
         /// Prints one file's outcome; returns false for a rejection.
-        private func emit(path: String, result: Result<IngestResult, any Error>) -> Bool {
+        func emit(path: String, result: Result<IngestResult, any Error>) -> Bool {
             switch result {
             case .success(let r):
                 if json {
@@ -271,25 +266,37 @@ func isDirectory(_ path: String) -> Bool {
     return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
 }
 
-/// Releases results in input order although they complete out of order.
-final class OrderedOutput {
+/// Releases results in input order although they complete out of order; safe from any task.
+final class OrderedSink: @unchecked Sendable {
+    private let lock = NIOLock()
     private var pending: [Int: Result<IngestResult, any Error>] = [:]
-    /// How many results have been released so far.
-    private(set) var released = 0
+    private var released = 0
+    private var rejected = false
+    private let emit: (Int, Result<IngestResult, any Error>) -> Bool
 
-    func add(_ index: Int, _ result: Result<IngestResult, any Error>) -> [(Int, Result<IngestResult, any Error>)] {
-        pending[index] = result
-        var ready: [(Int, Result<IngestResult, any Error>)] = []
-        while let value = pending.removeValue(forKey: released) {
-            ready.append((released, value))
-            released += 1
-        }
-        return ready
+    /// `emit` prints one result and returns false for a rejection; it runs under the sink's lock.
+    init(emit: @escaping (Int, Result<IngestResult, any Error>) -> Bool) {
+        self.emit = emit
     }
+
+    /// Records result `index`, runs `also` under the lock, and emits every result now in order.
+    func deliver(_ index: Int, _ result: Result<IngestResult, any Error>, also: () -> Void) {
+        lock.withLock {
+            also()
+            pending[index] = result
+            while let next = pending.removeValue(forKey: released) {
+                if !emit(released, next) { rejected = true }
+                released += 1
+            }
+        }
+    }
+
+    /// True when any emitted result was a rejection.
+    var anyRejected: Bool { lock.withLock { rejected } }
 }
 
 /// A one-line progress display on a terminal's stderr.
-final class Progress {
+final class Progress: @unchecked Sendable { // used under OrderedSink's lock only
     private let total: Int
     private let enabled: Bool
     private var done = 0
