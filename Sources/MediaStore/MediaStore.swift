@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GRDB
+import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
@@ -90,6 +91,43 @@ public final class MediaStore: Sendable {
         }
         defer { if let tmpPath { unlink(tmpPath) } }
         return try await commit(id: id, size: bytes.count, info: info, tmpPath: tmpPath, name: name)
+    }
+
+    /// Streams an upload to `tmp/` while hashing it, then validates and stores it like `ingest(bytes:)`.
+    ///
+    /// `declaredLength` (a request's Content-Length) over the limit is refused before anything is
+    /// read; a body that grows past the limit is refused as soon as it does. Nothing is left behind
+    /// on any refusal or error.
+    public func ingest(upload chunks: some AsyncSequence<ByteBuffer, any Error>, declaredLength: Int?, name: String? = nil) async throws -> IngestResult {
+        if let name { try MediaIndex.validateName(name) }
+        if let declaredLength, let rejection = limits.checkSize(declaredLength) { throw rejection }
+        let path = "\(directory.tmpPath)/\(getpid()).\(tmpCounter.next()).upload.part"
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
+        guard fd >= 0 else { throw MediaStoreError.io("cannot create", path: path, errno: errno) }
+        let file = UploadFile(fd: fd, path: path)
+        defer { file.closeAndRemove() }
+        var hasher = SHA256()
+        var size = 0
+        for try await chunk in chunks {
+            size += chunk.readableBytes
+            if size > limits.maxBytes {
+                throw MediaRejection(.tooLarge, "body is over the limit of \(limits.maxBytes) bytes")
+            }
+            chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+            try await threadPool.runIfActive { try file.write(chunk) }
+        }
+        let id = MediaID(digest: hasher.finalize())
+        let limits = self.limits
+        let total = size
+        let (bytes, info) = try await threadPool.runIfActive { () throws -> ([UInt8], ImageInfo) in
+            try file.sync()
+            guard case .bytes(let bytes) = try FileOps.readFile(path, limit: limits.maxBytes) else {
+                throw limits.checkSize(total)!
+            }
+            return (bytes, try ImageInspector.inspect(bytes, limits: limits))
+        }
+        guard bytes.count == size else { throw MediaStoreError.io("upload changed while reading", path: path, errno: EIO) }
+        return try await commit(id: id, size: size, info: info, tmpPath: path, name: name)
     }
 
     /// Moves the fsynced temp file (if any) into place and records the row, in one transaction.
@@ -313,6 +351,41 @@ public final class MediaStore: Sendable {
             }
         }
         return report
+    }
+}
+
+/// An upload's temp file: written from the thread pool, removed on every path.
+final class UploadFile: Sendable {
+    let fd: Int32
+    let path: String
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    func write(_ buffer: ByteBuffer) throws {
+        try buffer.withUnsafeReadableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw MediaStoreError.io("cannot write", path: path, errno: errno)
+                }
+                offset += n
+            }
+        }
+    }
+
+    func sync() throws {
+        if fsync(fd) != 0 { throw MediaStoreError.io("cannot fsync", path: path, errno: errno) }
+    }
+
+    /// Closes the file and removes it unless a commit already renamed it into place.
+    func closeAndRemove() {
+        close(fd)
+        unlink(path)
     }
 }
 

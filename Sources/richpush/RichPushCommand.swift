@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import MediaStore
+import RichPushCore
 
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +12,7 @@ struct RichPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush",
         abstract: "Self-hosted backend for rich push notifications.",
-        subcommands: [MediaCommand.self]
+        subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, DeliveriesCommand.self]
     )
 }
 
@@ -18,6 +20,14 @@ struct RichPushCommand: AsyncParsableCommand {
 struct DataOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Data directory (env RICHPUSH_DATA).", valueName: "dir"))
     var data: String = ProcessInfo.processInfo.environment["RICHPUSH_DATA"] ?? "./data"
+}
+
+extension DataOptions {
+    /// The media store of `--data`, with the whole schema migrated (the server's tables too).
+    func openMediaStore(limits: MediaLimits = .default) throws -> MediaStore {
+        let directory = DataDirectory(path: data)
+        return MediaStore(directory: directory, database: try CoreDatabase.open(directory), limits: limits)
+    }
 }
 
 /// `--max-bytes`, `--max-pixels`, `--max-side` (SPEC §3).
@@ -34,10 +44,22 @@ struct LimitOptions: ParsableArguments {
             throw ValidationError("limits must be positive")
         }
     }
+
+    var limits: MediaLimits { MediaLimits(maxBytes: maxBytes, maxPixels: maxPixels, maxSide: maxSide) }
 }
 
+/// Defaults from `RICHPUSH_*` environment variables.
 enum Environment {
-    static func int(_ name: String) -> Int? { ProcessInfo.processInfo.environment[name].flatMap { Int($0) } }
+    static func string(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    static func int(_ name: String) -> Int? { string(name).flatMap { Int($0) } }
+
+    static func bool(_ name: String) -> Bool? {
+        guard let value = string(name)?.lowercased() else { return nil }
+        return ["1", "true", "yes", "on"].contains(value)
+    }
 }
 
 /// Writes to standard error.

@@ -1,0 +1,60 @@
+import Foundation
+import GRDB
+
+/// One push target of a notification, as the outbox records it.
+public struct Delivery: Sendable, Equatable {
+    /// The state of a delivery.
+    public enum State: String, Sendable, Codable {
+        case pending, sent, failed
+    }
+
+    public var id: Int64
+    public var notificationId: Int64
+    /// The device registration, for per-device deliveries.
+    public var registrationId: String?
+    /// A device token, or a tag such as `username:alice`.
+    public var target: String
+    public var state: State
+    /// How many sends were tried.
+    public var attempts: Int
+    /// Apple's or the hub's reason for the last failure, or why it is still pending.
+    public var reason: String?
+    /// The id sent as `apns-id` (kept across retries).
+    public var pushId: String
+    public var nextAttemptAt: Date
+    public var createdAt: Date
+    public var updatedAt: Date
+}
+
+/// Reads the outbox.
+public struct DeliveryStore: Sendable {
+    /// The database.
+    public let database: DatabasePool
+
+    /// Creates the store over a database opened with `CoreDatabase`.
+    public init(database: DatabasePool) {
+        self.database = database
+    }
+
+    /// Deliveries of one notification, or of the `recent` newest notifications.
+    public func list(notification: Int64? = nil, recent: Int = 20) async throws -> [Delivery] {
+        try await database.read { db in
+            if let notification {
+                return try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notificationId = ? ORDER BY id", arguments: [notification]).map(Self.delivery)
+            }
+            return try Row.fetchAll(db, sql: """
+                SELECT * FROM deliveries WHERE notificationId IN
+                    (SELECT id FROM notifications ORDER BY id DESC LIMIT ?)
+                ORDER BY notificationId DESC, id
+                """, arguments: [recent]).map(Self.delivery)
+        }
+    }
+
+    /// Maps a row of `deliveries`.
+    public static func delivery(_ row: Row) -> Delivery {
+        Delivery(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
+                 state: Delivery.State(rawValue: row["state"]) ?? .pending, attempts: row["attempts"], reason: row["reason"],
+                 pushId: row["pushId"], nextAttemptAt: Date(timeIntervalSince1970: row["nextAttemptAt"]),
+                 createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
+    }
+}

@@ -1,0 +1,142 @@
+import Crypto
+import Foundation
+import GRDB
+
+/// A device registration: one device of one user, reachable through a push service.
+public struct Registration: Sendable, Equatable, Codable {
+    /// Opaque id handed out by `POST /api/register`.
+    public var id: String
+    /// The owner; the registration always carries the tag `username:<username>`.
+    public var username: String
+    /// `apns`, or nil before the first `PUT`.
+    public var platform: String?
+    /// The APNs device token (lowercase hex), or nil before the first `PUT`.
+    public var handle: String?
+    /// Every tag, `username:<username>` included.
+    public var tags: [String]
+    /// When it was created and last changed.
+    public var createdAt: Date
+    public var updatedAt: Date
+}
+
+/// What a device sends with `PUT /api/register/{id}`.
+public struct DeviceRegistration: Sendable, Equatable {
+    public var platform: String
+    public var handle: String
+    public var tags: [String]
+
+    /// Creates the request body's content.
+    public init(platform: String, handle: String, tags: [String]) {
+        self.platform = platform
+        self.handle = handle
+        self.tags = tags
+    }
+}
+
+/// Device registrations, owned by users.
+public struct RegistrationStore: Sendable {
+    /// The database.
+    public let database: DatabasePool
+
+    /// Creates the store over a database opened with `CoreDatabase`.
+    public init(database: DatabasePool) {
+        self.database = database
+    }
+
+    /// The platforms RichPush can deliver to.
+    public static let platforms = ["apns"]
+
+    /// Creates an empty registration for `username`; with `handle`, any registration of that
+    /// device token is removed first (the device changed hands), as the tutorial's backend does.
+    public func create(for username: String, replacingHandle handle: String? = nil) async throws -> Registration {
+        var random = SystemRandomNumberGenerator()
+        let id = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max, using: &random)) }.joined()
+        let now = Date()
+        let normalized = try handle.map(Self.normalizeHandle)
+        return try await database.write { db in
+            if let normalized {
+                try db.execute(sql: "DELETE FROM registrations WHERE handle = ?", arguments: [normalized])
+            }
+            try db.execute(
+                sql: "INSERT INTO registrations (id, username, tags, createdAt, updatedAt) VALUES (?, ?, ?, ?, ?)",
+                arguments: [id, username, Self.encodeTags(["username:\(username)"]), now.timeIntervalSince1970, now.timeIntervalSince1970])
+            return Registration(id: id, username: username, platform: nil, handle: nil, tags: ["username:\(username)"], createdAt: now, updatedAt: now)
+        }
+    }
+
+    /// Sets platform, handle and tags of `username`'s registration `id`.
+    ///
+    /// Adds `username:<username>`, refuses any other `username:` tag (403) and unknown ids (410,
+    /// which the tutorial's app answers by asking for a new id). A device token registered
+    /// under another id moves to this one.
+    public func update(id: String, for username: String, with device: DeviceRegistration) async throws -> Registration {
+        guard Self.platforms.contains(device.platform.lowercased()) else {
+            throw CoreError(.unprocessable, "platform '\(device.platform)' is not supported; use \"apns\"")
+        }
+        let handle = try Self.normalizeHandle(device.handle)
+        var tags = [String]()
+        for tag in device.tags {
+            if tag.hasPrefix("username:") && tag != "username:\(username)" {
+                throw CoreError(.forbidden, "tag '\(tag)' names another user; the server adds username:\(username) itself")
+            }
+            guard (1...120).contains(tag.count), tag.allSatisfy({ $0.isLetter && $0.isASCII || $0.isNumber && $0.isASCII || "_@#.:-".contains($0) }) else {
+                throw CoreError(.invalid, "invalid tag '\(tag)': use 1 to 120 of A-Z a-z 0-9 _ @ # . : -")
+            }
+            if !tags.contains(tag) { tags.append(tag) }
+        }
+        if !tags.contains("username:\(username)") { tags.insert("username:\(username)", at: 0) }
+        guard tags.count <= 60 else { throw CoreError(.invalid, "at most 60 tags per registration") }
+        let now = Date()
+        let encodedTags = Self.encodeTags(tags)
+        let finalTags = tags
+        return try await database.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM registrations WHERE id = ? AND username = ?", arguments: [id, username]) else {
+                throw CoreError(.gone, "registration \(id) does not exist or has expired; POST /api/register for a new id")
+            }
+            try db.execute(sql: "DELETE FROM registrations WHERE handle = ? AND platform = ? AND id != ?", arguments: [handle, "apns", id])
+            try db.execute(
+                sql: "UPDATE registrations SET platform = 'apns', handle = ?, tags = ?, updatedAt = ? WHERE id = ?",
+                arguments: [handle, encodedTags, now.timeIntervalSince1970, id])
+            return Registration(id: id, username: username, platform: "apns", handle: handle, tags: finalTags,
+                                createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: now)
+        }
+    }
+
+    /// Deletes `username`'s registration `id` (404 when there is none).
+    public func delete(id: String, for username: String) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM registrations WHERE id = ? AND username = ?", arguments: [id, username])
+            guard db.changesCount > 0 else { throw CoreError(.notFound, "no registration \(id) for user \(username)") }
+        }
+    }
+
+    /// Every registration of `username`.
+    public func list(for username: String) async throws -> [Registration] {
+        try await database.read { db in try Self.registrations(db, username: username) }
+    }
+
+    /// The registrations a push to `username:<username>` reaches (those with a handle).
+    public static func registrations(_ db: Database, username: String) throws -> [Registration] {
+        try Row.fetchAll(db, sql: "SELECT * FROM registrations WHERE username = ? ORDER BY createdAt", arguments: [username]).map(registration)
+    }
+
+    static func registration(_ row: Row) -> Registration {
+        let tagsJSON: String = row["tags"]
+        let tags = (try? JSONDecoder().decode([String].self, from: Data(tagsJSON.utf8))) ?? []
+        return Registration(id: row["id"], username: row["username"], platform: row["platform"], handle: row["handle"], tags: tags,
+                            createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
+    }
+
+    /// Lowercase hex of even length, 16 to 400 digits (APNs tokens are 32 bytes today, and Apple reserves the right to lengthen them).
+    public static func normalizeHandle(_ handle: String) throws -> String {
+        let trimmed = handle.filter { $0 != " " && $0 != "<" && $0 != ">" }.lowercased()
+        guard (16...400).contains(trimmed.count), trimmed.count % 2 == 0, trimmed.allSatisfy(\.isHexDigit) else {
+            throw CoreError(.invalid, "handle must be the APNs device token in hex (e.g. 64 hex digits), got '\(handle.prefix(80))'")
+        }
+        return trimmed
+    }
+
+    static func encodeTags(_ tags: [String]) -> String {
+        String(decoding: try! JSONEncoder().encode(tags), as: UTF8.self)
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+
+/// The silent push of SPEC §6, byte for byte the tutorial's shape, built by a JSON encoder:
+///
+///     {"aps":{"content-available":1,"sound":""},"richId":"<id>","richMessage":"<message>","richType":"img"}
+public struct SilentPush: Sendable, Equatable, Encodable {
+    /// APNs' limit for a notification payload, in bytes.
+    public static let maxBytes = 4096
+
+    struct APS: Encodable, Equatable {
+        let contentAvailable = 1
+        let sound = ""
+        enum CodingKeys: String, CodingKey {
+            case contentAvailable = "content-available"
+            case sound
+        }
+    }
+
+    let aps = APS()
+    /// The notification id in decimal (the device app reads it with `intValue`).
+    public let richId: String
+    /// The message the device shows.
+    public let richMessage: String
+    /// The developer-defined type, `img` for images.
+    public let richType: String
+
+    /// Creates the push for notification `id`.
+    public init(id: Int64, message: String, richType: String) {
+        self.richId = String(id)
+        self.richMessage = message
+        self.richType = richType
+    }
+
+    /// The JSON bytes, keys in the tutorial's order (which is also sorted order).
+    public func encoded() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try! encoder.encode(self)
+    }
+}

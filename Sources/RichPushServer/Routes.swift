@@ -1,0 +1,202 @@
+import Foundation
+import Hummingbird
+import Logging
+import MediaStore
+import Metrics
+import NIOConcurrencyHelpers
+import Prometheus
+import RichPushCore
+
+/// Everything the routes need, built once by `buildApplication`.
+struct Services: Sendable {
+    let configuration: ServerConfiguration
+    let media: MediaStore
+    let blobs: BlobCache
+    let users: UserStore
+    let registrations: RegistrationStore
+    let notifications: NotificationStore
+    let authenticator: Authenticator
+    let dispatcher: any PushDispatching
+    let prometheus: PrometheusCollectorRegistry
+    /// Notifications already read, by id: recipient and payload (they never change afterwards).
+    let readPayloads = NIOLockedValueBox<[Int64: (recipient: String, payload: MediaID)]>([:])
+}
+
+enum Metric {
+    static func ingest(_ outcome: String) {
+        Counter(label: "richpush_media_ingest_total", dimensions: [("result", outcome)]).increment()
+    }
+
+    static func pushes(_ outcome: String, by count: Int = 1) {
+        guard count > 0 else { return }
+        Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
+    }
+}
+
+extension Services {
+    // MARK: ops
+
+    func health(_ request: Request, _ context: AppRequestContext) -> Response {
+        json(["status": "ok"])
+    }
+
+    func metrics(_ request: Request, _ context: AppRequestContext) -> Response {
+        var buffer = [UInt8]()
+        prometheus.emit(into: &buffer)
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+    }
+
+    // MARK: media
+
+    func uploadMedia(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let declared = request.headers[.contentLength].flatMap(Int.init)
+        let name = request.uri.queryParameters.get("name")
+        let result: IngestResult
+        do {
+            result = try await media.ingest(upload: request.body, declaredLength: declared, name: name)
+        } catch let rejection as MediaRejection {
+            Metric.ingest(rejection.kind.rawValue)
+            throw rejection
+        } catch let error as MediaStoreError {
+            throw Problem(.badRequest, error.message)
+        }
+        Metric.ingest(result.status.rawValue)
+        let item = result.item
+        let url = "/media/\(item.id.hex)"
+        var response = json([
+            "sha256": item.id.hex, "contentType": item.info.contentType, "width": item.info.width,
+            "height": item.info.height, "size": item.size, "url": url,
+        ], status: result.status == .stored ? .created : .ok)
+        response.headers[.location] = url
+        return response
+    }
+
+    func serveMedia(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let raw = try context.parameters.require("sha256")
+        guard let id = MediaID(raw) else {
+            throw Problem(.notFound, "'\(raw.prefix(80))' is not a media id (64 hex digits)")
+        }
+        guard let blob = try await blobs.blob(id) else { throw Problem(.notFound, "no media \(id.hex)") }
+        let cacheControl = configuration.publicMedia ? "public, max-age=31536000, immutable" : "private, max-age=31536000, immutable"
+        return try ImageResponse.make(request, blob: blob, cacheControl: cacheControl).0
+    }
+
+    // MARK: registrations
+
+    func createRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let handle = request.uri.queryParameters.get("handle")
+        let registration = try await registrations.create(for: try user(context), replacingHandle: handle)
+        return json(["registrationId": registration.id])
+    }
+
+    func updateRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            throw Problem(.badRequest, "the body must be a JSON object {\"platform\":\"apns\",\"handle\":\"<hex token>\",\"tags\":[...]}")
+        }
+        let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        guard let platform = fields["platform"] as? String else { throw Problem(.badRequest, "\"platform\" is missing (use \"apns\")") }
+        guard let handle = fields["handle"] as? String else { throw Problem(.badRequest, "\"handle\" is missing (the APNs device token in hex)") }
+        let tagsValue = fields["tags"] ?? [String]()
+        guard let tags = tagsValue as? [String] else { throw Problem(.badRequest, "\"tags\" must be an array of strings") }
+        let registration = try await registrations.update(id: id, for: try user(context), with: DeviceRegistration(platform: platform, handle: handle, tags: tags))
+        return json(["registrationId": registration.id, "platform": registration.platform ?? "", "handle": registration.handle ?? "", "tags": registration.tags])
+    }
+
+    func deleteRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        try await registrations.delete(id: id, for: try user(context))
+        return json(["registrationId": id, "deleted": true])
+    }
+
+    // MARK: notifications
+
+    func createNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        let draft = try Self.parseDraft(Data(body.readableBytesView))
+        let created = try await notifications.create(for: try user(context), draft: draft,
+                                                     defaultImage: configuration.defaultImage, addressing: dispatcher.addressing)
+        Metric.pushes("queued", by: created.deliveries)
+        dispatcher.enqueued(created, logger: context.logger)
+        let n = created.notification
+        return json(["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex, "read": n.read], status: .created)
+    }
+
+    /// Empty body, a JSON string (the message), or `{"message","richType","payload"}`.
+    static func parseDraft(_ body: Data) throws -> NotificationDraft {
+        if body.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) { return NotificationDraft() }
+        guard let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
+            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\"}")
+        }
+        if let message = value as? String { return NotificationDraft(message: message) }
+        guard let object = value as? [String: Any] else {
+            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\"}")
+        }
+        let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        func string(_ key: String, _ name: String) throws -> String? {
+            guard let value = fields[key], !(value is NSNull) else { return nil }
+            guard let string = value as? String else { throw Problem(.badRequest, "\"\(name)\" must be a string") }
+            return string
+        }
+        return NotificationDraft(message: try string("message", "message"), richType: try string("richtype", "richType"),
+                                 payload: try string("payload", "payload"))
+    }
+
+    func listNotifications(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 100
+        guard (1...500).contains(limit) else { throw Problem(.badRequest, "limit must be 1 to 500") }
+        let before = request.uri.queryParameters.get("before", as: Int64.self)
+        let list = try await notifications.list(for: try user(context), limit: limit, before: before)
+        let formatter = ISO8601DateFormatter()
+        let array: [[String: Any]] = list.map {
+            ["id": $0.id, "message": $0.message, "richType": $0.richType, "payload": $0.payload.hex, "read": $0.read,
+             "created": formatter.string(from: $0.createdAt)]
+        }
+        return json(array)
+    }
+
+    func fetchPayload(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let user = try user(context)
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), id > 0 else { throw Problem(.notFound, "no notification \(raw.prefix(40))") }
+        var payload: MediaID
+        var alreadyRead = false
+        if let known = readPayloads.withLockedValue({ $0[id] }) {
+            guard known.recipient == user else { throw Problem(.notFound, "no notification \(id) for \(user)") }
+            payload = known.payload
+            alreadyRead = true
+        } else {
+            guard let notification = try await notifications.find(id: id, for: user) else {
+                throw Problem(.notFound, "no notification \(id) for \(user)")
+            }
+            payload = notification.payload
+        }
+        guard let blob = try await blobs.blob(payload) else {
+            throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
+        }
+        let (response, outcome) = try ImageResponse.make(request, blob: blob, cacheControl: "private")
+        if !alreadyRead && outcome != .head {
+            try await notifications.markRead(id: id)
+            readPayloads.withLockedValue { cache in
+                if cache.count > 100_000 { cache.removeAll() }
+                cache[id] = (user, payload)
+            }
+        }
+        return response
+    }
+
+    // MARK: helpers
+
+    func user(_ context: AppRequestContext) throws -> String {
+        guard let user = context.user else { throw Authenticator.unauthorized("credentials are required") }
+        return user
+    }
+
+    func json(_ object: Any, status: HTTPResponse.Status = .ok) -> Response {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json", .contentLength: String(data.count)],
+                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

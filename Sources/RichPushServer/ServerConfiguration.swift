@@ -1,0 +1,31 @@
+import Logging
+import MediaStore
+
+/// Everything `richpush serve` can be told (SPEC §4).
+public struct ServerConfiguration: Sendable {
+    /// Address to listen on.
+    public var host = "127.0.0.1"
+    /// Port to listen on (0 picks a free one).
+    public var port = 8080
+    /// The data directory.
+    public var dataPath = "./data"
+    /// Accept any user whose password equals the user name (the tutorial's test handler).
+    public var demoAuth = false
+    /// Serve `/media/{sha256}` without credentials, cacheable by shared caches.
+    public var publicMedia = false
+    /// The media name used when a notification names no payload.
+    public var defaultImage = "logo.png"
+    /// Where the default image is looked for on start (`media/` of the working directory).
+    public var mediaDirectory = "media"
+    /// Limits for uploads.
+    public var limits = MediaLimits.default
+    /// How long verified credentials are cached, in seconds.
+    public var credentialTTL: Double = 60
+    /// How many bytes of hot blobs are kept in memory.
+    public var blobCacheBytes = 64 << 20
+    /// Logging threshold.
+    public var logLevel: Logger.Level = .info
+
+    /// The defaults of SPEC §4.
+    public init() {}
+}

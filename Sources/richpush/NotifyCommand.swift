@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import MediaStore
+import RichPushCore
+
+struct NotifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notify",
+        abstract: "Create a rich notification for a user and queue its silent push (as POST /api/notifications).",
+        discussion: "A running `richpush serve` on the same data directory delivers the queued pushes.")
+
+    @OptionGroup var dataOptions: DataOptions
+    @Option(help: "The recipient.") var user: String
+    @Option(help: "The message shown first (default: \"Check this image out!\").") var message: String?
+    @Option(help: "A file to upload, or a media id or name (default: --default-image).") var image: String?
+    @Option(help: "Media name used without --image (env RICHPUSH_DEFAULT_IMAGE).")
+    var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
+
+    func run() async throws {
+        let directory = DataDirectory(path: dataOptions.data)
+        let database = try CoreDatabase.open(directory)
+        var payload = image
+        if let image, FileManager.default.fileExists(atPath: image) {
+            let store = MediaStore(directory: directory, database: database)
+            do {
+                payload = try await store.ingest(file: image).item.id.hex
+            } catch let rejection as MediaRejection {
+                Console.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
+                throw ExitCode(1)
+            }
+        }
+        do {
+            let created = try await NotificationStore(database: database).create(
+                for: user, draft: NotificationDraft(message: message, payload: payload), defaultImage: defaultImage)
+            let n = created.notification
+            print(JSONOut.line(["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex, "read": n.read]))
+            if created.deliveries == 0 { Console.error("note: \(user) has no registered device; nothing will be pushed") }
+        } catch let error as CoreError {
+            Console.error("error: \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct DeliveriesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deliveries",
+        abstract: "Show every push target of a notification (or of the recent ones): pending, sent, or failed with the reason.")
+
+    @OptionGroup var dataOptions: DataOptions
+    @Option(help: "Only this notification.") var notification: Int64?
+    @Flag(help: "One JSON object per delivery.") var json = false
+
+    func run() async throws {
+        let store = DeliveryStore(database: try CoreDatabase.open(DataDirectory(path: dataOptions.data)))
+        let formatter = ISO8601DateFormatter()
+        let deliveries = try await store.list(notification: notification)
+        if !json && !deliveries.isEmpty {
+            print("notification  target                                                            state    attempts  reason")
+        }
+        for d in deliveries {
+            if json {
+                var object: [String: any Sendable] = [
+                    "notification": d.notificationId, "target": d.target, "state": d.state.rawValue, "attempts": d.attempts,
+                    "pushId": d.pushId, "updated": formatter.string(from: d.updatedAt),
+                ]
+                if let reason = d.reason { object["reason"] = reason }
+                if let registration = d.registrationId { object["registrationId"] = registration }
+                print(JSONOut.line(object))
+            } else {
+                print("\(String(d.notificationId).padding(toLength: 13, withPad: " ", startingAt: 0)) \(d.target.padding(toLength: 65, withPad: " ", startingAt: 0)) \(d.state.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(String(d.attempts).padding(toLength: 9, withPad: " ", startingAt: 0)) \(d.reason ?? "")")
+            }
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import MediaStore
+import RichPushServer
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the HTTP service (media store and the rich-push notification API).",
+        discussion: "Every option also reads RICHPUSH_<OPTION> from the environment, e.g. RICHPUSH_PORT=9000.")
+
+    @OptionGroup var dataOptions: DataOptions
+    @OptionGroup var limitOptions: LimitOptions
+    @Option(help: "Address to listen on (env RICHPUSH_HOST).")
+    var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
+    @Option(help: "Port to listen on (env RICHPUSH_PORT).")
+    var port: Int = Environment.int("RICHPUSH_PORT") ?? 8080
+    @Flag(inversion: .prefixedNo, help: "Accept any user whose password equals the user name, as the tutorial's test handler did (env RICHPUSH_DEMO_AUTH).")
+    var demoAuth: Bool = Environment.bool("RICHPUSH_DEMO_AUTH") ?? false
+    @Flag(inversion: .prefixedNo, help: "Serve /media/{sha256} without credentials, cacheable publicly (env RICHPUSH_PUBLIC_MEDIA).")
+    var publicMedia: Bool = Environment.bool("RICHPUSH_PUBLIC_MEDIA") ?? false
+    @Option(help: "Media name used when a notification names no payload; ingested from media/<name> on start when missing (env RICHPUSH_DEFAULT_IMAGE).")
+    var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env RICHPUSH_LOG_LEVEL).")
+    var logLevel: String = Environment.string("RICHPUSH_LOG_LEVEL") ?? "info"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level '\(logLevel)' is not a level") }
+    }
+
+    func run() async throws {
+        var configuration = ServerConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.dataPath = dataOptions.data
+        configuration.demoAuth = demoAuth
+        configuration.publicMedia = publicMedia
+        configuration.defaultImage = defaultImage
+        configuration.limits = limitOptions.limits
+        configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let app = try await buildApplication(configuration)
+        try await app.runService()
+    }
+}
