@@ -44,6 +44,63 @@ static int over_limits(rp_image_result *r, rp_image_limits limits) {
     return 0;
 }
 
+/* ------------------------------------------------- header pre-checks */
+/*
+ * The limits are judged from the header alone, before libpng or libjpeg read anything else:
+ * a file that declares a huge image is too_large whatever follows its header.
+ */
+
+static uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint32_t crc32_of(const uint8_t *p, size_t n) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* PNG: the first chunk must be a 13-byte IHDR; only a CRC-valid one is trusted here. */
+static int png_header_over_limits(const uint8_t *data, size_t length, rp_image_limits limits,
+                                  rp_image_result *r) {
+    if (length < 8 + 8 + 13 + 4) return 0;
+    const uint8_t *chunk = data + 8;
+    if (be32(chunk) != 13 || memcmp(chunk + 4, "IHDR", 4) != 0) return 0;
+    if (crc32_of(chunk + 4, 4 + 13) != be32(chunk + 8 + 13)) return 0;
+    r->width = be32(chunk + 8);
+    r->height = be32(chunk + 12);
+    if (r->width == 0 || r->height == 0) return 0; /* libpng names that error */
+    return over_limits(r, limits);
+}
+
+/* JPEG: walk the markers to the first SOFn and read its height and width. */
+static int jpeg_header_over_limits(const uint8_t *data, size_t length, rp_image_limits limits,
+                                   rp_image_result *r) {
+    size_t i = 2;
+    while (i + 4 <= length) {
+        if (data[i] != 0xFF) return 0;
+        uint8_t marker = data[i + 1];
+        if (marker == 0xFF) { i++; continue; }                       /* fill byte */
+        if (marker == 0xD8 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) { i += 2; continue; }
+        if (marker == 0xD9 || marker == 0xDA) return 0;               /* EOI / SOS before a frame */
+        size_t segment = ((size_t)data[i + 2] << 8) | data[i + 3];
+        if (segment < 2) return 0;
+        int is_sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+        if (is_sof) {
+            if (i + 9 > length || segment < 7) return 0;
+            r->height = ((uint32_t)data[i + 5] << 8) | data[i + 6];
+            r->width = ((uint32_t)data[i + 7] << 8) | data[i + 8];
+            if (r->width == 0 || r->height == 0) return 0;
+            return over_limits(r, limits);
+        }
+        i += 2 + segment;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- PNG */
 
 typedef struct {
@@ -264,11 +321,19 @@ void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits
     memset(result, 0, sizeof *result);
     if (data != NULL && length >= 8 && memcmp(data, png_signature, 8) == 0) {
         result->format = RP_FORMAT_PNG;
-        inspect_png(data, length, limits, result);
+        if (!png_header_over_limits(data, length, limits, result)) {
+            memset(result, 0, sizeof *result);
+            result->format = RP_FORMAT_PNG;
+            inspect_png(data, length, limits, result);
+        }
     } else if (data != NULL && length >= 3 && data[0] == 0xFF && data[1] == 0xD8 &&
                data[2] == 0xFF) {
         result->format = RP_FORMAT_JPEG;
-        inspect_jpeg(data, length, limits, result);
+        if (!jpeg_header_over_limits(data, length, limits, result)) {
+            memset(result, 0, sizeof *result);
+            result->format = RP_FORMAT_JPEG;
+            inspect_jpeg(data, length, limits, result);
+        }
     } else {
         result->status = RP_IMAGE_UNSUPPORTED;
         set_message(result, "not a PNG or JPEG file");

@@ -26,6 +26,7 @@ public func buildApplication(
     try await ensureDefaultImage(configuration, media: media, logger: logger)
     let users = UserStore(database: database)
     let authenticator = Authenticator(users: users, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL)
+    try await authenticator.start()
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: RegistrationStore(database: database), notifications: NotificationStore(database: database),
@@ -77,8 +78,12 @@ func ensureDefaultImage(_ configuration: ServerConfiguration, media: MediaStore,
         logger.warning("default image '\(name)' is not in the media store and \(path) does not exist; notifications without a payload will be refused")
         return
     }
-    let result = try await media.ingest(file: path, name: name)
-    logger.info("ingested default image", metadata: ["name": "\(name)", "sha256": "\(result.item.id.hex)"])
+    do {
+        let result = try await media.ingest(file: path, name: name)
+        logger.info("ingested default image", metadata: ["name": "\(name)", "sha256": "\(result.item.id.hex)"])
+    } catch {
+        logger.error("cannot ingest the default image \(path): \(error); notifications without a payload will be refused")
+    }
 }
 
 /// The process's Prometheus registry, bootstrapped into swift-metrics once.

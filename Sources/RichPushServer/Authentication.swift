@@ -32,6 +32,7 @@ public final class Authenticator: Sendable {
         let key = SHA256.hash(data: Data(header.utf8))
         let now = Date().timeIntervalSince1970
         if let hit = cache.withLockedValue({ $0[key] }), hit.expires > now { return hit.user }
+        let epochAtStart = epoch.withLockedValue { $0 }
         guard let (user, password) = Self.parseBasic(header) else {
             throw Self.unauthorized("the Authorization header is not valid Basic credentials (base64 of user:password)")
         }
@@ -45,11 +46,19 @@ public final class Authenticator: Sendable {
             }
         }
         guard valid else { throw Self.unauthorized("wrong user name or password") }
-        cache.withLockedValue { cache in
-            if cache.count > 10_000 { cache.removeAll() }
-            cache[key] = (user, now + ttl)
+        // A user removed while bcrypt ran must not be cached: keep the entry only if no removal was seen since.
+        if epoch.withLockedValue({ $0 }) == epochAtStart {
+            cache.withLockedValue { cache in
+                if cache.count > 10_000 { cache.removeAll() }
+                cache[key] = (user, now + ttl)
+            }
         }
         return user
+    }
+
+    /// Reads the users epoch once; call before serving so that the first removal is noticed.
+    func start() async throws {
+        observe(epoch: try await users.epoch())
     }
 
     /// Drops every cached credential when the users epoch moved (a user was removed).

@@ -86,6 +86,25 @@ struct DamagedImageTests {
         #expect(usage.ru_maxrss - before < 256 * 1024, "peak RSS grew by \(usage.ru_maxrss - before) KiB")
     }
 
+    @Test("the limits are judged from the header alone, whatever follows it")
+    func headerOnlyVerdicts() throws {
+        let pngHeader = PNGBuilder.signature + PNGBuilder.ihdr(width: 20_000, height: 20_000)
+        #expect(rejection(pngHeader + PNGBuilder.chunk("IEND", []))?.kind == .tooLarge)
+        #expect(rejection(pngHeader + [1, 2, 3])?.kind == .tooLarge)
+        // An IHDR whose CRC is wrong is not trusted for a verdict: libpng names the damage.
+        var badCRC = pngHeader
+        badCRC[badCRC.count - 1] ^= 0xFF
+        #expect(rejection(badCRC + [1, 2, 3])?.reason.contains("CRC") == true)
+
+        let jpeg = try Fixtures.bytes(Fixtures.corpus.appendingPathComponent("jpeg/testorig.jpg"))
+        let sof = try #require((2..<jpeg.count - 1).first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xC0 })
+        var huge = jpeg
+        huge[sof + 5] = 0xEA; huge[sof + 6] = 0x60   // height 60000
+        huge[sof + 7] = 0xEA; huge[sof + 8] = 0x60   // width 60000
+        #expect(rejection(Array(huge.prefix(sof + 20)))?.kind == .tooLarge)
+        #expect(rejection(huge) == MediaRejection(.tooLarge, "60000x60000 pixels: a side is over the limit of 16384"))
+    }
+
     @Test("a bomb within raised limits is fully decoded and then accepted")
     func bombWithinLimits() {
         // 2000×2000 gray: 4 MB of zeros from a ~25 KB stream.

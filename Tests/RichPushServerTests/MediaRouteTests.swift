@@ -1,0 +1,172 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import MediaStore
+import RichPushTestSupport
+import RichPushServer
+import Testing
+
+@Suite("Media routes through a live server")
+struct MediaRouteTests {
+    let logo = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+    var logoID: String { MediaID(hashing: logo).hex }
+
+    @Test("health and metrics need no credentials")
+    func ops() async throws {
+        try await TestServer.run { s in
+            let (health, object) = try await s.json(.get, "/health", as: nil)
+            #expect(health.status == .ok)
+            #expect(object as? [String: String] == ["status": "ok"])
+            _ = try await s.request(.post, "/api/media", body: Array("GIF89a".utf8))
+            let metrics = try await s.request(.get, "/metrics", as: nil)
+            #expect(metrics.status == .ok)
+            let text = String(decoding: metrics.bytes, as: UTF8.self)
+            #expect(text.contains("hb_requests{http_route=\"/health\",http_request_method=\"GET\",http_response_status_code=\"200\"}"))
+            #expect(text.contains("richpush_media_ingest_total{result=\"unsupported\"}"))
+            #expect(text.contains("http_server_request_duration_bucket"))
+        }
+    }
+
+    @Test("upload: 201 stored, then 200 exists, with the SPEC's fields and a Location")
+    func upload() async throws {
+        try await TestServer.run { s in
+            let jpeg = try Fixtures.bytes(Fixtures.media.appendingPathComponent("landscape.jpg"))
+            let first = try await s.request(.post, "/api/media", body: jpeg)
+            #expect(first.status == .created)
+            let object = try JSONSerialization.jsonObject(with: Data(first.bytes)) as! [String: Any]
+            let id = MediaID(hashing: jpeg).hex
+            #expect(object["sha256"] as? String == id)
+            #expect(object["contentType"] as? String == "image/jpeg")
+            #expect(object["width"] as? Int == 1280 && object["height"] as? Int == 853)
+            #expect(object["size"] as? Int == jpeg.count)
+            #expect(object["url"] as? String == "/media/\(id)")
+            #expect(first.headers[.location] == "/media/\(id)")
+            let second = try await s.request(.post, "/api/media", headers: [.contentType: "image/gif"], body: jpeg)
+            #expect(second.status == .ok)
+            let fetched = try await s.request(.get, "/media/\(id)")
+            #expect(fetched.bytes == jpeg)
+            #expect(fetched.headers[.contentType] == "image/jpeg")
+            #expect(s.tmpFiles.isEmpty)
+        }
+    }
+
+    @Test("upload rejections map to 413/415/422 with problem details and leave nothing behind")
+    func uploadRejections() async throws {
+        let corrupt = try Fixtures.bytes(Fixtures.corpus.appendingPathComponent("pngsuite/xcsn0g01.png"))
+        let truncatedJPEG = Array(try Fixtures.bytes(Fixtures.corpus.appendingPathComponent("jpeg/testorig.jpg")).dropLast(300))
+        try await TestServer.run({ $0.limits = MediaLimits(maxBytes: 100_000, maxPixels: 40_000_000, maxSide: 16_384) }) { s in
+            let cases: [([UInt8], HTTPResponse.Status, String)] = [
+                (corrupt, .unprocessableContent, "corrupt: PNG: IDAT: CRC error"),
+                (Array("GIF89a\u{1}\u{0}\u{1}\u{0}".utf8), .unsupportedMediaType, "unsupported: image/gif is not accepted; send PNG or JPEG"),
+                (Array("%PDF-1.4\n".utf8), .unsupportedMediaType, "unsupported: application/pdf is not accepted; send PNG or JPEG"),
+                ([UInt8](repeating: 0, count: 150_000), .contentTooLarge, "too_large: 150000 bytes, over the limit of 100000 bytes"),
+                (PNGBuilder.signature + PNGBuilder.ihdr(width: 20_000, height: 20_000) + PNGBuilder.chunk("IEND", []), .contentTooLarge,
+                 "too_large: 20000x20000 pixels: a side is over the limit of 16384"),
+                (truncatedJPEG, .unprocessableContent,
+                 "corrupt: JPEG: Premature end of JPEG file"),
+            ]
+            for (body, status, detail) in cases {
+                let response = try await s.request(.post, "/api/media", body: body)
+                #expect(response.status == status, "\(detail)")
+                #expect(response.headers[.contentType] == "application/problem+json")
+                #expect(response.detail == detail)
+                #expect(response.problem?["status"] as? Int == Int(status.code))
+            }
+            let rows = try await s.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM media") }
+            #expect(rows == 1) // only the default image
+            #expect(s.tmpFiles.isEmpty)
+            let unauthenticated = try await s.request(.post, "/api/media", as: nil, body: Array("x".utf8))
+            #expect(unauthenticated.status == .unauthorized)
+        }
+    }
+
+    @Test("an upload declaring a Content-Length over the limit is refused with 413 before its body is read")
+    func declaredLengthTooLarge() async throws {
+        try await TestServer.run({
+            $0.limits = MediaLimits(maxBytes: 1000, maxPixels: 40_000_000, maxSide: 16_384)
+            $0.mediaDirectory = "/nonexistent" // logo.png is over this limit
+        }) { s in
+            // Headers only: the 5 MB body is never sent, so an answer proves it was not waited for.
+            let auth = TestServer.basic("alice")[.authorization]!
+            let answer = try rawExchange(port: try #require(s.client.port),
+                "POST /api/media HTTP/1.1\r\nHost: localhost\r\nAuthorization: \(auth)\r\nContent-Length: 5000000\r\n\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 413 "), "\(answer.prefix(200))")
+            #expect(answer.contains("too_large: 5000000 bytes, over the limit of 1000 bytes"))
+            #expect(s.tmpFiles.isEmpty)
+        }
+    }
+
+    @Test("image responses: type, length, strong ETag, nosniff, private cache, 304, 206, 416, HEAD")
+    func imageHeaders() async throws {
+        try await TestServer.run { s in
+            let uri = "/media/\(logoID)"
+            let full = try await s.request(.get, uri)
+            #expect(full.status == .ok)
+            #expect(full.bytes == logo)
+            #expect(full.headers[.contentType] == "image/png")
+            #expect(full.headers[.contentLength] == String(logo.count))
+            #expect(full.headers[.eTag] == "\"\(logoID)\"")
+            #expect(full.headers[.acceptRanges] == "bytes")
+            #expect(full.headers[HTTPField.Name("X-Content-Type-Options")!] == "nosniff")
+            #expect(full.headers[.cacheControl] == "private, max-age=31536000, immutable")
+
+            let notModified = try await s.request(.get, uri, headers: [.ifNoneMatch: "\"other\", W/\"\(logoID)\""])
+            #expect(notModified.status == .notModified)
+            #expect(notModified.bytes.isEmpty)
+            #expect(notModified.headers[.eTag] == "\"\(logoID)\"")
+            #expect(try await s.request(.get, uri, headers: [.ifNoneMatch: "\"other\""]).status == .ok)
+
+            let partial = try await s.request(.get, uri, headers: [.range: "bytes=100-199"])
+            #expect(partial.status == .partialContent)
+            #expect(partial.bytes == Array(logo[100...199]))
+            #expect(partial.headers[.contentRange] == "bytes 100-199/\(logo.count)")
+            #expect(partial.headers[.contentLength] == "100")
+            let suffix = try await s.request(.get, uri, headers: [.range: "bytes=-10"])
+            #expect(suffix.bytes == Array(logo.suffix(10)))
+            let open = try await s.request(.get, uri, headers: [.range: "bytes=50000-"])
+            #expect(open.bytes == Array(logo[50000...]))
+            let staleIfRange = try await s.request(.get, uri, headers: [.range: "bytes=0-9", .ifRange: "\"old\""])
+            #expect(staleIfRange.status == .ok && staleIfRange.bytes == logo)
+            let multi = try await s.request(.get, uri, headers: [.range: "bytes=0-1,5-6"])
+            #expect(multi.status == .ok)
+
+            let unsatisfiable = try await s.request(.get, uri, headers: [.range: "bytes=\(logo.count)-"])
+            #expect(unsatisfiable.status == .rangeNotSatisfiable)
+            #expect(unsatisfiable.headers[.contentRange] == "bytes */\(logo.count)")
+
+            let head = try await s.request(.head, uri)
+            #expect(head.status == .ok)
+            #expect(head.headers[.contentLength] == String(logo.count))
+            #expect(head.headers[.contentType] == "image/png")
+            #expect(head.bytes.isEmpty)
+        }
+    }
+
+    @Test("media ids in paths are validated; unknown ids are 404; private media need credentials")
+    func mediaPaths() async throws {
+        try await TestServer.run { s in
+            for bad in ["zzz", "..%2F..%2Frichpush.sqlite", String(repeating: "g", count: 64), String(logoID.dropLast())] {
+                let response = try await s.request(.get, "/media/\(bad)")
+                #expect(response.status == .notFound, "\(bad)")
+                #expect(response.headers[.contentType] == "application/problem+json")
+            }
+            #expect(try await s.request(.get, "/media/\(String(repeating: "0", count: 64))").status == .notFound)
+            #expect(try await s.request(.get, "/media/\(logoID.uppercased())").status == .ok)
+            let anonymous = try await s.request(.get, "/media/\(logoID)", as: nil)
+            #expect(anonymous.status == .unauthorized)
+            #expect(anonymous.headers[.wwwAuthenticate] == "Basic realm=\"RichPush\", charset=\"UTF-8\"")
+        }
+    }
+
+    @Test("--public-media serves without credentials, publicly cacheable")
+    func publicMedia() async throws {
+        try await TestServer.run({ $0.publicMedia = true }) { s in
+            let response = try await s.request(.get, "/media/\(logoID)", as: nil)
+            #expect(response.status == .ok)
+            #expect(response.headers[.cacheControl] == "public, max-age=31536000, immutable")
+            #expect(try await s.request(.post, "/api/media", as: nil, body: logo).status == .unauthorized)
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import HummingbirdTesting
+import RichPushCore
+import RichPushServer
+import Testing
+
+let tokenA = String(repeating: "ab", count: 32)
+let tokenB = String(repeating: "cd", count: 32)
+
+extension TestServer {
+    /// POST /api/register then PUT the token, as the tutorial's app does; returns the id.
+    func registerDevice(_ token: String, as user: String = "alice", tags: [String] = []) async throws -> String {
+        let (_, created) = try await json(.post, "/api/register", as: user)
+        let id = try #require((created as? [String: Any])?["registrationId"] as? String)
+        let tagList = tags.map { "\"\($0)\"" }.joined(separator: ",")
+        let (response, _) = try await json(.put, "/api/register/\(id)", as: user, body: "{\"Platform\":\"apns\",\"Handle\":\"\(token)\",\"Tags\":[\(tagList)]}")
+        #expect(response.status == .ok)
+        return id
+    }
+}
+
+@Suite("Registrations")
+struct RegistrationTests {
+    @Test("POST gives an id; PUT with the tutorial's capitalised keys forces username:<user>; DELETE removes")
+    func lifecycle() async throws {
+        try await TestServer.run { s in
+            let (created, object) = try await s.json(.post, "/api/register")
+            #expect(created.status == .ok)
+            let id = try #require((object as? [String: Any])?["registrationId"] as? String)
+            let (put, body) = try await s.json(.put, "/api/register/\(id)", body: "{\"Platform\":\"apns\",\"Handle\":\"\(tokenA.uppercased())\",\"Tags\":[\"sports\"]}")
+            #expect(put.status == .ok)
+            let registration = try #require(body as? [String: Any])
+            #expect(registration["tags"] as? [String] == ["username:alice", "sports"])
+            #expect(registration["handle"] as? String == tokenA)
+            let stored = try await RegistrationStore(database: s.database).list(for: "alice")
+            #expect(stored.map(\.handle) == [tokenA])
+            let (lower, _) = try await s.json(.put, "/api/register/\(id)", body: "{\"platform\":\"apns\",\"handle\":\"\(tokenB)\",\"tags\":[]}")
+            #expect(lower.status == .ok)
+            #expect(try await s.request(.delete, "/api/register/\(id)").status == .ok)
+            #expect(try await s.request(.delete, "/api/register/\(id)").status == .notFound)
+            #expect(try await RegistrationStore(database: s.database).list(for: "alice").isEmpty)
+        }
+    }
+
+    @Test("refusals: another user's tag 403, bad handle 400, other platform 422, unknown id 410, someone else's id 410")
+    func refusals() async throws {
+        try await TestServer.run { s in
+            let (_, object) = try await s.json(.post, "/api/register")
+            let id = try #require((object as? [String: Any])?["registrationId"] as? String)
+            let cases: [(String, String, HTTPResponse.Status)] = [
+                (id, "{\"platform\":\"apns\",\"handle\":\"\(tokenA)\",\"tags\":[\"username:bob\"]}", .forbidden),
+                (id, "{\"platform\":\"apns\",\"handle\":\"not-hex\",\"tags\":[]}", .badRequest),
+                (id, "{\"platform\":\"apns\",\"handle\":\"abc\",\"tags\":[]}", .badRequest),
+                (id, "{\"platform\":\"gcm\",\"handle\":\"\(tokenA)\",\"tags\":[]}", .unprocessableContent),
+                (id, "{\"platform\":\"apns\",\"tags\":[]}", .badRequest),
+                (id, "[1,2]", .badRequest),
+                (id, "{\"platform\":\"apns\",\"handle\":\"\(tokenA)\",\"tags\":[\"bad tag!\"]}", .badRequest),
+                ("nope", "{\"platform\":\"apns\",\"handle\":\"\(tokenA)\",\"tags\":[]}", .gone),
+            ]
+            for (target, body, status) in cases {
+                let (response, _) = try await s.json(.put, "/api/register/\(target)", body: body)
+                #expect(response.status == status, "\(body)")
+                #expect(!response.detail.isEmpty)
+            }
+            let (other, _) = try await s.json(.put, "/api/register/\(id)", as: "bob", body: "{\"platform\":\"apns\",\"handle\":\"\(tokenA)\",\"tags\":[]}")
+            #expect(other.status == .gone)
+            #expect(try await s.request(.delete, "/api/register/\(id)", as: "bob").status == .notFound)
+            #expect(try await s.request(.post, "/api/register", as: nil).status == .unauthorized)
+        }
+    }
+
+    @Test("a device token moves to its newest registration, even across users")
+    func tokenMoves() async throws {
+        try await TestServer.run { s in
+            _ = try await s.registerDevice(tokenA, as: "alice")
+            _ = try await s.registerDevice(tokenA, as: "bob")
+            let store = RegistrationStore(database: s.database)
+            #expect(try await store.list(for: "alice").compactMap(\.handle).isEmpty)
+            #expect(try await store.list(for: "bob").compactMap(\.handle) == [tokenA])
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import Hummingbird
+import Logging
+import HummingbirdTesting
+import MediaStore
+import RichPushCore
+import RichPushServer
+import RichPushTestSupport
+
+/// A live server on a free port over a fresh data directory, with users alice and bob.
+struct TestServer {
+    let dir: URL
+    let database: DatabasePool
+    let client: any TestClientProtocol
+
+    static let passwords = ["alice": "wonderland", "bob": "builder"]
+
+    /// Runs `body` against a live server configured by `configure`.
+    static func run(_ configure: (inout ServerConfiguration) -> Void = { _ in },
+                    _ body: @Sendable (TestServer) async throws -> Void) async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataPath = dir.appendingPathComponent("data").path
+        configuration.mediaDirectory = Fixtures.media.path
+        configuration.logLevel = .warning
+        configure(&configuration)
+        let database = try CoreDatabase.open(DataDirectory(path: configuration.dataPath))
+        let users = UserStore(database: database, cost: 4)
+        for (name, password) in passwords { _ = try await users.add(name: name, password: password) }
+        let app = try await buildApplication(configuration, database: database)
+        try await app.test(.live) { client in
+            try await body(TestServer(dir: dir, database: database, client: client))
+        }
+    }
+
+    static func basic(_ user: String, _ password: String? = nil) -> HTTPFields {
+        let token = Data("\(user):\(password ?? passwords[user] ?? user)".utf8).base64EncodedString()
+        return [.authorization: "Basic \(token)"]
+    }
+
+    func request(_ method: HTTPRequest.Method, _ uri: String, as user: String? = "alice", headers: HTTPFields = [:],
+                 body: [UInt8]? = nil) async throws -> TestResponse {
+        var all = headers
+        if let user { all.append(contentsOf: Self.basic(user)) }
+        return try await client.execute(uri: uri, method: method, headers: all, body: body.map { ByteBuffer(bytes: $0) })
+    }
+
+    /// A GET with exactly these headers (no credentials added).
+    func get(_ uri: String, headers: HTTPFields) async throws -> TestResponse {
+        try await client.execute(uri: uri, method: .get, headers: headers, body: nil)
+    }
+
+    func json(_ method: HTTPRequest.Method, _ uri: String, as user: String? = "alice", body: String? = nil) async throws -> (TestResponse, Any?) {
+        let response = try await request(method, uri, as: user, headers: [.contentType: "application/json"], body: body.map { Array($0.utf8) })
+        let object = try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView), options: [.fragmentsAllowed])
+        return (response, object)
+    }
+
+    var tmpFiles: [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("data/tmp").path)) ?? []
+    }
+}
+
+extension TestResponse {
+    var bytes: [UInt8] { Array(body.readableBytesView) }
+    var problem: [String: Any]? {
+        guard headers[.contentType] == "application/problem+json" else { return nil }
+        return try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+    }
+    var detail: String { problem?["detail"] as? String ?? "" }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A raw TCP exchange: sends `request` as is and returns what the server answers within `timeout`.
+func rawExchange(port: Int, _ request: String, timeout: Double = 5) throws -> String {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    precondition(fd >= 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+    var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    _ = request.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, 0) }
+    var received = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        received += buffer[0..<n]
+        if let text = String(bytes: received, encoding: .utf8), let end = text.range(of: "\r\n\r\n"),
+           let lengthLine = text[..<end.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") }),
+           let length = Int(lengthLine.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)),
+           received.count >= text[..<end.upperBound].utf8.count + length {
+            break
+        }
+    }
+    return String(decoding: received, as: UTF8.self)
+}
