@@ -9,9 +9,22 @@ public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Com
     public let hex: String
 
     /// Validates `string` as 64 hex digits (either case); nil otherwise.
-    public init?(_ string: some StringProtocol) {
-        guard string.utf8.count == 64, string.utf8.allSatisfy({ Self.isHex($0) }) else { return nil }
-        self.hex = string.lowercased()
+    ///
+    /// Not generic on purpose: it runs for every media request and must stay specialised.
+    public init?(_ string: String) {
+        guard string.utf8.count == 64 else { return nil }
+        var lower = [UInt8]()
+        lower.reserveCapacity(64)
+        for c in string.utf8 {
+            guard Self.isHex(c) else { return nil }
+            lower.append(c >= 0x41 && c <= 0x46 ? c + 0x20 : c)
+        }
+        self.hex = String(decoding: lower, as: UTF8.self)
+    }
+
+    /// Validates a substring (a path component, a file name) as 64 hex digits.
+    public init?(_ string: Substring) {
+        self.init(String(string))
     }
 
     /// The id of `bytes`.

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import MediaStore
 import Metrics
+import NIOPosix
 import Prometheus
 import RichPushCore
 import ServiceLifecycle
@@ -30,15 +31,20 @@ public func buildApplication(
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: RegistrationStore(database: database), notifications: NotificationStore(database: database),
-        authenticator: authenticator, dispatcher: dispatcher, prometheus: Metrics.registry)
+        authenticator: authenticator, dispatcher: dispatcher, prometheus: PrometheusRegistry.registry)
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
+    let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: services.readPayloads,
+                            publicMedia: configuration.publicMedia)
     return Application(
         router: router,
+        server: FastPathHTTP1Channel.builder(fastPath),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush"),
         services: [authenticator.epochWatcher(logger: logger)] + extraServices,
+        eventLoopGroupProvider: configuration.eventLoopThreads > 0
+            ? .shared(MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)) : .singleton,
         logger: logger)
 }
 
@@ -87,7 +93,7 @@ func ensureDefaultImage(_ configuration: ServerConfiguration, media: MediaStore,
 }
 
 /// The process's Prometheus registry, bootstrapped into swift-metrics once.
-enum Metrics {
+enum PrometheusRegistry {
     static let registry: PrometheusCollectorRegistry = {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))

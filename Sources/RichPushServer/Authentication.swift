@@ -26,12 +26,23 @@ public final class Authenticator: Sendable {
         self.ttl = ttl
     }
 
+    /// The user of an `Authorization` header verified recently, without verifying anything now.
+    func cachedUser(_ header: String?) -> String? {
+        guard let header else { return nil }
+        let key = SHA256.hash(data: Data(header.utf8))
+        let now = Date().timeIntervalSince1970
+        return cache.withLockedValue { cache in
+            guard let hit = cache[key], hit.expires > now else { return nil }
+            return hit.user
+        }
+    }
+
     /// The user named by a valid `Authorization` header; throws 401 otherwise.
     public func authenticate(_ header: String?) async throws -> String {
         guard let header else { throw Self.unauthorized("credentials are required: send Authorization: Basic base64(user:password)") }
+        if let user = cachedUser(header) { return user }
         let key = SHA256.hash(data: Data(header.utf8))
         let now = Date().timeIntervalSince1970
-        if let hit = cache.withLockedValue({ $0[key] }), hit.expires > now { return hit.user }
         let epochAtStart = epoch.withLockedValue { $0 }
         guard let (user, password) = Self.parseBasic(header) else {
             throw Self.unauthorized("the Authorization header is not valid Basic credentials (base64 of user:password)")

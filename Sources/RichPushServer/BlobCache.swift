@@ -1,15 +1,46 @@
 import Foundation
+import HTTPTypes
+import NIOHTTP1
 import GRDB
 import MediaStore
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// A blob ready to serve: its bytes and stored type.
+/// A blob ready to serve: its bytes, stored type, and the headers of a full response, built once.
 struct ServedBlob: Sendable {
     let id: MediaID
     let contentType: String
     let bytes: ByteBuffer
+    /// `"<sha256>"`.
+    let etag: String
+    /// Headers of a 200 response per `Cache-Control` value (SPEC §5 has three).
+    let fullHeaders: [String: HTTPFields]
+    /// The same headers for the event-loop fast path, plus `Server` (the router adds it there).
+    let publicHeaders: HTTPHeaders
+    let privateImmutableHeaders: HTTPHeaders
+    let privateHeaders: HTTPHeaders
+
+    static let cacheControls = ["public, max-age=31536000, immutable", "private, max-age=31536000, immutable", "private"]
+
+    init(id: MediaID, contentType: String, bytes: ByteBuffer) {
+        self.id = id
+        self.contentType = contentType
+        self.bytes = bytes
+        self.etag = "\"\(id.hex)\""
+        var headers: [String: HTTPFields] = [:]
+        for cacheControl in Self.cacheControls {
+            headers[cacheControl] = ImageResponse.baseHeaders(contentType: contentType, etag: etag, cacheControl: cacheControl)
+                + [HTTPField(name: .contentLength, value: String(bytes.readableBytes))]
+        }
+        self.fullHeaders = headers
+        func nio(_ cacheControl: String) -> HTTPHeaders {
+            HTTPHeaders(headers[cacheControl]!.map { ($0.name.rawName, $0.value) } + [("Server", "RichPush")])
+        }
+        self.publicHeaders = nio(Self.cacheControls[0])
+        self.privateImmutableHeaders = nio(Self.cacheControls[1])
+        self.privateHeaders = nio(Self.cacheControls[2])
+    }
 }
 
 /// Keeps hot blobs in memory. Blobs are immutable, so a cached copy is always right while the
@@ -37,6 +68,18 @@ final class BlobCache: Sendable {
         self.store = store
         self.capacity = capacity
         self.maxEntry = max(0, capacity / 8)
+    }
+
+    /// The cached blob with `id` when it was checked within the last second; never touches disk.
+    func freshBlob(_ id: MediaID) -> ServedBlob? {
+        let now = DispatchTime.now().uptimeNanoseconds
+        return state.withLockedValue { state in
+            guard var entry = state.entries[id], now - entry.checkedAt <= 1_000_000_000 else { return nil }
+            state.tick += 1
+            entry.lastUsed = state.tick
+            state.entries[id] = entry
+            return entry.blob
+        }
     }
 
     /// The blob with `id`, or nil when the store has none.

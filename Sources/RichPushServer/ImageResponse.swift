@@ -9,16 +9,22 @@ enum ImageResponse {
     /// What happened, so the caller can decide about side effects (marking a payload read).
     enum Outcome { case full, partial, notModified, head }
 
+    static let nosniff = HTTPField.Name("X-Content-Type-Options")!
+
+    /// The headers every image response carries.
+    static func baseHeaders(contentType: String, etag: String, cacheControl: String) -> HTTPFields {
+        [.contentType: contentType, .eTag: etag, .acceptRanges: "bytes", .cacheControl: cacheControl, nosniff: "nosniff"]
+    }
+
     static func make(_ request: Request, blob: ServedBlob, cacheControl: String) throws -> (Response, Outcome) {
-        let etag = "\"\(blob.id.hex)\""
+        let etag = blob.etag
         let size = blob.bytes.readableBytes
-        var headers: HTTPFields = [
-            .contentType: blob.contentType,
-            .eTag: etag,
-            .acceptRanges: "bytes",
-            .cacheControl: cacheControl,
-            HTTPField.Name("X-Content-Type-Options")!: "nosniff",
-        ]
+        let isHead = request.method == .head
+        let plain = request.headers[.ifNoneMatch] == nil && request.headers[.range] == nil
+        if plain, let headers = blob.fullHeaders[cacheControl] {
+            return (Response(status: .ok, headers: headers, body: isHead ? .init() : .init(byteBuffer: blob.bytes)), isHead ? .head : .full)
+        }
+        var headers = baseHeaders(contentType: blob.contentType, etag: etag, cacheControl: cacheControl)
         if let inm = request.headers[values: .ifNoneMatch].first, matches(inm, etag: etag) {
             return (Response(status: .notModified, headers: headers), .notModified)
         }
@@ -32,7 +38,6 @@ enum ImageResponse {
             case .some(.range(let r)): range = r
             }
         }
-        let isHead = request.method == .head
         if let range {
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(size)"
             headers[.contentLength] = String(range.count)

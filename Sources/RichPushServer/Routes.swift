@@ -18,8 +18,8 @@ struct Services: Sendable {
     let authenticator: Authenticator
     let dispatcher: any PushDispatching
     let prometheus: PrometheusCollectorRegistry
-    /// Notifications already read, by id: recipient and payload (they never change afterwards).
-    let readPayloads = NIOLockedValueBox<[Int64: (recipient: String, payload: MediaID)]>([:])
+    /// Notifications already read: recipient and payload, so later fetches need no database.
+    let readPayloads = ReadPayloadCache()
 }
 
 enum Metric {
@@ -163,7 +163,7 @@ extension Services {
         guard let id = Int64(raw), id > 0 else { throw Problem(.notFound, "no notification \(raw.prefix(40))") }
         var payload: MediaID
         var alreadyRead = false
-        if let known = readPayloads.withLockedValue({ $0[id] }) {
+        if let known = readPayloads.get(id) {
             guard known.recipient == user else { throw Problem(.notFound, "no notification \(id) for \(user)") }
             payload = known.payload
             alreadyRead = true
@@ -179,10 +179,7 @@ extension Services {
         let (response, outcome) = try ImageResponse.make(request, blob: blob, cacheControl: "private")
         if !alreadyRead && outcome != .head {
             try await notifications.markRead(id: id)
-            readPayloads.withLockedValue { cache in
-                if cache.count > 100_000 { cache.removeAll() }
-                cache[id] = (user, payload)
-            }
+            readPayloads.set(id, recipient: user, payload: payload)
         }
         return response
     }

@@ -23,6 +23,8 @@ public struct ServerConfiguration: Sendable {
     public var credentialTTL: Double = 60
     /// How many bytes of hot blobs are kept in memory.
     public var blobCacheBytes = 64 << 20
+    /// Event-loop threads (0: one per core).
+    public var eventLoopThreads = 0
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
 

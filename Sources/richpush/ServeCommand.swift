@@ -23,11 +23,14 @@ struct ServeCommand: AsyncParsableCommand {
     var publicMedia: Bool = Environment.bool("RICHPUSH_PUBLIC_MEDIA") ?? false
     @Option(help: "Media name used when a notification names no payload; ingested from media/<name> on start when missing (env RICHPUSH_DEFAULT_IMAGE).")
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
+    @Option(help: "Event-loop threads, 0 for one per core (env RICHPUSH_THREADS).")
+    var threads: Int = Environment.int("RICHPUSH_THREADS") ?? 0
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env RICHPUSH_LOG_LEVEL).")
     var logLevel: String = Environment.string("RICHPUSH_LOG_LEVEL") ?? "info"
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        guard (0...256).contains(threads) else { throw ValidationError("--threads must be 0 to 256") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level '\(logLevel)' is not a level") }
     }
 
@@ -41,12 +44,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.defaultImage = defaultImage
         configuration.limits = limitOptions.limits
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        configuration.eventLoopThreads = threads
         let level = configuration.logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in RichPushLogHandler(label: label, level: level) }
         let app = try await buildApplication(configuration)
         try await app.runService()
     }

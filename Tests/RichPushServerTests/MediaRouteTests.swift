@@ -90,7 +90,7 @@ struct MediaRouteTests {
         }) { s in
             // Headers only: the 5 MB body is never sent, so an answer proves it was not waited for.
             let auth = TestServer.basic("alice")[.authorization]!
-            let answer = try rawExchange(port: try #require(s.client.port),
+            let answer = try await rawExchange(port: try #require(s.client.port),
                 "POST /api/media HTTP/1.1\r\nHost: localhost\r\nAuthorization: \(auth)\r\nContent-Length: 5000000\r\n\r\n")
             #expect(answer.hasPrefix("HTTP/1.1 413 "), "\(answer.prefix(200))")
             #expect(answer.contains("too_large: 5000000 bytes, over the limit of 1000 bytes"))

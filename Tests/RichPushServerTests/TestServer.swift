@@ -78,8 +78,18 @@ extension TestResponse {
 import Glibc
 #endif
 
-/// A raw TCP exchange: sends `request` as is and returns what the server answers within `timeout`.
-func rawExchange(port: Int, _ request: String, timeout: Double = 5) throws -> String {
+/// A raw TCP exchange: sends `request` as is and returns what the server answers within `timeout`
+/// (everything until the server closes, with `untilClose`). Runs on its own thread: blocking
+/// calls on the cooperative pool would starve the server under test.
+func rawExchange(port: Int, _ request: String, timeout: Double = 5, untilClose: Bool = false) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(with: Result { try blockingExchange(port: port, request, timeout: timeout, untilClose: untilClose) })
+        }
+    }
+}
+
+private func blockingExchange(port: Int, _ request: String, timeout: Double, untilClose: Bool) throws -> String {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     precondition(fd >= 0)
     defer { close(fd) }
@@ -100,6 +110,7 @@ func rawExchange(port: Int, _ request: String, timeout: Double = 5) throws -> St
         let n = recv(fd, &buffer, buffer.count, 0)
         if n <= 0 { break }
         received += buffer[0..<n]
+        if untilClose { continue }
         if let text = String(bytes: received, encoding: .utf8), let end = text.range(of: "\r\n\r\n"),
            let lengthLine = text[..<end.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") }),
            let length = Int(lengthLine.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)),

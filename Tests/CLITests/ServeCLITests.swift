@@ -1,0 +1,144 @@
+import Foundation
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A free TCP port on loopback (bound and released).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A connected loopback socket.
+func connectTo(port: Int) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if result != 0 { close(fd); throw POSIXError(.ECONNREFUSED) }
+    var tv = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}
+
+func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { return }
+        offset += n
+    }
+}
+
+/// One request on a keep-alive connection; reads exactly one response (Content-Length framed).
+func exchange(_ fd: Int32, _ request: String) -> (head: String, body: [UInt8]) {
+    sendAll(fd, Array(request.utf8))
+    var received = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        if let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
+            let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+            let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+            if received.count >= end.upperBound + length { return (head, Array(received[end.upperBound..<end.upperBound + length])) }
+        }
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { return (String(decoding: received, as: UTF8.self), []) }
+        received += buffer[0..<n]
+    }
+}
+
+func receiveAll(_ fd: Int32) -> String {
+    var received = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        received += buffer[0..<n]
+    }
+    return String(decoding: received, as: UTF8.self)
+}
+
+@Suite("richpush serve as a process")
+struct ServeCLITests {
+    @Test("starts on embedded defaults in a fresh directory, ingests media/logo.png, and finishes in-flight requests on SIGTERM")
+    func gracefulShutdown() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
+        let users = try CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n")
+        #expect(users.status == 0, "\(users.stderr)")
+
+        let port = freePort()
+        let server = Process()
+        server.executableURL = CLI.executable
+        server.arguments = ["serve", "--port", String(port)]
+        server.currentDirectoryURL = dir
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        var up = false
+        for _ in 0..<100 where !up {
+            try await Task.sleep(for: .milliseconds(100))
+            if let fd = try? connectTo(port: port) {
+                sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+                up = receiveAll(fd).contains("{\"status\":\"ok\"}")
+                close(fd)
+            }
+        }
+        #expect(up, "serve did not come up on port \(port)")
+        #expect(try CLI.run(["media", "show", "logo.png"], cwd: dir).status == 0, "the default image was not ingested")
+
+        // Six GETs on one keep-alive connection: the router answers the first, the event-loop
+        // fast path the rest; every one is whole and counted once (this process's own metrics).
+        let logo = try Data(contentsOf: Fixtures.media.appendingPathComponent("logo.png"))
+        let logoID = String(try CLI.run(["media", "show", "logo.png", "--json"], cwd: dir).stdout.split(separator: "\"")
+            .first { $0.count == 64 } ?? "")
+        let keepAlive = try connectTo(port: port)
+        let basic = Data("alice:pw".utf8).base64EncodedString()
+        for _ in 0..<6 {
+            let (head, body) = exchange(keepAlive, "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(basic)\r\n\r\n")
+            #expect(head.hasPrefix("HTTP/1.1 200 OK"))
+            #expect(body == [UInt8](logo))
+        }
+        let (_, metricsBody) = exchange(keepAlive, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        close(keepAlive)
+        let metrics = String(decoding: metricsBody, as: UTF8.self)
+        #expect(metrics.contains("hb_requests{http_route=\"/media/{sha256}\",http_request_method=\"GET\",http_response_status_code=\"200\"} 6\n"))
+
+        // Half an upload, then SIGTERM, then the rest: the request must still complete.
+        let coupon = try Data(contentsOf: Fixtures.media.appendingPathComponent("coupon.png"))
+        let fd = try connectTo(port: port)
+        defer { close(fd) }
+        let auth = Data("alice:pw".utf8).base64EncodedString()
+        sendAll(fd, Array("POST /api/media HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(auth)\r\nContent-Length: \(coupon.count)\r\nConnection: close\r\n\r\n".utf8))
+        sendAll(fd, Array(coupon.prefix(coupon.count / 2)))
+        try await Task.sleep(for: .milliseconds(300))
+        kill(server.processIdentifier, SIGTERM)
+        try await Task.sleep(for: .milliseconds(300))
+        sendAll(fd, Array(coupon.dropFirst(coupon.count / 2)))
+        let answer = receiveAll(fd)
+        #expect(answer.hasPrefix("HTTP/1.1 201 "), "\(answer.prefix(300))")
+        for _ in 0..<100 where server.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(!server.isRunning)
+        #expect(server.terminationReason == .exit && server.terminationStatus == 0)
+        #expect(try CLI.run(["media", "verify"], cwd: dir).stdout == "2 blobs checked, 0 problems\n")
+    }
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# HTTP benchmark: GET /media/{id} and GET /api/notifications/{id} (Basic auth) of media/logo.png
+# (~48 KB PNG) with 32 keep-alive connections, next to nginx (Debian's nginx-light, one worker,
+# sendfile) serving the same file. Runs alternate nginx / media / payload ROUNDS times with wrk
+# (one thread); medians are reported, with RichPush's peak RSS under load.
+#
+# Usage: bench/http.sh [ROUNDS] [SECONDS]     (env BENCH_WORK, BENCH_TOOL=wrk|richpush-bench)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+seconds=${2:-10}
+work=$(realpath -m "${BENCH_WORK:-bench/work}")/http
+tool=${BENCH_TOOL:-wrk}
+nginx_port=18091
+rp_port=18090
+mkdir -p "$work"
+
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+swift build -c release --product richpush >&2
+[ "$tool" = wrk ] || swift build -c release --product richpush-bench >&2
+bin_dir=$(swift build -c release --show-bin-path)
+rp="$bin_dir/richpush"
+
+# --- nginx: one worker, sendfile, the same file.
+rm -rf "$work/nginx" && mkdir -p "$work/nginx/www" "$work/nginx/tmp"
+cp media/logo.png "$work/nginx/www/logo.png"
+cat > "$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    client_body_temp_path $work/nginx/tmp;
+    proxy_temp_path $work/nginx/tmp;
+    fastcgi_temp_path $work/nginx/tmp;
+    uwsgi_temp_path $work/nginx/tmp;
+    scgi_temp_path $work/nginx/tmp;
+    types { image/png png; }
+    server {
+        listen 127.0.0.1:$nginx_port;
+        root $work/nginx/www;
+    }
+}
+CONF
+nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+nginx_pid=$!
+
+# --- richpush on scratch data: a user, the default image, one notification.
+rm -rf "$work/data"
+echo "bench-password" | "$rp" users add bench --password-stdin --data "$work/data" >/dev/null
+"$rp" serve --data "$work/data" --port $rp_port --public-media --log-level warning &
+rp_pid=$!
+trap 'kill $rp_pid $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$rp_port/health" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$nginx_port/logo.png" >/dev/null && break; sleep 0.1; done
+id=$("$rp" media show logo.png --data "$work/data" --json | python3 -c 'import sys,json; print(json.load(sys.stdin)["sha256"])')
+auth="Authorization: Basic $(printf 'bench:bench-password' | base64)"
+nid=$(curl -fs -X POST -H "$auth" "http://127.0.0.1:$rp_port/api/notifications" | python3 -c 'import sys,json; print(json.load(sys.stdin)["id"])')
+size=$(stat -c %s media/logo.png)
+for url in "http://127.0.0.1:$nginx_port/logo.png" "http://127.0.0.1:$rp_port/media/$id"; do
+    [ "$(curl -fs "$url" | wc -c)" -eq "$size" ] || { echo "wrong body from $url" >&2; exit 1; }
+done
+[ "$(curl -fs -H "$auth" "http://127.0.0.1:$rp_port/api/notifications/$nid" | wc -c)" -eq "$size" ] || { echo "wrong payload" >&2; exit 1; }
+
+# Peak RSS of richpush while the load runs (kept in a file: run() executes in a subshell).
+echo 0 > "$work/peak_rss"
+sample_rss() {
+    local r p
+    r=$(awk '/VmRSS/ {print $2}' /proc/$rp_pid/status)
+    p=$(cat "$work/peak_rss")
+    [ "$r" -gt "$p" ] && echo "$r" > "$work/peak_rss"
+    true
+}
+
+# run NAME URL [HEADER] -> "rps p50ms p99ms errors"
+run() {
+    local name=$1 url=$2 header=${3:-}
+    local out="$work/$name.out"
+    if [ "$tool" = wrk ]; then
+        if [ -n "$header" ]; then wrk -t1 -c32 -d"${seconds}s" --latency -H "$header" "$url" > "$out" &
+        else wrk -t1 -c32 -d"${seconds}s" --latency "$url" > "$out" & fi
+    else
+        if [ -n "$header" ]; then "$bin_dir/richpush-bench" --threads 1 --connections 32 --duration "${seconds}s" --json --header "$header" "$url" > "$out" &
+        else "$bin_dir/richpush-bench" --threads 1 --connections 32 --duration "${seconds}s" --json "$url" > "$out" & fi
+    fi
+    local load=$!
+    while kill -0 $load 2>/dev/null; do sample_rss; sleep 0.5; done
+    wait $load
+    if [ "$tool" = wrk ]; then
+        awk -v name="$name" '
+            function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+            /Requests\/sec:/ { rps = $2 }
+            /^ +50%/ { p50 = ms($2) } /^ +99%/ { p99 = ms($2) }
+            /Non-2xx/ { errors += $NF } /Socket errors/ { gsub(/,/, ""); errors += $4 + $6 + $8 + $10 }
+            END { printf "%s %.0f %.3f %.3f %d\n", name, rps, p50, p99, errors }' "$out"
+    else
+        python3 -c 'import sys,json; j=json.load(open(sys.argv[1])); bad=sum(v for k,v in j["status"].items() if not k.startswith("2")); print(sys.argv[2], round(j["requestsPerSecond"]), j["latency"]["p50"], j["latency"]["p99"], j["errors"]+bad)' "$out" "$name"
+    fi
+}
+
+results="$work/results.txt"
+: > "$results"
+for round in $(seq 1 "$rounds"); do
+    run nginx "http://127.0.0.1:$nginx_port/logo.png" | tee -a "$results" >&2
+    run media "http://127.0.0.1:$rp_port/media/$id" | tee -a "$results" >&2
+    run payload "http://127.0.0.1:$rp_port/api/notifications/$nid" "$auth" | tee -a "$results" >&2
+done
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$results" | median; }
+errors() { awk -v n="$1" '$1 == n {s += $5} END {print s + 0}' "$results"; }
+nginx_rps=$(col nginx 2)
+printf '%-34s %10s %9s %9s %7s %7s\n' "GET ${size}-byte PNG, 32 conns ($tool)" "req/s" "p50 ms" "p99 ms" "errors" "ratio"
+for n in nginx media payload; do
+    printf '%-34s %10.0f %9.3f %9.3f %7d %7.2f\n' "$n" "$(col $n 2)" "$(col $n 3)" "$(col $n 4)" "$(errors $n)" "$(echo "$(col $n 2) / $nginx_rps" | bc -l)"
+done
+printf 'richpush peak RSS under load: %.1f MiB\n' "$(echo "$(cat "$work/peak_rss") / 1024" | bc -l)"
+printf 'targets: media >= 0.80x nginx, payload >= 0.60x nginx, zero errors\n'
