@@ -72,9 +72,8 @@ final class BlobCache: Sendable {
 
     /// The cached blob with `id` when it was checked within the last second; never touches disk.
     func freshBlob(_ id: MediaID) -> ServedBlob? {
-        let now = DispatchTime.now().uptimeNanoseconds
-        return state.withLockedValue { state in
-            guard var entry = state.entries[id], now - entry.checkedAt <= 1_000_000_000 else { return nil }
+        state.withLockedValue { state in
+            guard var entry = state.entries[id], !Self.isStale(entry, now: DispatchTime.now().uptimeNanoseconds) else { return nil }
             state.tick += 1
             entry.lastUsed = state.tick
             state.entries[id] = entry
@@ -84,12 +83,13 @@ final class BlobCache: Sendable {
 
     /// The blob with `id`, or nil when the store has none.
     func blob(_ id: MediaID) async throws -> ServedBlob? {
-        let now = DispatchTime.now().uptimeNanoseconds
         let hit: (blob: ServedBlob, stale: Bool)? = state.withLockedValue { state in
             state.tick += 1
             guard var entry = state.entries[id] else { return nil }
             entry.lastUsed = state.tick
-            let stale = now - entry.checkedAt > 1_000_000_000
+            // The clock is read under the lock, so `checkedAt` never lies in this thread's future.
+            let now = DispatchTime.now().uptimeNanoseconds
+            let stale = Self.isStale(entry, now: now)
             if stale { entry.checkedAt = now }
             state.entries[id] = entry
             return (entry.blob, stale)
@@ -106,15 +106,20 @@ final class BlobCache: Sendable {
         }
         guard let data else { return nil }
         let blob = ServedBlob(id: id, contentType: item.info.contentType, bytes: ByteBuffer(bytes: data))
-        if data.count <= maxEntry { insert(blob, now: now) }
+        if data.count <= maxEntry { insert(blob) }
         return blob
     }
 
-    private func insert(_ blob: ServedBlob, now: UInt64) {
+    /// An entry is re-checked against the file system once a second.
+    private static func isStale(_ entry: Entry, now: UInt64) -> Bool {
+        now > entry.checkedAt && now - entry.checkedAt > 1_000_000_000
+    }
+
+    private func insert(_ blob: ServedBlob) {
         state.withLockedValue { state in
             if state.entries[blob.id] != nil { return }
             state.tick += 1
-            state.entries[blob.id] = Entry(blob: blob, checkedAt: now, lastUsed: state.tick)
+            state.entries[blob.id] = Entry(blob: blob, checkedAt: DispatchTime.now().uptimeNanoseconds, lastUsed: state.tick)
             state.bytes += blob.bytes.readableBytes
             while state.bytes > capacity, let oldest = state.entries.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
                 state.entries[oldest.key] = nil
