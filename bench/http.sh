@@ -4,6 +4,10 @@
 # sendfile) serving the same file. Runs alternate nginx / media / payload ROUNDS times with wrk
 # (one thread); medians are reported, with RichPush's peak RSS under load.
 #
+# RichPush runs with one event loop (RICHPUSH_THREADS, default 1 here), matching nginx's single
+# worker: on this 2-core machine the load generator needs the other core. RICHPUSH_THREADS=0
+# measures the service's own default (one event loop per core).
+#
 # Usage: bench/http.sh [ROUNDS] [SECONDS]     (env BENCH_WORK, BENCH_TOOL=wrk|richpush-bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +63,7 @@ nginx_pid=$!
 # --- richpush on scratch data: a user, the default image, one notification.
 rm -rf "$work/data"
 echo "bench-password" | "$rp" users add bench --password-stdin --data "$work/data" >/dev/null
-"$rp" serve --data "$work/data" --port $rp_port --public-media --log-level warning &
+"$rp" serve --data "$work/data" --port $rp_port --public-media --log-level warning --threads "${RICHPUSH_THREADS:-1}" &
 rp_pid=$!
 trap 'kill $rp_pid $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$rp_port/health" >/dev/null && break; sleep 0.1; done
@@ -121,6 +125,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$results" | median; }
 errors() { awk -v n="$1" '$1 == n {s += $5} END {print s + 0}' "$results"; }
 nginx_rps=$(col nginx 2)
+printf 'richpush event loops: %s (0 = one per core); nginx: 1 worker\n' "${RICHPUSH_THREADS:-1}"
 printf '%-34s %10s %9s %9s %7s %7s\n' "GET ${size}-byte PNG, 32 conns ($tool)" "req/s" "p50 ms" "p99 ms" "errors" "ratio"
 for n in nginx media payload; do
     printf '%-34s %10.0f %9.3f %9.3f %7d %7.2f\n' "$n" "$(col $n 2)" "$(col $n 3)" "$(col $n 4)" "$(errors $n)" "$(echo "$(col $n 2) / $nginx_rps" | bc -l)"

@@ -14,8 +14,13 @@ public final class Authenticator: Sendable {
     private let users: UserStore
     private let demoAuth: Bool
     private let ttl: Double
+    private struct Entry {
+        var user: String
+        var expires: Double
+        var refreshing = false
+    }
     /// Verified headers, keyed by the SHA-256 of the header (never the password itself).
-    private let cache = NIOLockedValueBox<[SHA256.Digest: (user: String, expires: Double)]>([:])
+    private let cache = NIOLockedValueBox<[SHA256.Digest: Entry]>([:])
     private let inFlight = InFlightVerifications()
     private let epoch = NIOLockedValueBox<Int?>(nil)
 
@@ -27,22 +32,40 @@ public final class Authenticator: Sendable {
     }
 
     /// The user of an `Authorization` header verified recently, without verifying anything now.
+    ///
+    /// In the last quarter of an entry's lifetime the header is re-verified once in the
+    /// background, so steady traffic never waits for bcrypt when an entry would expire.
     func cachedUser(_ header: String?) -> String? {
         guard let header else { return nil }
         let key = SHA256.hash(data: Data(header.utf8))
         let now = Date().timeIntervalSince1970
-        return cache.withLockedValue { cache in
-            guard let hit = cache[key], hit.expires > now else { return nil }
-            return hit.user
+        let (user, refresh) = cache.withLockedValue { cache -> (String?, Bool) in
+            guard var hit = cache[key], hit.expires > now else { return (nil, false) }
+            guard hit.expires - now < ttl / 4, !hit.refreshing else { return (hit.user, false) }
+            hit.refreshing = true
+            cache[key] = hit
+            return (hit.user, true)
         }
+        if refresh {
+            Task { try? await self.verifyAndCache(header, key: key) }
+        }
+        return user
     }
 
     /// The user named by a valid `Authorization` header; throws 401 otherwise.
     public func authenticate(_ header: String?) async throws -> String {
         guard let header else { throw Self.unauthorized("credentials are required: send Authorization: Basic base64(user:password)") }
         if let user = cachedUser(header) { return user }
-        let key = SHA256.hash(data: Data(header.utf8))
-        let now = Date().timeIntervalSince1970
+        guard let user = try await verifyAndCache(header, key: SHA256.hash(data: Data(header.utf8))) else {
+            throw Self.unauthorized("wrong user name or password")
+        }
+        return user
+    }
+
+    /// Verifies `header` (bcrypt, or the demo rule) and caches the outcome: the user when valid,
+    /// no entry when not. Throws 401 for a header that is not Basic credentials.
+    @discardableResult
+    private func verifyAndCache(_ header: String, key: SHA256.Digest) async throws -> String? {
         let epochAtStart = epoch.withLockedValue { $0 }
         guard let (user, password) = Self.parseBasic(header) else {
             throw Self.unauthorized("the Authorization header is not valid Basic credentials (base64 of user:password)")
@@ -51,20 +74,27 @@ public final class Authenticator: Sendable {
         if demoAuth && user == password && (try? UserStore.validateName(user)) != nil {
             valid = true
         } else {
-            valid = try await inFlight.verify(key: key) { [users] in
-                guard let hash = try await users.passwordHash(of: user) else { return false }
-                return try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+            do {
+                valid = try await inFlight.verify(key: key) { [users] in
+                    guard let hash = try await users.passwordHash(of: user) else { return false }
+                    return try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+                }
+            } catch {
+                cache.withLockedValue { $0[key]?.refreshing = false }
+                throw error
             }
         }
-        guard valid else { throw Self.unauthorized("wrong user name or password") }
-        // A user removed while bcrypt ran must not be cached: keep the entry only if no removal was seen since.
-        if epoch.withLockedValue({ $0 }) == epochAtStart {
-            cache.withLockedValue { cache in
-                if cache.count > 10_000 { cache.removeAll() }
-                cache[key] = (user, now + ttl)
+        let expires = Date().timeIntervalSince1970 + ttl
+        cache.withLockedValue { cache in
+            // A user removed while bcrypt ran must not be cached: keep it only if no removal was seen since.
+            guard valid, epoch.withLockedValue({ $0 }) == epochAtStart else {
+                cache[key] = nil
+                return
             }
+            if cache.count > 10_000 { cache.removeAll() }
+            cache[key] = Entry(user: user, expires: expires)
         }
-        return user
+        return valid ? user : nil
     }
 
     /// Reads the users epoch once; call before serving so that the first removal is noticed.
