@@ -16,7 +16,8 @@ public final class Authenticator: Sendable {
     private let ttl: Double
     private struct Entry {
         var user: String
-        var expires: Double
+        /// When bcrypt last accepted the header.
+        var verifiedAt: Double
         var refreshing = false
     }
     /// Verified headers, keyed by the SHA-256 of the header (never the password itself).
@@ -33,15 +34,17 @@ public final class Authenticator: Sendable {
 
     /// The user of an `Authorization` header verified recently, without verifying anything now.
     ///
-    /// In the last quarter of an entry's lifetime the header is re-verified once in the
-    /// background, so steady traffic never waits for bcrypt when an entry would expire.
+    /// An entry is fresh for three quarters of the TTL. After that, and until twice the TTL,
+    /// it is still used while the header is re-verified once in the background
+    /// (stale-while-revalidate), so traffic never waits for bcrypt because an entry aged;
+    /// a removed user is dropped by the users epoch or by that re-verification.
     func cachedUser(_ header: String?) -> String? {
         guard let header else { return nil }
         let key = SHA256.hash(data: Data(header.utf8))
         let now = Date().timeIntervalSince1970
         let (user, refresh) = cache.withLockedValue { cache -> (String?, Bool) in
-            guard var hit = cache[key], hit.expires > now else { return (nil, false) }
-            guard hit.expires - now < ttl / 4, !hit.refreshing else { return (hit.user, false) }
+            guard var hit = cache[key], now - hit.verifiedAt < 2 * ttl else { return (nil, false) }
+            guard now - hit.verifiedAt > ttl * 0.75, !hit.refreshing else { return (hit.user, false) }
             hit.refreshing = true
             cache[key] = hit
             return (hit.user, true)
@@ -84,7 +87,7 @@ public final class Authenticator: Sendable {
                 throw error
             }
         }
-        let expires = Date().timeIntervalSince1970 + ttl
+        let verifiedAt = Date().timeIntervalSince1970
         cache.withLockedValue { cache in
             // A user removed while bcrypt ran must not be cached: keep it only if no removal was seen since.
             guard valid, epoch.withLockedValue({ $0 }) == epochAtStart else {
@@ -92,7 +95,7 @@ public final class Authenticator: Sendable {
                 return
             }
             if cache.count > 10_000 { cache.removeAll() }
-            cache[key] = Entry(user: user, expires: expires)
+            cache[key] = Entry(user: user, verifiedAt: verifiedAt)
         }
         return valid ? user : nil
     }
