@@ -59,6 +59,9 @@ public enum CoreDatabase {
                 CREATE INDEX deliveries_notification ON deliveries(notificationId);
                 """)
         }
+        migrator.registerMigration("core-v2-leases") { db in
+            try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN leasedBy INTEGER")
+        }
         return migrator
     }
 

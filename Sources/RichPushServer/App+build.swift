@@ -6,6 +6,7 @@ import MediaStore
 import Metrics
 import NIOPosix
 import Prometheus
+import PushDelivery
 import RichPushCore
 import ServiceLifecycle
 
@@ -15,6 +16,7 @@ import ServiceLifecycle
 public func buildApplication(
     _ configuration: ServerConfiguration,
     dispatcher: any PushDispatching = NoPushProvider(),
+    mirror: (any RegistrationMirror)? = nil,
     database: DatabasePool? = nil,
     extraServices: [any Service] = [],
     logger: Logger = Logger(label: "richpush")
@@ -31,7 +33,7 @@ public func buildApplication(
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: RegistrationStore(database: database), notifications: NotificationStore(database: database),
-        authenticator: authenticator, dispatcher: dispatcher, prometheus: PrometheusRegistry.registry)
+        authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry)
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")

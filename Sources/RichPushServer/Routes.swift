@@ -5,6 +5,7 @@ import MediaStore
 import Metrics
 import NIOConcurrencyHelpers
 import Prometheus
+import PushDelivery
 import RichPushCore
 
 /// Everything the routes need, built once by `buildApplication`.
@@ -17,6 +18,8 @@ struct Services: Sendable {
     let notifications: NotificationStore
     let authenticator: Authenticator
     let dispatcher: any PushDispatching
+    /// Notification Hubs' copy of the registrations, when delivering through a hub.
+    let mirror: (any RegistrationMirror)?
     let prometheus: PrometheusCollectorRegistry
     /// Notifications already read: recipient and payload, so later fetches need no database.
     let readPayloads = ReadPayloadCache()
@@ -102,12 +105,22 @@ extension Services {
         let tagsValue = fields["tags"] ?? [String]()
         guard let tags = tagsValue as? [String] else { throw Problem(.badRequest, "\"tags\" must be an array of strings") }
         let registration = try await registrations.update(id: id, for: try user(context), with: DeviceRegistration(platform: platform, handle: handle, tags: tags))
+        if let mirror {
+            do { try await mirror.upsert(registration) } catch {
+                throw Problem(.badGateway, "registration \(id) is saved, but the push service did not take it: \(error); PUT it again")
+            }
+        }
         return json(["registrationId": registration.id, "platform": registration.platform ?? "", "handle": registration.handle ?? "", "tags": registration.tags])
     }
 
     func deleteRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         try await registrations.delete(id: id, for: try user(context))
+        if let mirror {
+            do { try await mirror.delete(registrationID: id) } catch {
+                context.logger.warning("registration deleted here but not in the hub", metadata: ["id": "\(id)", "error": "\(error)"])
+            }
+        }
         return json(["registrationId": id, "deleted": true])
     }
 

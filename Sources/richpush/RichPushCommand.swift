@@ -12,7 +12,7 @@ struct RichPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush",
         abstract: "Self-hosted backend for rich push notifications.",
-        subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, DeliveriesCommand.self]
+        subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, DeliveriesCommand.self, SandboxCommand.self]
     )
 }
 

@@ -3,6 +3,8 @@ import Foundation
 import Hummingbird
 import Logging
 import MediaStore
+import PushDelivery
+import RichPushCore
 import RichPushServer
 
 struct ServeCommand: AsyncParsableCommand {
@@ -13,6 +15,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var dataOptions: DataOptions
     @OptionGroup var limitOptions: LimitOptions
+    @OptionGroup var pushOptions: PushOptions
     @Option(help: "Address to listen on (env RICHPUSH_HOST).")
     var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
     @Option(help: "Port to listen on (env RICHPUSH_PORT).")
@@ -47,7 +50,17 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.eventLoopThreads = threads
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in RichPushLogHandler(label: label, level: level) }
-        let app = try await buildApplication(configuration)
-        try await app.runService()
+        let logger = Logger(label: "richpush")
+        let database = try CoreDatabase.open(DataDirectory(path: configuration.dataPath))
+        if let (provider, mirror) = try pushOptions.makeProvider() {
+            let dispatcher = OutboxDispatcher(database: database, provider: provider, logger: logger)
+            let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, database: database,
+                                                 extraServices: [dispatcher], logger: logger)
+            try await app.runService()
+        } else {
+            logger.warning("no push provider configured (--apns-key… or --anh-connection-string…): pushes stay pending in the outbox")
+            let app = try await buildApplication(configuration, database: database, logger: logger)
+            try await app.runService()
+        }
     }
 }

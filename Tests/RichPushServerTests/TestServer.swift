@@ -3,6 +3,7 @@ import GRDB
 import HTTPTypes
 import Hummingbird
 import Logging
+import PushDelivery
 import HummingbirdTesting
 import MediaStore
 import RichPushCore
@@ -19,6 +20,7 @@ struct TestServer {
 
     /// Runs `body` against a live server configured by `configure`.
     static func run(_ configure: (inout ServerConfiguration) -> Void = { _ in },
+                    provider: (any PushProvider)? = nil, mirror: (any RegistrationMirror)? = nil,
                     _ body: @Sendable (TestServer) async throws -> Void) async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -31,7 +33,14 @@ struct TestServer {
         let database = try CoreDatabase.open(DataDirectory(path: configuration.dataPath))
         let users = UserStore(database: database, cost: 4)
         for (name, password) in passwords { _ = try await users.add(name: name, password: password) }
-        let app = try await buildApplication(configuration, database: database)
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let dispatcher = provider.map {
+            OutboxDispatcher(database: database, provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
+                             backoffBase: 0.05, backoffCap: 0.2)
+        }
+        let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, database: database,
+                                             extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
         try await app.test(.live) { client in
             try await body(TestServer(dir: dir, database: database, client: client))
         }

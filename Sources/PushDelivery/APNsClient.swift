@@ -1,0 +1,122 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import NIOSSL
+
+/// Where APNs is: Apple's two environments, or any `https://host:port` (the sandbox).
+public enum APNsEnvironment: Sendable, Equatable {
+    case production
+    case sandbox
+    case custom(String)
+
+    /// Parses `sandbox`, `production`, or an `https://` URL.
+    public init(_ text: String) throws {
+        switch text.lowercased() {
+        case "production": self = .production
+        case "sandbox", "development": self = .sandbox
+        default:
+            guard let url = URL(string: text), url.scheme == "https", url.host != nil else {
+                throw PushError.configuration("--apns-env must be sandbox, production or https://host:port, got '\(text)'")
+            }
+            self = .custom(text.hasSuffix("/") ? String(text.dropLast()) : text)
+        }
+    }
+
+    /// The base URL.
+    public var baseURL: String {
+        switch self {
+        case .production: "https://api.push.apple.com"
+        case .sandbox: "https://api.sandbox.push.apple.com"
+        case .custom(let url): url
+        }
+    }
+}
+
+/// Sends background pushes to APNs over HTTP/2 with token authentication.
+///
+/// One `HTTPClient` keeps a few long-lived HTTP/2 connections and multiplexes every push over
+/// them; Apple treats connection churn as abuse.
+public final class APNsClient: Sendable {
+    private let http: HTTPClient
+    private let tokens: APNsTokenManager
+    private let environment: APNsEnvironment
+    private let topic: String
+
+    /// Creates a client; `extraRoots` (PEM files) are trusted in addition to the system's.
+    public init(credentials: APNsCredentials, topic: String, environment: APNsEnvironment, extraRoots: [String] = [],
+                tokens: APNsTokenManager? = nil) throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if !extraRoots.isEmpty {
+            var roots: [NIOSSLCertificate] = []
+            for path in extraRoots {
+                do { roots += try NIOSSLCertificate.fromPEMFile(path) } catch {
+                    throw PushError.configuration("--push-ca \(path): not a PEM certificate file (\(error))")
+                }
+            }
+            tls.additionalTrustRoots = [.certificates(roots)]
+        }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.httpVersion = .automatic
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
+        configuration.connectionPool = .init(idleTimeout: .seconds(3600))
+        self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.tokens = tokens ?? APNsTokenManager(credentials: credentials)
+        self.environment = environment
+        self.topic = topic
+    }
+
+    /// Closes the connections.
+    public func shutdown() async throws {
+        try await http.shutdown()
+    }
+
+    /// Sends one background push. `pushID` is sent as `apns-id` and reused on retries.
+    public func send(token deviceToken: String, payload: Data, pushID: String, expiration: Date) async -> (DeliveryOutcome, timestamp: Date?) {
+        let jwt: String
+        do { jwt = try await tokens.token() } catch {
+            return (.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
+        }
+        var request = HTTPClientRequest(url: "\(environment.baseURL)/3/device/\(deviceToken)")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: "bearer \(jwt)")
+        request.headers.add(name: "apns-topic", value: topic)
+        request.headers.add(name: "apns-push-type", value: "background")
+        request.headers.add(name: "apns-priority", value: "5")
+        request.headers.add(name: "apns-expiration", value: String(Int(expiration.timeIntervalSince1970)))
+        request.headers.add(name: "apns-id", value: pushID)
+        request.headers.add(name: "content-type", value: "application/json")
+        request.body = .bytes(ByteBuffer(data: payload))
+        do {
+            let response = try await http.execute(request, timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 64 * 1024)
+            let status = Int(response.status.code)
+            if status == 200 { return (.sent(id: response.headers.first(name: "apns-id")), nil) }
+            let json = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any]
+            let reason = json?["reason"] as? String ?? "HTTP \(status)"
+            let timestamp = (json?["timestamp"] as? Double).map { Date(timeIntervalSince1970: $0 / 1000) }
+            if status == 403 && reason == "ExpiredProviderToken" {
+                await tokens.invalidate(jwt)
+                return (.retry(reason: reason, after: 0), nil)
+            }
+            return (Self.classify(status: status, reason: reason, retryAfter: response.headers.first(name: "retry-after")), timestamp)
+        } catch {
+            return (.retry(reason: "connection failed: \(error)", after: nil), nil)
+        }
+    }
+
+    /// Apple's documented statuses: what to do with each.
+    static func classify(status: Int, reason: String, retryAfter: String?) -> DeliveryOutcome {
+        switch (status, reason) {
+        case (410, _):
+            return .failed(reason: "410 \(reason)", prune: true)
+        case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
+            return .failed(reason: "400 \(reason)", prune: true)
+        case (429, _), (500, _), (503, _):
+            return .retry(reason: "\(status) \(reason)", after: retryAfter.flatMap(Double.init))
+        default:
+            return .failed(reason: "\(status) \(reason)", prune: false)
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Crypto
+import Foundation
+
+/// base64url without padding (RFC 7515).
+enum Base64URL {
+    static func encode(_ data: some DataProtocol) -> String {
+        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ text: some StringProtocol) -> Data? {
+        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while s.count % 4 != 0 { s += "=" }
+        return Data(base64Encoded: s)
+    }
+}
+
+/// The credentials of APNs token authentication: the `.p8` key, its key id and the team id.
+public struct APNsCredentials: Sendable {
+    /// The signing key (ES256, P-256).
+    public let key: P256.Signing.PrivateKey
+    /// The 10-character key id from Apple, sent as the JWT's `kid`.
+    public let keyID: String
+    /// The 10-character team id, sent as the JWT's `iss`.
+    public let teamID: String
+
+    /// Loads a `.p8` (PKCS#8 PEM) file as Apple hands it out.
+    public init(p8 path: String, keyID: String, teamID: String) throws {
+        let pem = try String(contentsOfFile: path, encoding: .utf8)
+        do {
+            self.init(key: try P256.Signing.PrivateKey(pemRepresentation: pem), keyID: keyID, teamID: teamID)
+        } catch {
+            throw PushError.configuration("\(path) is not a PKCS#8 P-256 private key (an APNs AuthKey_<KID>.p8): \(error)")
+        }
+    }
+
+    /// Uses a key already in memory.
+    public init(key: P256.Signing.PrivateKey, keyID: String, teamID: String) {
+        self.key = key
+        self.keyID = keyID
+        self.teamID = teamID
+    }
+
+    /// A signed provider token issued at `date`: `{"alg":"ES256","kid":…}.{"iss":…,"iat":…}`.
+    public func makeToken(issuedAt date: Date) throws -> String {
+        let header = #"{"alg":"ES256","kid":"\#(keyID)"}"#
+        let claims = #"{"iss":"\#(teamID)","iat":\#(Int(date.timeIntervalSince1970))}"#
+        let signingInput = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
+        let signature = try key.signature(for: Data(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+}
+
+/// Issues the provider token and reuses it: Apple refuses tokens older than an hour and answers
+/// 429 TooManyProviderTokenUpdates to a provider that makes new ones too often.
+public actor APNsTokenManager {
+    private let credentials: APNsCredentials
+    private let lifetime: TimeInterval
+    private let now: @Sendable () -> Date
+    private var current: (token: String, issuedAt: Date)?
+    /// How many tokens were issued (for tests and metrics).
+    public private(set) var issued = 0
+
+    /// Creates a manager that renews the token after `lifetime` (50 minutes: inside Apple's 20–60).
+    public init(credentials: APNsCredentials, lifetime: TimeInterval = 50 * 60, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.credentials = credentials
+        self.lifetime = lifetime
+        self.now = now
+    }
+
+    /// The current token, renewed when it has reached its lifetime.
+    public func token() throws -> String {
+        let date = now()
+        if let current, date.timeIntervalSince(current.issuedAt) < lifetime { return current.token }
+        let token = try credentials.makeToken(issuedAt: date)
+        current = (token, date)
+        issued += 1
+        return token
+    }
+
+    /// Drops `token` after Apple called it expired, so the next call issues a new one. A token
+    /// already replaced by another request is left alone (one renewal per expiry, not one per push).
+    public func invalidate(_ token: String) {
+        if current?.token == token { current = nil }
+    }
+}

@@ -1,0 +1,128 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+
+/// A parsed Notification Hubs connection string.
+public struct NotificationHubsConnection: Sendable, Equatable {
+    /// `https://<namespace>.servicebus.windows.net` (from `sb://`), or an `http(s)://` endpoint as written.
+    public let endpoint: String
+    public let keyName: String
+    public let key: String
+
+    /// Parses `Endpoint=sb://…/;SharedAccessKeyName=…;SharedAccessKey=…`.
+    public init(_ text: String) throws {
+        var fields: [String: String] = [:]
+        for part in text.split(separator: ";") where !part.isEmpty {
+            guard let eq = part.firstIndex(of: "=") else { continue }
+            fields[part[..<eq].trimmingCharacters(in: .whitespaces).lowercased()] = String(part[part.index(after: eq)...])
+        }
+        guard var endpoint = fields["endpoint"], let keyName = fields["sharedaccesskeyname"], let key = fields["sharedaccesskey"] else {
+            throw PushError.configuration("--anh-connection-string needs Endpoint=sb://…;SharedAccessKeyName=…;SharedAccessKey=…")
+        }
+        if endpoint.hasPrefix("sb://") { endpoint = "https://" + endpoint.dropFirst(5) }
+        guard endpoint.hasPrefix("https://") || endpoint.hasPrefix("http://") else {
+            throw PushError.configuration("the connection string's Endpoint must be sb://, https:// or http://, got '\(endpoint)'")
+        }
+        while endpoint.hasSuffix("/") { endpoint.removeLast() }
+        self.endpoint = endpoint
+        self.keyName = keyName
+        self.key = key
+    }
+
+    /// A SAS token for `resource`, valid until `expiry`, as Microsoft documents it: HMAC-SHA256
+    /// keyed with the key's UTF-8 bytes over the URL-encoded, lowercased resource URI, a new line,
+    /// and the expiry in seconds.
+    public func sasToken(resource: String, expiry: Date) -> String {
+        let target = Self.encode(resource.lowercased()).lowercased()
+        let se = String(Int(expiry.timeIntervalSince1970))
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("\(target)\n\(se)".utf8), using: SymmetricKey(data: Data(key.utf8)))
+        let signature = Data(mac).base64EncodedString()
+        return "SharedAccessSignature sr=\(target)&sig=\(Self.encode(signature))&se=\(se)&skn=\(keyName)"
+    }
+
+    /// `encodeURIComponent`.
+    static func encode(_ text: String) -> String {
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'()")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
+
+/// Sends through Azure Notification Hubs' REST API and mirrors device registrations into the hub.
+public final class NotificationHubsClient: Sendable {
+    /// The REST API version used for every call.
+    public static let apiVersion = "2015-01"
+    private let connection: NotificationHubsConnection
+    private let hub: String
+    private let http: HTTPClient
+
+    /// Creates a client for `hub`.
+    public init(connection: NotificationHubsConnection, hub: String) {
+        self.connection = connection
+        self.hub = hub
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
+        self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// Closes the connections.
+    public func shutdown() async throws {
+        try await http.shutdown()
+    }
+
+    private var hubURL: String { "\(connection.endpoint)/\(hub)" }
+
+    private func request(_ method: HTTPMethod, _ path: String) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: "\(hubURL)/\(path)?api-version=\(Self.apiVersion)")
+        request.method = method
+        request.headers.add(name: "authorization", value: connection.sasToken(resource: hubURL, expiry: Date().addingTimeInterval(3600)))
+        return request
+    }
+
+    /// Sends an Apple-native background notification to every device with `tag`.
+    public func send(payload: Data, tag: String) async -> DeliveryOutcome {
+        var request = request(.POST, "messages/")
+        request.headers.add(name: "content-type", value: "application/json;charset=utf-8")
+        request.headers.add(name: "ServiceBusNotification-Format", value: "apple")
+        request.headers.add(name: "ServiceBusNotification-Tags", value: tag)
+        request.headers.add(name: "apns-push-type", value: "background")
+        request.headers.add(name: "apns-priority", value: "5")
+        request.body = .bytes(ByteBuffer(data: payload))
+        return await execute(request)
+    }
+
+    /// Creates or replaces the installation of a device (`PUT installations/{id}`).
+    public func upsertInstallation(id: String, deviceToken: String, tags: [String]) async -> DeliveryOutcome {
+        var request = request(.PUT, "installations/\(id)")
+        request.headers.add(name: "content-type", value: "application/json")
+        let body: [String: Any] = ["installationId": id, "platform": "apns", "pushChannel": deviceToken, "tags": tags]
+        request.body = .bytes(ByteBuffer(data: try! JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])))
+        return await execute(request)
+    }
+
+    /// Deletes the installation of a device.
+    public func deleteInstallation(id: String) async -> DeliveryOutcome {
+        await execute(request(.DELETE, "installations/\(id)"))
+    }
+
+    private func execute(_ request: HTTPClientRequest) async -> DeliveryOutcome {
+        do {
+            let response = try await http.execute(request, timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 64 * 1024)
+            let status = Int(response.status.code)
+            let detail = String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines).prefix(300)
+            switch status {
+            case 200, 201, 204:
+                return .sent(id: response.headers.first(name: "Location"))
+            case 429, 500...599:
+                return .retry(reason: "\(status) \(detail)", after: response.headers.first(name: "retry-after").flatMap(Double.init))
+            default:
+                return .failed(reason: "\(status) \(detail.isEmpty ? response.status.reasonPhrase : String(detail))", prune: false)
+            }
+        } catch {
+            return .retry(reason: "connection failed: \(error)", after: nil)
+        }
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import GRDB
+import Logging
+import MediaStore
+import Metrics
+import RichPushCore
+import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the HTTP layer tells the delivery side: new deliveries are in the outbox.
+///
+/// The outbox rows are committed before anyone is told, so a dispatcher that is not running
+/// (or a process that dies) loses nothing: pending rows are picked up on the next start.
+public protocol PushDispatching: Sendable {
+    /// How new notifications address their pushes.
+    var addressing: DeliveryAddressing { get }
+    /// Called after a notification and its deliveries were committed.
+    func enqueued(_ created: CreatedNotification, logger: Logger)
+}
+
+/// Used when no push provider is configured: pushes stay pending, and the log says why.
+public struct NoPushProvider: PushDispatching {
+    public init() {}
+    public var addressing: DeliveryAddressing { .perDevice }
+
+    public func enqueued(_ created: CreatedNotification, logger: Logger) {
+        logger.warning(
+            "no push provider configured (--apns-key… or --anh-connection-string…): pushes stay pending",
+            metadata: ["notification": "\(created.notification.id)", "pending": "\(created.deliveries)"])
+    }
+}
+
+/// Delivers the outbox: a `Service` that claims due deliveries, sends them through a provider
+/// with many in flight, and records each outcome.
+///
+/// A claim is a lease (the row's `nextAttemptAt` moves a minute ahead, with this process's pid),
+/// so a second server on the same data directory does not send the same push; leases of dead
+/// processes are taken back at start. A push is recorded `sent` only after the service accepted it.
+public final class OutboxDispatcher: Service, PushDispatching {
+    private let database: DatabasePool
+    private let provider: any PushProvider
+    private let logger: Logger
+    private let concurrency: Int
+    private let pollInterval: Duration
+    private let maxAttempts: Int
+    private let backoffBase: Double
+    private let backoffCap: Double
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakeups: AsyncStream<Void>
+
+    /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
+    /// with jitter; after `maxAttempts` a delivery fails with its last reason.
+    public init(database: DatabasePool, provider: any PushProvider, logger: Logger, concurrency: Int = 200,
+                pollInterval: Duration = .milliseconds(250), maxAttempts: Int = 12, backoffBase: Double = 1, backoffCap: Double = 300) {
+        self.database = database
+        self.provider = provider
+        self.logger = logger
+        self.concurrency = concurrency
+        self.pollInterval = pollInterval
+        self.maxAttempts = maxAttempts
+        self.backoffBase = backoffBase
+        self.backoffCap = backoffCap
+        (self.wakeups, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    public var addressing: DeliveryAddressing { provider.addressing }
+
+    public func enqueued(_ created: CreatedNotification, logger: Logger) {
+        wake.yield()
+    }
+
+    public func run() async throws {
+        try await reclaimDeadLeases()
+        let pollInterval = self.pollInterval
+        let wake = self.wake
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: pollInterval)
+                wake.yield()
+            }
+        }
+        defer { ticker.cancel() }
+        wake.yield()
+        for await _ in wakeups.cancelOnGracefulShutdown() {
+            do {
+                try await drain()
+            } catch {
+                logger.error("outbox dispatch failed", metadata: ["error": "\(error)"])
+            }
+        }
+        await provider.shutdown()
+    }
+
+    /// Delivers every due push, batch by batch, until none is due.
+    func drain() async throws {
+        while true {
+            let jobs = try await claim(limit: max(concurrency * 2, 64))
+            if jobs.isEmpty { return }
+            await Concurrently.forEach(count: jobs.count, width: concurrency) { [self] index in
+                let job = jobs[index]
+                let (outcome, timestamp) = await provider.deliver(job)
+                do {
+                    try await record(job, outcome: outcome, timestamp: timestamp)
+                } catch {
+                    logger.error("cannot record a delivery", metadata: ["delivery": "\(job.id)", "error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    private func claim(limit: Int) async throws -> [DeliveryJob] {
+        let now = Date().timeIntervalSince1970
+        let pid = Int(getpid())
+        return try await database.write { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT d.id, d.notificationId, d.registrationId, d.target, d.pushId, d.attempts, n.push, r.updatedAt AS registrationUpdatedAt
+                FROM deliveries d JOIN notifications n ON n.id = d.notificationId
+                LEFT JOIN registrations r ON r.id = d.registrationId
+                WHERE d.state = 'pending' AND d.nextAttemptAt <= ?
+                ORDER BY d.nextAttemptAt, d.id LIMIT ?
+                """, arguments: [now, limit])
+            let jobs = rows.map { row in
+                DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
+                            payload: row["push"], pushId: row["pushId"], attempts: row["attempts"],
+                            registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
+            }
+            for job in jobs {
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ? WHERE id = ?", arguments: [now + 60, pid, job.id])
+            }
+            return jobs
+        }
+    }
+
+    /// Leases held by processes that no longer exist become due now.
+    private func reclaimDeadLeases() async throws {
+        let holders = try await database.read { db in
+            try Int.fetchAll(db, sql: "SELECT DISTINCT leasedBy FROM deliveries WHERE state = 'pending' AND leasedBy IS NOT NULL")
+        }
+        let dead = holders.filter { pid in pid != Int(getpid()) && kill(pid_t(pid), 0) != 0 && errno == ESRCH }
+        guard !dead.isEmpty else { return }
+        let now = Date().timeIntervalSince1970
+        try await database.write { db in
+            for pid in dead {
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
+                               arguments: [now, pid])
+            }
+        }
+        logger.info("took back deliveries leased by processes that died", metadata: ["pids": "\(dead)"])
+    }
+
+    private func record(_ job: DeliveryJob, outcome: DeliveryOutcome, timestamp: Date?) async throws {
+        let now = Date().timeIntervalSince1970
+        let attempts = job.attempts + 1
+        switch outcome {
+        case .sent:
+            try await database.write { db in
+                try db.execute(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                               arguments: [attempts, now, job.id])
+            }
+            Counter(label: "richpush_pushes_total", dimensions: [("outcome", "sent")]).increment()
+        case .failed(let reason, let prune):
+            try await database.write { db in
+                try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                               arguments: [attempts, reason, now, job.id])
+                // 410 only prunes a registration that has not been renewed since Apple saw the token die.
+                let renewedSince = timestamp.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
+                if prune, let registration = job.registrationId, !renewedSince {
+                    try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [registration])
+                    try db.execute(
+                        sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
+                        arguments: ["device registration removed after \(reason)", now, registration])
+                }
+            }
+            Counter(label: "richpush_pushes_total", dimensions: [("outcome", "failed")]).increment()
+            logger.notice("push failed", metadata: ["delivery": "\(job.id)", "reason": "\(reason)", "pruned": "\(prune)"])
+        case .retry(let reason, let after):
+            if attempts >= maxAttempts {
+                try await database.write { db in
+                    try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                                   arguments: [attempts, "gave up after \(attempts) attempts: \(reason)", now, job.id])
+                }
+                Counter(label: "richpush_pushes_total", dimensions: [("outcome", "failed")]).increment()
+                return
+            }
+            let delay = after ?? backoff(attempt: attempts)
+            try await database.write { db in
+                try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                               arguments: [attempts, "retrying: \(reason)", now + delay, now, job.id])
+            }
+            Counter(label: "richpush_pushes_total", dimensions: [("outcome", "retried")]).increment()
+        }
+    }
+
+    /// Capped exponential backoff with full jitter in its upper half.
+    func backoff(attempt: Int) -> Double {
+        let ceiling = min(backoffCap, backoffBase * pow(2, Double(attempt - 1)))
+        return ceiling / 2 + Double.random(in: 0...(ceiling / 2))
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import RichPushCore
+
+/// One push to make, as the outbox hands it to a provider.
+public struct DeliveryJob: Sendable {
+    public var id: Int64
+    public var notificationId: Int64
+    public var registrationId: String?
+    /// A device token, or a tag such as `username:alice`.
+    public var target: String
+    /// The silent push's exact bytes.
+    public var payload: Data
+    /// Sent as `apns-id`; the same on every attempt.
+    public var pushId: String
+    /// Attempts made before this one.
+    public var attempts: Int
+    /// When the device's registration last changed (410 prunes only registrations older than Apple's timestamp).
+    public var registrationUpdatedAt: Date?
+
+    /// Creates a job.
+    public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, pushId: String,
+                attempts: Int = 0, registrationUpdatedAt: Date? = nil) {
+        self.id = id
+        self.notificationId = notificationId
+        self.registrationId = registrationId
+        self.target = target
+        self.payload = payload
+        self.pushId = pushId
+        self.attempts = attempts
+        self.registrationUpdatedAt = registrationUpdatedAt
+    }
+}
+
+/// A push service the outbox can deliver through.
+public protocol PushProvider: Sendable {
+    /// How notifications address their pushes for this provider.
+    var addressing: DeliveryAddressing { get }
+    /// Makes one attempt; the timestamp is Apple's on a 410.
+    func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?)
+    /// Closes connections.
+    func shutdown() async
+}
+
+/// APNs direct: one push per device token.
+public struct APNsProvider: PushProvider {
+    public let client: APNsClient
+    /// How long Apple should keep trying an offline device.
+    public var expiration: TimeInterval = 24 * 3600
+
+    /// Wraps a client.
+    public init(client: APNsClient) {
+        self.client = client
+    }
+
+    public var addressing: DeliveryAddressing { .perDevice }
+
+    public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        await client.send(token: job.target, payload: job.payload, pushID: job.pushId, expiration: Date().addingTimeInterval(expiration))
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+}
+
+/// Notification Hubs: one send per notification, to the tag `username:<recipient>`.
+public struct NotificationHubsProvider: PushProvider {
+    public let client: NotificationHubsClient
+
+    /// Wraps a client.
+    public init(client: NotificationHubsClient) {
+        self.client = client
+    }
+
+    public var addressing: DeliveryAddressing { .perUserTag }
+
+    public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        (await client.send(payload: job.payload, tag: job.target), nil)
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+}
+
+/// Keeps a push service's view of device registrations in step with ours (Notification Hubs
+/// can only deliver to tags it knows).
+public protocol RegistrationMirror: Sendable {
+    /// Creates or replaces the device's installation.
+    func upsert(_ registration: Registration) async throws
+    /// Removes it.
+    func delete(registrationID: String) async throws
+}
+
+extension NotificationHubsClient: RegistrationMirror {
+    public func upsert(_ registration: Registration) async throws {
+        guard let handle = registration.handle else { return }
+        switch await upsertInstallation(id: registration.id, deviceToken: handle, tags: registration.tags) {
+        case .sent: return
+        case .failed(let reason, _): throw PushError.transport("Notification Hubs refused the installation: \(reason)")
+        case .retry(let reason, _): throw PushError.transport("Notification Hubs is unavailable: \(reason)")
+        }
+    }
+
+    public func delete(registrationID: String) async throws {
+        switch await deleteInstallation(id: registrationID) {
+        case .sent: return
+        case .failed(let reason, _) where reason.hasPrefix("404"): return
+        case .failed(let reason, _), .retry(let reason, _):
+            throw PushError.transport("Notification Hubs could not delete the installation: \(reason)")
+        }
+    }
+}

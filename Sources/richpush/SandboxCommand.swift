@@ -1,0 +1,74 @@
+import APNsSandbox
+import ArgumentParser
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+
+struct SandboxCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns-sandbox",
+        abstract: "A local stand-in for Apple's push service: APNs' HTTP/2 provider API over TLS.",
+        discussion: """
+            Checks what Apple checks (the ES256 provider token against --public-key, its age, kid and iss; \
+            the device token, topic, push type and priority, payload size and JSON) and answers with Apple's \
+            status codes and reasons. Without --tls-cert it makes a self-signed certificate for localhost and \
+            127.0.0.1 and writes it to apns-sandbox-cert.pem: trust it with `serve --push-ca apns-sandbox-cert.pem`.
+            """)
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on.") var port = 2197
+    @Option(help: "Team id the provider token must carry (iss).") var teamId: String
+    @Option(help: "Key id the provider token must carry (kid).") var keyId: String
+    @Option(help: "The provider key's public half, PEM (a .p8 private key is accepted too).") var publicKey: String
+    @Option(help: "TLS certificate chain, PEM.") var tlsCert: String?
+    @Option(help: "TLS private key, PEM.") var tlsKey: String?
+    @Option(help: "Append each accepted push as a JSON line.") var log: String?
+    @Option(help: "Make a device token fail: TOKEN=STATUS:REASON[:TIMES], e.g. <hex>=410:Unregistered.") var fail: [String] = []
+
+    func validate() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        for rule in fail where Self.parseFailure(rule) == nil {
+            throw ValidationError("--fail '\(rule)' is not TOKEN=STATUS:REASON[:TIMES]")
+        }
+    }
+
+    static func parseFailure(_ rule: String) -> (String, Int, String, Int)? {
+        let sides = rule.split(separator: "=", maxSplits: 1)
+        guard sides.count == 2 else { return nil }
+        let parts = sides[1].split(separator: ":")
+        guard parts.count >= 2, let status = Int(parts[0]) else { return nil }
+        return (String(sides[0]), status, String(parts[1]), parts.count > 2 ? Int(parts[2]) ?? .max : .max)
+    }
+
+    func run() async throws {
+        let pem = try String(contentsOfFile: publicKey, encoding: .utf8)
+        let key: P256.Signing.PublicKey
+        if let publicKey = try? P256.Signing.PublicKey(pemRepresentation: pem) {
+            key = publicKey
+        } else {
+            key = try P256.Signing.PrivateKey(pemRepresentation: pem).publicKey
+        }
+        var certificatePEM: String, keyPEM: String
+        if let tlsCert, let tlsKey {
+            certificatePEM = try String(contentsOfFile: tlsCert, encoding: .utf8)
+            keyPEM = try String(contentsOfFile: tlsKey, encoding: .utf8)
+        } else {
+            (certificatePEM, keyPEM) = try APNsSandbox.selfSignedCertificate()
+            try certificatePEM.write(toFile: "apns-sandbox-cert.pem", atomically: true, encoding: .utf8)
+            Console.error("apns-sandbox: self-signed certificate written to apns-sandbox-cert.pem (serve --push-ca apns-sandbox-cert.pem)")
+        }
+        var configuration = APNsSandbox.Configuration(teamID: teamId, keyID: keyId, publicKey: key,
+                                                      tlsCertificatePEM: certificatePEM, tlsKeyPEM: keyPEM)
+        configuration.host = host
+        configuration.port = port
+        configuration.logPath = log
+        let sandbox = try APNsSandbox(configuration, keepAccepted: 1000)
+        for rule in fail {
+            if let (token, status, reason, times) = Self.parseFailure(rule) { sandbox.fail(token: token, status: status, reason: reason, times: times) }
+        }
+        var logger = Logger(label: "apns-sandbox")
+        logger.logLevel = .info
+        try await sandbox.application(logger: logger).runService()
+    }
+}

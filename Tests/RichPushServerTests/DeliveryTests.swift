@@ -1,0 +1,153 @@
+import APNsSandbox
+import Crypto
+import Foundation
+import GRDB
+import HTTPTypes
+import HummingbirdTesting
+import MediaStore
+import PushDelivery
+import RichPushCore
+import RichPushServer
+import RichPushTestSupport
+import Testing
+
+@Suite("Delivery through the APNs sandbox (TLS, HTTP/2)")
+struct DeliveryTests {
+    let logo = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+
+    func deliveries(_ s: TestServer, _ id: Int) async throws -> [Delivery] {
+        try await DeliveryStore(database: s.database).list(notification: Int64(id))
+    }
+
+    @Test("the tutorial end to end: register, POST, the silent push arrives with Apple's headers, the device fetches the image")
+    func tutorial() async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+                _ = try await s.registerDevice(tokenA)
+                let (created, object) = try await s.json(.post, "/api/notifications")
+                #expect(created.status == .created)
+                let id = try #require((object as? [String: Any])?["id"] as? Int)
+                #expect(try await eventually { apns.sandbox.acceptedCount == 1 })
+                let push = try #require(apns.sandbox.accepted.first)
+                #expect(push.token == tokenA)
+                #expect(String(decoding: push.payload, as: UTF8.self)
+                    == #"{"aps":{"content-available":1,"sound":""},"richId":"\#(id)","richMessage":"Check this image out!","richType":"img"}"#)
+                #expect(push.headers["apns-push-type"] == "background")
+                #expect(push.headers["apns-priority"] == "5")
+                #expect(push.headers["apns-topic"] == RunningSandbox.topic)
+                #expect(push.headers["apns-expiration"].flatMap(Int.init) != nil)
+                // The device app: read richId, fetch with Basic auth.
+                let payload = try JSONSerialization.jsonObject(with: push.payload) as! [String: Any]
+                let richId = Int(payload["richId"] as! String)!
+                let image = try await s.request(.get, "/api/notifications/\(richId)")
+                #expect(image.status == .ok)
+                #expect(image.headers[.contentType] == "image/png")
+                #expect(image.bytes == logo)
+                let (_, list) = try await s.json(.get, "/api/notifications")
+                #expect((list as? [[String: Any]])?.first?["read"] as? Bool == true)
+                #expect(try await eventually { try await deliveries(s, id).first?.state == .sent })
+                let delivery = try #require(try await deliveries(s, id).first)
+                #expect(delivery.pushId.uppercased() == push.headers["apns-id"])
+            }
+        }
+    }
+
+    @Test("410 Unregistered prunes the registration; the device is not tried again")
+    func unregistered() async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+                _ = try await s.registerDevice(tokenA)
+                _ = try await s.registerDevice(tokenB)
+                apns.sandbox.fail(token: tokenA, status: 410, reason: "Unregistered")
+                let (_, object) = try await s.json(.post, "/api/notifications")
+                let id = try #require((object as? [String: Any])?["id"] as? Int)
+                #expect(try await eventually { try await deliveries(s, id).allSatisfy { $0.state != .pending } })
+                let byTarget = Dictionary(uniqueKeysWithValues: try await deliveries(s, id).map { ($0.target, $0) })
+                #expect(byTarget[tokenA]?.state == .failed)
+                #expect(byTarget[tokenA]?.reason == "410 Unregistered")
+                #expect(byTarget[tokenB]?.state == .sent)
+                #expect(try await RegistrationStore(database: s.database).list(for: "alice").compactMap(\.handle) == [tokenB])
+                let (_, second) = try await s.json(.post, "/api/notifications")
+                let next = try #require((second as? [String: Any])?["id"] as? Int)
+                #expect(try await deliveries(s, next).map(\.target) == [tokenB])
+                #expect(try await eventually { apns.sandbox.acceptedCount == 2 })
+                #expect(apns.sandbox.accepted.allSatisfy { $0.token == tokenB })
+            }
+        }
+    }
+
+    @Test("429 and 503 are retried until Apple accepts, keeping the apns-id")
+    func retries() async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+                _ = try await s.registerDevice(tokenA)
+                apns.sandbox.fail(token: tokenA, status: 429, reason: "TooManyRequests", times: 1)
+                let (_, object) = try await s.json(.post, "/api/notifications")
+                let id = try #require((object as? [String: Any])?["id"] as? Int)
+                #expect(try await eventually { try await deliveries(s, id).first?.attempts ?? 0 >= 1 })
+                apns.sandbox.fail(token: tokenA, status: 503, reason: "ServiceUnavailable", times: 1)
+                #expect(try await eventually { try await deliveries(s, id).first?.state == .sent })
+                let delivery = try #require(try await deliveries(s, id).first)
+                #expect(delivery.attempts >= 2)
+                #expect(apns.sandbox.acceptedCount == 1)
+                #expect(apns.sandbox.accepted.first?.headers["apns-id"] == delivery.pushId.uppercased())
+            }
+        }
+    }
+
+    @Test("403 ExpiredProviderToken renews the JWT once and the push goes through")
+    func expiredProviderToken() async throws {
+        try await RunningSandbox.with { apns in
+            let tokens = APNsTokenManager(credentials: apns.credentials)
+            try await TestServer.run(provider: APNsProvider(client: try apns.client(tokens: tokens))) { s in
+                _ = try await s.registerDevice(tokenA)
+                _ = try await s.json(.post, "/api/notifications")
+                #expect(try await eventually { apns.sandbox.acceptedCount == 1 })
+                #expect(await tokens.issued == 1)
+                try await Task.sleep(for: .milliseconds(1100))
+                apns.sandbox.expireProviderTokens(issuedBefore: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
+                let (_, object) = try await s.json(.post, "/api/notifications")
+                let id = try #require((object as? [String: Any])?["id"] as? Int)
+                #expect(try await eventually { try await deliveries(s, id).first?.state == .sent })
+                #expect(try await deliveries(s, id).first?.attempts == 2)
+                #expect(await tokens.issued == 2)
+            }
+        }
+    }
+
+    @Test("one provider token is reused across many pushes, many in flight on the HTTP/2 connection")
+    func tokenReuse() async throws {
+        try await RunningSandbox.with { apns in
+            let tokens = APNsTokenManager(credentials: apns.credentials)
+            try await TestServer.run(provider: APNsProvider(client: try apns.client(tokens: tokens))) { s in
+                for i in 0..<40 { _ = try await s.registerDevice(String(format: "%064x", i + 1)) }
+                _ = try await s.json(.post, "/api/notifications")
+                #expect(try await eventually { apns.sandbox.acceptedCount == 40 })
+                #expect(apns.sandbox.providerTokensSeen == 1)
+                #expect(await tokens.issued == 1)
+            }
+        }
+    }
+
+    @Test("the sandbox refuses what Apple refuses")
+    func sandboxChecks() async throws {
+        try await RunningSandbox.with { apns in
+            let other = RunningSandbox(sandbox: apns.sandbox, port: apns.port, key: P256.Signing.PrivateKey(), certificatePath: apns.certificatePath)
+            let forged = APNsProvider(client: try other.client())
+            let (outcome, _) = await forged.deliver(DeliveryJob(id: 1, notificationId: 1, target: tokenA, payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
+                                                                pushId: UUID().uuidString, attempts: 0))
+            #expect(outcome == .failed(reason: "403 InvalidProviderToken", prune: false))
+            let good = APNsProvider(client: try apns.client())
+            let big = Data(("{\"aps\":{\"content-available\":1},\"x\":\"" + String(repeating: "x", count: 4100) + "\"}").utf8)
+            let (tooLarge, _) = await good.deliver(DeliveryJob(id: 2, notificationId: 1, target: tokenA, payload: big, pushId: UUID().uuidString, attempts: 0))
+            #expect(tooLarge == .failed(reason: "413 PayloadTooLarge", prune: false))
+            let (badToken, _) = await good.deliver(DeliveryJob(id: 3, notificationId: 1, target: "abc", payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
+                                                               pushId: UUID().uuidString, attempts: 0))
+            #expect(badToken == .failed(reason: "400 BadDeviceToken", prune: true))
+            #expect(apns.sandbox.acceptedCount == 0)
+            await forged.shutdown()
+            await good.shutdown()
+        }
+    }
+}
+

@@ -1,0 +1,83 @@
+import APNsSandbox
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import PushDelivery
+import RichPushTestSupport
+import ServiceLifecycle
+
+/// A running APNs sandbox on a free port, with the provider key and a trusted certificate.
+struct RunningSandbox: Sendable {
+    let sandbox: APNsSandbox
+    let port: Int
+    let key: P256.Signing.PrivateKey
+    let certificatePath: String
+    static let teamID = "TEAM123456"
+    static let keyID = "KEY1234567"
+    static let topic = "com.example.richpush"
+
+    /// An APNs client of RichPush pointed at this sandbox.
+    func client(tokens: APNsTokenManager? = nil) throws -> APNsClient {
+        try APNsClient(credentials: credentials, topic: Self.topic, environment: .custom("https://127.0.0.1:\(port)"),
+                       extraRoots: [certificatePath], tokens: tokens)
+    }
+
+    var credentials: APNsCredentials { APNsCredentials(key: key, keyID: Self.keyID, teamID: Self.teamID) }
+
+    /// Starts a sandbox, runs `body`, stops it.
+    static func with(_ body: @Sendable (RunningSandbox) async throws -> Void) async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let key = P256.Signing.PrivateKey()
+        let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
+        let certificatePath = dir.appendingPathComponent("ca.pem").path
+        try certificate.write(toFile: certificatePath, atomically: true, encoding: .utf8)
+        var configuration = APNsSandbox.Configuration(teamID: teamID, keyID: keyID, publicKey: key.publicKey,
+                                                      tlsCertificatePEM: certificate, tlsKeyPEM: tlsKey)
+        configuration.port = 0
+        let sandbox = try APNsSandbox(configuration)
+        let port = NIOLockedValueBox<Int?>(nil)
+        var logger = Logger(label: "sandbox")
+        logger.logLevel = .warning
+        let app = try sandbox.application(logger: logger) { channel in
+            port.withLockedValue { $0 = channel.localAddress?.port }
+        }
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var bound: Int?
+            for _ in 0..<200 where bound == nil {
+                try await Task.sleep(for: .milliseconds(10))
+                bound = port.withLockedValue { $0 }
+            }
+            do {
+                try await body(RunningSandbox(sandbox: sandbox, port: try requireValue(bound), key: key, certificatePath: certificatePath))
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+}
+
+struct MissingValue: Error {}
+
+func requireValue<T>(_ value: T?) throws -> T {
+    guard let value else { throw MissingValue() }
+    return value
+}
+
+/// Polls `condition` every 20 ms for up to `seconds`; returns whether it became true.
+func eventually(within seconds: Double = 10, _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
