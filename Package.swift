@@ -158,7 +158,10 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["richpush", "MediaStore", "RichPushTestSupport"],
+            dependencies: [
+                "richpush", "MediaStore", "RichPushTestSupport", "APNsSandbox",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

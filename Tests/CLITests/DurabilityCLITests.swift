@@ -1,0 +1,100 @@
+import APNsSandbox
+import Crypto
+import Foundation
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One HTTP exchange on a fresh connection (Connection: close).
+func http(_ port: Int, _ method: String, _ path: String, auth: String, body: String = "") throws -> String {
+    let fd = try connectTo(port: port)
+    defer { close(fd) }
+    sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(auth)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
+    return receiveAll(fd)
+}
+
+func startProcess(_ args: [String], cwd: URL, log: URL) throws -> Process {
+    let process = Process()
+    process.executableURL = CLI.executable
+    process.arguments = args
+    process.currentDirectoryURL = cwd
+    _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: log)
+    handle.seekToEndOfFile()
+    process.standardOutput = handle
+    process.standardError = handle
+    try process.run()
+    return process
+}
+
+func waitForPort(_ port: Int) async throws -> Bool {
+    for _ in 0..<150 {
+        if let fd = try? connectTo(port: port) { close(fd); return true }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    return false
+}
+
+@Suite("Durable outbox across SIGKILL")
+struct DurabilityCLITests {
+    @Test("a push accepted while APNs is unreachable is delivered exactly once after SIGKILL and restart")
+    func killAndRestart() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(to: dir.appendingPathComponent("AuthKey.p8"), atomically: true, encoding: .utf8)
+        let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
+        try certificate.write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
+        try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
+        #expect(try CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n").status == 0)
+
+        let apnsPort = freePort(), port = freePort()
+        let serve = ["serve", "--port", String(port), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+                     "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"]
+        var server = try startProcess(serve, cwd: dir, log: dir.appendingPathComponent("serve.log"))
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(port))
+        let auth = Data("alice:pw".utf8).base64EncodedString()
+        let registered = try http(port, "POST", "/api/register", auth: auth)
+        let id = try #require(registered.split(separator: "\"").dropFirst(3).first.map(String.init))
+        let token = String(repeating: "ab", count: 32)
+        #expect(try http(port, "PUT", "/api/register/\(id)", auth: auth, body: "{\"platform\":\"apns\",\"handle\":\"\(token)\",\"tags\":[]}").hasPrefix("HTTP/1.1 200"))
+        #expect(try http(port, "POST", "/api/notifications", auth: auth).hasPrefix("HTTP/1.1 201"))
+        try await Task.sleep(for: .milliseconds(1500)) // a few attempts fail: nothing listens on the APNs port
+        let pending = try CLI.run(["deliveries", "--json"], cwd: dir).stdout
+        #expect(pending.contains("\"state\":\"pending\""), "\(pending)")
+        kill(server.processIdentifier, SIGKILL)
+        server.waitUntilExit()
+
+        let pushes = dir.appendingPathComponent("pushes.jsonl")
+        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--log", pushes.path],
+                                       cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(apnsPort))
+        server = try startProcess(serve, cwd: dir, log: dir.appendingPathComponent("serve.log"))
+        func lines() -> [String] {
+            ((try? String(contentsOf: pushes, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        for _ in 0..<150 where lines().isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        try await Task.sleep(for: .seconds(2))
+        let delivered = lines()
+        #expect(delivered.count == 1, "\(delivered)")
+        let line = try #require(delivered.first)
+        let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        #expect(object?["token"] as? String == token)
+        #expect((object?["payload"] as? [String: Any])?["richMessage"] as? String == "Check this image out!")
+        #expect(((object?["headers"] as? [String: String])?["apns-push-type"]) == "background")
+        let sent = try CLI.run(["deliveries", "--json"], cwd: dir).stdout
+        #expect(sent.contains("\"state\":\"sent\""), "\(sent)")
+        kill(server.processIdentifier, SIGTERM)
+        server.waitUntilExit()
+        kill(sandbox.processIdentifier, SIGTERM)
+        sandbox.waitUntilExit()
+    }
+}

@@ -1,0 +1,128 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOConcurrencyHelpers
+import PushDelivery
+import RichPushCore
+import RichPushServer
+import ServiceLifecycle
+import Testing
+
+/// A local stand-in for a Notification Hub: it checks the SAS signature as the service does
+/// (HMAC-SHA256 with the key's UTF-8 bytes over the URL-encoded resource URI, a new line and
+/// the expiry), the expiry itself, and the headers of a send; it records what it accepts.
+final class HubStandIn: Sendable {
+    struct Call: Sendable {
+        var method: String
+        var path: String
+        var headers: [String: String]
+        var body: Data
+    }
+
+    let keyName = "DefaultFullSharedAccessSignature"
+    let key = "c2VjcmV0LWtleS1mb3ItdGVzdHM="
+    let calls = NIOLockedValueBox<[Call]>([])
+
+    /// nil when the Authorization header is a valid SAS token for `resource`, else why not.
+    func checkSAS(_ header: String?, resource: String) -> String? {
+        guard let header, header.hasPrefix("SharedAccessSignature ") else { return "missing SAS token" }
+        var fields: [String: String] = [:]
+        for pair in header.dropFirst("SharedAccessSignature ".count).split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            if kv.count == 2 { fields[String(kv[0])] = String(kv[1]) }
+        }
+        guard let sr = fields["sr"], let sig = fields["sig"]?.removingPercentEncoding, let se = fields["se"], let expiry = Double(se) else {
+            return "malformed SAS token"
+        }
+        guard fields["skn"] == keyName else { return "unknown key name" }
+        guard sr == Self.encodeURIComponent(resource.lowercased()).lowercased() else { return "wrong resource \(sr)" }
+        guard expiry > Date().timeIntervalSince1970 else { return "expired" }
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("\(sr)\n\(se)".utf8), using: SymmetricKey(data: Data(key.utf8)))
+        guard Data(mac).base64EncodedString() == sig else { return "bad signature" }
+        return nil
+    }
+
+    /// JavaScript's encodeURIComponent, written here independently of the client's.
+    static func encodeURIComponent(_ text: String) -> String {
+        let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!~*'()".utf8)
+        return text.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }.joined()
+    }
+
+    func application(port: NIOLockedValueBox<Int?>) -> some ApplicationProtocol {
+        let router = Router()
+        let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            let hubURL = "http://127.0.0.1:\(port.withLockedValue { $0 } ?? 0)/hub1"
+            if let problem = self.checkSAS(request.headers[.authorization], resource: hubURL) {
+                return Response(status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: "<Error><Detail>\(problem)</Detail></Error>")))
+            }
+            guard request.uri.queryParameters.get("api-version") == NotificationHubsClient.apiVersion else { return Response(status: .badRequest) }
+            var headers: [String: String] = [:]
+            for field in request.headers { headers[field.name.canonicalName] = field.value } // lowercase: names are case-insensitive
+            self.calls.withLockedValue { $0.append(Call(method: request.method.rawValue, path: request.uri.path, headers: headers, body: Data(body.readableBytesView))) }
+            return Response(status: request.method == .post ? .created : .ok)
+        }
+        router.post("/hub1/messages", use: handler)
+        router.put("/hub1/installations/:id", use: handler)
+        router.delete("/hub1/installations/:id", use: handler)
+        var logger = Logger(label: "hub")
+        logger.logLevel = .warning
+        return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                           onServerRunning: { channel in port.withLockedValue { $0 = channel.localAddress?.port } }, logger: logger)
+    }
+}
+
+@Suite("Notification Hubs through a local stand-in that checks the SAS signature")
+struct NotificationHubsTests {
+    @Test("connection strings parse, sb:// becomes https://")
+    func connectionString() throws {
+        let c = try NotificationHubsConnection("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Full;SharedAccessKey=abc=")
+        #expect(c.endpoint == "https://ns.servicebus.windows.net" && c.keyName == "Full" && c.key == "abc=")
+        #expect(throws: PushError.self) { try NotificationHubsConnection("Endpoint=ftp://x;SharedAccessKeyName=a;SharedAccessKey=b") }
+    }
+
+    @Test("registrations are mirrored as installations; a notification is one tagged apple send; a wrong key fails with the hub's detail")
+    func mirrorAndSend() async throws {
+        let hub = HubStandIn()
+        let port = NIOLockedValueBox<Int?>(nil)
+        let app = hub.application(port: port)
+        let group = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "hub")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(try await eventually { port.withLockedValue { $0 } != nil })
+            let endpoint = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
+            let client = NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
+            try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
+                let id = try await s.registerDevice(tokenA, tags: ["news"])
+                let installation = try #require(hub.calls.withLockedValue { $0.first })
+                #expect(installation.method == "PUT" && installation.path == "/hub1/installations/\(id)")
+                let body = try JSONSerialization.jsonObject(with: installation.body) as? [String: Any]
+                #expect(body?["pushChannel"] as? String == tokenA)
+                #expect(body?["platform"] as? String == "apns")
+                #expect(body?["tags"] as? [String] == ["username:alice", "news"])
+
+                let (_, object) = try await s.json(.post, "/api/notifications")
+                let nid = try #require((object as? [String: Any])?["id"] as? Int)
+                #expect(try await eventually { hub.calls.withLockedValue { $0.count } == 2 })
+                let send = try #require(hub.calls.withLockedValue { $0.last })
+                #expect(send.method == "POST" && send.path == "/hub1/messages/")
+                #expect(send.headers["servicebusnotification-format"] == "apple")
+                #expect(send.headers["servicebusnotification-tags"] == "username:alice")
+                #expect(send.headers["apns-push-type"] == "background")
+                #expect(send.headers["apns-priority"] == "5")
+                #expect(String(decoding: send.body, as: UTF8.self).contains("\"richId\":\"\(nid)\""))
+                #expect(try await eventually { try await DeliveryStore(database: s.database).list(notification: Int64(nid)).first?.state == .sent })
+                #expect(try await DeliveryStore(database: s.database).list(notification: Int64(nid)).map(\.target) == ["username:alice"])
+            }
+            let wrong = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=wrong"
+            let bad = NotificationHubsClient(connection: try NotificationHubsConnection(wrong), hub: "hub1")
+            let outcome = await bad.send(payload: Data("{}".utf8), tag: "username:alice")
+            #expect(outcome == .failed(reason: "401 <Error><Detail>bad signature</Detail></Error>", prune: false))
+            try await bad.shutdown()
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+}
