@@ -3,6 +3,7 @@ import GRDB
 import Logging
 import MediaStore
 import Metrics
+import NIOConcurrencyHelpers
 import RichPushCore
 import ServiceLifecycle
 
@@ -99,14 +100,17 @@ public final class OutboxDispatcher: Service, PushDispatching {
         while true {
             let jobs = try await claim(limit: max(concurrency * 2, 64))
             if jobs.isEmpty { return }
-            await Concurrently.forEach(count: jobs.count, width: concurrency) { [self] index in
+            // Outcomes are committed together, one transaction (one fsync) per batch, not per push.
+            let outcomes = NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>([])
+            await Concurrently.forEach(count: jobs.count, width: concurrency) { [provider] index in
                 let job = jobs[index]
                 let (outcome, timestamp) = await provider.deliver(job)
-                do {
-                    try await record(job, outcome: outcome, timestamp: timestamp)
-                } catch {
-                    logger.error("cannot record a delivery", metadata: ["delivery": "\(job.id)", "error": "\(error)"])
-                }
+                outcomes.withLockedValue { $0.append((job, outcome, timestamp)) }
+            }
+            do {
+                try await record(outcomes.withLockedValue { $0 })
+            } catch {
+                logger.error("cannot record deliveries", metadata: ["count": "\(jobs.count)", "error": "\(error)"])
             }
         }
     }
@@ -151,46 +155,55 @@ public final class OutboxDispatcher: Service, PushDispatching {
         logger.info("took back deliveries leased by processes that died", metadata: ["pids": "\(dead)"])
     }
 
-    private func record(_ job: DeliveryJob, outcome: DeliveryOutcome, timestamp: Date?) async throws {
+    private func record(_ results: [(DeliveryJob, DeliveryOutcome, Date?)]) async throws {
         let now = Date().timeIntervalSince1970
+        let counts = try await database.write { db in
+            var counts: [String: Int] = [:]
+            for (job, outcome, timestamp) in results {
+                counts[try self.record(db, job, outcome: outcome, timestamp: timestamp, now: now), default: 0] += 1
+            }
+            return counts
+        }
+        for (outcome, count) in counts {
+            Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
+        }
+        for (job, outcome, _) in results {
+            if case .failed(let reason, let prune) = outcome {
+                logger.notice("push failed", metadata: ["delivery": "\(job.id)", "reason": "\(reason)", "pruned": "\(prune)"])
+            }
+        }
+    }
+
+    /// Records one outcome inside the batch's transaction; returns the metrics outcome.
+    private func record(_ db: Database, _ job: DeliveryJob, outcome: DeliveryOutcome, timestamp: Date?, now: Double) throws -> String {
         let attempts = job.attempts + 1
         switch outcome {
         case .sent:
-            try await database.write { db in
-                try db.execute(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                               arguments: [attempts, now, job.id])
-            }
-            Counter(label: "richpush_pushes_total", dimensions: [("outcome", "sent")]).increment()
+            try db.execute(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                           arguments: [attempts, now, job.id])
+            return "sent"
         case .failed(let reason, let prune):
-            try await database.write { db in
-                try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                               arguments: [attempts, reason, now, job.id])
-                // 410 only prunes a registration that has not been renewed since Apple saw the token die.
-                let renewedSince = timestamp.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
-                if prune, let registration = job.registrationId, !renewedSince {
-                    try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [registration])
-                    try db.execute(
-                        sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
-                        arguments: ["device registration removed after \(reason)", now, registration])
-                }
+            try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                           arguments: [attempts, reason, now, job.id])
+            // 410 only prunes a registration that has not been renewed since Apple saw the token die.
+            let renewedSince = timestamp.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
+            if prune, let registration = job.registrationId, !renewedSince {
+                try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [registration])
+                try db.execute(
+                    sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
+                    arguments: ["device registration removed after \(reason)", now, registration])
             }
-            Counter(label: "richpush_pushes_total", dimensions: [("outcome", "failed")]).increment()
-            logger.notice("push failed", metadata: ["delivery": "\(job.id)", "reason": "\(reason)", "pruned": "\(prune)"])
+            return "failed"
         case .retry(let reason, let after):
             if attempts >= maxAttempts {
-                try await database.write { db in
-                    try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                                   arguments: [attempts, "gave up after \(attempts) attempts: \(reason)", now, job.id])
-                }
-                Counter(label: "richpush_pushes_total", dimensions: [("outcome", "failed")]).increment()
-                return
+                try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                               arguments: [attempts, "gave up after \(attempts) attempts: \(reason)", now, job.id])
+                return "failed"
             }
             let delay = after ?? backoff(attempt: attempts)
-            try await database.write { db in
-                try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                               arguments: [attempts, "retrying: \(reason)", now + delay, now, job.id])
-            }
-            Counter(label: "richpush_pushes_total", dimensions: [("outcome", "retried")]).increment()
+            try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
+                           arguments: [attempts, "retrying: \(reason)", now + delay, now, job.id])
+            return "retried"
         }
     }
 
