@@ -1,0 +1,83 @@
+import Foundation
+import Histogram
+
+/// What a run measured.
+public struct LoadResult: Sendable {
+    /// Responses received in full during the run.
+    public var requests = 0
+    public var connectErrors = 0
+    /// Connections closed or failing with a request in flight.
+    public var readErrors = 0
+    public var timeouts = 0
+    /// Bytes received (headers and bodies).
+    public var bytes = 0
+    public var seconds: Double = 0
+    /// Responses by status code.
+    public var statuses: [Int: Int] = [:]
+    /// Latencies in microseconds (from each request's intended start).
+    public var latency = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
+
+    public init() {}
+
+    public var errors: Int { connectErrors + readErrors + timeouts }
+    public var requestsPerSecond: Double { seconds > 0 ? Double(requests) / seconds : 0 }
+    public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }
+
+    /// Latency at `percentile` in milliseconds.
+    public func milliseconds(_ percentile: Double) -> Double {
+        latency.totalCount == 0 ? 0 : Double(latency.valueAtPercentile(percentile)) / 1000
+    }
+
+    public var maxMilliseconds: Double { latency.totalCount == 0 ? 0 : Double(latency.max) / 1000 }
+
+    mutating func merge(_ other: LoadResult) {
+        requests += other.requests
+        connectErrors += other.connectErrors
+        readErrors += other.readErrors
+        timeouts += other.timeouts
+        bytes += other.bytes
+        statuses.merge(other.statuses, uniquingKeysWith: +)
+        latency.add(other.latency)
+    }
+
+    /// SPEC §8's JSON object.
+    public func json() -> String {
+        let object: [String: Any] = [
+            "requests": requests, "errors": errors, "seconds": (seconds * 1000).rounded() / 1000,
+            "requestsPerSecond": (requestsPerSecond * 100).rounded() / 100, "bytesPerSecond": bytesPerSecond.rounded(),
+            "latency": ["p50": milliseconds(50), "p90": milliseconds(90), "p99": milliseconds(99), "p999": milliseconds(99.9), "max": maxMilliseconds],
+            "status": Dictionary(uniqueKeysWithValues: statuses.map { (String($0.key), $0.value) }),
+        ]
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The human summary, with a `Requests/sec:` line as wrk prints it.
+    public func summary(configuration: LoadConfiguration) -> String {
+        func size(_ bytes: Double) -> String {
+            let units = ["B", "KB", "MB", "GB", "TB"]
+            var value = bytes, unit = 0
+            while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+            return String(format: "%.2f%@", value, units[unit])
+        }
+        let mode = configuration.rate.map { String(format: "open loop at %.0f req/s", $0) } ?? "closed loop"
+        var lines = [
+            "Running \(String(format: "%.1f", configuration.duration))s test @ http://\(configuration.host):\(configuration.port)\(configuration.target)",
+            "  \(configuration.threads) threads and \(configuration.connections) connections, \(mode)",
+            String(format: "  Latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms",
+                   milliseconds(50), milliseconds(90), milliseconds(99), milliseconds(99.9), maxMilliseconds),
+            "  \(requests) requests in \(String(format: "%.2f", seconds))s, \(size(Double(bytes))) read",
+        ]
+        let nonSuccess = statuses.filter { !(200..<400).contains($0.key) }
+        if !nonSuccess.isEmpty {
+            lines.append("  Non-2xx or 3xx responses: \(nonSuccess.values.reduce(0, +)) (" +
+                         nonSuccess.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
+        }
+        if errors > 0 {
+            lines.append("  Socket errors: connect \(connectErrors), read \(readErrors), timeout \(timeouts)")
+        }
+        lines.append(String(format: "Requests/sec: %.2f", requestsPerSecond))
+        lines.append("Transfer/sec: \(size(bytesPerSecond))")
+        return lines.joined(separator: "\n")
+    }
+}

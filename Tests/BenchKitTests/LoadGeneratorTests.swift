@@ -1,0 +1,164 @@
+import BenchKit
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+
+/// A small HTTP/1.1 server on loopback whose behaviour the tests choose: it answers
+/// `/status/<code>`, closes the connection without answering every `closeEvery`-th request on
+/// `/flaky`, and counts what it did.
+final class TestHTTPServer: Sendable {
+    struct Counts { var requests = 0; var closes = 0; var byStatus: [Int: Int] = [:] }
+    let counts = NIOLockedValueBox(Counts())
+    let closeEvery: Int
+    private let channel: any Channel
+    let port: Int
+
+    init(closeEvery: Int = 5) async throws {
+        self.closeEvery = closeEvery
+        let counts = self.counts
+        let box = NIOLockedValueBox(0)
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Responder(counts: counts, closeEvery: closeEvery, sequence: box))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress!.port!
+    }
+
+    func stop() async throws { try await channel.close() }
+
+    final class Responder: ChannelInboundHandler, Sendable {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let counts: NIOLockedValueBox<Counts>
+        let closeEvery: Int
+        let sequence: NIOLockedValueBox<Int>
+        let uri = NIOLockedValueBox("")
+
+        init(counts: NIOLockedValueBox<Counts>, closeEvery: Int, sequence: NIOLockedValueBox<Int>) {
+            self.counts = counts
+            self.closeEvery = closeEvery
+            self.sequence = sequence
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head): uri.withLockedValue { $0 = head.uri }
+            case .body: break
+            case .end:
+                let path = uri.withLockedValue { $0 }
+                if path == "/flaky" {
+                    let n = sequence.withLockedValue { $0 += 1; return $0 }
+                    if n % closeEvery == 0 {
+                        counts.withLockedValue { $0.closes += 1 }
+                        context.close(promise: nil)
+                        return
+                    }
+                }
+                var code = 200
+                if path.hasPrefix("/status/"), let c = Int(path.dropFirst(8)) { code = c }
+                if path == "/mixed" { code = sequence.withLockedValue { $0 += 1; return $0 } % 3 == 0 ? 404 : 200 }
+                counts.withLockedValue { $0.requests += 1; $0.byStatus[code, default: 0] += 1 }
+                let body = ByteBuffer(string: "hello")
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Length", value: "5")
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: code), headers: headers))), promise: nil)
+                context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            }
+        }
+    }
+}
+
+@Suite("richpush-bench load generator")
+struct LoadGeneratorTests {
+    func configuration(_ server: TestHTTPServer, _ path: String, duration: Double = 1, connections: Int = 4) throws -> LoadConfiguration {
+        var c = try LoadConfiguration(url: "http://127.0.0.1:\(server.port)\(path)")
+        c.duration = duration
+        c.connections = connections
+        c.threads = 2
+        return c
+    }
+
+    @Test("responses are counted per status, exactly as the server answered them")
+    func statusCounting() async throws {
+        let server = try await TestHTTPServer()
+        let result = try await LoadGenerator.run(try configuration(server, "/mixed"))
+        try await Task.sleep(for: .milliseconds(100))
+        try await server.stop()
+        let counts = server.counts.withLockedValue { $0 }
+        #expect(result.requests > 100)
+        #expect(result.statuses[200, default: 0] > 0 && result.statuses[404, default: 0] > 0)
+        #expect(result.statuses.values.reduce(0, +) == result.requests)
+        // The server may have answered a few requests after the run's end; never fewer than counted.
+        #expect(counts.byStatus[404, default: 0] >= result.statuses[404, default: 0])
+        #expect(counts.byStatus[404, default: 0] - result.statuses[404, default: 0] <= 4)
+        #expect(result.errors == 0)
+        #expect(result.bytes > result.requests * 5)
+    }
+
+    @Test("a connection the server closes with a request in flight counts as an error, and the run goes on")
+    func serverCloses() async throws {
+        let server = try await TestHTTPServer(closeEvery: 10)
+        let result = try await LoadGenerator.run(try configuration(server, "/flaky"))
+        try await server.stop()
+        let closes = server.counts.withLockedValue { $0.closes }
+        #expect(result.readErrors > 0)
+        #expect(result.readErrors <= closes && closes - result.readErrors <= 4)
+        #expect(result.requests > 100)
+    }
+
+    @Test("connection refused counts connect errors")
+    func refused() async throws {
+        let server = try await TestHTTPServer()
+        let port = server.port
+        try await server.stop()
+        var c = try LoadConfiguration(url: "http://127.0.0.1:\(port)/")
+        c.duration = 0.3
+        c.connections = 2
+        let result = try await LoadGenerator.run(c)
+        #expect(result.requests == 0 && result.connectErrors > 0)
+    }
+
+    @Test("--rate paces an open loop within 5% of the asked rate when the server keeps up")
+    func pacing() async throws {
+        let server = try await TestHTTPServer()
+        var c = try configuration(server, "/status/200", duration: 2, connections: 8)
+        c.rate = 400
+        let result = try await LoadGenerator.run(c)
+        try await server.stop()
+        #expect(abs(result.requestsPerSecond - 400) / 400 < 0.05, "achieved \(result.requestsPerSecond)")
+    }
+
+    @Test("--json has exactly SPEC's shape")
+    func jsonShape() async throws {
+        let server = try await TestHTTPServer()
+        let result = try await LoadGenerator.run(try configuration(server, "/status/200", duration: 0.5))
+        try await server.stop()
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.json().utf8)) as? [String: Any])
+        #expect(Set(object.keys) == ["requests", "errors", "seconds", "requestsPerSecond", "bytesPerSecond", "latency", "status"])
+        #expect(Set((object["latency"] as? [String: Any] ?? [:]).keys) == ["p50", "p90", "p99", "p999", "max"])
+        #expect((object["status"] as? [String: Int])?["200"] == result.requests)
+        #expect(object["requests"] as? Int == result.requests)
+        let summary = result.summary(configuration: try configuration(server, "/status/200"))
+        #expect(summary.split(separator: "\n").contains { $0.hasPrefix("Requests/sec: ") })
+    }
+
+    @Test("headers, method and body are sent as asked")
+    func requestShape() throws {
+        var c = try LoadConfiguration(url: "http://localhost:8080/api/media?x=1")
+        try c.addHeader("Authorization: Basic YTpi")
+        #expect(c.target == "/api/media?x=1" && c.port == 8080)
+        #expect(c.headers.first! == ("Authorization", "Basic YTpi"))
+        #expect(throws: LoadError.self) { try LoadConfiguration(url: "https://x/") }
+        #expect(try LoadConfiguration.parseDuration("500ms") == 0.5)
+        #expect(try LoadConfiguration.parseDuration("2m") == 120)
+    }
+}
