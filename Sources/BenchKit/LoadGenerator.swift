@@ -173,14 +173,19 @@ final class ConnectionSlot: @unchecked Sendable {
         handler.send(request)
     }
 
+    /// When the latest bytes came off the socket: a response's end is timed from its last read,
+    /// not from when the decoder and handlers were done with it.
+    private var lastReadAt: UInt64 = 0
+
     func received(bytes: Int) {
-        if now < deadline { stats.bytes += bytes }
+        lastReadAt = now
+        if lastReadAt < deadline { stats.bytes += bytes }
     }
 
     func responseEnded() {
         guard let current = inFlight else { return }
         inFlight = nil
-        let end = now
+        let end = max(lastReadAt, current.sent)
         guard end <= deadline else { return }
         stats.requests += 1
         stats.statuses[status, default: 0] += 1

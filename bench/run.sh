@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Every benchmark, one table: builds release, installs nginx-light / wrk / nghttp2-client when
+# missing, runs ingest vs its floor, image GETs vs nginx, push fan-out vs h2load, and
+# richpush-bench vs wrk, each alternating against its reference in one run, then prints the
+# figures and ratios. Paste the table into BENCHMARKS.md with the machine it ran on.
+#
+# Usage: bench/run.sh [quick]      (quick: fewer and shorter rounds)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=5; seconds=10
+[ "${1:-}" = quick ] && { rounds=2; seconds=4; }
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v wrk >/dev/null || need+=(wrk)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v bc >/dev/null || need+=(bc)
+[ ${#need[@]} -eq 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }
+swift build -c release --product richpush --product richpush-bench >&2 || swift build -c release >&2
+out=$(realpath -m "${BENCH_WORK:-bench/work}")/run
+mkdir -p "$out"
+bench/ingest.sh "$rounds" > "$out/ingest.txt"
+bench/http.sh "$rounds" "$seconds" > "$out/http.txt"
+bench/fanout.sh "$rounds" 2000 > "$out/fanout.txt"
+bench/loadtool.sh "$rounds" "$seconds" > "$out/loadtool.txt"
+echo "# RichPush benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2}')"
+for part in ingest http fanout loadtool; do echo; cat "$out/$part.txt"; done
