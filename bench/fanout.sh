@@ -12,7 +12,8 @@ devices=${2:-2000}
 work=$(realpath -m "${BENCH_WORK:-bench/work}")/fanout
 sandbox_port=22198
 port=18097
-command -v h2load >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client >/dev/null; }
+source bench/lib.sh
+install_missing h2load:nghttp2-client
 python3 -c 'import cryptography' 2>/dev/null || pip install --quiet cryptography
 swift build -c release --product richpush >&2
 rp="$(swift build -c release --show-bin-path)/richpush"

@@ -19,12 +19,8 @@ nginx_port=18091
 rp_port=18090
 mkdir -p "$work"
 
-need=()
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v wrk >/dev/null || need+=(wrk)
-if [ ${#need[@]} -gt 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+source bench/lib.sh
+install_missing nginx:nginx-light wrk:wrk
 
 swift build -c release --product richpush >&2
 [ "$tool" = wrk ] || swift build -c release --product richpush-bench >&2
@@ -32,33 +28,7 @@ bin_dir=$(swift build -c release --show-bin-path)
 rp="$bin_dir/richpush"
 
 # --- nginx: one worker, sendfile, the same file.
-rm -rf "$work/nginx" && mkdir -p "$work/nginx/www" "$work/nginx/tmp"
-cp media/logo.png "$work/nginx/www/logo.png"
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    client_body_temp_path $work/nginx/tmp;
-    proxy_temp_path $work/nginx/tmp;
-    fastcgi_temp_path $work/nginx/tmp;
-    uwsgi_temp_path $work/nginx/tmp;
-    scgi_temp_path $work/nginx/tmp;
-    types { image/png png; }
-    server {
-        listen 127.0.0.1:$nginx_port;
-        root $work/nginx/www;
-    }
-}
-CONF
-nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
-nginx_pid=$!
+start_nginx "$work/nginx" $nginx_port media/logo.png
 
 # --- richpush on scratch data: a user, the default image, one notification.
 rm -rf "$work/data"
@@ -67,7 +37,6 @@ echo "bench-password" | "$rp" users add bench --password-stdin --data "$work/dat
 rp_pid=$!
 trap 'kill $rp_pid $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$rp_port/health" >/dev/null && break; sleep 0.1; done
-for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$nginx_port/logo.png" >/dev/null && break; sleep 0.1; done
 id=$("$rp" media show logo.png --data "$work/data" --json | python3 -c 'import sys,json; print(json.load(sys.stdin)["sha256"])')
 auth="Authorization: Basic $(printf 'bench:bench-password' | base64)"
 nid=$(curl -fs -X POST -H "$auth" "http://127.0.0.1:$rp_port/api/notifications" | python3 -c 'import sys,json; print(json.load(sys.stdin)["id"])')

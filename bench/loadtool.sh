@@ -10,32 +10,12 @@ rounds=${1:-5}
 seconds=${2:-10}
 work=$(realpath -m "${BENCH_WORK:-bench/work}")/loadtool
 port=18092
-need=()
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v wrk >/dev/null || need+=(wrk)
-[ ${#need[@]} -eq 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }
+source bench/lib.sh
+install_missing nginx:nginx-light wrk:wrk
 swift build -c release --product richpush-bench >&2
 bench="$(swift build -c release --show-bin-path)/richpush-bench"
-rm -rf "$work" && mkdir -p "$work/www" "$work/tmp"
-cp media/logo.png "$work/www/logo.png"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;
-    client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-    uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-    types { image/png png; }
-    server { listen 127.0.0.1:$port; root $work/www; }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work" &
-nginx_pid=$!
+start_nginx "$work" $port media/logo.png
 trap 'kill $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
-for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/logo.png" >/dev/null && break; sleep 0.1; done
 url="http://127.0.0.1:$port/logo.png"
 : > "$work/results.txt"
 for round in $(seq 1 "$rounds"); do

@@ -9,12 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5; seconds=10
 [ "${1:-}" = quick ] && { rounds=2; seconds=4; }
-need=()
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v wrk >/dev/null || need+=(wrk)
-command -v h2load >/dev/null || need+=(nghttp2-client)
-command -v bc >/dev/null || need+=(bc)
-[ ${#need[@]} -eq 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }
+source bench/lib.sh
+install_missing nginx:nginx-light wrk:wrk h2load:nghttp2-client bc:bc
 swift build -c release --product richpush --product richpush-bench >&2 || swift build -c release >&2
 out=$(realpath -m "${BENCH_WORK:-bench/work}")/run
 mkdir -p "$out"

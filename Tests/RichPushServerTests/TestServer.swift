@@ -99,33 +99,10 @@ func rawExchange(port: Int, _ request: String, timeout: Double = 5, untilClose: 
 }
 
 private func blockingExchange(port: Int, _ request: String, timeout: Double, untilClose: Bool) throws -> String {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    precondition(fd >= 0)
+    let fd = try connectTo(port: port, timeout: Int(timeout))
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-    var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-    _ = request.utf8CString.withUnsafeBufferPointer { send(fd, $0.baseAddress, $0.count - 1, 0) }
-    var received = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = recv(fd, &buffer, buffer.count, 0)
-        if n <= 0 { break }
-        received += buffer[0..<n]
-        if untilClose { continue }
-        if let text = String(bytes: received, encoding: .utf8), let end = text.range(of: "\r\n\r\n"),
-           let lengthLine = text[..<end.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") }),
-           let length = Int(lengthLine.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)),
-           received.count >= text[..<end.upperBound].utf8.count + length {
-            break
-        }
-    }
-    return String(decoding: received, as: UTF8.self)
+    sendAll(fd, Array(request.utf8))
+    if untilClose { return receiveAll(fd) }
+    let (head, body) = exchange(fd, "")
+    return head + "\r\n\r\n" + String(decoding: body, as: UTF8.self)
 }

@@ -1,0 +1,78 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Blocking loopback socket helpers for tests that must speak raw HTTP/1.1 (lying headers,
+// pipelining, a request cut in half). Call them off the cooperative pool.
+
+/// A free TCP port on loopback (bound and released).
+public func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A connected loopback socket.
+public func connectTo(port: Int, timeout: Int = 10) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if result != 0 { close(fd); throw POSIXError(.ECONNREFUSED) }
+    var tv = timeval(tv_sec: timeout, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}
+
+public func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { return }
+        offset += n
+    }
+}
+
+/// One request on a keep-alive connection; reads exactly one response (Content-Length framed).
+public func exchange(_ fd: Int32, _ request: String) -> (head: String, body: [UInt8]) {
+    sendAll(fd, Array(request.utf8))
+    var received = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        if let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
+            let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+            let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+            if received.count >= end.upperBound + length { return (head, Array(received[end.upperBound..<end.upperBound + length])) }
+        }
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { return (String(decoding: received, as: UTF8.self), []) }
+        received += buffer[0..<n]
+    }
+}
+
+/// Everything until the peer closes or the receive timeout passes.
+public func receiveAll(_ fd: Int32) -> String {
+    var received = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        received += buffer[0..<n]
+    }
+    return String(decoding: received, as: UTF8.self)
+}
+
