@@ -174,7 +174,7 @@ public final class MediaStore: Sendable {
         try await database.read { db in try MediaIndex.all(db) }
     }
 
-    /// Opens the blob of `id` for reading; the caller closes the descriptor.
+    /// The file of blob `id` (present when the index has its row).
     public func blobPath(_ id: MediaID) -> String { directory.blobPath(id) }
 
     // MARK: Removal
@@ -341,7 +341,8 @@ public final class MediaStore: Sendable {
                 let size = FileOps.fileSize(path) ?? 0
                 // Re-check under the write lock: an ingest may be committing this very blob.
                 let removed = try await database.write { db -> Bool in
-                    guard try MediaIndex.item(db, id: MediaID(file) ?? MediaID(hashing: [UInt8]())) == nil else { return false }
+                    let indexed = try Bool.fetchOne(db, sql: "SELECT 1 FROM media WHERE sha256 = ?", arguments: [file]) ?? false
+                    guard !indexed else { return false }
                     return unlink(path) == 0
                 }
                 if removed {

@@ -70,7 +70,7 @@ public enum PNGBuilder {
     }
 
     /// A valid 8-bit RGB PNG of `width`×`height` with pseudo-random pixels (incompressible).
-    public static func rgb(width: Int, height: Int, seed: UInt64 = 1, interlace: Bool = false) -> [UInt8] {
+    public static func rgb(width: Int, height: Int, seed: UInt64 = 1) -> [UInt8] {
         var raw = [UInt8]()
         raw.reserveCapacity((width * 3 + 1) * height)
         var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
@@ -81,7 +81,6 @@ public enum PNGBuilder {
                 raw.append(UInt8(truncatingIfNeeded: state))
             }
         }
-        precondition(!interlace)
         return signature + ihdr(width: UInt32(width), height: UInt32(height)) + chunk("IDAT", zlibStored(raw)) + chunk("IEND", [])
     }
 
