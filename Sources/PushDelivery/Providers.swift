@@ -74,8 +74,11 @@ public struct NotificationHubsProvider: PushProvider {
 
     public var addressing: DeliveryAddressing { .perUserTag }
 
+    /// A per-user row carries its tag; a per-device row (a notification queued by another process,
+    /// such as `richpush notify`) goes to that device's installation, mirrored under the registration id.
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
-        (await client.send(payload: job.payload, tag: job.target), nil)
+        let tag = job.registrationId.map { "$InstallationId:{\($0)}" } ?? job.target
+        return (await client.send(payload: job.payload, tag: tag), nil)
     }
 
     public func shutdown() async {

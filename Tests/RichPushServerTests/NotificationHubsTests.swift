@@ -115,6 +115,16 @@ struct NotificationHubsTests {
                 #expect(String(decoding: send.body, as: UTF8.self).contains("\"richId\":\"\(nid)\""))
                 #expect(try await eventually { try await DeliveryStore(database: s.database).list(notification: Int64(nid)).first?.state == .sent })
                 #expect(try await DeliveryStore(database: s.database).list(notification: Int64(nid)).map(\.target) == ["username:alice"])
+
+                // Queued per device by another process (as `richpush notify` does): sent to the installation.
+                let queued = try await NotificationStore(database: s.database).create(
+                    for: "alice", draft: NotificationDraft(message: "from the CLI"), defaultImage: "logo.png", addressing: .perDevice)
+                #expect(try await eventually { hub.calls.withLockedValue { $0.count } == 3 })
+                let direct = try #require(hub.calls.withLockedValue { $0.last })
+                #expect(direct.headers["servicebusnotification-tags"] == "$InstallationId:{\(id)}")
+                #expect(try await eventually {
+                    try await DeliveryStore(database: s.database).list(notification: queued.notification.id).first?.state == .sent
+                })
             }
             let wrong = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=wrong"
             let bad = NotificationHubsClient(connection: try NotificationHubsConnection(wrong), hub: "hub1")
