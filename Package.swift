@@ -160,6 +160,7 @@ let package = Package(
             name: "BenchKitTests",
             dependencies: [
                 "BenchKit",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -8,7 +8,8 @@ import NIOPosix
 /// Drives HTTP/1.1 keep-alive load: `connections` spread over `threads` event loops, each
 /// connection one request at a time, for `duration`.
 ///
-/// Closed loop: a connection sends its next request when the previous response ends. Open loop
+/// Closed loop: a connection sends its next request on the event loop's next turn after the
+/// previous response ends. Open loop
 /// (`rate`): each connection has a schedule of intended start times and latency is measured from
 /// the intended time, so a slow server is charged for the requests it delayed (no coordinated
 /// omission). All per-request work happens on the event loops; results are merged at the end.
@@ -191,7 +192,15 @@ final class ConnectionSlot: @unchecked Sendable {
         stats.statuses[status, default: 0] += 1
         _ = stats.latency.record(max(1, (end - current.intended) / 1000))
         progress.requests.wrappingIncrement(ordering: .relaxed)
-        sendNext()
+        if interval == nil {
+            // Closed loop, as wrk does: the next request goes out on the loop's next turn, after
+            // the rest of this batch of reads, so a connection that just finished does not delay
+            // reading responses that are already waiting (that wait would count as their latency).
+            loop.execute { self.sendNext() }
+        } else {
+            // Open loop: latency runs from the intended start, so send (or schedule) at once.
+            sendNext()
+        }
     }
 
     func disconnected(timedOut: Bool) {

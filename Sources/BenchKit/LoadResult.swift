@@ -52,8 +52,16 @@ public struct LoadResult: Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// The human summary, with a `Requests/sec:` line as wrk prints it.
-    public func summary(configuration: LoadConfiguration) -> String {
+    /// Mean latency in milliseconds.
+    public var meanMilliseconds: Double { latency.totalCount == 0 ? 0 : latency.mean / 1000 }
+
+    /// The percentiles `--latency` prints.
+    public static let distributionPercentiles: [Double] = [1, 10, 25, 50, 75, 90, 99, 99.9, 99.99]
+
+    /// The human summary, with a `Requests/sec:` line as wrk prints it; with `distribution`, also
+    /// the mean and a percentile table (a closed loop that saturates its client can make the
+    /// distribution bimodal, and then p50 alone says little).
+    public func summary(configuration: LoadConfiguration, distribution: Bool = false) -> String {
         func size(_ bytes: Double) -> String {
             let units = ["B", "KB", "MB", "GB", "TB"]
             var value = bytes, unit = 0
@@ -66,6 +74,14 @@ public struct LoadResult: Sendable {
             "  \(configuration.threads) threads and \(configuration.connections) connections, \(mode)",
             String(format: "  Latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms",
                    milliseconds(50), milliseconds(90), milliseconds(99), milliseconds(99.9), maxMilliseconds),
+        ]
+        if distribution {
+            lines.append(String(format: "  Latency distribution (mean %.3fms)", meanMilliseconds))
+            for percentile in Self.distributionPercentiles {
+                lines.append(String(format: "    %6g%%  %.3fms", percentile, milliseconds(percentile)))
+            }
+        }
+        lines += [
             "  \(requests) requests in \(String(format: "%.2f", seconds))s, \(size(Double(bytes))) read",
         ]
         let nonSuccess = statuses.filter { !(200..<400).contains($0.key) }

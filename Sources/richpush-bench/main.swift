@@ -22,6 +22,7 @@ struct RichPushBench: AsyncParsableCommand {
     @Option(help: "A file sent as each request's body.") var bodyFile: String?
     @Option(help: "Seconds before an unanswered request counts as a timeout.") var timeout = "5s"
     @Flag(help: "Print one JSON object instead of the summary.") var json = false
+    @Flag(help: "Add the mean and a latency percentile table to the summary.") var latency = false
     @Argument(help: "http://host[:port]/path") var url: String
 
     func run() async throws {
@@ -53,7 +54,7 @@ struct RichPushBench: AsyncParsableCommand {
             FileHandle.standardError.write(Data("\r\u{1B}[K  \(second)s  \(requests) req/s  \(errors) errors".utf8))
         }
         if live { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-        print(json ? result.json() : result.summary(configuration: configuration))
+        print(json ? result.json() : result.summary(configuration: configuration, distribution: latency))
     }
 }
 

@@ -1,5 +1,6 @@
 import BenchKit
 import Foundation
+import Histogram
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -149,6 +150,22 @@ struct LoadGeneratorTests {
         #expect(object["requests"] as? Int == result.requests)
         let summary = result.summary(configuration: try configuration(server, "/status/200"))
         #expect(summary.split(separator: "\n").contains { $0.hasPrefix("Requests/sec: ") })
+        #expect(!summary.contains("Latency distribution"))
+    }
+
+    @Test("--latency adds the mean and a percentile table whose values only grow")
+    func latencyDistribution() throws {
+        var result = LoadResult()
+        for microseconds in 1...999 { _ = result.latency.record(UInt64(microseconds)) }
+        let lines = result.summary(configuration: try LoadConfiguration(url: "http://localhost:8080/"), distribution: true)
+            .split(separator: "\n").map(String.init)
+        let header = try #require(lines.first { $0.contains("Latency distribution") })
+        #expect(header.contains("mean 0.500ms"))
+        let table = lines.filter { $0.hasPrefix("    ") && $0.hasSuffix("ms") && $0.contains("%") }
+        #expect(table.count == LoadResult.distributionPercentiles.count)
+        let values = table.compactMap { Double($0.split(separator: " ").last!.dropLast(2)) }
+        #expect(values == values.sorted() && values.count == table.count)
+        #expect(table.contains { $0.contains("50%") && $0.hasSuffix("0.500ms") })
     }
 
     @Test("headers, method and body are sent as asked")
