@@ -8,7 +8,9 @@ import NIOCore
 import NIOPosix
 
 /// A blob ready to serve: its bytes, stored type, and the headers of a full response, built once.
-struct ServedBlob: Sendable {
+/// A class: the fast path hands it around per request, and one reference is cheaper to pass than
+/// a dozen.
+final class ServedBlob: Sendable {
     let id: MediaID
     let contentType: String
     let bytes: ByteBuffer
@@ -16,10 +18,11 @@ struct ServedBlob: Sendable {
     let etag: String
     /// Headers of a 200 response per `Cache-Control` value (SPEC §5 has three).
     let fullHeaders: [String: HTTPFields]
-    /// The same headers for the event-loop fast path, plus `Server` (the router adds it there).
-    let publicHeaders: HTTPHeaders
-    let privateImmutableHeaders: HTTPHeaders
-    let privateHeaders: HTTPHeaders
+    /// For the event-loop fast path: the status line and every header of a 200 response but
+    /// `Date`, encoded once as NIO's HTTP/1.1 encoder would (the router's headers plus `Server`).
+    let publicHead: ByteBuffer
+    let privateImmutableHead: ByteBuffer
+    let privateHead: ByteBuffer
 
     static let cacheControls = ["public, max-age=31536000, immutable", "private, max-age=31536000, immutable", "private"]
 
@@ -34,12 +37,15 @@ struct ServedBlob: Sendable {
                 + [HTTPField(name: .contentLength, value: String(bytes.readableBytes))]
         }
         self.fullHeaders = headers
-        func nio(_ cacheControl: String) -> HTTPHeaders {
-            HTTPHeaders(headers[cacheControl]!.map { ($0.name.rawName, $0.value) } + [("Server", "RichPush")])
+        func head(_ cacheControl: String) -> ByteBuffer {
+            var buffer = ByteBuffer(string: "HTTP/1.1 200 OK\r\n")
+            for field in headers[cacheControl]! { buffer.writeString("\(field.name.rawName): \(field.value)\r\n") }
+            buffer.writeString("Server: RichPush\r\n")
+            return buffer
         }
-        self.publicHeaders = nio(Self.cacheControls[0])
-        self.privateImmutableHeaders = nio(Self.cacheControls[1])
-        self.privateHeaders = nio(Self.cacheControls[2])
+        self.publicHead = head(Self.cacheControls[0])
+        self.privateImmutableHead = head(Self.cacheControls[1])
+        self.privateHead = head(Self.cacheControls[2])
     }
 }
 
@@ -73,11 +79,11 @@ final class BlobCache: Sendable {
     /// The cached blob with `id` when it was checked within the last second; never touches disk.
     func freshBlob(_ id: MediaID) -> ServedBlob? {
         state.withLockedValue { state in
-            guard var entry = state.entries[id], !Self.isStale(entry, now: DispatchTime.now().uptimeNanoseconds) else { return nil }
+            guard let index = state.entries.index(forKey: id),
+                  !Self.isStale(state.entries.values[index], now: DispatchTime.now().uptimeNanoseconds) else { return nil }
             state.tick += 1
-            entry.lastUsed = state.tick
-            state.entries[id] = entry
-            return entry.blob
+            state.entries.values[index].lastUsed = state.tick
+            return state.entries.values[index].blob
         }
     }
 

@@ -36,16 +36,17 @@ final class FastPath: Sendable {
         self.publicMedia = publicMedia
     }
 
-    /// A complete answer, ready to write.
+    /// A complete answer, ready to write: the encoded head (without `Date`) and the body.
     struct Answer {
-        var headers: HTTPHeaders
+        var head: ByteBuffer
         var blob: ServedBlob
         var metrics: RouteMetrics
     }
 
     /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
     func answer(_ head: HTTPRequestHead) -> Answer? {
-        guard head.method == .GET, head.isKeepAlive else { return nil }
+        // HTTP/1.1 only: the heads are encoded for it (HTTP/1.0 keep-alive goes to the router).
+        guard head.method == .GET, head.version == .http1_1, head.isKeepAlive else { return nil }
         // One pass over the headers: conditional and ranged requests go to the router.
         var authorization: String?
         for (name, value) in head.headers {
@@ -66,14 +67,14 @@ final class FastPath: Sendable {
                 guard authenticator.cachedUser(authorization) != nil else { return nil }
             }
             guard let blob = blobs.freshBlob(id) else { return nil }
-            return Answer(headers: publicMedia ? blob.publicHeaders : blob.privateImmutableHeaders, blob: blob, metrics: mediaMetrics)
+            return Answer(head: publicMedia ? blob.publicHead : blob.privateImmutableHead, blob: blob, metrics: mediaMetrics)
         }
         if length > 19, head.uri.hasPrefix("/api/notifications/") {
             guard let digits = String(head.uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
                   let user = authenticator.cachedUser(authorization),
                   let known = payloads.get(id), known.recipient == user,
                   let blob = blobs.freshBlob(known.payload) else { return nil }
-            return Answer(headers: blob.privateHeaders, blob: blob, metrics: payloadMetrics)
+            return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics)
         }
         return nil
     }
@@ -108,7 +109,7 @@ final class ReadPayloadCache: Sendable {
 }
 
 /// Hummingbird's HTTP/1 channel with `FastPathHandler` between NIO's HTTP/1 codec and the
-/// conversion to HTTP types.
+/// conversion to HTTP types, and a `RawOutlet` in front of the codec for its answers.
 struct FastPathHTTP1Channel: HTTPChannelHandler {
     typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
     let responder: HTTPChannelHandler.Responder
@@ -116,13 +117,15 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
+            let outlet = RawOutlet()
+            try channel.pipeline.syncOperations.addHandler(outlet)
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                 withPipeliningAssistance: false,
                 withErrorHandling: false,
                 withOutboundHeaderValidation: false,
                 withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: .init())
-            try channel.pipeline.syncOperations.addHandler(FastPathHandler(fastPath: fastPath))
+            try channel.pipeline.syncOperations.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
             try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
@@ -149,27 +152,30 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private enum Current {
         case idle
         case forwarding
-        case answering(FastPath.Answer, version: HTTPVersion, start: UInt64)
+        case answering(FastPath.Answer, start: UInt64)
     }
 
     private let fastPath: FastPath
+    private let outlet: RawOutlet
     private var current = Current.idle
     /// Requests handed to the router whose response has not ended: while any is, nothing is
     /// answered here (a pipelined request must not overtake an earlier one).
     private var routerPending = 0
-    /// Answers written here and not yet flushed to the socket.
-    private var writesPending = 0
-    private var quiesceDeferred = false
+    /// Whether this connection has had an answer from here (then a graceful close waits for
+    /// the socket to take every byte written before it).
+    private var answered = false
+    private var quiescing = false
 
-    init(fastPath: FastPath) {
+    init(fastPath: FastPath, outlet: RawOutlet) {
         self.fastPath = fastPath
+        self.outlet = outlet
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
             if routerPending == 0, let answer = fastPath.answer(head) {
-                current = .answering(answer, version: head.version, start: DispatchTime.now().uptimeNanoseconds)
+                current = .answering(answer, start: DispatchTime.now().uptimeNanoseconds)
             } else {
                 current = .forwarding
                 routerPending += 1
@@ -179,8 +185,8 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if case .forwarding = current { context.fireChannelRead(data) } // an answered GET's body is dropped
         case .end:
             switch current {
-            case .answering(let answer, let version, let start):
-                write(answer, version: version, start: start, context: context)
+            case .answering(let answer, let start):
+                write(answer, start: start, context: context)
             case .forwarding:
                 context.fireChannelRead(data)
             case .idle:
@@ -190,23 +196,14 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func write(_ answer: FastPath.Answer, version: HTTPVersion, start: UInt64, context: ChannelHandlerContext) {
-        var headers = answer.headers
-        headers.add(name: "Date", value: HTTPDate.now())
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: .ok, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(answer.blob.bytes))), promise: nil)
-        writesPending += 1
-        let promise = context.eventLoop.makePromise(of: Void.self)
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        promise.futureResult.whenComplete { _ in
-            let (handler, context) = loopBound.value
-            handler.writesPending -= 1
-            if handler.writesPending == 0 && handler.quiesceDeferred {
-                handler.quiesceDeferred = false
-                context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-            }
-        }
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: promise)
+    /// Writes the encoded head, the `Date` line and the body below the HTTP encoder: three
+    /// buffers built before this request, one `writev`.
+    private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
+        guard let raw = outlet.context else { return }
+        raw.write(NIOAny(answer.head), promise: nil)
+        raw.write(NIOAny(HTTPDate.line()), promise: nil)
+        raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
+        answered = true
         answer.metrics.requests.increment()
         answer.metrics.duration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
     }
@@ -217,31 +214,50 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // Graceful shutdown closes idle connections: not before our own answers are out.
-        if event is ChannelShouldQuiesceEvent && writesPending > 0 {
-            quiesceDeferred = true
+        // Graceful shutdown closes idle connections: not before our own answers are out. Writes
+        // complete in order, so an empty write's promise marks the moment all earlier ones have.
+        if event is ChannelShouldQuiesceEvent, answered, let raw = outlet.context {
+            guard !quiescing else { return }
+            quiescing = true
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            promise.futureResult.whenComplete { _ in bound.value.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+            raw.writeAndFlush(NIOAny(ByteBuffer()), promise: promise)
             return
         }
         context.fireUserInboundEventTriggered(event)
     }
 }
 
-/// The `Date` header value, formatted once per second.
+/// The first handler of the pipeline, next to the socket: the fast path writes its already
+/// encoded answers through this handler's context, past the HTTP/1 encoder. Responses stay in
+/// order because the fast path answers only when no router response is outstanding.
+final class RawOutlet: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private(set) var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+}
+
+/// The `Date` line of a response head, encoded once per second.
 enum HTTPDate {
-    private static let cache = NIOLockedValueBox<(second: Int, value: String)>((0, ""))
+    private static let cache = NIOLockedValueBox<(second: Int, line: ByteBuffer)>((0, ByteBuffer()))
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    static func now() -> String {
+    /// `Date: <now>` and the blank line that ends a head.
+    static func line() -> ByteBuffer {
         var seconds = time(nil)
         return cache.withLockedValue { cache in
-            if cache.second == seconds { return cache.value }
+            if cache.second == seconds { return cache.line }
             var t = tm()
             gmtime_r(&seconds, &t)
             let value = String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(t.tm_wday)], t.tm_mday, months[Int(t.tm_mon)],
                                Int(t.tm_year) + 1900, t.tm_hour, t.tm_min, t.tm_sec)
-            cache = (seconds, value)
-            return value
+            cache = (seconds, ByteBuffer(string: "Date: \(value)\r\n\r\n"))
+            return cache.line
         }
     }
 }

@@ -8,7 +8,7 @@ import Glibc
 
 @Suite("richpush serve as a process")
 struct ServeCLITests {
-    @Test("starts on embedded defaults in a fresh directory, ingests media/logo.png, and finishes in-flight requests on SIGTERM")
+    @Test("starts on embedded defaults in a fresh directory, ingests media/logo.png, and finishes in-flight requests and answers on SIGTERM")
     func gracefulShutdown() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -55,6 +55,13 @@ struct ServeCLITests {
         let metrics = String(decoding: metricsBody, as: UTF8.self)
         #expect(metrics.contains("hb_requests{http_route=\"/media/{sha256}\",http_request_method=\"GET\",http_response_status_code=\"200\"} 6\n"))
 
+        // A slow reader: 160 pipelined GETs (8 MB of answers from the fast path) into a 4 KB
+        // receive buffer, so most of the answers still wait in the server when SIGTERM comes.
+        let slowReader = try connectTo(port: port, receiveBuffer: 4096)
+        defer { close(slowReader) }
+        let get = "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(basic)\r\n\r\n"
+        sendAll(slowReader, Array(String(repeating: get, count: 160).utf8))
+
         // Half an upload, then SIGTERM, then the rest: the request must still complete.
         let coupon = try Data(contentsOf: Fixtures.media.appendingPathComponent("coupon.png"))
         let fd = try connectTo(port: port)
@@ -68,6 +75,10 @@ struct ServeCLITests {
         sendAll(fd, Array(coupon.dropFirst(coupon.count / 2)))
         let answer = receiveAll(fd)
         #expect(answer.hasPrefix("HTTP/1.1 201 "), "\(answer.prefix(300))")
+        // Every answer the server had written reaches the slow reader whole before the server closes.
+        let answers = splitResponses(receiveAllBytes(slowReader))
+        #expect(answers.count == 160)
+        #expect(answers.allSatisfy { $0.head.hasPrefix("HTTP/1.1 200 OK") && $0.body == [UInt8](logo) })
         for _ in 0..<100 where server.isRunning { try await Task.sleep(for: .milliseconds(100)) }
         #expect(!server.isRunning)
         #expect(server.terminationReason == .exit && server.terminationStatus == 0)

@@ -40,6 +40,28 @@ struct FastPathTests {
         }
     }
 
+    @Test("on the wire, a fast-path answer has the router's status line, header lines and body bytes")
+    func sameBytesOnTheWire() async throws {
+        try await TestServer.run({ $0.publicMedia = true }) { s in
+            let port = try #require(s.client.port)
+            let request = "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\n\r\n"
+            // One keep-alive connection: the router's answer (which fills the cache), then two from the fast path.
+            let answers = try await onOwnThread { () throws -> [(head: String, body: [UInt8])] in
+                let fd = try connectTo(port: port)
+                defer { close(fd) }
+                return (0..<3).map { _ in exchange(fd, request) }
+            }
+            func lines(_ head: String) -> [String] {
+                head.split(separator: "\r\n").map { $0.hasPrefix("Date: ") || $0.hasPrefix("date: ") ? "Date: <now>" : String($0) }
+            }
+            let router = lines(answers[0].head), fast = lines(answers[1].head)
+            #expect(fast.first == "HTTP/1.1 200 OK" && router.first == fast.first)
+            #expect(fast.sorted() == router.sorted(), "router: \(router)\nfast path: \(fast)")
+            #expect(answers[0].body == logo && answers[1].body == logo && answers[2].body == logo)
+            #expect(lines(answers[2].head) == fast)
+        }
+    }
+
     @Test("pipelined requests are answered in order even when a later one could be answered at once")
     func pipelining() async throws {
         try await TestServer.run { s in
@@ -82,3 +104,14 @@ struct FastPathTests {
         }
     }
 }
+
+/// Runs blocking socket work on a thread of its own (never on the cooperative pool the server uses).
+func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

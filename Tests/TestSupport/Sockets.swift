@@ -21,9 +21,11 @@ public func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// A connected loopback socket.
-public func connectTo(port: Int, timeout: Int = 10) throws -> Int32 {
+/// A connected loopback socket; `receiveBuffer` sets `SO_RCVBUF` before connecting (a small one
+/// makes a slow reader: the server's writes back up into its own buffers).
+public func connectTo(port: Int, timeout: Int = 10, receiveBuffer: Int32? = nil) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -66,6 +68,11 @@ public func exchange(_ fd: Int32, _ request: String) -> (head: String, body: [UI
 
 /// Everything until the peer closes or the receive timeout passes.
 public func receiveAll(_ fd: Int32) -> String {
+    String(decoding: receiveAllBytes(fd), as: UTF8.self)
+}
+
+/// Everything until the peer closes or the receive timeout passes, as bytes.
+public func receiveAllBytes(_ fd: Int32) -> [UInt8] {
     var received = [UInt8]()
     var buffer = [UInt8](repeating: 0, count: 4096)
     while true {
@@ -73,6 +80,22 @@ public func receiveAll(_ fd: Int32) -> String {
         if n <= 0 { break }
         received += buffer[0..<n]
     }
-    return String(decoding: received, as: UTF8.self)
+    return received
+}
+
+/// Splits a stream of Content-Length framed HTTP/1.1 responses; a cut-off last response is dropped.
+public func splitResponses(_ stream: [UInt8]) -> [(head: String, body: [UInt8])] {
+    var responses: [(head: String, body: [UInt8])] = []
+    var rest = stream[...]
+    while let end = rest.firstRange(of: Array("\r\n\r\n".utf8)) {
+        let head = String(decoding: rest[..<end.lowerBound], as: UTF8.self)
+        let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+            .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+        guard rest.distance(from: end.upperBound, to: rest.endIndex) >= length else { break }
+        let bodyEnd = rest.index(end.upperBound, offsetBy: length)
+        responses.append((head, Array(rest[end.upperBound..<bodyEnd])))
+        rest = rest[bodyEnd...]
+    }
+    return responses
 }
 
