@@ -9,10 +9,10 @@ import NIOPosix
 /// connection one request at a time, for `duration`.
 ///
 /// Closed loop: a connection sends its next request on the event loop's next turn after the
-/// previous response ends. Open loop
-/// (`rate`): each connection has a schedule of intended start times and latency is measured from
-/// the intended time, so a slow server is charged for the requests it delayed (no coordinated
-/// omission). All per-request work happens on the event loops; results are merged at the end.
+/// previous response ends (as wrk does). Open loop (`rate`): each connection has a schedule of
+/// intended start times and latency is measured from the intended time, so a slow server is
+/// charged for the requests it delayed (no coordinated omission). All per-request work happens
+/// on the event loops; results are merged at the end.
 public enum LoadGenerator {
     /// Runs the load; `onSecond(second, requests, errors)` is called once per second with that second's counts.
     public static func run(_ configuration: LoadConfiguration,
