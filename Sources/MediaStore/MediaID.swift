@@ -13,6 +13,11 @@ public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Com
     /// Not generic on purpose: it runs for every media request and must stay specialised.
     public init?(_ string: String) {
         guard string.utf8.count == 64 else { return nil }
+        // Ids in URLs and file names are lowercase already: keep the string as it is.
+        if string.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) {
+            self.hex = string
+            return
+        }
         var lower = [UInt8]()
         lower.reserveCapacity(64)
         for c in string.utf8 {

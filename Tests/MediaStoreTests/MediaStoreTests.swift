@@ -90,6 +90,19 @@ struct MediaStoreTests {
         #expect(try t.tmpFiles().isEmpty)
     }
 
+    @Test("a media id is 64 hex digits of either case, kept in lowercase; anything else is refused")
+    func mediaIDs() {
+        let lower = String(repeating: "0123456789abcdef", count: 4)
+        #expect(MediaID(lower)?.hex == lower)
+        #expect(MediaID(lower.uppercased())?.hex == lower)
+        #expect(MediaID("A" + lower.dropFirst())?.hex == "a" + lower.dropFirst())
+        #expect(MediaID(String(lower.dropFirst())) == nil)
+        #expect(MediaID(lower + "0") == nil)
+        #expect(MediaID("g" + lower.dropFirst()) == nil)
+        #expect(MediaID("../" + lower.dropFirst(3)) == nil)
+        #expect(MediaID(String(repeating: "é", count: 32)) == nil)
+    }
+
     @Test("names resolve, move and are removed; removing the last name of an unused blob removes it")
     func names() async throws {
         let t = try TempStore()
