@@ -2,7 +2,8 @@
 # HTTP benchmark: GET /media/{id} and GET /api/notifications/{id} (Basic auth) of media/logo.png
 # (~48 KB PNG) with 32 keep-alive connections, next to nginx (Debian's nginx-light, one worker,
 # sendfile) serving the same file. Runs alternate nginx / media / payload ROUNDS times with wrk
-# (one thread); medians are reported, with RichPush's peak RSS under load.
+# (one thread), the order rotating each round; medians are reported, with RichPush's peak RSS
+# under load.
 #
 # RichPush runs with one event loop (RICHPUSH_THREADS, default 1 here), matching nginx's single
 # worker: on this 2-core machine the load generator needs the other core. RICHPUSH_THREADS=0
@@ -84,10 +85,16 @@ run() {
 
 results="$work/results.txt"
 : > "$results"
+# The order rotates each round (nginx, media, payload; then media, payload, nginx; ...): a
+# target that always ran right after another one measured a few percent low.
 for round in $(seq 1 "$rounds"); do
-    run nginx "http://127.0.0.1:$nginx_port/logo.png" | tee -a "$results" >&2
-    run media "http://127.0.0.1:$rp_port/media/$id" | tee -a "$results" >&2
-    run payload "http://127.0.0.1:$rp_port/api/notifications/$nid" "$auth" | tee -a "$results" >&2
+    for k in 0 1 2; do
+        case $(( (round - 1 + k) % 3 )) in
+            0) run nginx "http://127.0.0.1:$nginx_port/logo.png" ;;
+            1) run media "http://127.0.0.1:$rp_port/media/$id" ;;
+            2) run payload "http://127.0.0.1:$rp_port/api/notifications/$nid" "$auth" ;;
+        esac | tee -a "$results" >&2
+    done
 done
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
