@@ -17,15 +17,20 @@ enum CLI {
         return Fixtures.packageRoot.appendingPathComponent(".build/debug/richpush")
     }()
 
-    struct Result {
+    struct Result: Sendable {
         var status: Int32
         var stdout: String
         var stderr: String
         var lines: [String] { stdout.split(separator: "\n").map(String.init) }
     }
 
-    /// Runs `richpush args…` to completion.
-    static func run(_ args: [String], cwd: URL? = nil, stdin: String? = nil) throws -> Result {
+    /// Runs `richpush args…` to completion, waiting on a thread of its own (not the cooperative pool).
+    static func run(_ args: [String], cwd: URL? = nil, stdin: String? = nil) async throws -> Result {
+        try await onOwnThread { try runBlocking(args, cwd: cwd, stdin: stdin) }
+    }
+
+    /// Runs `richpush args…` to completion, blocking the calling thread.
+    static func runBlocking(_ args: [String], cwd: URL? = nil, stdin: String? = nil) throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = args

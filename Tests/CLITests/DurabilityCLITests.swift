@@ -8,12 +8,14 @@ import Testing
 import Glibc
 #endif
 
-/// One HTTP exchange on a fresh connection (Connection: close).
-func http(_ port: Int, _ method: String, _ path: String, auth: String, body: String = "") throws -> String {
-    let fd = try connectTo(port: port)
-    defer { close(fd) }
-    sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(auth)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
-    return receiveAll(fd)
+/// One HTTP exchange on a fresh connection (Connection: close), off the cooperative pool.
+func http(_ port: Int, _ method: String, _ path: String, auth: String, body: String = "") async throws -> String {
+    try await onOwnThread {
+        let fd = try connectTo(port: port)
+        defer { close(fd) }
+        sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(auth)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
+        return receiveAll(fd)
+    }
 }
 
 func startProcess(_ args: [String], cwd: URL, log: URL) throws -> Process {
@@ -51,7 +53,7 @@ struct DurabilityCLITests {
         let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
         try certificate.write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
         try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
-        #expect(try CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n").status == 0)
+        #expect(try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n").status == 0)
 
         let apnsPort = freePort(), port = freePort()
         let serve = ["serve", "--port", String(port), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
@@ -60,13 +62,13 @@ struct DurabilityCLITests {
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))
         let auth = Data("alice:pw".utf8).base64EncodedString()
-        let registered = try http(port, "POST", "/api/register", auth: auth)
+        let registered = try await http(port, "POST", "/api/register", auth: auth)
         let id = try #require(registered.split(separator: "\"").dropFirst(3).first.map(String.init))
         let token = String(repeating: "ab", count: 32)
-        #expect(try http(port, "PUT", "/api/register/\(id)", auth: auth, body: "{\"platform\":\"apns\",\"handle\":\"\(token)\",\"tags\":[]}").hasPrefix("HTTP/1.1 200"))
-        #expect(try http(port, "POST", "/api/notifications", auth: auth).hasPrefix("HTTP/1.1 201"))
+        #expect(try await http(port, "PUT", "/api/register/\(id)", auth: auth, body: "{\"platform\":\"apns\",\"handle\":\"\(token)\",\"tags\":[]}").hasPrefix("HTTP/1.1 200"))
+        #expect(try await http(port, "POST", "/api/notifications", auth: auth).hasPrefix("HTTP/1.1 201"))
         try await Task.sleep(for: .milliseconds(1500)) // a few attempts fail: nothing listens on the APNs port
-        let pending = try CLI.run(["deliveries", "--json"], cwd: dir).stdout
+        let pending = try await CLI.run(["deliveries", "--json"], cwd: dir).stdout
         #expect(pending.contains("\"state\":\"pending\""), "\(pending)")
         kill(server.processIdentifier, SIGKILL)
         server.waitUntilExit()
@@ -90,7 +92,7 @@ struct DurabilityCLITests {
         #expect(object?["token"] as? String == token)
         #expect((object?["payload"] as? [String: Any])?["richMessage"] as? String == "Check this image out!")
         #expect(((object?["headers"] as? [String: String])?["apns-push-type"]) == "background")
-        let sent = try CLI.run(["deliveries", "--json"], cwd: dir).stdout
+        let sent = try await CLI.run(["deliveries", "--json"], cwd: dir).stdout
         #expect(sent.contains("\"state\":\"sent\""), "\(sent)")
         kill(server.processIdentifier, SIGTERM)
         server.waitUntilExit()

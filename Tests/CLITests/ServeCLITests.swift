@@ -14,7 +14,7 @@ struct ServeCLITests {
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
-        let users = try CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n")
+        let users = try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n")
         #expect(users.status == 0, "\(users.stderr)")
 
         let port = freePort()
@@ -36,12 +36,12 @@ struct ServeCLITests {
             }
         }
         #expect(up, "serve did not come up on port \(port)")
-        #expect(try CLI.run(["media", "show", "logo.png"], cwd: dir).status == 0, "the default image was not ingested")
+        #expect(try await CLI.run(["media", "show", "logo.png"], cwd: dir).status == 0, "the default image was not ingested")
 
         // Six GETs on one keep-alive connection: the router answers the first, the event-loop
         // fast path the rest; every one is whole and counted once (this process's own metrics).
         let logo = try Data(contentsOf: Fixtures.media.appendingPathComponent("logo.png"))
-        let logoID = String(try CLI.run(["media", "show", "logo.png", "--json"], cwd: dir).stdout.split(separator: "\"")
+        let logoID = String(try await CLI.run(["media", "show", "logo.png", "--json"], cwd: dir).stdout.split(separator: "\"")
             .first { $0.count == 64 } ?? "")
         let keepAlive = try connectTo(port: port)
         let basic = Data("alice:pw".utf8).base64EncodedString()
@@ -73,15 +73,15 @@ struct ServeCLITests {
         kill(server.processIdentifier, SIGTERM)
         try await Task.sleep(for: .milliseconds(300))
         sendAll(fd, Array(coupon.dropFirst(coupon.count / 2)))
-        let answer = receiveAll(fd)
+        let answer = try await onOwnThread { receiveAll(fd) }
         #expect(answer.hasPrefix("HTTP/1.1 201 "), "\(answer.prefix(300))")
         // Every answer the server had written reaches the slow reader whole before the server closes.
-        let answers = splitResponses(receiveAllBytes(slowReader))
+        let answers = splitResponses(try await onOwnThread { receiveAllBytes(slowReader) })
         #expect(answers.count == 160)
         #expect(answers.allSatisfy { $0.head.hasPrefix("HTTP/1.1 200 OK") && $0.body == [UInt8](logo) })
         for _ in 0..<100 where server.isRunning { try await Task.sleep(for: .milliseconds(100)) }
         #expect(!server.isRunning)
         #expect(server.terminationReason == .exit && server.terminationStatus == 0)
-        #expect(try CLI.run(["media", "verify"], cwd: dir).stdout == "2 blobs checked, 0 problems\n")
+        #expect(try await CLI.run(["media", "verify"], cwd: dir).stdout == "2 blobs checked, 0 problems\n")
     }
 }

@@ -58,7 +58,9 @@ struct FastPathTests {
             #expect(fast.first == "HTTP/1.1 200 OK" && router.first == fast.first)
             #expect(fast.sorted() == router.sorted(), "router: \(router)\nfast path: \(fast)")
             #expect(answers[0].body == logo && answers[1].body == logo && answers[2].body == logo)
-            #expect(lines(answers[2].head) == fast)
+            // (On a loaded machine a cache entry can age past its one-second check between two
+            // requests, and the router answers again: compare as sets, not in order.)
+            #expect(lines(answers[2].head).sorted() == fast.sorted())
         }
     }
 
@@ -102,13 +104,6 @@ struct FastPathTests {
             try await Task.sleep(for: .milliseconds(1200))
             #expect(try await s.request(.get, "/media/\(id)").status == .notFound)
         }
-    }
-}
-
-/// Runs blocking socket work on a thread of its own (never on the cooperative pool the server uses).
-func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }
 

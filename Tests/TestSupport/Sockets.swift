@@ -99,3 +99,12 @@ public func splitResponses(_ stream: [UInt8]) -> [(head: String, body: [UInt8])]
     return responses
 }
 
+
+/// Runs blocking work (a child process, a blocking socket, a burst of image encoding) on a thread
+/// of its own. Swift Testing runs tests on the cooperative pool, which has one thread per core
+/// (two here): blocking it stalls every other test's servers and timeouts.
+public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
