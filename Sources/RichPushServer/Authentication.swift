@@ -40,7 +40,10 @@ public final class Authenticator: Sendable {
     /// a removed user is dropped by the users epoch or by that re-verification.
     func cachedUser(_ header: String?) -> String? {
         guard let header else { return nil }
-        let key = SHA256.hash(data: Data(header.utf8))
+        return cachedUser(header, key: Self.key(header))
+    }
+
+    private func cachedUser(_ header: String, key: SHA256.Digest) -> String? {
         let now = Date().timeIntervalSince1970
         let (user, refresh) = cache.withLockedValue { cache -> (String?, Bool) in
             guard var hit = cache[key], now - hit.verifiedAt < 2 * ttl else { return (nil, false) }
@@ -58,11 +61,17 @@ public final class Authenticator: Sendable {
     /// The user named by a valid `Authorization` header; throws 401 otherwise.
     public func authenticate(_ header: String?) async throws -> String {
         guard let header else { throw Self.unauthorized("credentials are required: send Authorization: Basic base64(user:password)") }
-        if let user = cachedUser(header) { return user }
-        guard let user = try await verifyAndCache(header, key: SHA256.hash(data: Data(header.utf8))) else {
+        let key = Self.key(header)
+        if let user = cachedUser(header, key: key) { return user }
+        guard let user = try await verifyAndCache(header, key: key) else {
             throw Self.unauthorized("wrong user name or password")
         }
         return user
+    }
+
+    /// The cache key of an `Authorization` header: its SHA-256, so no credential is kept in memory.
+    private static func key(_ header: String) -> SHA256.Digest {
+        SHA256.hash(data: Data(header.utf8))
     }
 
     /// Verifies `header` (bcrypt, or the demo rule) and caches the outcome: the user when valid,

@@ -186,7 +186,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             switch current {
             case .answering(let answer, let start):
-                write(answer, start: start, context: context)
+                write(answer, start: start)
             case .forwarding:
                 context.fireChannelRead(data)
             case .idle:
@@ -198,7 +198,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes the encoded head, the `Date` line and the body below the HTTP encoder: three
     /// buffers built before this request, one `writev`.
-    private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
+    private func write(_ answer: FastPath.Answer, start: UInt64) {
         guard let raw = outlet.context else { return }
         raw.write(NIOAny(answer.head), promise: nil)
         raw.write(NIOAny(HTTPDate.line()), promise: nil)

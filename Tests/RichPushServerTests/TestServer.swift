@@ -91,11 +91,7 @@ import Glibc
 /// (everything until the server closes, with `untilClose`). Runs on its own thread: blocking
 /// calls on the cooperative pool would starve the server under test.
 func rawExchange(port: Int, _ request: String, timeout: Double = 5, untilClose: Bool = false) async throws -> String {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(with: Result { try blockingExchange(port: port, request, timeout: timeout, untilClose: untilClose) })
-        }
-    }
+    try await onOwnThread { try blockingExchange(port: port, request, timeout: timeout, untilClose: untilClose) }
 }
 
 private func blockingExchange(port: Int, _ request: String, timeout: Double, untilClose: Bool) throws -> String {
