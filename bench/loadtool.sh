@@ -23,6 +23,10 @@ bench="$(swift build -c release --show-bin-path)/richpush-bench"
 start_nginx "$work" $port media/logo.png
 trap 'kill $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 url="http://127.0.0.1:$port/logo.png"
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results.txt" | median; }
+range() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results.txt" | sort -g | sed -n '1p;$p' | paste -sd- ; }
+errs() { awk -v n="$1" '$1 == n {s += $3} END {print s + 0}' "$work/results.txt"; }
 for conns in ${CONNECTIONS:-32}; do
 : > "$work/results.txt"
 # Columns: tool req/s errors mean p10 p25 p50 p75 p90 p99 (latencies in microseconds).
@@ -31,17 +35,13 @@ for round in $(seq 1 "$rounds"); do
     "$bench" --threads 1 --connections "$conns" --duration "${seconds}s" --latency "$url" | awk '
         function us(v) { sub(/ms$/, "", v); return v * 1000 }
         /^Requests\/sec:/ { rps = $2 }
-        /Latency distribution/ { mean = $4; sub(/^\(mean /, "", mean); gsub(/[()ms]/, "", mean); mean *= 1000 }
+        /Latency distribution/ { mean = $4; gsub(/[()ms]/, "", mean); mean *= 1000 }
         $1 == "10%" { p10 = us($2) } $1 == "25%" { p25 = us($2) } $1 == "50%" { p50 = us($2) }
         $1 == "75%" { p75 = us($2) } $1 == "90%" { p90 = us($2) } $1 == "99%" { p99 = us($2) }
-        /Non-2xx/ { e += $4 } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 }
+        /Non-2xx/ { e += $5 } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 }
         END { printf "richpush-bench %.0f %d %.0f %d %d %d %d %d %d\n", rps, e, mean, p10, p25, p50, p75, p90, p99 }' \
         | tee -a "$work/results.txt" >&2
 done
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results.txt" | median; }
-range() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results.txt" | sort -g | sed -n '1p;$p' | paste -sd- ; }
-errs() { awk -v n="$1" '$1 == n {s += $3} END {print s + 0}' "$work/results.txt"; }
 printf '%-15s %8s %6s %6s %6s %6s %6s %6s %6s %6s  %-9s\n' "$conns conns, 1 thr" "req/s" "errors" "mean" "p10" "p25" "p50" "p75" "p90" "p99" "p50 range"
 for n in wrk richpush-bench; do
     printf '%-15s %8.0f %6d %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f  %-9s\n' "$n" "$(col $n 2)" "$(errs $n)" \

@@ -76,13 +76,10 @@ missing=$(chroot "$rootfs" ldd /usr/local/bin/richpush | grep 'not found' || tru
 [ -z "$missing" ] || fail "libraries missing in the runtime stage: $missing"
 chroot "$rootfs" ldd /usr/local/bin/richpush | awk '{print "  " $1}' >&2
 
-env_args=()
-for e in "${envs[@]}"; do env_args+=("$e"); done
-in_container() { chroot --userspec="$uid:$uid" "$rootfs" env -i HOME="$workdir" PATH=/usr/local/bin:/usr/bin:/bin "${env_args[@]}" "$@"; }
+in_container() { chroot --userspec="$uid:$uid" "$rootfs" env -i HOME="$workdir" PATH=/usr/local/bin:/usr/bin:/bin "${envs[@]}" "$@"; }
 
 step "ENTRYPOINT + CMD as $user: ${entrypoint[*]} ${cmd[*]} (RICHPUSH_PORT=$port: the host's 8080 may be taken)"
-chroot --userspec="$uid:$uid" "$rootfs" env -i HOME="$workdir" PATH=/usr/local/bin:/usr/bin:/bin "${env_args[@]}" \
-    RICHPUSH_PORT=$port sh -c "cd $workdir && exec ${entrypoint[*]} ${cmd[*]}" > /tmp/richpush-container.log 2>&1 &
+in_container env RICHPUSH_PORT=$port sh -c "cd $workdir && exec ${entrypoint[*]} ${cmd[*]}" > /tmp/richpush-container.log 2>&1 &
 server_pid=$!
 for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
 
