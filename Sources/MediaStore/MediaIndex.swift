@@ -125,12 +125,20 @@ public enum MediaIndex {
         try db.execute(sql: "UPDATE media SET touchedAt = ? WHERE sha256 = ?", arguments: [now.timeIntervalSince1970, id.hex])
     }
 
+    /// True when `name` is free, false when it already names `id`; throws when it names other bytes.
+    static func checkName(_ db: Database, _ name: String, id: MediaID) throws -> Bool {
+        guard let current = try String.fetchOne(db, sql: "SELECT sha256 FROM media_names WHERE name = ?", arguments: [name]) else {
+            return true
+        }
+        guard current == id.hex else { throw MediaStoreError.nameTaken(name, by: current) }
+        return false
+    }
+
+    /// Points `name` at `id`; refuses a name that already names other bytes (a name is moved
+    /// only by removing it first, so nobody can silently change what a name shows).
     static func setName(_ db: Database, _ name: String, id: MediaID, now: Date) throws {
-        try db.execute(
-            sql: """
-                INSERT INTO media_names (name, sha256, createdAt) VALUES (?, ?, ?)
-                ON CONFLICT(name) DO UPDATE SET sha256 = excluded.sha256, createdAt = excluded.createdAt
-                """,
-            arguments: [name, id.hex, now.timeIntervalSince1970])
+        guard try checkName(db, name, id: id) else { return }
+        try db.execute(sql: "INSERT INTO media_names (name, sha256, createdAt) VALUES (?, ?, ?)",
+                       arguments: [name, id.hex, now.timeIntervalSince1970])
     }
 }

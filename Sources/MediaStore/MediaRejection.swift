@@ -27,7 +27,7 @@ public struct MediaRejection: Error, Sendable, Equatable, CustomStringConvertibl
 /// An error of the store itself (I/O, database, bad identifiers), as opposed to a refused image.
 public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
     private enum Code: Sendable {
-        case notFound, invalidName, io, inUse
+        case notFound, invalidName, io, inUse, nameTaken
     }
 
     private let code: Code
@@ -54,8 +54,15 @@ public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
         .init(.inUse, "media \(id) is used by \(count) notification(s); it cannot be removed")
     }
 
+    /// The name already names other bytes (names are shared by every user: moving one is deliberate).
+    public static func nameTaken(_ name: String, by id: String) -> Self {
+        .init(.nameTaken, "media name '\(name)' already names \(id); remove it first (richpush media rm '\(name)') or choose another name")
+    }
+
     /// True when no media matched the id or name.
     public var isNotFound: Bool { code == .notFound }
+    /// True when the name is taken by other bytes.
+    public var isNameTaken: Bool { code == .nameTaken }
     /// True when the blob is referenced.
     public var isInUse: Bool { code == .inUse }
 

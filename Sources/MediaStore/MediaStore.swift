@@ -139,6 +139,8 @@ public final class MediaStore: Sendable {
                 let now = Date()
                 let blobPath = directory.blobPath(id)
                 let existing = try MediaIndex.item(db, id: id)
+                // A taken name refuses the upload before its file is moved into place.
+                if let name { _ = try MediaIndex.checkName(db, name, id: id) }
                 if FileOps.fileSize(blobPath) != size {
                     // New blob, or a row whose file went missing: (re)place the file.
                     guard let tmpPath else { throw MediaStoreError.io("blob vanished while adding", path: blobPath, errno: ENOENT) }

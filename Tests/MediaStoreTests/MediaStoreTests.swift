@@ -103,20 +103,28 @@ struct MediaStoreTests {
         #expect(MediaID(String(repeating: "é", count: 32)) == nil)
     }
 
-    @Test("names resolve, move and are removed; removing the last name of an unused blob removes it")
+    @Test("names resolve, are never moved by an upload, and are removed; removing the last name of an unused blob removes it")
     func names() async throws {
         let t = try TempStore()
         defer { t.cleanup() }
         let a = try await t.store.ingest(bytes: PNGBuilder.rgb(width: 8, height: 8, seed: 1), name: "logo.png")
         #expect(try await t.store.resolve("logo.png")?.id == a.item.id)
         #expect(try await t.store.resolve(a.item.id.hex.uppercased())?.id == a.item.id)
+        // The same bytes under the same name again: fine. Other bytes under a taken name: refused, nothing stored.
+        #expect(try await t.store.ingest(bytes: PNGBuilder.rgb(width: 8, height: 8, seed: 1), name: "logo.png").status == .exists)
+        let other = PNGBuilder.rgb(width: 8, height: 8, seed: 3)
+        await #expect { try await t.store.ingest(bytes: other, name: "logo.png") } throws: { ($0 as? MediaStoreError)?.isNameTaken == true }
+        #expect(try await t.store.resolve("logo.png")?.id == a.item.id)
+        #expect(try await t.store.resolve(MediaID(hashing: other).hex) == nil)
+        #expect(try t.blobFiles().count == 1)
+        #expect(try await t.store.remove("logo.png").deletedBlob == a.item.id) // its only name, unused: the blob goes too
         let b = try await t.store.ingest(bytes: PNGBuilder.rgb(width: 8, height: 8, seed: 2), name: "logo.png")
         #expect(try await t.store.resolve("logo.png")?.id == b.item.id)
         await #expect(throws: MediaStoreError.self) { try await t.store.ingest(bytes: [1], name: String(repeating: "a", count: 64)) }
         let removal = try await t.store.remove("logo.png")
         #expect(removal.name == "logo.png" && removal.deletedBlob == b.item.id)
         #expect(try await t.store.resolve(b.item.id.hex) == nil)
-        #expect(try await t.store.resolve(a.item.id.hex) != nil)
+        #expect(try await t.store.resolve(a.item.id.hex) == nil)
         await #expect(throws: MediaStoreError.self) { try await t.store.remove("logo.png") }
     }
 
