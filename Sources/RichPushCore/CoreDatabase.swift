@@ -62,11 +62,78 @@ public enum CoreDatabase {
         migrator.registerMigration("core-v2-leases") { db in
             try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN leasedBy INTEGER")
         }
+        migrator.registerMigration("core-v3-campaigns") { db in
+            try db.execute(sql: """
+                ALTER TABLE users ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
+                INSERT INTO meta (key, value) VALUES ('sessionsEpoch', 0);
+                CREATE TABLE settings (
+                    key   TEXT PRIMARY KEY NOT NULL,
+                    value TEXT NOT NULL
+                );
+                CREATE TABLE sessions (
+                    tokenHash BLOB PRIMARY KEY NOT NULL,
+                    username  TEXT NOT NULL,
+                    createdAt REAL NOT NULL,
+                    expiresAt REAL NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX sessions_username ON sessions(username);
+                CREATE TABLE campaigns (
+                    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+                    audience   TEXT NOT NULL,
+                    message    TEXT NOT NULL,
+                    title      TEXT,
+                    richType   TEXT NOT NULL,
+                    payload    TEXT NOT NULL REFERENCES media(sha256),
+                    mode       TEXT NOT NULL CHECK (mode IN ('alert', 'silent')),
+                    createdBy  TEXT NOT NULL,
+                    recipients INTEGER NOT NULL DEFAULT 0,
+                    devices    INTEGER NOT NULL DEFAULT 0,
+                    cursor     TEXT,
+                    queued     INTEGER NOT NULL DEFAULT 0,
+                    queuedBy   INTEGER,
+                    createdAt  REAL NOT NULL
+                );
+                ALTER TABLE notifications ADD COLUMN campaignId INTEGER REFERENCES campaigns(id);
+                ALTER TABLE notifications ADD COLUMN title TEXT;
+                ALTER TABLE notifications ADD COLUMN mode TEXT NOT NULL DEFAULT 'silent';
+                CREATE INDEX notifications_campaign ON notifications(campaignId, read) WHERE campaignId IS NOT NULL;
+                ALTER TABLE deliveries ADD COLUMN campaignId INTEGER;
+                CREATE INDEX deliveries_campaign ON deliveries(campaignId, state) WHERE campaignId IS NOT NULL;
+                """)
+        }
         return migrator
     }
 
     /// Opens a data directory with the whole schema.
     public static func open(_ directory: DataDirectory) throws -> DatabasePool {
         try StoreDatabase.open(directory, migrator: migrator())
+    }
+}
+
+/// Small named values shared by every process on a data directory (the public URL `serve`
+/// announces, so that `richpush send` signs payload URLs devices can reach).
+public struct SettingsStore: Sendable {
+    /// The database.
+    public let database: DatabasePool
+
+    /// Creates the store over a database opened with `CoreDatabase`.
+    public init(database: DatabasePool) {
+        self.database = database
+    }
+
+    /// The key under which `serve` records its public URL.
+    public static let publicURL = "publicUrl"
+
+    /// The value of `key`, or nil.
+    public func value(_ key: String) async throws -> String? {
+        try await database.read { db in try String.fetchOne(db, sql: "SELECT value FROM settings WHERE key = ?", arguments: [key]) }
+    }
+
+    /// Sets `key`.
+    public func set(_ key: String, _ value: String) async throws {
+        try await database.write { db in
+            try db.execute(sql: "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                           arguments: [key, value])
+        }
     }
 }

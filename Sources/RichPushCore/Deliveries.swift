@@ -50,6 +50,15 @@ public struct DeliveryStore: Sendable {
         }
     }
 
+    /// Up to `limit` deliveries of campaign `campaign` with ids above `after`, in id order
+    /// (page through a large campaign without holding it in memory).
+    public func list(campaign: Int64, after: Int64 = 0, limit: Int = 1000) async throws -> [Delivery] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE campaignId = ? AND id > ? ORDER BY id LIMIT ?",
+                             arguments: [campaign, after, limit]).map(Self.delivery)
+        }
+    }
+
     /// Maps a row of `deliveries`.
     public static func delivery(_ row: Row) -> Delivery {
         Delivery(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],

@@ -4,14 +4,18 @@ import MediaStore
 
 /// A rich notification: a message shown first, and a payload (an image) fetched on demand.
 public struct RichNotification: Sendable, Equatable {
-    /// Sequential id; the silent push carries it as `richId`.
+    /// Sequential id; the push carries it as `richId`.
     public var id: Int64
     /// The user it is for; only they may fetch the payload.
     public var recipient: String
     public var message: String
+    public var title: String?
     public var richType: String
     /// The media id (SHA-256) of the payload image.
     public var payload: MediaID
+    public var mode: PushMode
+    /// The campaign it belongs to, if any.
+    public var campaignId: Int64?
     /// Whether the recipient has fetched the payload.
     public var read: Bool
     public var createdAt: Date
@@ -23,12 +27,17 @@ public struct NotificationDraft: Sendable, Equatable {
     public var richType: String?
     /// A media id or name.
     public var payload: String?
+    /// The alert's title (alert mode only).
+    public var title: String?
+    public var mode: PushMode
 
     /// Creates a draft.
-    public init(message: String? = nil, richType: String? = nil, payload: String? = nil) {
+    public init(message: String? = nil, richType: String? = nil, payload: String? = nil, title: String? = nil, mode: PushMode = .silent) {
         self.message = message
         self.richType = richType
         self.payload = payload
+        self.title = title
+        self.mode = mode
     }
 
     /// The tutorial's message.
@@ -41,8 +50,10 @@ public struct NotificationDraft: Sendable, Equatable {
 public struct CreatedNotification: Sendable {
     /// The stored notification.
     public var notification: RichNotification
-    /// The silent push's exact bytes.
+    /// The push's exact bytes.
     public var push: Data
+    /// The payload URL (when the server signs them).
+    public var richUrl: String?
     /// How many deliveries (push targets) were queued.
     public var deliveries: Int
 }
@@ -55,68 +66,115 @@ public enum DeliveryAddressing: Sendable {
     case perUserTag
 }
 
+/// One push target: a device (its registration and token) or a tag.
+struct PushTarget {
+    var registration: String?
+    var target: String
+}
+
+/// The content every recipient of a notification or campaign shares, checked once; writes
+/// each recipient's notification, push and outbox rows inside the caller's transaction.
+struct NotificationWriter {
+    let message: String
+    let title: String?
+    let richType: String
+    let mode: PushMode
+    let media: MediaItem
+    let links: PayloadLinks?
+    let campaignId: Int64?
+    let now: Date
+
+    /// Checks the shared fields and resolves the payload (422 when unknown).
+    init(_ db: Database, draft: NotificationDraft, defaultImage: String, links: PayloadLinks?, campaignId: Int64? = nil, now: Date) throws {
+        message = draft.message ?? NotificationDraft.defaultMessage
+        richType = draft.richType ?? NotificationDraft.defaultRichType
+        title = draft.title.flatMap { $0.isEmpty ? nil : $0 }
+        mode = draft.mode
+        guard !richType.isEmpty, richType.utf8.count <= 64 else {
+            throw CoreError(.unprocessable, "richType must be 1 to 64 bytes")
+        }
+        if mode == .alert && links == nil {
+            throw CoreError(.unprocessable, "alert pushes carry a signed payload URL, and this process has no payload key")
+        }
+        let payloadKey = draft.payload ?? defaultImage
+        guard let media = try MediaIndex.resolve(db, payloadKey) else {
+            let hint = draft.payload == nil
+                ? "the default image '\(payloadKey)' is not in the media store; add it with `richpush media add --name \(payloadKey) FILE`"
+                : "payload '\(payloadKey)' is not a stored media id or name; upload it with POST /api/media first"
+            throw CoreError(.unprocessable, hint)
+        }
+        self.media = media
+        self.links = links
+        self.campaignId = campaignId
+        self.now = now
+    }
+
+    /// Inserts `recipient`'s notification with its push and one pending delivery per target.
+    /// Throws 422 when the push would exceed APNs' 4096 bytes.
+    func insert(_ db: Database, recipient: String, targets: [PushTarget]) throws -> CreatedNotification {
+        let time = now.timeIntervalSince1970
+        try db.cachedStatement(sql: """
+            INSERT INTO notifications (recipient, message, title, richType, payload, mode, campaignId, push, createdAt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, x'', ?)
+            """).execute(arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, time])
+        let id = db.lastInsertedRowID
+        let richUrl = links?.url(notification: id, recipient: recipient, now: now)
+        let push: Data = switch mode {
+        case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
+        case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!).encoded()
+        }
+        guard push.count <= SilentPush.maxBytes else {
+            throw CoreError(.unprocessable, "the push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
+        }
+        try db.cachedStatement(sql: "UPDATE notifications SET push = ? WHERE id = ?").execute(arguments: [push, id])
+        let insertDelivery = try db.cachedStatement(sql: """
+            INSERT INTO deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)
+            VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+            """)
+        for target in targets {
+            try insertDelivery.execute(arguments: [id, campaignId, target.registration, target.target, UUID().uuidString, time, time, time])
+        }
+        let notification = RichNotification(id: id, recipient: recipient, message: message, title: title, richType: richType,
+                                            payload: media.id, mode: mode, campaignId: campaignId, read: false, createdAt: now)
+        return CreatedNotification(notification: notification, push: push, richUrl: richUrl, deliveries: targets.count)
+    }
+}
+
 /// Rich notifications and their outbox.
 public struct NotificationStore: Sendable {
     /// The database.
     public let database: DatabasePool
+    /// Signs payload URLs; nil where no key is available (then only silent pushes can be made).
+    public let links: PayloadLinks?
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool) {
+    public init(database: DatabasePool, links: PayloadLinks? = nil) {
         self.database = database
+        self.links = links
     }
 
-    /// Creates a notification for `recipient`, its silent push, and one pending delivery per target,
+    /// Creates a notification for `recipient`, its push, and one pending delivery per target,
     /// all in one transaction (nothing is stored when anything is refused).
     ///
     /// Refuses an unknown payload (422) and a push over 4096 bytes (422).
     public func create(for recipient: String, draft: NotificationDraft, defaultImage: String,
                        addressing: DeliveryAddressing = .perDevice, now: Date = Date()) async throws -> CreatedNotification {
-        let message = draft.message ?? NotificationDraft.defaultMessage
-        let richType = draft.richType ?? NotificationDraft.defaultRichType
-        let payloadKey = draft.payload ?? defaultImage
-        guard !richType.isEmpty, richType.utf8.count <= 64 else {
-            throw CoreError(.unprocessable, "richType must be 1 to 64 bytes")
-        }
+        let links = self.links
         return try await database.writeWithoutTransaction { db in
             var created: CreatedNotification?
             try db.inTransaction(.immediate) {
-                guard let media = try MediaIndex.resolve(db, payloadKey) else {
-                    let hint = draft.payload == nil
-                        ? "the default image '\(payloadKey)' is not in the media store; add it with `richpush media add --name \(payloadKey) FILE`"
-                        : "payload '\(payloadKey)' is not a stored media id or name; upload it with POST /api/media first"
-                    throw CoreError(.unprocessable, hint)
-                }
-                try db.execute(
-                    sql: "INSERT INTO notifications (recipient, message, richType, payload, push, createdAt) VALUES (?, ?, ?, ?, x'', ?)",
-                    arguments: [recipient, message, richType, media.id.hex, now.timeIntervalSince1970])
-                let id = db.lastInsertedRowID
-                let push = SilentPush(id: id, message: message, richType: richType).encoded()
-                guard push.count <= SilentPush.maxBytes else {
-                    throw CoreError(.unprocessable, "the silent push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message")
-                }
-                try db.execute(sql: "UPDATE notifications SET push = ? WHERE id = ?", arguments: [push, id])
-                try MediaIndex.addReference(db, id: media.id, owner: "notification:\(id)", now: now)
-                var targets: [(registration: String?, target: String)] = []
-                switch addressing {
+                let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, now: now)
+                let targets: [PushTarget] = switch addressing {
                 case .perDevice:
-                    targets = try RegistrationStore.registrations(db, username: recipient).compactMap { r in
-                        r.handle.map { (r.id, $0) }
+                    try RegistrationStore.registrations(db, username: recipient).compactMap { r in
+                        r.handle.map { PushTarget(registration: r.id, target: $0) }
                     }
                 case .perUserTag:
-                    targets = [(nil, "username:\(recipient)")]
+                    [PushTarget(registration: nil, target: "username:\(recipient)")]
                 }
-                for target in targets {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO deliveries (notificationId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)
-                            VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
-                            """,
-                        arguments: [id, target.registration, target.target, UUID().uuidString, now.timeIntervalSince1970,
-                                    now.timeIntervalSince1970, now.timeIntervalSince1970])
-                }
-                let notification = RichNotification(id: id, recipient: recipient, message: message, richType: richType,
-                                                    payload: media.id, read: false, createdAt: now)
-                created = CreatedNotification(notification: notification, push: push, deliveries: targets.count)
+                let made = try writer.insert(db, recipient: recipient, targets: targets)
+                try MediaIndex.addReference(db, id: writer.media.id, owner: "notification:\(made.notification.id)", now: now)
+                created = made
                 return .commit
             }
             return created!
@@ -142,6 +200,13 @@ public struct NotificationStore: Sendable {
         }
     }
 
+    /// Notification `id`, whoever it is for (payload URLs carry their own proof of the recipient).
+    public func find(id: Int64) async throws -> RichNotification? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id]).flatMap(Self.notification)
+        }
+    }
+
     /// Marks notification `id` read (once; later calls change nothing).
     public func markRead(id: Int64, now: Date = Date()) async throws {
         try await database.write { db in
@@ -152,7 +217,8 @@ public struct NotificationStore: Sendable {
 
     static func notification(_ row: Row) -> RichNotification? {
         guard let payload = MediaID(row["payload"] as String) else { return nil }
-        return RichNotification(id: row["id"], recipient: row["recipient"], message: row["message"], richType: row["richType"],
-                                payload: payload, read: row["read"], createdAt: Date(timeIntervalSince1970: row["createdAt"]))
+        return RichNotification(id: row["id"], recipient: row["recipient"], message: row["message"], title: row["title"],
+                                richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .silent,
+                                campaignId: row["campaignId"], read: row["read"], createdAt: Date(timeIntervalSince1970: row["createdAt"]))
     }
 }

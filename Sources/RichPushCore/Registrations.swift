@@ -120,9 +120,12 @@ public struct RegistrationStore: Sendable {
         try Row.fetchAll(db, sql: "SELECT * FROM registrations WHERE username = ? ORDER BY createdAt", arguments: [username]).map(registration)
     }
 
+    static func decodeTags(_ json: String) -> [String] {
+        (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
+    }
+
     static func registration(_ row: Row) -> Registration {
-        let tagsJSON: String = row["tags"]
-        let tags = (try? JSONDecoder().decode([String].self, from: Data(tagsJSON.utf8))) ?? []
+        let tags = decodeTags(row["tags"])
         return Registration(id: row["id"], username: row["username"], platform: row["platform"], handle: row["handle"], tags: tags,
                             createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
     }

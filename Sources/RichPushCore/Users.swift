@@ -6,14 +6,25 @@ import HummingbirdBcrypt
 public struct User: Sendable, Equatable {
     /// The user name; devices of this user carry the tag `username:<name>`.
     public var name: String
+    /// Whether the account may call `/api/admin/…` and name media.
+    public var admin: Bool
     /// When it was created.
     public var createdAt: Date
 }
 
+/// What authentication needs to know of an account.
+public struct StoredCredentials: Sendable, Equatable {
+    /// The bcrypt hash, exactly as stored (`$2a$`, `$2b$` or `$2y$`).
+    public var passwordHash: String
+    /// Whether the account is an admin.
+    public var admin: Bool
+}
+
 /// Accounts with bcrypt-hashed passwords.
 ///
-/// Removing a user or changing a password increments `usersEpoch` in the `meta` table, so a
-/// server in another process can drop the credentials it has cached.
+/// Removing a user or changing a password increments `usersEpoch` in the `meta` table (and
+/// `sessionsEpoch`, since their sessions go too), so a server in another process can drop the
+/// credentials it has cached.
 public struct UserStore: Sendable {
     /// The database.
     public let database: DatabasePool
@@ -30,65 +41,210 @@ public struct UserStore: Sendable {
     public static func validateName(_ name: String) throws {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@#.-")
         guard (1...64).contains(name.count), name.allSatisfy(allowed.contains) else {
-            throw CoreError(.invalid, "invalid user name '\(name)': use 1 to 64 of A-Z a-z 0-9 _ @ # . -")
+            throw CoreError(.invalid, "invalid user name '\(name.prefix(80))': use 1 to 64 of A-Z a-z 0-9 _ @ # . -")
         }
     }
 
-    /// Creates a user, or refuses when the name is taken.
-    public func add(name: String, password: String) async throws -> User {
-        try Self.validateName(name)
+    /// Checks a password bcrypt can hash: 1 to 72 bytes.
+    public static func validatePassword(_ password: String) throws {
         guard !password.isEmpty else { throw CoreError(.invalid, "the password is empty") }
         guard password.utf8.count <= 72 else {
             throw CoreError(.invalid, "the password is longer than 72 bytes (bcrypt ignores the rest)")
         }
+    }
+
+    /// Checks a bcrypt hash given for import: `$2a$`, `$2b$` or `$2y$`, a cost of 04 to 31, and
+    /// 53 characters of bcrypt's base64 (22 of salt, 31 of hash).
+    public static func validateBcrypt(_ hash: String) throws {
+        let bytes = Array(hash.utf8)
+        let alphabet = Set("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        guard bytes.count == 60, hash.hasPrefix("$2a$") || hash.hasPrefix("$2b$") || hash.hasPrefix("$2y$"), bytes[6] == UInt8(ascii: "$"),
+              let cost = Int(String(decoding: bytes[4..<6], as: UTF8.self)), (4...31).contains(cost),
+              bytes[7...].allSatisfy(alphabet.contains)
+        else {
+            throw CoreError(.invalid, "not a bcrypt hash: expected $2a$, $2b$ or $2y$, a cost of 04 to 31 and 53 characters of salt and hash")
+        }
+    }
+
+    /// True when `password` matches `hash`. `$2y$` (PHP's name for the fixed algorithm) is `$2b$`.
+    public static func verify(password: String, hash: String) -> Bool {
+        let normalized = hash.hasPrefix("$2y$") ? "$2b$" + hash.dropFirst(4) : hash
+        return Bcrypt.verify(password, hash: normalized)
+    }
+
+    /// Creates a user, or refuses when the name is taken.
+    @discardableResult
+    public func add(name: String, password: String, admin: Bool = false) async throws -> User {
+        try Self.validateName(name)
+        try Self.validatePassword(password)
         let hash = Bcrypt.hash(password, cost: cost)
         let now = Date()
         return try await database.write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE name = ?", arguments: [name]) == true {
+            guard try Self.insert(db, name: name, hash: hash, admin: admin, now: now) else {
                 throw CoreError(.conflict, "user '\(name)' already exists")
             }
-            try db.execute(sql: "INSERT INTO users (name, passwordHash, createdAt) VALUES (?, ?, ?)",
-                           arguments: [name, hash, now.timeIntervalSince1970])
-            return User(name: name, createdAt: now)
+            return User(name: name, admin: admin, createdAt: now)
+        }
+    }
+
+    /// Inserts an account; false when the name is taken.
+    private static func insert(_ db: Database, name: String, hash: String, admin: Bool, now: Date) throws -> Bool {
+        try db.execute(sql: "INSERT INTO users (name, passwordHash, admin, createdAt) VALUES (?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
+                       arguments: [name, hash, admin, now.timeIntervalSince1970])
+        return db.changesCount > 0
+    }
+
+    /// How an import went.
+    public struct ImportSummary: Sendable, Equatable {
+        /// Accounts created.
+        public var imported = 0
+        /// Lines whose name already had an account.
+        public var skipped = 0
+
+        /// Creates a summary.
+        public init(imported: Int = 0, skipped: Int = 0) {
+            self.imported = imported
+            self.skipped = skipped
+        }
+    }
+
+    /// Creates the accounts of `entries` in one transaction, skipping names that exist.
+    /// A given bcrypt hash is stored as it is; a given password is hashed here.
+    public func importUsers(_ entries: [UserImport.Entry]) async throws -> ImportSummary {
+        let hashed: [(UserImport.Entry, String)] = entries.map { entry in
+            switch entry.secret {
+            case .bcrypt(let hash): (entry, hash)
+            case .password(let password): (entry, Bcrypt.hash(password, cost: cost))
+            }
+        }
+        let now = Date()
+        return try await database.write { db in
+            var summary = ImportSummary()
+            for (entry, hash) in hashed {
+                if try Self.insert(db, name: entry.name, hash: hash, admin: entry.admin, now: now) {
+                    summary.imported += 1
+                } else {
+                    summary.skipped += 1
+                }
+            }
+            return summary
         }
     }
 
     /// Every user, by name.
     public func list() async throws -> [User] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT name, createdAt FROM users ORDER BY name").map {
-                User(name: $0["name"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]))
+            try Row.fetchAll(db, sql: "SELECT name, admin, createdAt FROM users ORDER BY name").map {
+                User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]))
             }
         }
     }
 
-    /// Removes a user and their device registrations; cached credentials elsewhere are invalidated.
+    /// Removes a user, their device registrations and their sessions; cached credentials
+    /// elsewhere are invalidated.
     public func remove(name: String) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM users WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
             try db.execute(sql: "DELETE FROM registrations WHERE username = ?", arguments: [name])
+            try SessionStore.revokeAll(db, username: name)
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
         }
     }
 
-    /// The stored bcrypt hash of `name`, or nil.
-    public func passwordHash(of name: String) async throws -> String? {
+    /// Sets a new password and revokes every session of the user.
+    public func setPassword(name: String, password: String) async throws {
+        try Self.validatePassword(password)
+        let hash = Bcrypt.hash(password, cost: cost)
+        try await database.write { db in
+            try db.execute(sql: "UPDATE users SET passwordHash = ? WHERE name = ?", arguments: [hash, name])
+            guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
+            try SessionStore.revokeAll(db, username: name)
+            try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
+        }
+    }
+
+    /// The stored hash and role of `name`, or nil.
+    public func credentials(of name: String) async throws -> StoredCredentials? {
         try await database.read { db in
-            try String.fetchOne(db, sql: "SELECT passwordHash FROM users WHERE name = ?", arguments: [name])
+            try Row.fetchOne(db, sql: "SELECT passwordHash, admin FROM users WHERE name = ?", arguments: [name]).map {
+                StoredCredentials(passwordHash: $0["passwordHash"], admin: $0["admin"])
+            }
         }
     }
 
     /// True when `password` is `name`'s password. Runs bcrypt: slow on purpose, so cache the outcome.
     public func verify(name: String, password: String) async throws -> Bool {
-        guard let hash = try await passwordHash(of: name) else { return false }
-        return Bcrypt.verify(password, hash: hash)
+        guard let stored = try await credentials(of: name) else { return false }
+        return Self.verify(password: password, hash: stored.passwordHash)
     }
 
-    /// A number that changes whenever a user is removed.
-    public func epoch() async throws -> Int {
+    /// Numbers that change whenever a user is removed or changes password (`users`), and
+    /// whenever any session is revoked (`sessions`).
+    public func epochs() async throws -> (users: Int, sessions: Int) {
         try await database.read { db in
-            try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'usersEpoch'") ?? 0
+            let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM meta WHERE key IN ('usersEpoch', 'sessionsEpoch')")
+            let values = Dictionary(uniqueKeysWithValues: rows.map { ($0["key"] as String, $0["value"] as Int) })
+            return (values["usersEpoch"] ?? 0, values["sessionsEpoch"] ?? 0)
+        }
+    }
+}
+
+/// The lines of `richpush users import`: JSON objects `{"name","password"}` or
+/// `{"name","bcrypt"}`, with an optional `"admin":true`.
+public enum UserImport {
+    /// One account to create.
+    public struct Entry: Sendable, Equatable {
+        /// How the account's password is given.
+        public enum Secret: Sendable, Equatable {
+            /// In clear, to be hashed.
+            case password(String)
+            /// Already a bcrypt hash, stored as it is.
+            case bcrypt(String)
+        }
+        public var name: String
+        public var secret: Secret
+        public var admin: Bool
+
+        /// Creates an entry.
+        public init(name: String, secret: Secret, admin: Bool) {
+            self.name = name
+            self.secret = secret
+            self.admin = admin
+        }
+    }
+
+    private struct Line: Decodable {
+        var name: String?
+        var password: String?
+        var bcrypt: String?
+        var admin: Bool?
+    }
+
+    /// Parses one line; throws a `CoreError` saying what is wrong with it.
+    public static func parse(_ line: String) throws -> Entry {
+        let fields: Line
+        do {
+            fields = try JSONDecoder().decode(Line.self, from: Data(line.utf8))
+        } catch DecodingError.typeMismatch(_, let context) {
+            let field = context.codingPath.first?.stringValue ?? "the line"
+            throw CoreError(.invalid, field == "admin" ? "\"admin\" must be true or false" : "\"\(field)\" must be a string")
+        } catch {
+            throw CoreError(.invalid, "not a JSON object")
+        }
+        guard let name = fields.name else { throw CoreError(.invalid, "\"name\" is missing") }
+        try UserStore.validateName(name)
+        switch (fields.password, fields.bcrypt) {
+        case (let password?, nil):
+            try UserStore.validatePassword(password)
+            return Entry(name: name, secret: .password(password), admin: fields.admin ?? false)
+        case (nil, let hash?):
+            try UserStore.validateBcrypt(hash)
+            return Entry(name: name, secret: .bcrypt(hash), admin: fields.admin ?? false)
+        case (nil, nil):
+            throw CoreError(.invalid, "give \"password\" or \"bcrypt\"")
+        case (.some, .some):
+            throw CoreError(.invalid, "give \"password\" or \"bcrypt\", not both")
         }
     }
 }

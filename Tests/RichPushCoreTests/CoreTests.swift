@@ -32,9 +32,9 @@ struct CoreTests {
         #expect(!(try await users.verify(name: "alice", password: "nope")))
         await #expect(throws: CoreError.self) { try await users.add(name: "alice", password: "x") }
         await #expect(throws: CoreError.self) { try await users.add(name: "bad name", password: "x") }
-        let epoch = try await users.epoch()
+        let epoch = try await users.epochs().users
         try await users.remove(name: "alice")
-        #expect(try await users.epoch() == epoch + 1)
+        #expect(try await users.epochs().users == epoch + 1)
         #expect(!(try await users.verify(name: "alice", password: "pw")))
     }
 

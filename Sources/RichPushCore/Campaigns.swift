@@ -1,0 +1,342 @@
+import Foundation
+import GRDB
+import MediaStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who a campaign is for (SPEC §10).
+public enum Audience: Sendable, Equatable {
+    /// Every account.
+    case all
+    /// These accounts (sorted, without duplicates).
+    case users([String])
+    /// Every device whose registration tags match a Notification Hubs tag expression; each
+    /// device's owner is a recipient.
+    case tags(TagExpression)
+
+    /// Parses the JSON form `{"all":true}`, `{"users":[…]}` or `{"tags":"<expression>"}`.
+    public init(json object: [String: Any]) throws {
+        let keys = Set(object.keys)
+        guard keys.count == 1, let key = keys.first else {
+            throw CoreError(.invalid, "audience must have exactly one of \"all\", \"users\" or \"tags\"")
+        }
+        switch (key, object[key]) {
+        case ("all", let flag as Bool) where flag:
+            self = .all
+        case ("users", let names as [Any]):
+            guard let strings = names as? [String] else { throw CoreError(.invalid, "audience.users must be an array of user names") }
+            self = try .listing(strings)
+        case ("tags", let text as String):
+            self = .tags(try TagExpression(text))
+        default:
+            throw CoreError(.invalid, "audience must be {\"all\":true}, {\"users\":[names]} or {\"tags\":\"expression\"}")
+        }
+    }
+
+    /// A list of users, checked, sorted and without duplicates.
+    public static func listing(_ names: [String]) throws -> Audience {
+        guard !names.isEmpty else { throw CoreError(.invalid, "audience.users is empty") }
+        guard names.count <= Campaign.maxListedUsers else {
+            throw CoreError(.invalid, "audience.users lists \(names.count) users, at most \(Campaign.maxListedUsers); use a tag expression or {\"all\":true}")
+        }
+        for name in names { try UserStore.validateName(name) }
+        return .users(Array(Set(names)).sorted())
+    }
+
+    /// The stored form.
+    var stored: String {
+        let object: [String: Any] = switch self {
+        case .all: ["all": true]
+        case .users(let names): ["users": names]
+        case .tags(let expression): ["tags": expression.text]
+        }
+        return String(decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+    }
+
+    init(stored: String) throws {
+        guard let object = try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any] else {
+            throw CoreError(.invalid, "unreadable audience")
+        }
+        if let names = object["users"] as? [String] {
+            self = .users(names) // stored lists were checked and sorted on the way in
+        } else {
+            try self.init(json: object)
+        }
+    }
+
+    /// A short description for people (`all`, `3 users`, `tags: a && b`).
+    public var summary: String {
+        switch self {
+        case .all: "all"
+        case .users(let names): names.count == 1 ? "user \(names[0])" : "\(names.count) users"
+        case .tags(let expression): "tags: \(expression.text)"
+        }
+    }
+}
+
+/// What an admin asks for when sending a campaign.
+public struct CampaignDraft: Sendable {
+    public var audience: Audience
+    /// Message, title, rich type, payload and mode, as for a single notification.
+    public var content: NotificationDraft
+
+    /// Creates a draft; the mode defaults to `alert` (SPEC §10).
+    public init(audience: Audience, content: NotificationDraft) {
+        self.audience = audience
+        self.content = content
+    }
+}
+
+/// A campaign and how far it got.
+public struct Campaign: Sendable, Equatable {
+    /// `sending` until every recipient is queued and no push is pending, then `done`.
+    public enum Status: String, Sendable, Codable { case sending, done }
+
+    public var id: Int64
+    public var audience: Audience
+    public var message: String
+    public var title: String?
+    public var richType: String
+    public var payload: MediaID
+    public var mode: PushMode
+    public var createdBy: String
+    public var createdAt: Date
+    /// Recipients and devices queued so far (all of them once `queued`).
+    public var recipients: Int
+    public var devices: Int
+    /// Whether every recipient has been queued.
+    public var queued: Bool
+
+    /// The most users an audience may list by name.
+    public static let maxListedUsers = 10_000
+}
+
+/// Delivery and read counts of a campaign (SPEC §10).
+public struct CampaignProgress: Sendable, Equatable {
+    public var campaign: Campaign
+    public var pending: Int
+    public var sent: Int
+    public var failed: Int
+    /// Recipients who fetched the payload.
+    public var fetched: Int
+
+    /// `done` once every recipient is queued and nothing is pending.
+    public var status: Campaign.Status { campaign.queued && pending == 0 ? .done : .sending }
+}
+
+/// Campaigns: one rich message to many users.
+///
+/// A campaign is queued in batches of recipients, each batch one transaction that also moves
+/// the campaign's cursor, so memory does not grow with the audience and a process that dies
+/// half-way leaves a campaign that `resumeUnfinished` completes, without queueing anyone twice.
+public struct CampaignStore: Sendable {
+    /// The database.
+    public let database: DatabasePool
+    /// Signs payload URLs for alert pushes.
+    public let links: PayloadLinks?
+    /// The media name used when a campaign names no payload.
+    public let defaultImage: String
+    /// Recipients per transaction.
+    public var batchSize = 500
+
+    /// Creates the store over a database opened with `CoreDatabase`.
+    public init(database: DatabasePool, links: PayloadLinks?, defaultImage: String) {
+        self.database = database
+        self.links = links
+        self.defaultImage = defaultImage
+    }
+
+    /// Records a campaign, refusing bad content (422) and unknown listed users (400), and
+    /// claims it for queueing by this process. Nothing is queued yet: call `queue`.
+    public func create(_ draft: CampaignDraft, by admin: String, now: Date = Date()) async throws -> Campaign {
+        let links = self.links, defaultImage = self.defaultImage
+        return try await database.write { db in
+            let writer = try NotificationWriter(db, draft: draft.content, defaultImage: defaultImage, links: links, now: now)
+            if case .users(let names) = draft.audience {
+                var unknown: [String] = []
+                for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
+                    let known = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(Self.placeholders(chunk.count)))",
+                                                        arguments: StatementArguments(chunk)))
+                    unknown += chunk.filter { !known.contains($0) }
+                }
+                if !unknown.isEmpty {
+                    let shown = unknown.prefix(10).joined(separator: ", ") + (unknown.count > 10 ? " and \(unknown.count - 10) more" : "")
+                    throw CoreError(.invalid, "audience.users names \(unknown.count) unknown user(s): \(shown)")
+                }
+            }
+            try db.execute(sql: """
+                INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
+                                 writer.mode.rawValue, admin, Int(getpid()), now.timeIntervalSince1970])
+            let id = db.lastInsertedRowID
+            try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
+            return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
+                            payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false)
+        }
+    }
+
+    /// Queues the rest of campaign `id`, a batch per transaction; `batchQueued` is called after
+    /// each commit (to wake the dispatcher). Returns the campaign once everyone is queued.
+    /// With `maxBatches`, stops after that many batches (the campaign then says `queued == false`).
+    public func queue(_ id: Int64, addressing: DeliveryAddressing, maxBatches: Int = .max,
+                      batchQueued: @Sendable () -> Void = {}) async throws -> Campaign {
+        var batches = 0
+        while true {
+            let campaign = try await queueBatch(id, addressing: addressing)
+            batches += 1
+            batchQueued()
+            if campaign.queued || batches >= maxBatches { return campaign }
+        }
+    }
+
+    /// Queues campaigns left half-queued by processes that died; returns their ids.
+    public func resumeUnfinished(addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
+        let pid = Int(getpid())
+        let orphans = try await database.write { db -> [Int64] in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, queuedBy FROM campaigns WHERE queued = 0")
+            let ids: [Int64] = rows.compactMap { row in
+                let holder: Int? = row["queuedBy"]
+                if let holder, holder == pid || kill(pid_t(holder), 0) == 0 || errno == EPERM { return nil }
+                return row["id"]
+            }
+            for id in ids { try db.execute(sql: "UPDATE campaigns SET queuedBy = ? WHERE id = ?", arguments: [pid, id]) }
+            return ids
+        }
+        for id in orphans { _ = try await queue(id, addressing: addressing, batchQueued: batchQueued) }
+        return orphans
+    }
+
+    /// One batch: the next recipients after the cursor, their notifications and deliveries,
+    /// and the moved cursor, in one transaction.
+    private func queueBatch(_ id: Int64, addressing: DeliveryAddressing) async throws -> Campaign {
+        let links = self.links, batchSize = self.batchSize, defaultImage = self.defaultImage
+        return try await database.writeWithoutTransaction { db in
+            var result: Campaign?
+            try db.inTransaction(.immediate) {
+                guard let row = try Row.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else {
+                    throw CoreError(.notFound, "no campaign \(id)")
+                }
+                var campaign = try Self.campaign(row)
+                guard !campaign.queued else {
+                    result = campaign
+                    return .commit
+                }
+                let cursor: String = row["cursor"] ?? ""
+                let now = Date()
+                let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
+                                              title: campaign.title, mode: campaign.mode)
+                let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: id, now: now)
+                let (names, nextCursor, exhausted) = try Self.nextRecipients(db, campaign.audience, after: cursor, limit: batchSize)
+                let devices = try Self.devices(db, of: names, audience: campaign.audience)
+                var queuedRecipients = 0, queuedDevices = 0
+                for name in names {
+                    let owned = devices[name] ?? []
+                    if case .tags = campaign.audience, owned.isEmpty { continue }
+                    let targets: [PushTarget] = switch (addressing, campaign.audience) {
+                    case (.perUserTag, .all), (.perUserTag, .users):
+                        owned.isEmpty ? [] : [PushTarget(registration: nil, target: "username:\(name)")]
+                    default:
+                        owned
+                    }
+                    _ = try writer.insert(db, recipient: name, targets: targets)
+                    queuedRecipients += 1
+                    queuedDevices += owned.count
+                }
+                campaign.recipients += queuedRecipients
+                campaign.devices += queuedDevices
+                campaign.queued = exhausted
+                try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, cursor = ?, queued = ? WHERE id = ?",
+                               arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, id])
+                result = campaign
+                return .commit
+            }
+            return result!
+        }
+    }
+
+    /// Up to `limit` recipient names after `cursor`, in name order; the cursor after them; and
+    /// whether none are left.
+    private static func nextRecipients(_ db: Database, _ audience: Audience, after cursor: String, limit: Int) throws
+        -> (names: [String], cursor: String, exhausted: Bool) {
+        let names: [String]
+        switch audience {
+        case .all:
+            names = try String.fetchAll(db, sql: "SELECT name FROM users WHERE name > ? ORDER BY name LIMIT ?", arguments: [cursor, limit])
+        case .users(let listed):
+            let start = listed.firstIndex { $0 > cursor } ?? listed.count
+            let slice = Array(listed[start..<min(start + limit, listed.count)])
+            // Accounts removed since the campaign was made are skipped.
+            let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(placeholders(slice.count)))",
+                                                   arguments: StatementArguments(slice)))
+            return (slice.filter(existing.contains), slice.last ?? cursor, start + slice.count >= listed.count)
+        case .tags:
+            names = try String.fetchAll(db, sql: """
+                SELECT DISTINCT r.username FROM registrations r JOIN users u ON u.name = r.username
+                WHERE r.username > ? AND r.handle IS NOT NULL ORDER BY r.username LIMIT ?
+                """, arguments: [cursor, limit])
+        }
+        return (names, names.last ?? cursor, names.count < limit)
+    }
+
+    /// The device targets of each named user: every device, or those matching the tag expression.
+    private static func devices(_ db: Database, of names: [String], audience: Audience) throws -> [String: [PushTarget]] {
+        guard let first = names.first, let last = names.last else { return [:] }
+        let wanted = Set(names)
+        var devices: [String: [PushTarget]] = [:]
+        let rows = try Row.fetchCursor(db, sql: """
+            SELECT id, username, handle, tags FROM registrations
+            WHERE username BETWEEN ? AND ? AND handle IS NOT NULL ORDER BY username, createdAt
+            """, arguments: [first, last])
+        while let row = try rows.next() {
+            let name: String = row["username"]
+            guard wanted.contains(name) else { continue }
+            if case .tags(let expression) = audience {
+                let tags = RegistrationStore.decodeTags(row["tags"])
+                guard expression.matches(tags) else { continue }
+            }
+            devices[name, default: []].append(PushTarget(registration: row["id"], target: row["handle"]))
+        }
+        return devices
+    }
+
+    /// Campaign `id` with its counts, or nil.
+    public func progress(_ id: Int64) async throws -> CampaignProgress? {
+        try await database.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
+            return try Self.progress(db, campaign: try Self.campaign(row))
+        }
+    }
+
+    /// The newest campaigns with their counts, newest first.
+    public func list(limit: Int = 50, before: Int64? = nil) async throws -> [CampaignProgress] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM campaigns WHERE id < ? ORDER BY id DESC LIMIT ?", arguments: [before ?? Int64.max, limit])
+                .map { try Self.progress(db, campaign: try Self.campaign($0)) }
+        }
+    }
+
+    private static func progress(_ db: Database, campaign: Campaign) throws -> CampaignProgress {
+        var counts: [String: Int] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM deliveries WHERE campaignId = ? GROUP BY state", arguments: [campaign.id]) {
+            counts[row["state"]] = row["n"]
+        }
+        let fetched = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE campaignId = ? AND read = 1", arguments: [campaign.id]) ?? 0
+        return CampaignProgress(campaign: campaign, pending: counts["pending"] ?? 0, sent: counts["sent"] ?? 0, failed: counts["failed"] ?? 0,
+                                fetched: fetched)
+    }
+
+    private static func campaign(_ row: Row) throws -> Campaign {
+        guard let payload = MediaID(row["payload"] as String) else { throw CoreError(.notFound, "campaign payload unreadable") }
+        return Campaign(id: row["id"], audience: try Audience(stored: row["audience"]), message: row["message"], title: row["title"],
+                        richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .alert,
+                        createdBy: row["createdBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
+                        recipients: row["recipients"], devices: row["devices"], queued: row["queued"])
+    }
+
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ",")
+    }
+}

@@ -1,0 +1,217 @@
+import Crypto
+import Foundation
+import MediaStore
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The server key that signs payload URLs (SPEC §11): 32 random bytes kept in
+/// `<data>/payload.key` (mode 0600, created on first use), or given by `RICHPUSH_PAYLOAD_KEY`.
+///
+/// A key file is re-read when it changes, so `richpush keys rotate` takes effect in running
+/// servers within the time they take to look (`reloadIfChanged`).
+public final class PayloadKey: Sendable {
+    private struct Loaded {
+        var key: SymmetricKey
+        var stamp: [Int]?
+    }
+    private let path: String?
+    private let loaded: NIOLockedValueBox<Loaded>
+
+    /// A fixed key (from the environment): at least 32 bytes of text.
+    public init(secret: String) throws {
+        guard secret.utf8.count >= 32 else {
+            throw CoreError(.invalid, "RICHPUSH_PAYLOAD_KEY must be at least 32 characters (e.g. `openssl rand -hex 32`)")
+        }
+        path = nil
+        loaded = NIOLockedValueBox(Loaded(key: SymmetricKey(data: SHA256.hash(data: Data(secret.utf8))), stamp: nil))
+    }
+
+    /// The key file of `directory`, created when missing.
+    public init(directory: DataDirectory) throws {
+        let path = Self.path(directory)
+        self.path = path
+        try Self.createIfMissing(path)
+        loaded = NIOLockedValueBox(try Self.read(path))
+    }
+
+    /// The key from `RICHPUSH_PAYLOAD_KEY` when set, else `directory`'s key file.
+    public static func configured(directory: DataDirectory, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PayloadKey {
+        if let secret = environment["RICHPUSH_PAYLOAD_KEY"], !secret.isEmpty { return try PayloadKey(secret: secret) }
+        return try PayloadKey(directory: directory)
+    }
+
+    /// The current key.
+    public var key: SymmetricKey { loaded.withLockedValue { $0.key } }
+
+    /// Re-reads the key file when it was replaced; returns whether the key changed.
+    @discardableResult
+    public func reloadIfChanged() throws -> Bool {
+        guard let path else { return false }
+        let stamp = Self.stamp(path)
+        guard stamp != loaded.withLockedValue({ $0.stamp }) else { return false }
+        let fresh = try Self.read(path)
+        loaded.withLockedValue { $0 = fresh }
+        return true
+    }
+
+    /// Replaces the key file of `directory` with a new random key: every URL signed before stops working.
+    public static func rotate(directory: DataDirectory) throws {
+        try directory.prepare()
+        let path = Self.path(directory)
+        let tmp = "\(directory.tmpPath)/\(getpid()).payload-key"
+        try writeNewKey(tmp)
+        guard Glibc.rename(tmp, path) == 0 else { throw CoreError(.invalid, "cannot replace \(path): \(String(cString: strerror(errno)))") }
+        syncDirectory(directory.root.path)
+    }
+
+    static func path(_ directory: DataDirectory) -> String { directory.root.appendingPathComponent("payload.key").path }
+
+    private static func createIfMissing(_ path: String) throws {
+        if access(path, F_OK) == 0 { return }
+        let directory = (path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let tmp = "\(path).\(getpid()).new"
+        try writeNewKey(tmp)
+        defer { unlink(tmp) }
+        // link() fails when another process created the key first: theirs is kept.
+        if link(tmp, path) != 0 && errno != EEXIST {
+            throw CoreError(.invalid, "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        syncDirectory(directory)
+    }
+
+    private static func writeNewKey(_ path: String) throws {
+        var random = SystemRandomNumberGenerator()
+        let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &random)) }.joined() + "\n"
+        unlink(path)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CoreError(.invalid, "cannot create \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let bytes = Array(hex.utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
+            unlink(path)
+            throw CoreError(.invalid, "cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private static func read(_ path: String) throws -> Loaded {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw CoreError(.invalid, "cannot read the payload key \(path)")
+        }
+        let hex = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard hex.count == 64, let bytes = hexBytes(hex) else {
+            throw CoreError(.invalid, "\(path) is not a payload key (64 hex digits); `richpush keys rotate` writes a new one")
+        }
+        return Loaded(key: SymmetricKey(data: bytes), stamp: stamp(path))
+    }
+
+    private static func stamp(_ path: String) -> [Int]? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return [Int(st.st_ino), Int(st.st_size), Int(st.st_mtim.tv_sec), Int(st.st_mtim.tv_nsec)]
+    }
+
+    private static func syncDirectory(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
+    }
+
+    private static func hexBytes(_ hex: String) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var iterator = hex.utf8.makeIterator()
+        while let high = iterator.next(), let low = iterator.next() {
+            guard let h = hexValue(high), let l = hexValue(low) else { return nil }
+            bytes.append(h << 4 | l)
+        }
+        return bytes
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x61...0x66: c - 0x61 + 10
+        case 0x41...0x46: c - 0x41 + 10
+        default: nil
+        }
+    }
+}
+
+/// Capability URLs for payloads, `<public url>/p/<token>` (SPEC §11).
+///
+/// The token is base64url of the notification id (8 bytes), the expiry (8 bytes, seconds) and
+/// the first 16 bytes of HMAC-SHA-256 over a domain label, both numbers and the recipient's
+/// name. It needs no credentials, names one notification, is bound to its recipient, and stops
+/// working when it expires or the key changes.
+public struct PayloadLinks: Sendable {
+    /// The signing key.
+    public let key: PayloadKey
+    /// How long a URL works, in seconds.
+    public let lifetime: TimeInterval
+    private let base: @Sendable () -> String
+
+    /// Creates the signer for URLs under `baseURL`.
+    public init(key: PayloadKey, baseURL: String, lifetime: TimeInterval) {
+        let trimmed = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        self.init(key: key, lifetime: lifetime, baseURL: { trimmed })
+    }
+
+    /// Creates the signer with a base URL known only later (a server on a port picked at start).
+    public init(key: PayloadKey, lifetime: TimeInterval, baseURL: @escaping @Sendable () -> String) {
+        self.key = key
+        self.lifetime = lifetime
+        self.base = baseURL
+    }
+
+    /// The base URL devices reach the server at, without a trailing slash.
+    public var baseURL: String { base() }
+
+    /// The URL of notification `id`'s payload for `recipient`.
+    public func url(notification id: Int64, recipient: String, now: Date = Date()) -> String {
+        "\(baseURL)/p/\(token(notification: id, recipient: recipient, expires: Int64(now.timeIntervalSince1970 + lifetime)))"
+    }
+
+    /// The token part of a URL.
+    public func token(notification id: Int64, recipient: String, expires: Int64) -> String {
+        var bytes = Self.bigEndian(id) + Self.bigEndian(expires)
+        bytes += mac(id: id, expires: expires, recipient: recipient, key: key.key)
+        return Base64URL.encode(bytes)
+    }
+
+    /// A token's claims before its signature is checked.
+    public struct Claims: Sendable, Equatable {
+        public var notification: Int64
+        public var expires: Int64
+        fileprivate var mac: [UInt8]
+    }
+
+    /// Splits a token; nil when it cannot be one (the caller answers 404).
+    public static func claims(_ token: String) -> Claims? {
+        guard token.utf8.count == 43, let data = Base64URL.decode(token), data.count == 32 else { return nil }
+        let bytes = [UInt8](data)
+        let id = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let expires = bytes[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        guard id > 0 else { return nil }
+        return Claims(notification: id, expires: expires, mac: Array(bytes[16...]))
+    }
+
+    /// True when `claims` were signed with the current key for `recipient` (constant time).
+    public func isAuthentic(_ claims: Claims, recipient: String) -> Bool {
+        let expected = mac(id: claims.notification, expires: claims.expires, recipient: recipient, key: key.key)
+        return zip(expected, claims.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0 && claims.mac.count == expected.count
+    }
+
+    private func mac(id: Int64, expires: Int64, recipient: String, key: SymmetricKey) -> [UInt8] {
+        var message = Array("richpush-payload-v1\0".utf8)
+        message += Self.bigEndian(id) + Self.bigEndian(expires) + Array(recipient.utf8)
+        return Array(HMAC<SHA256>.authenticationCode(for: message, using: key)).prefix(16).map { $0 }
+    }
+
+    private static func bigEndian(_ value: Int64) -> [UInt8] {
+        (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
+    }
+}

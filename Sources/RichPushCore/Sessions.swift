@@ -1,0 +1,105 @@
+import Crypto
+import Foundation
+import GRDB
+
+/// A device session: a bearer token that stands for a user's password until it expires or is
+/// revoked (SPEC §9).
+public struct Session: Sendable, Equatable {
+    /// The token, shown once; only its SHA-256 is stored.
+    public var token: String
+    public var username: String
+    public var expires: Date
+}
+
+/// Who a bearer token belongs to.
+public struct SessionOwner: Sendable, Equatable {
+    public var username: String
+    public var admin: Bool
+    public var expires: Date
+
+    /// Creates an owner.
+    public init(username: String, admin: Bool, expires: Date) {
+        self.username = username
+        self.admin = admin
+        self.expires = expires
+    }
+}
+
+/// Bearer sessions. A token is 32 random bytes (base64url, prefixed `rps_`); the table keeps
+/// only its SHA-256, so a copy of the database grants nothing. Checking one is a hash and an
+/// indexed lookup, not a bcrypt.
+public struct SessionStore: Sendable {
+    /// The database.
+    public let database: DatabasePool
+
+    /// Creates the store over a database opened with `CoreDatabase`.
+    public init(database: DatabasePool) {
+        self.database = database
+    }
+
+    /// Creates a session for `username`, valid for `lifetime` seconds.
+    public func create(for username: String, lifetime: TimeInterval, now: Date = Date()) async throws -> Session {
+        var random = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &random) }
+        let token = "rps_" + Base64URL.encode(bytes)
+        let expires = Date(timeIntervalSince1970: (now.timeIntervalSince1970 + lifetime).rounded(.down))
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM sessions WHERE expiresAt < ?", arguments: [now.timeIntervalSince1970 - 86_400])
+            try db.execute(sql: "INSERT INTO sessions (tokenHash, username, createdAt, expiresAt) VALUES (?, ?, ?, ?)",
+                           arguments: [Self.hash(token), username, now.timeIntervalSince1970, expires.timeIntervalSince1970])
+        }
+        return Session(token: token, username: username, expires: expires)
+    }
+
+    /// The owner of `token` while it is valid and their account exists; nil otherwise.
+    public func owner(of token: String, now: Date = Date()) async throws -> SessionOwner? {
+        guard token.hasPrefix("rps_"), token.utf8.count < 100 else { return nil }
+        return try await database.read { db in
+            try Row.fetchOne(db, sql: """
+                SELECT s.username, s.expiresAt, u.admin FROM sessions s JOIN users u ON u.name = s.username
+                WHERE s.tokenHash = ? AND s.expiresAt > ?
+                """, arguments: [Self.hash(token), now.timeIntervalSince1970]).map {
+                SessionOwner(username: $0["username"], admin: $0["admin"], expires: Date(timeIntervalSince1970: $0["expiresAt"]))
+            }
+        }
+    }
+
+    /// Revokes one token; false when it was not a session.
+    @discardableResult
+    public func revoke(_ token: String) async throws -> Bool {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM sessions WHERE tokenHash = ?", arguments: [Self.hash(token)])
+            guard db.changesCount > 0 else { return false }
+            try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
+            return true
+        }
+    }
+
+    /// Revokes every session of `username` inside the caller's transaction.
+    static func revokeAll(_ db: Database, username: String) throws {
+        try db.execute(sql: "DELETE FROM sessions WHERE username = ?", arguments: [username])
+        try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
+    }
+
+    static func hash(_ token: String) -> Data {
+        Data(SHA256.hash(data: Data(token.utf8)))
+    }
+}
+
+/// base64url without padding (RFC 4648 §5).
+public enum Base64URL {
+    /// Encodes bytes.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Decodes text; nil when it is not base64url.
+    public static func decode(_ text: some StringProtocol) -> Data? {
+        guard text.utf8.allSatisfy({ $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
+        else { return nil }
+        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while s.utf8.count % 4 != 0 { s += "=" }
+        return Data(base64Encoded: s)
+    }
+}

@@ -1,0 +1,253 @@
+import Foundation
+import GRDB
+import MediaStore
+import RichPushCore
+import RichPushTestSupport
+import Testing
+
+/// A data directory with the whole schema and the sample logo named `logo.png`.
+struct CoreFixture {
+    let dir: URL
+    let directory: DataDirectory
+    let database: DatabasePool
+    let users: UserStore
+
+    init() async throws {
+        dir = try Fixtures.tempDirectory()
+        directory = DataDirectory(path: dir.path)
+        database = try CoreDatabase.open(directory)
+        users = UserStore(database: database, cost: 4)
+        _ = try await MediaStore(directory: directory, database: database)
+            .ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png")
+    }
+
+    func cleanup() { try? FileManager.default.removeItem(at: dir) }
+
+    /// Accounts `prefix0001…` imported with one ready-made hash (no bcrypt per account).
+    func importUsers(_ count: Int, prefix: String = "user") async throws -> [String] {
+        try await users.add(name: "\(prefix)-template", password: "secret")
+        let hash = try #require(try await users.credentials(of: "\(prefix)-template")).passwordHash
+        try await users.remove(name: "\(prefix)-template")
+        let names = (1...count).map { String(format: "\(prefix)%05d", $0) }
+        _ = try await users.importUsers(names.map { UserImport.Entry(name: $0, secret: .bcrypt(hash), admin: false) })
+        return names
+    }
+
+    /// Registers one device per name, with `tags`, token derived from the index.
+    func registerDevices(_ names: [String], tags: (Int) -> [String] = { _ in [] }) async throws {
+        let registrations = RegistrationStore(database: database)
+        for (i, name) in names.enumerated() {
+            let r = try await registrations.create(for: name)
+            _ = try await registrations.update(id: r.id, for: name, with: DeviceRegistration(platform: "apns", handle: String(format: "%064x", i + 1), tags: tags(i)))
+        }
+    }
+
+    var links: PayloadLinks { PayloadLinks(key: try! PayloadKey(directory: directory), baseURL: "https://push.example.com", lifetime: 3600) }
+}
+
+@Suite("Core: accounts, sessions, payload URLs, campaigns")
+struct CampaignCoreTests {
+    @Test("users import: a given bcrypt hash ($2a$, $2b$, $2y$) is stored as it is and verifies; bad lines say what is wrong")
+    func importLines() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        try await f.users.add(name: "template", password: "hunter2")
+        let hash = try #require(try await f.users.credentials(of: "template")).passwordHash
+        #expect(hash.hasPrefix("$2b$04$"))
+        let y = "$2y$" + hash.dropFirst(4), a = "$2a$" + hash.dropFirst(4)
+        let entries = try [
+            #"{"name":"yann","bcrypt":"\#(y)"}"#, #"{"name":"anna","bcrypt":"\#(a)","admin":true}"#,
+            #"{"name":"pat","password":"plain"}"#, #"{"name":"template","password":"other"}"#,
+        ].map(UserImport.parse)
+        let summary = try await f.users.importUsers(entries)
+        #expect(summary == UserStore.ImportSummary(imported: 3, skipped: 1))
+        #expect(try await f.users.credentials(of: "yann")?.passwordHash == y)
+        #expect(try await f.users.verify(name: "yann", password: "hunter2"))
+        #expect(try await f.users.verify(name: "anna", password: "hunter2"))
+        #expect(!(try await f.users.verify(name: "yann", password: "hunter3")))
+        #expect(try await f.users.verify(name: "pat", password: "plain"))
+        #expect(try await f.users.verify(name: "template", password: "hunter2"))
+        #expect(try await f.users.list().first { $0.name == "anna" }?.admin == true)
+        let bad: [(String, String)] = [
+            ("not json", "not a JSON object"), (#"{"password":"x"}"#, "\"name\" is missing"),
+            (#"{"name":"a b","password":"x"}"#, "invalid user name"), (#"{"name":"n"}"#, "give \"password\" or \"bcrypt\""),
+            (#"{"name":"n","password":"x","bcrypt":"\#(hash)"}"#, "not both"), (#"{"name":"n","bcrypt":"$2x$04$abc"}"#, "not a bcrypt hash"),
+            (#"{"name":"n","password":"x","admin":"yes"}"#, "\"admin\" must be true or false"), (#"{"name":"n","password":7}"#, "must be a string"),
+        ]
+        for (line, message) in bad {
+            #expect { _ = try UserImport.parse(line) } throws: { ($0 as? CoreError)?.message.contains(message) == true }
+        }
+    }
+
+    @Test("sessions: only the token's hash is stored; expiry, revoke, passwd and rm end them")
+    func sessions() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        try await f.users.add(name: "alice", password: "pw", admin: true)
+        try await f.users.add(name: "bob", password: "pw")
+        let sessions = SessionStore(database: f.database)
+        let a = try await sessions.create(for: "alice", lifetime: 3600)
+        #expect(a.token.hasPrefix("rps_") && a.token.count == 47)
+        #expect(try await sessions.owner(of: a.token) == SessionOwner(username: "alice", admin: true, expires: a.expires))
+        #expect(try await sessions.owner(of: a.token, now: a.expires.addingTimeInterval(1)) == nil)
+        #expect(try await sessions.owner(of: a.token + "x") == nil)
+        let stored = try await f.database.read { db in try Data.fetchAll(db, sql: "SELECT tokenHash FROM sessions") }
+        #expect(stored.count == 1 && !stored[0].contains(Data(a.token.utf8)))
+        let epoch = try await f.users.epochs().sessions
+        #expect(try await sessions.revoke(a.token))
+        #expect(try await f.users.epochs().sessions == epoch + 1)
+        #expect(try await sessions.owner(of: a.token) == nil)
+        let b1 = try await sessions.create(for: "bob", lifetime: 3600), b2 = try await sessions.create(for: "bob", lifetime: 3600)
+        try await f.users.setPassword(name: "bob", password: "new")
+        #expect(try await sessions.owner(of: b1.token) == nil)
+        #expect(try await sessions.owner(of: b2.token) == nil)
+        #expect(try await f.users.verify(name: "bob", password: "new"))
+        let b3 = try await sessions.create(for: "bob", lifetime: 3600)
+        try await f.users.remove(name: "bob")
+        #expect(try await sessions.owner(of: b3.token) == nil)
+    }
+
+    @Test("payload URLs: bound to notification and recipient, refused when changed or after the key is rotated")
+    func payloadLinks() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let key = try PayloadKey(directory: f.directory)
+        let path = f.dir.appendingPathComponent("payload.key").path
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        #expect(try PayloadKey(directory: f.directory).key == key.key) // a second opener reads the same key
+        let links = PayloadLinks(key: key, baseURL: "https://push.example.com/", lifetime: 600)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let url = links.url(notification: 42, recipient: "alice", now: now)
+        #expect(url.hasPrefix("https://push.example.com/p/"))
+        let token = String(url.dropFirst("https://push.example.com/p/".count))
+        let claims = try #require(PayloadLinks.claims(token))
+        #expect(claims.notification == 42 && claims.expires == 1_800_000_600)
+        #expect(links.isAuthentic(claims, recipient: "alice"))
+        #expect(!links.isAuthentic(claims, recipient: "bob"))
+        var flipped = Array(token)
+        flipped[30] = flipped[30] == "A" ? "B" : "A"
+        #expect(PayloadLinks.claims(String(flipped)).map { links.isAuthentic($0, recipient: "alice") } != true)
+        #expect(PayloadLinks.claims(token + "A") == nil && PayloadLinks.claims("") == nil && PayloadLinks.claims(String(repeating: "é", count: 43)) == nil)
+        try PayloadKey.rotate(directory: f.directory)
+        #expect(try key.reloadIfChanged())
+        #expect(!links.isAuthentic(claims, recipient: "alice"))
+        #expect(throws: CoreError.self) { try PayloadKey(secret: "short") }
+    }
+
+    @Test("the alert push is SPEC §11's shape byte for byte; without a title there is no \"title\"")
+    func alertPush() throws {
+        let push = AlertPush(id: 7, title: "Sale", message: "20% off", richType: "img", richUrl: "https://h/p/abc").encoded()
+        #expect(String(decoding: push, as: UTF8.self) == #"{"aps":{"alert":{"title":"Sale","body":"20% off"},"mutable-content":1,"sound":"default"},"richId":"7","richMessage":"20% off","richType":"img","richUrl":"https://h/p/abc"}"#)
+        let bare = AlertPush(id: 8, title: nil, message: "a \"q\"\n🎉", richType: "img", richUrl: "https://h/p/x").encoded()
+        let object = try #require(try JSONSerialization.jsonObject(with: bare) as? [String: Any])
+        let aps = try #require(object["aps"] as? [String: Any])
+        #expect((aps["alert"] as? [String: Any])?.keys.sorted() == ["body"])
+        #expect((aps["alert"] as? [String: Any])?["body"] as? String == "a \"q\"\n🎉")
+        #expect(object["richMessage"] as? String == "a \"q\"\n🎉")
+    }
+
+    @Test("a campaign to everyone queues in batches: one inbox entry per user, one delivery per device, each push its own richId and URL")
+    func campaignAll() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(1_203)
+        try await f.registerDevices(Array(names.prefix(1_000)))
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.batchSize = 500
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", title: "T", mode: .alert)), by: "admin")
+        let batches = Counter()
+        let queued = try await store.queue(campaign.id, addressing: .perDevice) { batches.increment() }
+        #expect(queued.queued && queued.recipients == 1_203 && queued.devices == 1_000)
+        #expect(batches.value == 3)
+        let progress = try #require(try await store.progress(campaign.id))
+        #expect(progress.pending == 1_000 && progress.sent == 0 && progress.fetched == 0 && progress.status == .sending)
+        let rows = try await f.database.read { db -> [Row] in
+            try Row.fetchAll(db, sql: "SELECT id, recipient, push FROM notifications WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
+        }
+        #expect(rows.count == 1_203 && Set(rows.map { $0["recipient"] as String }).count == 1_203)
+        let first = try #require(try JSONSerialization.jsonObject(with: rows[0]["push"] as Data) as? [String: Any])
+        #expect(first["richId"] as? String == String(rows[0]["id"] as Int64))
+        let url = try #require(first["richUrl"] as? String)
+        let claims = try #require(PayloadLinks.claims(String(url.split(separator: "/").last!)))
+        #expect(claims.notification == rows[0]["id"] as Int64 && f.links.isAuthentic(claims, recipient: rows[0]["recipient"]))
+        // Queueing again changes nothing: the cursor says everyone is queued.
+        _ = try await store.queue(campaign.id, addressing: .perDevice)
+        #expect(try await store.progress(campaign.id)?.pending == 1_000)
+    }
+
+    @Test("a tag campaign reaches only matching devices; recipients are their owners")
+    func campaignTags() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(30)
+        try await f.registerDevices(names) { i in i % 3 == 0 ? ["sports", "lang:en"] : (i % 3 == 1 ? ["sports"] : ["news"]) }
+        // A second device of user00001, without tags: not reached by a tag campaign.
+        let registrations = RegistrationStore(database: f.database)
+        let r = try await registrations.create(for: names[0])
+        _ = try await registrations.update(id: r.id, for: names[0], with: DeviceRegistration(platform: "apns", handle: String(repeating: "ab", count: 32), tags: []))
+        let store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        let c = try await store.create(CampaignDraft(audience: .tags(try TagExpression("sports && !lang:en")), content: NotificationDraft(mode: .silent)), by: "a")
+        let done = try await store.queue(c.id, addressing: .perDevice)
+        #expect(done.recipients == 10 && done.devices == 10)
+        let all = try await store.create(CampaignDraft(audience: .tags(try TagExpression("username:\(names[0])")), content: NotificationDraft()), by: "a")
+        #expect(try await store.queue(all.id, addressing: .perDevice).devices == 2)
+        // Through Notification Hubs a tag campaign still addresses devices (their installations), not users.
+        let hub = try await store.create(CampaignDraft(audience: .tags(try TagExpression("news")), content: NotificationDraft()), by: "a")
+        #expect(try await store.queue(hub.id, addressing: .perUserTag).devices == 10)
+        let targets = try await DeliveryStore(database: f.database).list(campaign: hub.id)
+        #expect(targets.count == 10 && targets.allSatisfy { $0.registrationId != nil })
+        let everyone = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "a")
+        _ = try await store.queue(everyone.id, addressing: .perUserTag)
+        let tagTargets = try await DeliveryStore(database: f.database).list(campaign: everyone.id)
+        #expect(tagTargets.count == 30 && tagTargets.allSatisfy { $0.target.hasPrefix("username:") && $0.registrationId == nil })
+    }
+
+    @Test("a user list: unknown names are refused up front (400) listing them; duplicates count once")
+    func campaignUsers() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(5)
+        let store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        await #expect { try await store.create(CampaignDraft(audience: try .listing([names[0], "ghost", "nobody"]), content: NotificationDraft()), by: "a") }
+            throws: { ($0 as? CoreError)?.kind == .invalid && ($0 as? CoreError)?.message.contains("ghost, nobody") == true }
+        #expect(try await f.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM campaigns") } == 0)
+        let c = try await store.create(CampaignDraft(audience: try .listing([names[1], names[3], names[1]]), content: NotificationDraft()), by: "a")
+        #expect(try await store.queue(c.id, addressing: .perDevice).recipients == 2)
+        await #expect(throws: CoreError.self) { try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(payload: "missing.png")), by: "a") }
+        #expect(throws: CoreError.self) { try Audience.listing([]) }
+        #expect(throws: CoreError.self) { try Audience(json: ["all": true, "users": ["x"]]) }
+    }
+
+    @Test("a campaign left half-queued by a process that died is finished by the next one, nobody queued twice")
+    func campaignResume() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(25)
+        try await f.registerDevices(names)
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.batchSize = 10
+        let c = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "a")
+        let partial = try await store.queue(c.id, addressing: .perDevice, maxBatches: 1)
+        #expect(!partial.queued && partial.recipients == 10)
+        // Our own unfinished campaign is not someone else's to resume.
+        #expect(try await store.resumeUnfinished(addressing: .perDevice).isEmpty)
+        // Pretend its process died: pid 2^22+1 is above Linux's pid_max default of 2^22.
+        try await f.database.write { db in try db.execute(sql: "UPDATE campaigns SET queuedBy = 4194305 WHERE id = ?", arguments: [c.id]) }
+        #expect(try await store.resumeUnfinished(addressing: .perDevice) == [c.id])
+        let progress = try #require(try await store.progress(c.id))
+        #expect(progress.campaign.queued && progress.campaign.recipients == 25 && progress.pending == 25)
+        let recipients = try await f.database.read { db in
+            try String.fetchAll(db, sql: "SELECT recipient FROM notifications WHERE campaignId = ?", arguments: [c.id])
+        }
+        #expect(recipients.sorted() == names)
+    }
+}
+
+/// A thread-safe counter for callbacks.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+}
