@@ -4,6 +4,7 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 import NIOSSL
+import RichPushCore
 
 /// Where APNs is: Apple's two environments, or any `https://host:port` (the sandbox).
 public enum APNsEnvironment: Sendable, Equatable {
@@ -34,7 +35,7 @@ public enum APNsEnvironment: Sendable, Equatable {
     }
 }
 
-/// Sends background pushes to APNs over HTTP/2 with token authentication.
+/// Sends alert and background pushes to APNs over HTTP/2 with token authentication.
 ///
 /// One `HTTPClient` keeps a few long-lived HTTP/2 connections and multiplexes every push over
 /// them; Apple treats connection churn as abuse.
@@ -72,8 +73,9 @@ public final class APNsClient: Sendable {
         try await http.shutdown()
     }
 
-    /// Sends one background push. `pushID` is sent as `apns-id` and reused on retries.
-    public func send(token deviceToken: String, payload: Data, pushID: String, expiration: Date) async -> (DeliveryOutcome, timestamp: Date?) {
+    /// Sends one push. `pushID` is sent as `apns-id` and reused on retries.
+    public func send(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String,
+                     expiration: Date) async -> (DeliveryOutcome, timestamp: Date?) {
         let jwt: String
         do { jwt = try await tokens.token() } catch {
             return (.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
@@ -82,8 +84,8 @@ public final class APNsClient: Sendable {
         request.method = .POST
         request.headers.add(name: "authorization", value: "bearer \(jwt)")
         request.headers.add(name: "apns-topic", value: topic)
-        request.headers.add(name: "apns-push-type", value: "background")
-        request.headers.add(name: "apns-priority", value: "5")
+        request.headers.add(name: "apns-push-type", value: mode.apnsPushType)
+        request.headers.add(name: "apns-priority", value: mode.apnsPriority)
         request.headers.add(name: "apns-expiration", value: String(Int(expiration.timeIntervalSince1970)))
         request.headers.add(name: "apns-id", value: pushID)
         request.headers.add(name: "content-type", value: "application/json")

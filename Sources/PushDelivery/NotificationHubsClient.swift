@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import RichPushCore
 
 /// A parsed Notification Hubs connection string.
 public struct NotificationHubsConnection: Sendable, Equatable {
@@ -81,14 +82,14 @@ public final class NotificationHubsClient: Sendable {
         return request
     }
 
-    /// Sends an Apple-native background notification to every device with `tag`.
-    public func send(payload: Data, tag: String) async -> DeliveryOutcome {
+    /// Sends an Apple-native notification (alert or background) to every device matching `tag`.
+    public func send(payload: Data, mode: PushMode = .silent, tag: String) async -> DeliveryOutcome {
         var request = request(.POST, "messages/")
         request.headers.add(name: "content-type", value: "application/json;charset=utf-8")
         request.headers.add(name: "ServiceBusNotification-Format", value: "apple")
         request.headers.add(name: "ServiceBusNotification-Tags", value: tag)
-        request.headers.add(name: "apns-push-type", value: "background")
-        request.headers.add(name: "apns-priority", value: "5")
+        request.headers.add(name: "apns-push-type", value: mode.apnsPushType)
+        request.headers.add(name: "apns-priority", value: mode.apnsPriority)
         request.body = .bytes(ByteBuffer(data: payload))
         return await execute(request)
     }

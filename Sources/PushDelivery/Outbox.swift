@@ -20,6 +20,8 @@ public protocol PushDispatching: Sendable {
     var addressing: DeliveryAddressing { get }
     /// Called after a notification and its deliveries were committed.
     func enqueued(_ created: CreatedNotification, logger: Logger)
+    /// Called after a batch of a campaign's deliveries was committed.
+    func outboxChanged()
 }
 
 /// Used when no push provider is configured: pushes stay pending, and the log says why.
@@ -32,6 +34,8 @@ public struct NoPushProvider: PushDispatching {
             "no push provider configured (--apns-key… or --anh-connection-string…): pushes stay pending",
             metadata: ["notification": "\(created.notification.id)", "pending": "\(created.deliveries)"])
     }
+
+    public func outboxChanged() {}
 }
 
 /// Delivers the outbox: a `Service` that claims due deliveries, sends them through a provider
@@ -70,6 +74,10 @@ public final class OutboxDispatcher: Service, PushDispatching {
     public var addressing: DeliveryAddressing { provider.addressing }
 
     public func enqueued(_ created: CreatedNotification, logger: Logger) {
+        wake.yield()
+    }
+
+    public func outboxChanged() {
         wake.yield()
     }
 
@@ -120,7 +128,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
         let pid = Int(getpid())
         return try await database.write { db in
             let rows = try Row.fetchAll(db, sql: """
-                SELECT d.id, d.notificationId, d.registrationId, d.target, d.pushId, d.attempts, n.push, r.updatedAt AS registrationUpdatedAt
+                SELECT d.id, d.notificationId, d.registrationId, d.target, d.pushId, d.attempts, n.push, n.mode, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ?
@@ -128,7 +136,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                 """, arguments: [now, limit])
             let jobs = rows.map { row in
                 DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
-                            payload: row["push"], pushId: row["pushId"], attempts: row["attempts"],
+                            payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
             }
             for job in jobs {

@@ -8,8 +8,10 @@ public struct DeliveryJob: Sendable {
     public var registrationId: String?
     /// A device token, or a tag such as `username:alice`.
     public var target: String
-    /// The silent push's exact bytes.
+    /// The push's exact bytes.
     public var payload: Data
+    /// Alert or silent: decides `apns-push-type` and `apns-priority`.
+    public var mode: PushMode
     /// Sent as `apns-id`; the same on every attempt.
     public var pushId: String
     /// Attempts made before this one.
@@ -18,13 +20,14 @@ public struct DeliveryJob: Sendable {
     public var registrationUpdatedAt: Date?
 
     /// Creates a job.
-    public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, pushId: String,
-                attempts: Int = 0, registrationUpdatedAt: Date? = nil) {
+    public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, mode: PushMode = .silent,
+                pushId: String, attempts: Int = 0, registrationUpdatedAt: Date? = nil) {
         self.id = id
         self.notificationId = notificationId
         self.registrationId = registrationId
         self.target = target
         self.payload = payload
+        self.mode = mode
         self.pushId = pushId
         self.attempts = attempts
         self.registrationUpdatedAt = registrationUpdatedAt
@@ -55,7 +58,8 @@ public struct APNsProvider: PushProvider {
     public var addressing: DeliveryAddressing { .perDevice }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
-        await client.send(token: job.target, payload: job.payload, pushID: job.pushId, expiration: Date().addingTimeInterval(expiration))
+        await client.send(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
+                          expiration: Date().addingTimeInterval(expiration))
     }
 
     public func shutdown() async {
@@ -78,7 +82,7 @@ public struct NotificationHubsProvider: PushProvider {
     /// such as `richpush notify`) goes to that device's installation, mirrored under the registration id.
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         let tag = job.registrationId.map { "$InstallationId:{\($0)}" } ?? job.target
-        return (await client.send(payload: job.payload, tag: tag), nil)
+        return (await client.send(payload: job.payload, mode: job.mode, tag: tag), nil)
     }
 
     public func shutdown() async {
