@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import MediaStore
 import Metrics
+import NIOConcurrencyHelpers
 import NIOPosix
 import Prometheus
 import PushDelivery
@@ -28,11 +29,17 @@ public func buildApplication(
     let media = MediaStore(directory: directory, database: database, limits: configuration.limits)
     try await ensureDefaultImage(configuration, media: media, logger: logger)
     let users = UserStore(database: database)
-    let authenticator = Authenticator(users: users, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL)
+    let sessions = SessionStore(database: database)
+    let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL)
     try await authenticator.start()
+    let payloadKey = try PayloadKey.configured(directory: directory)
+    let publicURL = PublicURL(configuration)
+    let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
+    let campaigns = CampaignStore(database: database, links: links, defaultImage: configuration.defaultImage)
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
-        users: users, registrations: RegistrationStore(database: database), notifications: NotificationStore(database: database),
+        users: users, registrations: RegistrationStore(database: database), notifications: NotificationStore(database: database, links: links),
+        sessions: sessions, campaigns: campaigns, links: links,
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry)
     let router = buildRouter(services)
     if configuration.demoAuth {
@@ -40,11 +47,21 @@ public func buildApplication(
     }
     let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: services.readPayloads,
                             publicMedia: configuration.publicMedia)
+    let settings = SettingsStore(database: database)
+    let startLogger = logger
     return Application(
         router: router,
         server: FastPathHTTP1Channel.builder(fastPath),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush"),
-        services: [authenticator.epochWatcher(logger: logger)] + extraServices,
+        services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger),
+                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger)] + extraServices,
+        onServerRunning: { channel in
+            // Payload URLs name the port actually bound; `richpush send` signs with the same base.
+            publicURL.bound(port: channel.localAddress?.port)
+            do { try await settings.set(SettingsStore.publicURL, publicURL.value) } catch {
+                startLogger.warning("cannot record the public URL for the CLI", metadata: ["error": "\(error)"])
+            }
+        },
         eventLoopGroupProvider: configuration.eventLoopThreads > 0
             ? .shared(MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)) : .singleton,
         logger: logger)
@@ -59,7 +76,7 @@ func buildRouter(_ services: Services) -> Router<AppRequestContext> {
     router.get("health", use: services.health)
     router.get("metrics", use: services.metrics)
 
-    let auth = BasicAuthMiddleware(authenticator: services.authenticator)
+    let auth = AuthMiddleware(authenticator: services.authenticator)
     let media = router.group("media")
     if !services.configuration.publicMedia { media.add(middleware: auth) }
     media.get(":sha256", use: services.serveMedia)
@@ -74,7 +91,56 @@ func buildRouter(_ services: Services) -> Router<AppRequestContext> {
     api.get("notifications", use: services.listNotifications)
     api.get("notifications/:id", use: services.fetchPayload)
     api.head("notifications/:id", use: services.fetchPayload)
+    api.post("sessions", use: services.createSession)
+    api.delete("sessions/current", use: services.deleteCurrentSession)
+
+    let admin = api.group("admin").add(middleware: AdminMiddleware())
+    admin.post("campaigns", use: services.createCampaign)
+    admin.get("campaigns", use: services.listCampaigns)
+    admin.get("campaigns/:id", use: services.showCampaign)
+
+    // Payload URLs carry their own proof (SPEC §11): no credentials.
+    router.get("p/:token", use: services.fetchPayloadByLink)
+    router.head("p/:token", use: services.fetchPayloadByLink)
     return router
+}
+
+/// The base of payload URLs: `--public-url`, or `http://<host>:<port>` with the port actually bound.
+final class PublicURL: Sendable {
+    private let configured: String?
+    private let host: String
+    private let port = NIOLockedValueBox<Int>(0)
+
+    init(_ configuration: ServerConfiguration) {
+        configured = configuration.publicURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+        host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        port.withLockedValue { $0 = configuration.port }
+    }
+
+    func bound(port bound: Int?) {
+        if let bound { port.withLockedValue { $0 = bound } }
+    }
+
+    var value: String { configured ?? "http://\(host):\(port.withLockedValue { $0 })" }
+}
+
+/// Finishes queueing campaigns whose process died half-way, at start and then every 10 s.
+struct CampaignResumer: Service {
+    let campaigns: CampaignStore
+    let dispatcher: any PushDispatching
+    let logger: Logger
+
+    func run() async throws {
+        let dispatcher = self.dispatcher
+        repeat {
+            do {
+                let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+                if !resumed.isEmpty { logger.notice("finished queueing campaigns left by a process that died", metadata: ["campaigns": "\(resumed)"]) }
+            } catch {
+                logger.error("cannot resume campaigns", metadata: ["error": "\(error)"])
+            }
+        } while (try? await Task.sleep(for: .seconds(10))) != nil && !Task.isShuttingDownGracefully
+    }
 }
 
 /// SPEC §4: when the store has no media named `defaultImage` and `media/<name>` exists, ingest it.

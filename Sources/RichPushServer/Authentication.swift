@@ -8,26 +8,41 @@ import NIOPosix
 import RichPushCore
 import ServiceLifecycle
 
-/// Verifies HTTP Basic credentials: bcrypt for accounts, or the tutorial's user-equals-password
-/// rule with `--demo-auth`; verified headers are cached so bcrypt does not run per request.
+/// Who a request is from, once its credentials were verified.
+public struct Principal: Sendable, Equatable {
+    /// The user name.
+    public var user: String
+    /// Whether the account is an admin (SPEC §9).
+    public var admin: Bool
+    /// The bearer token the request carried, when it used a session rather than a password.
+    public var sessionToken: String?
+}
+
+/// Verifies credentials: HTTP Basic (bcrypt for accounts, or the tutorial's user-equals-password
+/// rule with `--demo-auth`) and `Bearer` session tokens (a SHA-256 lookup). Verified headers are
+/// cached so bcrypt does not run per request.
 public final class Authenticator: Sendable {
     private let users: UserStore
+    private let sessions: SessionStore
     private let demoAuth: Bool
     private let ttl: Double
     private struct Entry {
-        var user: String
-        /// When bcrypt last accepted the header.
+        var principal: Principal
+        /// When the header was last verified.
         var verifiedAt: Double
+        /// A session's expiry: the entry is never used after it.
+        var expiresAt: Double = .infinity
         var refreshing = false
     }
     /// Verified headers, keyed by the SHA-256 of the header (never the password itself).
     private let cache = NIOLockedValueBox<[SHA256.Digest: Entry]>([:])
     private let inFlight = InFlightVerifications()
-    private let epoch = NIOLockedValueBox<Int?>(nil)
+    private let epoch = NIOLockedValueBox<(users: Int, sessions: Int)?>(nil)
 
-    /// Creates an authenticator over the user store.
-    public init(users: UserStore, demoAuth: Bool, ttl: Double) {
+    /// Creates an authenticator over the user and session stores.
+    public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double) {
         self.users = users
+        self.sessions = sessions
         self.demoAuth = demoAuth
         self.ttl = ttl
     }
@@ -40,33 +55,53 @@ public final class Authenticator: Sendable {
     /// a removed user is dropped by the users epoch or by that re-verification.
     func cachedUser(_ header: String?) -> String? {
         guard let header else { return nil }
-        return cachedUser(header, key: Self.key(header))
+        return cachedPrincipal(header, key: Self.key(header))?.user
     }
 
-    private func cachedUser(_ header: String, key: SHA256.Digest) -> String? {
+    private func cachedPrincipal(_ header: String, key: SHA256.Digest) -> Principal? {
         let now = Date().timeIntervalSince1970
-        let (user, refresh) = cache.withLockedValue { cache -> (String?, Bool) in
-            guard var hit = cache[key], now - hit.verifiedAt < 2 * ttl else { return (nil, false) }
-            guard now - hit.verifiedAt > ttl * 0.75, !hit.refreshing else { return (hit.user, false) }
+        let (principal, refresh) = cache.withLockedValue { cache -> (Principal?, Bool) in
+            guard var hit = cache[key], now - hit.verifiedAt < 2 * ttl, now < hit.expiresAt else { return (nil, false) }
+            guard now - hit.verifiedAt > ttl * 0.75, !hit.refreshing else { return (hit.principal, false) }
             hit.refreshing = true
             cache[key] = hit
-            return (hit.user, true)
+            return (hit.principal, true)
         }
         if refresh {
             Task { try? await self.verifyAndCache(header, key: key) }
         }
-        return user
+        return principal
     }
 
-    /// The user named by a valid `Authorization` header; throws 401 otherwise.
-    public func authenticate(_ header: String?) async throws -> String {
-        guard let header else { throw Self.unauthorized("credentials are required: send Authorization: Basic base64(user:password)") }
-        let key = Self.key(header)
-        if let user = cachedUser(header, key: key) { return user }
-        guard let user = try await verifyAndCache(header, key: key) else {
-            throw Self.unauthorized("wrong user name or password")
+    /// Who sent a valid `Authorization` header (Basic or Bearer); throws 401 otherwise.
+    public func authenticate(_ header: String?) async throws -> Principal {
+        guard let header else {
+            throw Self.unauthorized("credentials are required: send Authorization: Basic base64(user:password), or Bearer <session token>")
         }
-        return user
+        let key = Self.key(header)
+        if let principal = cachedPrincipal(header, key: key) { return principal }
+        guard let principal = try await verifyAndCache(header, key: key) else {
+            throw Self.unauthorized(Self.isBearer(header) ? "the session token is unknown, expired or revoked; sign in again with POST /api/sessions"
+                                                          : "wrong user name or password")
+        }
+        return principal
+    }
+
+    /// Forgets a header at once (its session was revoked here).
+    func forget(_ header: String) {
+        let key = Self.key(header)
+        cache.withLockedValue { $0[key] = nil }
+    }
+
+    static func isBearer(_ header: String) -> Bool {
+        header.utf8.count > 7 && header.prefix(7).lowercased() == "bearer "
+    }
+
+    /// The token of a `Bearer` header.
+    static func bearerToken(_ header: String) -> String? {
+        guard isBearer(header) else { return nil }
+        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
     }
 
     /// The cache key of an `Authorization` header: its SHA-256, so no credential is kept in memory.
@@ -74,58 +109,80 @@ public final class Authenticator: Sendable {
         SHA256.hash(data: Data(header.utf8))
     }
 
-    /// Verifies `header` (bcrypt, or the demo rule) and caches the outcome: the user when valid,
-    /// no entry when not. Throws 401 for a header that is not Basic credentials.
+    /// Verifies `header` (a session lookup, bcrypt, or the demo rule) and caches the outcome:
+    /// the principal when valid, no entry when not. Throws 401 for a header that is neither
+    /// Basic credentials nor a bearer token.
     @discardableResult
-    private func verifyAndCache(_ header: String, key: SHA256.Digest) async throws -> String? {
+    private func verifyAndCache(_ header: String, key: SHA256.Digest) async throws -> Principal? {
         let epochAtStart = epoch.withLockedValue { $0 }
-        guard let (user, password) = Self.parseBasic(header) else {
-            throw Self.unauthorized("the Authorization header is not valid Basic credentials (base64 of user:password)")
-        }
-        let valid: Bool
-        if demoAuth && user == password && (try? UserStore.validateName(user)) != nil {
-            valid = true
-        } else {
+        var principal: Principal?
+        var expiresAt = Double.infinity
+        if let token = Self.bearerToken(header) {
             do {
-                valid = try await inFlight.verify(key: key) { [users] in
-                    guard let hash = try await users.passwordHash(of: user) else { return false }
-                    return try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+                if let owner = try await sessions.owner(of: token) {
+                    principal = Principal(user: owner.username, admin: owner.admin, sessionToken: token)
+                    expiresAt = owner.expires.timeIntervalSince1970
                 }
             } catch {
                 cache.withLockedValue { $0[key]?.refreshing = false }
                 throw error
             }
+        } else {
+            guard let (user, password) = Self.parseBasic(header) else {
+                throw Self.unauthorized("the Authorization header is neither Basic credentials (base64 of user:password) nor Bearer <session token>")
+            }
+            if demoAuth && user == password && (try? UserStore.validateName(user)) != nil {
+                principal = Principal(user: user, admin: false)
+            } else {
+                do {
+                    let admin = try await inFlight.verify(key: key) { [users] () -> Bool? in
+                        guard let stored = try await users.credentials(of: user) else { return nil }
+                        let valid = try await NIOThreadPool.singleton.runIfActive { UserStore.verify(password: password, hash: stored.passwordHash) }
+                        return valid ? stored.admin : nil
+                    }
+                    principal = admin.map { Principal(user: user, admin: $0) }
+                } catch {
+                    cache.withLockedValue { $0[key]?.refreshing = false }
+                    throw error
+                }
+            }
         }
         let verifiedAt = Date().timeIntervalSince1970
         cache.withLockedValue { cache in
-            // A user removed while bcrypt ran must not be cached: keep it only if no removal was seen since.
-            guard valid, epoch.withLockedValue({ $0 }) == epochAtStart else {
+            // A user removed (or a session revoked) while this ran must not be cached: keep it only if no change was seen since.
+            guard let principal, epoch.withLockedValue({ $0 }) ?? (0, 0) == epochAtStart ?? (0, 0) else {
                 cache[key] = nil
                 return
             }
             if cache.count > 10_000 { cache.removeAll() }
-            cache[key] = Entry(user: user, verifiedAt: verifiedAt)
+            cache[key] = Entry(principal: principal, verifiedAt: verifiedAt, expiresAt: expiresAt)
         }
-        return valid ? user : nil
+        return principal
     }
 
-    /// Reads the users epoch once; call before serving so that the first removal is noticed.
+    /// Reads the epochs once; call before serving so that the first removal is noticed.
     func start() async throws {
-        observe(epoch: try await users.epoch())
+        observe(epochs: try await users.epochs())
     }
 
-    /// Drops every cached credential when the users epoch moved (a user was removed).
-    func observe(epoch newEpoch: Int) {
-        let changed = epoch.withLockedValue { epoch in
-            defer { epoch = newEpoch }
-            return epoch != nil && epoch != newEpoch
+    /// Drops every cached credential when the users epoch moved (a user was removed or changed
+    /// password), and every cached session when the sessions epoch moved (one was revoked).
+    func observe(epochs newEpochs: (users: Int, sessions: Int)) {
+        let (usersChanged, sessionsChanged) = epoch.withLockedValue { epoch in
+            defer { epoch = newEpochs }
+            guard let old = epoch else { return (false, false) }
+            return (old.users != newEpochs.users, old.sessions != newEpochs.sessions)
         }
-        if changed { cache.withLockedValue { $0.removeAll() } }
+        if usersChanged {
+            cache.withLockedValue { $0.removeAll() }
+        } else if sessionsChanged {
+            cache.withLockedValue { cache in cache = cache.filter { $0.value.principal.sessionToken == nil } }
+        }
     }
 
     /// Watches the users epoch in the database (another process may remove a user).
-    func epochWatcher(interval: Duration = .milliseconds(500), logger: Logger) -> some Service {
-        EpochWatcher(authenticator: self, users: users, interval: interval, logger: logger)
+    func epochWatcher(interval: Duration = .milliseconds(500), payloadKey: PayloadKey?, logger: Logger) -> some Service {
+        EpochWatcher(authenticator: self, users: users, payloadKey: payloadKey, interval: interval, logger: logger)
     }
 
     static func parseBasic(_ header: String) -> (String, String)? {
@@ -144,9 +201,10 @@ public final class Authenticator: Sendable {
 
 /// Makes concurrent requests with the same uncached header share one bcrypt run.
 actor InFlightVerifications {
-    private var running: [SHA256.Digest: Task<Bool, any Error>] = [:]
+    private var running: [SHA256.Digest: Task<Bool?, any Error>] = [:]
 
-    func verify(key: SHA256.Digest, _ work: @escaping @Sendable () async throws -> Bool) async throws -> Bool {
+    /// Runs `work` once for concurrent callers with the same key; its result is the admin flag, nil when refused.
+    func verify(key: SHA256.Digest, _ work: @escaping @Sendable () async throws -> Bool?) async throws -> Bool? {
         if let task = running[key] { return try await task.value }
         let task = Task { try await work() }
         running[key] = task
@@ -155,30 +213,43 @@ actor InFlightVerifications {
     }
 }
 
+/// Every `interval`: notices removed users and revoked sessions (from any process), and a
+/// rotated payload key.
 struct EpochWatcher: Service {
     let authenticator: Authenticator
     let users: UserStore
+    let payloadKey: PayloadKey?
     let interval: Duration
     let logger: Logger
 
     func run() async throws {
         for await _ in AsyncTimerSequence.repeating(every: interval).cancelOnGracefulShutdown() {
             do {
-                authenticator.observe(epoch: try await users.epoch())
+                authenticator.observe(epochs: try await users.epochs())
+                try payloadKey?.reloadIfChanged()
             } catch {
-                logger.warning("cannot read the users epoch", metadata: ["error": "\(error)"])
+                logger.warning("cannot read the users epoch or the payload key", metadata: ["error": "\(error)"])
             }
         }
     }
 }
 
-/// Authenticates every request below it and stores the user in the context.
-struct BasicAuthMiddleware: RouterMiddleware {
+/// Authenticates every request below it (Basic or Bearer) and stores who sent it in the context.
+struct AuthMiddleware: RouterMiddleware {
     let authenticator: Authenticator
 
     func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
         var context = context
-        context.user = try await authenticator.authenticate(request.headers[.authorization])
+        context.principal = try await authenticator.authenticate(request.headers[.authorization])
+        return try await next(request, context)
+    }
+}
+
+/// Lets only admins through (403 for everyone else); goes below `AuthMiddleware`.
+struct AdminMiddleware: RouterMiddleware {
+    func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
+        guard let principal = context.principal else { throw Authenticator.unauthorized("credentials are required") }
+        guard principal.admin else { throw Problem(.forbidden, "\(principal.user) is not an admin; only admins may do this (richpush users add NAME --admin)") }
         return try await next(request, context)
     }
 }

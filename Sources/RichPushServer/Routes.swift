@@ -16,6 +16,10 @@ struct Services: Sendable {
     let users: UserStore
     let registrations: RegistrationStore
     let notifications: NotificationStore
+    let sessions: SessionStore
+    let campaigns: CampaignStore
+    /// Signs and checks payload URLs.
+    let links: PayloadLinks
     let authenticator: Authenticator
     let dispatcher: any PushDispatching
     /// Notification Hubs' copy of the registrations, when delivering through a hub.
@@ -55,12 +59,17 @@ extension Services {
     func uploadMedia(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let declared = request.headers[.contentLength].flatMap(Int.init)
         let name = request.uri.queryParameters.get("name")
+        if name != nil, context.principal?.admin != true {
+            throw Problem(.forbidden, "media names are shared by every user, so only admins may name media; upload without ?name= and use the sha256")
+        }
         let result: IngestResult
         do {
             result = try await media.ingest(upload: request.body, declaredLength: declared, name: name)
         } catch let rejection as MediaRejection {
             Metric.ingest(rejection.kind.rawValue)
             throw rejection
+        } catch let error as MediaStoreError where error.isNameTaken {
+            throw Problem(.conflict, error.message)
         } catch let error as MediaStoreError {
             throw Problem(.badRequest, error.message)
         }
@@ -134,27 +143,24 @@ extension Services {
         Metric.pushes("queued", by: created.deliveries)
         dispatcher.enqueued(created, logger: context.logger)
         let n = created.notification
-        return json(["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex, "read": n.read], status: .created)
+        var object: [String: Any] = ["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex, "read": n.read,
+                                     "mode": n.mode.rawValue]
+        if let title = n.title { object["title"] = title }
+        if let url = created.richUrl { object["richUrl"] = url }
+        return json(object, status: .created)
     }
 
-    /// Empty body, a JSON string (the message), or `{"message","richType","payload"}`.
+    /// Empty body, a JSON string (the message), or `{"message","richType","payload","title","mode"}`.
     static func parseDraft(_ body: Data) throws -> NotificationDraft {
         if body.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) { return NotificationDraft() }
         guard let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
-            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\"}")
+            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\",\"title\",\"mode\"}")
         }
         if let message = value as? String { return NotificationDraft(message: message) }
         guard let object = value as? [String: Any] else {
-            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\"}")
+            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\",\"title\",\"mode\"}")
         }
-        let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
-        func string(_ key: String, _ name: String) throws -> String? {
-            guard let value = fields[key], !(value is NSNull) else { return nil }
-            guard let string = value as? String else { throw Problem(.badRequest, "\"\(name)\" must be a string") }
-            return string
-        }
-        return NotificationDraft(message: try string("message", "message"), richType: try string("richtype", "richType"),
-                                 payload: try string("payload", "payload"))
+        return try parseContent(object, defaultMode: .silent)
     }
 
     func listNotifications(_ request: Request, _ context: AppRequestContext) async throws -> Response {
@@ -174,25 +180,25 @@ extension Services {
         let user = try user(context)
         let raw = try context.parameters.require("id")
         guard let id = Int64(raw), id > 0 else { throw Problem(.notFound, "no notification \(raw.prefix(40))") }
-        var payload: MediaID
-        var alreadyRead = false
         if let known = readPayloads.get(id) {
             guard known.recipient == user else { throw Problem(.notFound, "no notification \(id) for \(user)") }
-            payload = known.payload
-            alreadyRead = true
-        } else {
-            guard let notification = try await notifications.find(id: id, for: user) else {
-                throw Problem(.notFound, "no notification \(id) for \(user)")
-            }
-            payload = notification.payload
+            return try await payloadResponse(request, notification: id, payload: known.payload, recipient: user, alreadyRead: true)
         }
+        guard let notification = try await notifications.find(id: id, for: user) else {
+            throw Problem(.notFound, "no notification \(id) for \(user)")
+        }
+        return try await payloadResponse(request, notification: id, payload: notification.payload, recipient: user, alreadyRead: false)
+    }
+
+    /// The payload image of notification `id`, marking it read on its first full or ranged GET.
+    func payloadResponse(_ request: Request, notification id: Int64, payload: MediaID, recipient: String, alreadyRead: Bool) async throws -> Response {
         guard let blob = try await blobs.blob(payload) else {
             throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
         }
         let (response, outcome) = try ImageResponse.make(request, blob: blob, cacheControl: "private")
         if !alreadyRead && outcome != .head {
             try await notifications.markRead(id: id)
-            readPayloads.set(id, recipient: user, payload: payload)
+            readPayloads.set(id, recipient: recipient, payload: payload)
         }
         return response
     }

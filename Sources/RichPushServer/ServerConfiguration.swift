@@ -25,6 +25,12 @@ public struct ServerConfiguration: Sendable {
     public var blobCacheBytes = 64 << 20
     /// Event-loop threads (0: one per core).
     public var eventLoopThreads = 0
+    /// How long a session token (`POST /api/sessions`) works, in seconds.
+    public var sessionLifetime: Double = 90 * 86_400
+    /// How long a payload URL (`richUrl`) works, in seconds.
+    public var payloadURLLifetime: Double = 7 * 86_400
+    /// The base of payload URLs, as devices reach this server; nil for `http://<host>:<port>`.
+    public var publicURL: String?
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
 

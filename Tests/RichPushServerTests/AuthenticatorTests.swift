@@ -14,14 +14,18 @@ struct AuthenticatorTests {
         return (dir, users)
     }
 
+    func authenticator(_ users: UserStore, ttl: Double) -> Authenticator {
+        Authenticator(users: users, sessions: SessionStore(database: users.database), demoAuth: false, ttl: ttl)
+    }
+
     let header = "Basic " + Data("alice:pw".utf8).base64EncodedString()
 
     @Test("an aged entry is still used while it is re-verified in the background, and lives on")
     func staleWhileRevalidate() async throws {
         let (dir, users) = try await setUp()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let authenticator = Authenticator(users: users, demoAuth: false, ttl: 1.0)
-        #expect(try await authenticator.authenticate(header) == "alice")
+        let authenticator = authenticator(users, ttl: 1.0)
+        #expect(try await authenticator.authenticate(header).user == "alice")
         try await Task.sleep(for: .milliseconds(1300))       // past the TTL: stale, still usable
         #expect(authenticator.cachedUser(header) == "alice") // starts the refresh
         try await Task.sleep(for: .milliseconds(900))        // past twice the first TTL
@@ -32,8 +36,8 @@ struct AuthenticatorTests {
     func expiry() async throws {
         let (dir, users) = try await setUp()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let authenticator = Authenticator(users: users, demoAuth: false, ttl: 0.5)
-        #expect(try await authenticator.authenticate(header) == "alice")
+        let authenticator = authenticator(users, ttl: 0.5)
+        #expect(try await authenticator.authenticate(header).user == "alice")
         try await Task.sleep(for: .milliseconds(1100))
         #expect(authenticator.cachedUser(header) == nil)
     }
@@ -42,8 +46,8 @@ struct AuthenticatorTests {
     func refreshDropsRemovedUser() async throws {
         let (dir, users) = try await setUp()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let authenticator = Authenticator(users: users, demoAuth: false, ttl: 1.0)
-        #expect(try await authenticator.authenticate(header) == "alice")
+        let authenticator = authenticator(users, ttl: 1.0)
+        #expect(try await authenticator.authenticate(header).user == "alice")
         try await Task.sleep(for: .milliseconds(900))
         try await users.remove(name: "alice")                // not observed through the epoch here
         #expect(authenticator.cachedUser(header) == "alice") // still cached; starts the refresh

@@ -78,8 +78,18 @@ struct NotificationTests {
     @Test("payload by name or id; unknown payload 422; malformed bodies 400")
     func payloads() async throws {
         try await TestServer.run { s in
-            let upload = try await s.request(.post, "/api/media?name=coupon", body: try Fixtures.bytes(Fixtures.media.appendingPathComponent("coupon.png")))
+            let coupon = try Fixtures.bytes(Fixtures.media.appendingPathComponent("coupon.png"))
+            // Names are shared by everyone: only an admin names media, and a taken name is 409.
+            let refused = try await s.request(.post, "/api/media?name=coupon", body: coupon)
+            #expect(refused.status == .forbidden)
+            let upload = try await s.request(.post, "/api/media?name=coupon", as: "root", body: coupon)
             #expect(upload.status == .created)
+            let again = try await s.request(.post, "/api/media?name=coupon", as: "root", body: coupon)
+            #expect(again.status == .ok)
+            let other = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+            let taken = try await s.request(.post, "/api/media?name=coupon", as: "root", body: other)
+            #expect(taken.status == .conflict)
+            #expect(taken.detail.contains("already names"))
             let (byName, object) = try await s.json(.post, "/api/notifications", body: "{\"message\":\"20% off\",\"richType\":\"coupon\",\"payload\":\"coupon\"}")
             #expect(byName.status == .created)
             #expect((object as? [String: Any])?["richType"] as? String == "coupon")

@@ -10,13 +10,13 @@ import RichPushCore
 import RichPushServer
 import RichPushTestSupport
 
-/// A live server on a free port over a fresh data directory, with users alice and bob.
+/// A live server on a free port over a fresh data directory, with users alice and bob and the admin root.
 struct TestServer {
     let dir: URL
     let database: DatabasePool
     let client: any TestClientProtocol
 
-    static let passwords = ["alice": "wonderland", "bob": "builder"]
+    static let passwords = ["alice": "wonderland", "bob": "builder", "root": "rootpw"]
 
     /// Runs `body` against a live server configured by `configure`.
     static func run(_ configure: (inout ServerConfiguration) -> Void = { _ in },
@@ -32,7 +32,7 @@ struct TestServer {
         configure(&configuration)
         let database = try CoreDatabase.open(DataDirectory(path: configuration.dataPath))
         let users = UserStore(database: database, cost: 4)
-        for (name, password) in passwords { _ = try await users.add(name: name, password: password) }
+        for (name, password) in passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let dispatcher = provider.map {

@@ -1,0 +1,164 @@
+import Foundation
+import Hummingbird
+import Logging
+import MediaStore
+import PushDelivery
+import RichPushCore
+
+/// `201` of `POST /api/sessions`.
+struct SessionResponse: Codable, Sendable {
+    var token: String
+    /// ISO 8601.
+    var expires: String
+}
+
+/// A campaign and its counts, as `/api/admin/campaigns…` answer (SPEC §10).
+struct CampaignResponse: Codable, Sendable {
+    var id: Int64
+    var status: Campaign.Status
+    var recipients: Int
+    var devices: Int
+    var pending: Int
+    var sent: Int
+    var failed: Int
+    var fetched: Int
+    var audience: String
+    var message: String
+    var title: String?
+    var payload: String
+    var mode: PushMode
+    var createdBy: String
+    var created: String
+
+    init(_ progress: CampaignProgress) {
+        let c = progress.campaign
+        id = c.id
+        status = progress.status
+        recipients = c.recipients
+        devices = c.devices
+        pending = progress.pending
+        sent = progress.sent
+        failed = progress.failed
+        fetched = progress.fetched
+        audience = c.audience.summary
+        message = c.message
+        title = c.title
+        payload = c.payload.hex
+        mode = c.mode
+        createdBy = c.createdBy
+        created = ISO8601DateFormatter().string(from: c.createdAt)
+    }
+}
+
+extension Services {
+    // MARK: sessions (SPEC §9)
+
+    func createSession(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let principal = try principal(context)
+        guard principal.sessionToken == nil else {
+            throw Problem(.forbidden, "a session is created with Basic credentials (user name and password), not with another session's token")
+        }
+        let session = try await sessions.create(for: principal.user, lifetime: configuration.sessionLifetime)
+        return try encode(SessionResponse(token: session.token, expires: ISO8601DateFormatter().string(from: session.expires)), status: .created)
+    }
+
+    func deleteCurrentSession(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let principal = try principal(context)
+        guard let token = principal.sessionToken else {
+            throw Problem(.badRequest, "send the session's own token (Authorization: Bearer …) to revoke it")
+        }
+        try await sessions.revoke(token)
+        if let header = request.headers[.authorization] { authenticator.forget(header) }
+        return Response(status: .noContent)
+    }
+
+    // MARK: campaigns (SPEC §10)
+
+    func createCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let admin = try principal(context)
+        let body = try await request.body.collect(upTo: 1 << 20)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            throw Problem(.badRequest, "the body must be a JSON object {\"audience\":{…},\"message\",\"title\",\"payload\",\"richType\",\"mode\"}")
+        }
+        guard let audienceObject = object["audience"] as? [String: Any] else {
+            throw Problem(.badRequest, "\"audience\" is missing: {\"all\":true}, {\"users\":[names]} or {\"tags\":\"expression\"}")
+        }
+        let audience = try Audience(json: audienceObject)
+        var content = try Self.parseContent(object, defaultMode: .alert)
+        content.richType = content.richType ?? NotificationDraft.defaultRichType
+        let campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content), by: admin.user)
+        let dispatcher = self.dispatcher
+        _ = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+        guard let progress = try await campaigns.progress(campaign.id) else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
+        context.logger.info("campaign queued", metadata: ["campaign": "\(campaign.id)", "recipients": "\(progress.campaign.recipients)",
+                                                          "devices": "\(progress.campaign.devices)", "by": "\(admin.user)"])
+        var response = try encode(CampaignResponse(progress), status: .accepted)
+        response.headers[.location] = "/api/admin/campaigns/\(campaign.id)"
+        return response
+    }
+
+    func listCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 50
+        guard (1...500).contains(limit) else { throw Problem(.badRequest, "limit must be 1 to 500") }
+        let before = request.uri.queryParameters.get("before", as: Int64.self)
+        return try encode(try await campaigns.list(limit: limit, before: before).map(CampaignResponse.init))
+    }
+
+    func showCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), id > 0, let progress = try await campaigns.progress(id) else {
+            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
+        }
+        return try encode(CampaignResponse(progress))
+    }
+
+    /// `message`, `title`, `payload`, `richType` and `mode` of a JSON body (keys in any case).
+    static func parseContent(_ object: [String: Any], defaultMode: PushMode) throws -> NotificationDraft {
+        let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        func string(_ key: String, _ name: String) throws -> String? {
+            guard let value = fields[key], !(value is NSNull) else { return nil }
+            guard let string = value as? String else { throw Problem(.badRequest, "\"\(name)\" must be a string") }
+            return string
+        }
+        var mode = defaultMode
+        if let text = try string("mode", "mode") {
+            guard let parsed = PushMode(rawValue: text.lowercased()) else { throw Problem(.badRequest, "\"mode\" must be \"alert\" or \"silent\"") }
+            mode = parsed
+        }
+        return NotificationDraft(message: try string("message", "message"), richType: try string("richtype", "richType"),
+                                 payload: try string("payload", "payload"), title: try string("title", "title"), mode: mode)
+    }
+
+    // MARK: payload URLs (SPEC §11)
+
+    /// `GET`/`HEAD /p/{token}`: the payload as `/api/notifications/{id}` answers it, for whoever
+    /// holds the URL; 404 for a changed or unknown token, 410 for an expired one.
+    func fetchPayloadByLink(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let token = try context.parameters.require("token")
+        guard let claims = PayloadLinks.claims(token), let notification = try await notifications.find(id: claims.notification),
+              links.isAuthentic(claims, recipient: notification.recipient)
+        else {
+            throw Problem(.notFound, "this payload URL is not valid (changed, or signed with a key that was rotated)")
+        }
+        guard Date().timeIntervalSince1970 < Double(claims.expires) else {
+            throw Problem(.gone, "this payload URL expired; the app can fetch the payload with its credentials at /api/notifications/\(notification.id)")
+        }
+        return try await payloadResponse(request, notification: notification.id, payload: notification.payload, recipient: notification.recipient,
+                                         alreadyRead: notification.read)
+    }
+
+    // MARK: helpers
+
+    func principal(_ context: AppRequestContext) throws -> Principal {
+        guard let principal = context.principal else { throw Authenticator.unauthorized("credentials are required") }
+        return principal
+    }
+
+    func encode(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(value)
+        return Response(status: status, headers: [.contentType: "application/json", .contentLength: String(data.count)],
+                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,281 @@
+import APNsSandbox
+import Foundation
+import GRDB
+import HTTPTypes
+import HummingbirdTesting
+import MediaStore
+import PushDelivery
+import RichPushCore
+import RichPushServer
+import RichPushTestSupport
+import Testing
+
+extension TestServer {
+    func bearer(_ token: String) -> HTTPFields { [.authorization: "Bearer \(token)"] }
+
+    /// A session token of `user`.
+    func session(_ user: String = "alice") async throws -> String {
+        let (response, object) = try await json(.post, "/api/sessions", as: user)
+        #expect(response.status == .created)
+        return try #require((object as? [String: Any])?["token"] as? String)
+    }
+
+    /// `POST /api/admin/campaigns` as root; the response and its JSON.
+    func campaign(_ body: String, as user: String = "root") async throws -> (TestResponse, [String: Any]) {
+        let (response, object) = try await json(.post, "/api/admin/campaigns", as: user, body: body)
+        return (response, object as? [String: Any] ?? [:])
+    }
+
+    func campaignStatus(_ id: Int) async throws -> [String: Any] {
+        let (_, object) = try await json(.get, "/api/admin/campaigns/\(id)", as: "root")
+        return object as? [String: Any] ?? [:]
+    }
+
+    /// The path of a payload URL on this server.
+    static func path(of url: String) -> String {
+        URL(string: url).map { $0.path } ?? url
+    }
+}
+
+@Suite("Sessions and roles (SPEC §9)")
+struct SessionRouteTests {
+    @Test("POST /api/sessions gives a bearer token accepted wherever Basic is; DELETE /api/sessions/current revokes it")
+    func bearer() async throws {
+        try await TestServer.run { s in
+            let (created, object) = try await s.json(.post, "/api/sessions")
+            #expect(created.status == .created)
+            let body = try #require(object as? [String: Any])
+            let token = try #require(body["token"] as? String)
+            let expires = try #require(ISO8601DateFormatter().date(from: body["expires"] as? String ?? ""))
+            #expect(abs(expires.timeIntervalSinceNow - 90 * 86_400) < 120)
+            let (made, made_) = try await s.json(.post, "/api/notifications", body: #"{"message":"for the bearer"}"#)
+            #expect(made.status == .created)
+            let id = try #require((made_ as? [String: Any])?["id"] as? Int)
+            let list = try await s.request(.get, "/api/notifications", as: nil, headers: s.bearer(token))
+            #expect(list.status == .ok)
+            #expect(String(decoding: list.bytes, as: UTF8.self).contains("for the bearer"))
+            // The payload by bearer, twice: the second answer comes from the event-loop fast path.
+            for _ in 0..<2 {
+                let image = try await s.request(.get, "/api/notifications/\(id)", as: nil, headers: s.bearer(token))
+                #expect(image.status == .ok && image.headers[.contentType] == "image/png")
+            }
+            // bob's token does not open alice's notification.
+            let bobs = try await s.session("bob")
+            #expect(try await s.request(.get, "/api/notifications/\(id)", as: nil, headers: s.bearer(bobs)).status == .notFound)
+            // A session is made from a password, not from another session.
+            #expect(try await s.request(.post, "/api/sessions", as: nil, headers: s.bearer(token)).status == .forbidden)
+            // Revoking needs the token itself.
+            #expect(try await s.request(.delete, "/api/sessions/current").status == .badRequest)
+            #expect(try await s.request(.delete, "/api/sessions/current", as: nil, headers: s.bearer(token)).status == .noContent)
+            for path in ["/api/notifications", "/api/notifications/\(id)"] {
+                let refused = try await s.request(.get, path, as: nil, headers: s.bearer(token))
+                #expect(refused.status == .unauthorized, "\(path)")
+                #expect(refused.headers[.wwwAuthenticate]?.hasPrefix("Basic") == true)
+            }
+            #expect(try await s.request(.get, "/api/notifications", as: nil, headers: s.bearer("rps_unknown")).status == .unauthorized)
+            #expect(try await s.request(.post, "/api/sessions", as: nil).status == .unauthorized)
+            #expect(try await s.request(.post, "/api/sessions", as: nil, headers: TestServer.basic("alice", "wrong")).status == .unauthorized)
+            // Only a hash of the token is stored.
+            let stored = try await s.database.read { db in try Data.fetchAll(db, sql: "SELECT tokenHash FROM sessions") }
+            #expect(!stored.contains { $0.contains(Data(token.utf8)) })
+        }
+    }
+
+    @Test("users rm and users passwd (from another process) revoke the user's tokens in every server within a second")
+    func revokedElsewhere() async throws {
+        try await TestServer.run { s in
+            let token = try await s.session("bob")
+            #expect(try await s.request(.get, "/api/notifications", as: nil, headers: s.bearer(token)).status == .ok)
+            try await UserStore(database: s.database, cost: 4).setPassword(name: "bob", password: "changed")
+            #expect(try await eventually(within: 3) {
+                try await s.request(.get, "/api/notifications", as: nil, headers: s.bearer(token)).status == .unauthorized
+            })
+            let token2 = try await s.session("alice")
+            #expect(try await s.request(.get, "/api/notifications", as: nil, headers: s.bearer(token2)).status == .ok)
+            try await UserStore(database: s.database).remove(name: "alice")
+            #expect(try await eventually(within: 3) {
+                try await s.request(.get, "/api/notifications", as: nil, headers: s.bearer(token2)).status == .unauthorized
+            })
+        }
+    }
+
+    @Test("admin routes: 401 without credentials, 403 for a user who is not an admin")
+    func adminOnly() async throws {
+        try await TestServer.run { s in
+            for (method, path) in [(HTTPRequest.Method.get, "/api/admin/campaigns"), (.post, "/api/admin/campaigns"), (.get, "/api/admin/campaigns/1")] {
+                #expect(try await s.request(method, path, as: nil).status == .unauthorized)
+                let forbidden = try await s.request(method, path, as: "alice")
+                #expect(forbidden.status == .forbidden)
+                #expect(forbidden.detail.contains("not an admin"))
+            }
+            #expect(try await s.request(.get, "/api/admin/campaigns", as: "root").status == .ok)
+            #expect(try await s.request(.get, "/api/admin/campaigns/999", as: "root").status == .notFound)
+            // An admin's session is an admin too.
+            let token = try await s.session("root")
+            #expect(try await s.request(.get, "/api/admin/campaigns", as: nil, headers: s.bearer(token)).status == .ok)
+        }
+    }
+}
+
+@Suite("Campaigns and payload URLs through the APNs sandbox (SPEC §10, §11)")
+struct CampaignTests {
+    let logo = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+
+    @Test("an alert campaign to everyone: one push per device with Apple's alert headers, an inbox entry per user, progress to done and fetched")
+    func alertToEveryone() async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+                _ = try await s.registerDevice(tokenA, as: "alice")
+                _ = try await s.registerDevice(tokenB, as: "alice")
+                _ = try await s.registerDevice(String(repeating: "c", count: 64), as: "bob")
+                let (response, body) = try await s.campaign(#"{"audience":{"all":true},"title":"Flash sale","message":"20% off \"today\""}"#)
+                #expect(response.status == .accepted)
+                #expect(body["recipients"] as? Int == 3) // alice, bob and root (who has no device)
+                #expect(body["devices"] as? Int == 3)
+                #expect(body["status"] as? String == "sending" || body["status"] as? String == "done")
+                let id = try #require(body["id"] as? Int)
+                #expect(response.headers[.location] == "/api/admin/campaigns/\(id)")
+                #expect(try await eventually { apns.sandbox.acceptedCount == 3 })
+                #expect(try await eventually { try await s.campaignStatus(id)["status"] as? String == "done" })
+                let status = try await s.campaignStatus(id)
+                #expect(status["sent"] as? Int == 3 && status["pending"] as? Int == 0 && status["failed"] as? Int == 0 && status["fetched"] as? Int == 0)
+                for push in apns.sandbox.accepted {
+                    #expect(push.headers["apns-push-type"] == "alert")
+                    #expect(push.headers["apns-priority"] == "10")
+                }
+                // alice's push, byte for byte SPEC §11's shape.
+                let push = try #require(apns.sandbox.accepted.first { $0.token == tokenA })
+                let object = try #require(try JSONSerialization.jsonObject(with: push.payload) as? [String: Any])
+                let richId = try #require(object["richId"] as? String)
+                let richUrl = try #require(object["richUrl"] as? String)
+                #expect(String(decoding: push.payload, as: UTF8.self) == #"{"aps":{"alert":{"title":"Flash sale","body":"20% off \"today\""},"mutable-content":1,"sound":"default"},"richId":"\#(richId)","richMessage":"20% off \"today\"","richType":"img","richUrl":"\#(richUrl)"}"#)
+                #expect(richUrl.hasPrefix("http://127.0.0.1:\(s.client.port ?? 0)/p/"))
+                // Both of alice's devices carry the same notification; bob's is another.
+                #expect(apns.sandbox.accepted.filter { ($0.token == tokenA || $0.token == tokenB) }.count == 2)
+                let bobs = try #require(apns.sandbox.accepted.first { $0.token.hasPrefix("ccc") })
+                let bobId = try #require((try JSONSerialization.jsonObject(with: bobs.payload) as? [String: Any])?["richId"] as? String)
+                #expect(bobId != richId)
+                // Each recipient has it in their inbox; only they may fetch it.
+                let (_, inbox) = try await s.json(.get, "/api/notifications")
+                #expect((inbox as? [[String: Any]])?.first?["id"] as? Int == Int(richId))
+                #expect((inbox as? [[String: Any]])?.first?["read"] as? Bool == false)
+                #expect(try await s.request(.get, "/api/notifications/\(richId)", as: "bob").status == .notFound)
+                // The Notification Service Extension: the URL, no credentials; same headers as the API's answer.
+                let head = try await s.request(.head, TestServer.path(of: richUrl), as: nil)
+                #expect(head.status == .ok && head.headers[.contentLength] == String(logo.count))
+                #expect(try await s.campaignStatus(id)["fetched"] as? Int == 0) // HEAD reads nothing
+                let image = try await s.request(.get, TestServer.path(of: richUrl), as: nil)
+                #expect(image.status == .ok)
+                #expect(image.bytes == logo)
+                let api = try await s.request(.get, "/api/notifications/\(richId)")
+                for name in [HTTPField.Name.contentType, .contentLength, .eTag, .cacheControl, .acceptRanges, HTTPField.Name("X-Content-Type-Options")!] {
+                    #expect(image.headers[name] == api.headers[name], "\(name)")
+                }
+                #expect(image.headers[.cacheControl] == "private")
+                #expect(try await s.campaignStatus(id)["fetched"] as? Int == 1)
+                let (_, after) = try await s.json(.get, "/api/notifications")
+                #expect((after as? [[String: Any]])?.first?["read"] as? Bool == true)
+                let (_, list) = try await s.json(.get, "/api/admin/campaigns", as: "root")
+                #expect((list as? [[String: Any]])?.first?["id"] as? Int == id)
+            }
+        }
+    }
+
+    @Test("a silent campaign sends the tutorial's push byte for byte, as a background push")
+    func silent() async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+                _ = try await s.registerDevice(tokenA, as: "bob")
+                let (response, body) = try await s.campaign(#"{"audience":{"users":["bob"]},"mode":"silent"}"#)
+                #expect(response.status == .accepted && body["recipients"] as? Int == 1)
+                #expect(try await eventually { apns.sandbox.acceptedCount == 1 })
+                let push = try #require(apns.sandbox.accepted.first)
+                let richId = try #require((try JSONSerialization.jsonObject(with: push.payload) as? [String: Any])?["richId"] as? String)
+                #expect(String(decoding: push.payload, as: UTF8.self)
+                    == #"{"aps":{"content-available":1,"sound":""},"richId":"\#(richId)","richMessage":"Check this image out!","richType":"img"}"#)
+                #expect(push.headers["apns-push-type"] == "background" && push.headers["apns-priority"] == "5")
+            }
+        }
+    }
+
+    @Test("a tag campaign reaches only the devices whose tags match; bad expressions and bodies are 400 naming the fault")
+    func tags() async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+                _ = try await s.registerDevice(tokenA, as: "alice", tags: ["sports", "lang:en"])
+                _ = try await s.registerDevice(tokenB, as: "alice", tags: ["news"])
+                _ = try await s.registerDevice(String(repeating: "c", count: 64), as: "bob", tags: ["sports"])
+                let (response, body) = try await s.campaign(#"{"audience":{"tags":"sports && !username:bob"}}"#)
+                #expect(response.status == .accepted && body["recipients"] as? Int == 1 && body["devices"] as? Int == 1)
+                #expect(try await eventually { apns.sandbox.acceptedCount == 1 })
+                #expect(apns.sandbox.accepted.map(\.token) == [tokenA])
+                let bad: [(String, String)] = [
+                    (#"{"audience":{"tags":"sports &&"}}"#, "expected a tag after '&&'"),
+                    (#"{"audience":{"tags":"(a || b"}}"#, "unclosed '('"),
+                    (#"{"audience":{"tags":"a && b && c && d && e && f && g"}}"#, "at most 6"),
+                    (#"{"audience":{"users":["alice","ghost"]}}"#, "ghost"),
+                    (#"{"audience":{"all":true,"users":["alice"]}}"#, "exactly one"),
+                    (#"{"message":"no audience"}"#, "\"audience\" is missing"),
+                    (#"{"audience":{"all":true},"mode":"loud"}"#, "\"mode\" must be"),
+                    ("[1]", "JSON object"),
+                ]
+                for (body, words) in bad {
+                    let (refused, _) = try await s.campaign(body)
+                    #expect(refused.status == .badRequest, "\(body)")
+                    #expect(refused.detail.contains(words), "\(body): \(refused.detail)")
+                }
+                let (unknownImage, _) = try await s.campaign(#"{"audience":{"all":true},"payload":"nope.png"}"#)
+                #expect(unknownImage.status == .unprocessableContent)
+                let (_, list) = try await s.json(.get, "/api/admin/campaigns", as: "root")
+                #expect((list as? [[String: Any]])?.count == 1) // refused campaigns leave nothing behind
+            }
+        }
+    }
+
+    @Test("payload URLs: a changed token is 404, an expired one 410, and keys rotate stops every earlier URL")
+    func payloadURLs() async throws {
+        try await TestServer.run { s in
+            let (created, object) = try await s.json(.post, "/api/notifications", body: #"{"mode":"alert","title":"Hi"}"#)
+            #expect(created.status == .created)
+            let body = try #require(object as? [String: Any])
+            #expect(body["mode"] as? String == "alert" && body["title"] as? String == "Hi")
+            let id = try #require(body["id"] as? Int)
+            let path = TestServer.path(of: try #require(body["richUrl"] as? String))
+            #expect(try await s.request(.get, path, as: nil).status == .ok)
+            // The stored push is the alert shape with the same URL.
+            let push = try await s.database.read { db in try Data.fetchOne(db, sql: "SELECT push FROM notifications WHERE id = ?", arguments: [id]) }
+            #expect((try JSONSerialization.jsonObject(with: try #require(push)) as? [String: Any])?["richUrl"] as? String == body["richUrl"] as? String)
+            // Changed: 404, whatever byte changed.
+            let token = String(path.dropFirst(3))
+            for index in [0, 10, 20, 42] {
+                var chars = Array(token)
+                chars[index] = chars[index] == "A" ? "B" : "A"
+                #expect(try await s.request(.get, "/p/" + String(chars), as: nil).status == .notFound, "\(index)")
+            }
+            for junk in ["x", String(repeating: "A", count: 43), token + "A", "%00"] {
+                #expect(try await s.request(.get, "/p/" + junk, as: nil).status == .notFound)
+            }
+            // Expired: signed with the server's own key, an hour ago.
+            let directory = DataDirectory(path: s.dir.appendingPathComponent("data").path)
+            let links = PayloadLinks(key: try PayloadKey(directory: directory), baseURL: "http://x", lifetime: 60)
+            let expired = links.token(notification: Int64(id), recipient: "alice", expires: Int64(Date().timeIntervalSince1970) - 3600)
+            let gone = try await s.request(.get, "/p/\(expired)", as: nil)
+            #expect(gone.status == .gone)
+            #expect(gone.detail.contains("expired"))
+            // Bound to its recipient: the same id signed for bob is not alice's URL.
+            let forBob = links.token(notification: Int64(id), recipient: "bob", expires: Int64(Date().timeIntervalSince1970) + 3600)
+            #expect(try await s.request(.get, "/p/\(forBob)", as: nil).status == .notFound)
+            // keys rotate (another process): the running server stops accepting earlier URLs within a second.
+            try PayloadKey.rotate(directory: directory)
+            #expect(try await eventually(within: 3) { try await s.request(.get, path, as: nil).status == .notFound })
+            let (fresh, freshObject) = try await s.json(.post, "/api/notifications", body: #"{"mode":"alert"}"#)
+            #expect(fresh.status == .created)
+            let freshPath = TestServer.path(of: try #require((freshObject as? [String: Any])?["richUrl"] as? String))
+            #expect(try await s.request(.get, freshPath, as: nil).status == .ok)
+            // A message too long for APNs once the URL is in: 422, nothing stored.
+            let long = String(repeating: "x", count: 2_100) // fits a silent push, not an alert (the message is in it twice)
+            let (tooBig, _) = try await s.json(.post, "/api/notifications", body: #"{"mode":"alert","message":"\#(long)"}"#)
+            #expect(tooBig.status == .unprocessableContent)
+        }
+    }
+}
