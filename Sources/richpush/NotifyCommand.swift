@@ -10,8 +10,11 @@ struct NotifyCommand: AsyncParsableCommand {
         discussion: "A running `richpush serve` on the same data directory delivers the queued pushes.")
 
     @OptionGroup var dataOptions: DataOptions
+    @OptionGroup var urlOptions: PayloadURLOptions
     @Option(help: "The recipient.") var user: String
     @Option(help: "The message shown first (default: \"Check this image out!\").") var message: String?
+    @Option(help: "The alert's title (alert mode).") var title: String?
+    @Option(help: "silent (the tutorial's background push) or alert (with mutable-content and a payload URL).") var mode: PushMode = .silent
     @Option(help: "A file to upload, or a media id or name (default: --default-image).") var image: String?
     @Option(help: "Media name used without --image (env RICHPUSH_DEFAULT_IMAGE).")
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
@@ -30,10 +33,18 @@ struct NotifyCommand: AsyncParsableCommand {
             }
         }
         do {
-            let created = try await NotificationStore(database: database).create(
-                for: user, draft: NotificationDraft(message: message, payload: payload), defaultImage: defaultImage)
+            guard try await UserStore(database: database).credentials(of: user) != nil else {
+                throw CoreError(.notFound, "no user '\(user)'")
+            }
+            let links = try await urlOptions.links(directory: directory, settings: SettingsStore(database: database))
+            let created = try await NotificationStore(database: database, links: links).create(
+                for: user, draft: NotificationDraft(message: message, payload: payload, title: title, mode: mode), defaultImage: defaultImage)
             let n = created.notification
-            print(JSONOut.line(["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex, "read": n.read]))
+            var object: [String: any Sendable] = ["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex,
+                                                  "read": n.read, "mode": n.mode.rawValue]
+            if let url = created.richUrl { object["richUrl"] = url }
+            if let title = n.title { object["title"] = title }
+            print(JSONOut.line(object))
             if created.deliveries == 0 { Console.error("note: \(user) has no registered device; nothing will be pushed") }
         } catch let error as CoreError {
             Console.error("error: \(error.message)")
@@ -49,13 +60,35 @@ struct DeliveriesCommand: AsyncParsableCommand {
 
     @OptionGroup var dataOptions: DataOptions
     @Option(help: "Only this notification.") var notification: Int64?
+    @Option(help: "Every delivery of this campaign.") var campaign: Int64?
     @Flag(help: "One JSON object per delivery.") var json = false
+
+    func validate() throws {
+        if notification != nil && campaign != nil { throw ValidationError("give --notification or --campaign, not both") }
+    }
 
     func run() async throws {
         let store = DeliveryStore(database: try CoreDatabase.open(DataDirectory(path: dataOptions.data)))
+        if let campaign {
+            // A page at a time: a campaign may have a hundred thousand deliveries.
+            var after: Int64 = 0
+            var header = true
+            while true {
+                let page = try await store.list(campaign: campaign, after: after)
+                guard let last = page.last else { break }
+                show(page, header: header)
+                header = false
+                after = last.id
+            }
+            if header && !json { Console.error("campaign \(campaign) has no deliveries") }
+            return
+        }
+        show(try await store.list(notification: notification), header: true)
+    }
+
+    private func show(_ deliveries: [Delivery], header: Bool) {
         let formatter = ISO8601DateFormatter()
-        let deliveries = try await store.list(notification: notification)
-        if !json && !deliveries.isEmpty {
+        if header && !json && !deliveries.isEmpty {
             print("notification  target                                                            state    attempts  reason")
         }
         for d in deliveries {

@@ -12,7 +12,8 @@ struct RichPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush",
         abstract: "Self-hosted backend for rich push notifications.",
-        subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, DeliveriesCommand.self, SandboxCommand.self]
+        subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, SendCommand.self, DeliveriesCommand.self,
+                      KeysCommand.self, SandboxCommand.self]
     )
 }
 

@@ -16,6 +16,9 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var dataOptions: DataOptions
     @OptionGroup var limitOptions: LimitOptions
     @OptionGroup var pushOptions: PushOptions
+    @OptionGroup var urlOptions: PayloadURLOptions
+    @Option(help: "How long a session token from POST /api/sessions works, e.g. 30d (env RICHPUSH_SESSION_TTL).", transform: Duration.parse)
+    var sessionTtl: TimeInterval = try! Duration.parse(Environment.string("RICHPUSH_SESSION_TTL") ?? "90d")
     @Option(help: "Address to listen on (env RICHPUSH_HOST).")
     var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
     @Option(help: "Port to listen on (env RICHPUSH_PORT).")
@@ -35,6 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
         guard (0...256).contains(threads) else { throw ValidationError("--threads must be 0 to 256") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level '\(logLevel)' is not a level") }
+        guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
     }
 
     func run() async throws {
@@ -48,6 +52,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.limits = limitOptions.limits
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         configuration.eventLoopThreads = threads
+        configuration.sessionLifetime = sessionTtl
+        configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
+        configuration.publicURL = urlOptions.publicUrl
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in RichPushLogHandler(label: label, level: level) }
         let logger = Logger(label: "richpush")

@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import MediaStore
+import RichPushCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--public-url` and `--payload-url-ttl`: how payload URLs (`richUrl`) are made (SPEC §11).
+struct PayloadURLOptions: ParsableArguments {
+    @Option(name: .customLong("public-url"),
+            help: "Base URL devices reach the server at, for payload URLs (env RICHPUSH_PUBLIC_URL; default: what `serve` last announced, else http://<host>:<port>).")
+    var publicUrlValue: String = Environment.string("RICHPUSH_PUBLIC_URL") ?? ""
+    var publicUrl: String? { publicUrlValue.isEmpty ? nil : publicUrlValue }
+    @Option(help: "How long a payload URL works, e.g. 12h, 7d (env RICHPUSH_PAYLOAD_URL_TTL).", transform: Duration.parse)
+    var payloadUrlTtl: TimeInterval = try! Duration.parse(Environment.string("RICHPUSH_PAYLOAD_URL_TTL") ?? "7d")
+
+    func validate() throws {
+        if let publicUrl {
+            guard let url = URL(string: publicUrl), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil,
+                  url.query == nil, url.fragment == nil else {
+                throw ValidationError("--public-url must be an http:// or https:// URL without query, e.g. https://push.example.com")
+            }
+        }
+        guard payloadUrlTtl >= 60 else { throw ValidationError("--payload-url-ttl must be at least 60s") }
+    }
+
+    /// The signer the CLI uses: the data directory's key, and the URL `serve` announced unless one is given.
+    func links(directory: DataDirectory, settings: SettingsStore) async throws -> PayloadLinks {
+        let base: String
+        if let publicUrl {
+            base = publicUrl
+        } else {
+            base = try await settings.value(SettingsStore.publicURL) ?? "http://127.0.0.1:8080"
+        }
+        return PayloadLinks(key: try PayloadKey.configured(directory: directory), baseURL: base, lifetime: payloadUrlTtl)
+    }
+}
+
+struct SendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Send a rich notification to many users (a campaign) and print its id.",
+        discussion: """
+            Every recipient gets the notification in their inbox and each of their devices one push. \
+            A running `richpush serve` on the same data directory delivers the pushes; \
+            --wait follows the campaign until nothing is pending.
+            """)
+
+    @OptionGroup var dataOptions: DataOptions
+    @OptionGroup var urlOptions: PayloadURLOptions
+    @Flag(help: "Every user.") var all = false
+    @Option(name: .customLong("user"), help: "A recipient (repeat for more).") var users: [String] = []
+    @Option(help: "A Notification Hubs tag expression over device tags, e.g. 'sports && lang:en'.") var tags: String?
+    @Option(help: "The message (default: \"Check this image out!\").") var message: String?
+    @Option(help: "The alert's title.") var title: String?
+    @Option(help: "A file to upload, or a media id or name (default: --default-image).") var image: String?
+    @Option(help: "alert (shown with the image by a Notification Service Extension) or silent (the tutorial's background push).")
+    var mode: PushMode = .alert
+    @Option(help: "The sender recorded with the campaign.") var by = "cli"
+    @Flag(help: "Follow the campaign until it is done (progress on a terminal).") var wait = false
+    @Option(help: "Media name used without --image (env RICHPUSH_DEFAULT_IMAGE).")
+    var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
+
+    func validate() throws {
+        let chosen = (all ? 1 : 0) + (users.isEmpty ? 0 : 1) + (tags == nil ? 0 : 1)
+        guard chosen == 1 else { throw ValidationError("choose the audience: one of --all, --user NAME…, --tags EXPR") }
+    }
+
+    func run() async throws {
+        let directory = DataDirectory(path: dataOptions.data)
+        let database = try CoreDatabase.open(directory)
+        let audience: Audience
+        do {
+            audience = all ? .all : try tags.map { .tags(try TagExpression($0)) } ?? .listing(users)
+        } catch let error as CoreError {
+            throw ValidationError(error.message)
+        }
+        var payload = image
+        if let image, FileManager.default.fileExists(atPath: image) {
+            do {
+                payload = try await MediaStore(directory: directory, database: database).ingest(file: image).item.id.hex
+            } catch let rejection as MediaRejection {
+                Console.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
+                throw ExitCode(1)
+            }
+        }
+        let links = try await urlOptions.links(directory: directory, settings: SettingsStore(database: database))
+        let campaigns = CampaignStore(database: database, links: links, defaultImage: defaultImage)
+        let content = NotificationDraft(message: message, payload: payload, title: title, mode: mode)
+        let campaign: Campaign
+        do {
+            campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content), by: by)
+            Console.out(String(campaign.id))
+            let queued = try await campaigns.queue(campaign.id, addressing: .perDevice)
+            Console.error("campaign \(campaign.id): \(queued.recipients) recipients, \(queued.devices) devices queued")
+        } catch let error as CoreError {
+            Console.error("error: \(error.message)")
+            throw ExitCode(1)
+        }
+        if wait { try await follow(campaign.id, campaigns) }
+    }
+
+    /// Polls the campaign's counts until it is done, redrawing one line on a terminal.
+    private func follow(_ id: Int64, _ campaigns: CampaignStore) async throws {
+        let terminal = Console.stderrIsTerminal
+        while true {
+            guard let p = try await campaigns.progress(id) else { return }
+            let line = "campaign \(id): \(p.status.rawValue), \(p.sent) sent, \(p.failed) failed, \(p.pending) pending, \(p.fetched) fetched of \(p.campaign.recipients) recipients"
+            if p.status == .done {
+                if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+                Console.error(line)
+                return
+            }
+            if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8)) }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+    }
+}
+
+extension PushMode: ExpressibleByArgument {}
+
+struct KeysCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "Manage the key that signs payload URLs.",
+        subcommands: [Rotate.self])
+
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Replace the payload-URL key: every payload URL signed before stops working (404), in running servers too within a second.")
+        @OptionGroup var dataOptions: DataOptions
+
+        func run() async throws {
+            if Environment.string("RICHPUSH_PAYLOAD_KEY") != nil {
+                Console.error("warning: RICHPUSH_PAYLOAD_KEY is set; servers started with it keep using it, not the rotated file")
+            }
+            try PayloadKey.rotate(directory: DataDirectory(path: dataOptions.data))
+            print("rotated the payload key in \(dataOptions.data)/payload.key")
+        }
+    }
+}
