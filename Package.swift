@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "MediaStore", targets: ["MediaStore"]),
         .library(name: "RichPushCore", targets: ["RichPushCore"]),
         .library(name: "RichPushServer", targets: ["RichPushServer"]),
+        .library(name: "RichPushClient", targets: ["RichPushClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -126,6 +127,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The device side (an app and its Notification Service Extension): Foundation only.
+        .target(name: "RichPushClient", swiftSettings: swiftSettings),
         .executableTarget(
             name: "richpush",
             dependencies: [
@@ -180,9 +183,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "RichPushClientTests",
+            dependencies: ["RichPushClient"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "RichPushServerTests",
             dependencies: [
-                "RichPushServer", "RichPushCore", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox",
+                "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,0 +1,138 @@
+import Foundation
+
+/// A RichPush notification as a device receives it, read from any of the shapes the server sends.
+///
+/// - SPEC §6's silent push, `{"aps":{"content-available":1,"sound":""},"richId":"7","richMessage":"…","richType":"img"}`:
+///   the app fetches the payload itself, through the API, with the user's credentials.
+/// - SPEC §11's alert push, `{"aps":{"alert":{"title":"…","body":"…"},"mutable-content":1,…},"richId":"7",…,"richUrl":"https://host/p/<token>"}`:
+///   a Notification Service Extension fetches `richUrl` with no credentials and attaches the image.
+/// - The flat string map of FCM data messages and Web Push bodies, `{"richId":"7","richMessage":"…","richType":"img","richUrl":"…","title":"…"}`.
+///
+/// Only `richId` is required: a push without one is not RichPush's (`RichPushClientError.Kind.notRichPush`),
+/// so an app can hand every push it gets to `init(userInfo:)` and act on the ones that parse.
+public struct RichPushMessage: Sendable, Equatable {
+    /// How the push asks to be shown.
+    public enum Kind: Sendable, Equatable {
+        /// Nothing is shown by the system; the app fetches the payload in the background and decides.
+        case silent
+        /// The system shows title and body, after a Notification Service Extension attached the image.
+        case alert
+    }
+
+    /// The notification id, `richId` (a decimal string in every shape the server sends).
+    public var id: Int64
+    /// The text to show: `richMessage`, else the alert's body, else empty.
+    public var message: String
+    /// The developer-defined payload type, `richType`; `img` (the server's default) when absent.
+    public var richType: String
+    /// The alert's title, or the flat shape's `title`; nil when absent or empty.
+    public var title: String?
+    /// The capability URL of the payload (`richUrl`); nil for a silent push, which is fetched through the API.
+    public var payloadURL: URL?
+    /// Whether the push is silent or an alert.
+    public var kind: Kind
+
+    /// Creates a message from its parts, for tests and for apps that keep messages of their own.
+    public init(id: Int64, message: String, richType: String = "img", title: String? = nil, payloadURL: URL? = nil, kind: Kind) {
+        self.id = id
+        self.message = message
+        self.richType = richType
+        self.title = title
+        self.payloadURL = payloadURL
+        self.kind = kind
+    }
+
+    /// Reads a push's `userInfo` (APNs) or data map (FCM, Web Push).
+    ///
+    /// `richId` may be a decimal string or a number. With an `aps` dictionary the kind is `.alert`
+    /// when it has an `alert`, else `.silent`; the flat shape, which has no `aps`, is `.alert` when it
+    /// carries a `title` or a `notification` block and `.silent` otherwise.
+    /// - Throws: `RichPushClientError` of kind `.notRichPush` when `richId` is missing or not a
+    ///   non-negative integer, or `richUrl` is present but not an http(s) URL.
+    public init(userInfo: [AnyHashable: Any]) throws {
+        guard let rawID = userInfo["richId"], !(rawID is NSNull) else {
+            throw RichPushClientError.notRichPush("it has no richId")
+        }
+        let aps = Self.dictionary(userInfo["aps"])
+        let alert = aps?["alert"]
+        let alertFields = Self.dictionary(alert)
+
+        let title = Self.nonEmpty(alertFields?["title"] as? String) ?? Self.nonEmpty(userInfo["title"] as? String)
+        let kind: Kind
+        if let aps {
+            kind = aps["alert"] == nil ? .silent : .alert
+        } else {
+            kind = title != nil || userInfo["notification"] != nil ? .alert : .silent
+        }
+        let id = try Self.identifier(rawID)
+        let payloadURL = try Self.payloadURL(userInfo["richUrl"])
+        let message = userInfo["richMessage"] as? String ?? alertFields?["body"] as? String ?? alert as? String ?? ""
+        self.init(id: id, message: message, richType: Self.nonEmpty(userInfo["richType"] as? String) ?? "img",
+                  title: title, payloadURL: payloadURL, kind: kind)
+    }
+
+    /// Reads a push from its JSON text: an APNs payload or a flat data object.
+    /// - Throws: `RichPushClientError` of kind `.notRichPush` when the bytes are not a JSON object
+    ///   or `init(userInfo:)` refuses them.
+    public init(json: Data) throws {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: json)
+        } catch {
+            throw RichPushClientError.notRichPush("the push is not JSON (\(error.localizedDescription))")
+        }
+        guard let fields = object as? [String: Any] else {
+            throw RichPushClientError.notRichPush("the push is JSON but not an object")
+        }
+        try self.init(userInfo: Dictionary(uniqueKeysWithValues: fields.map { (AnyHashable($0.key), $0.value) }))
+    }
+
+    private static func identifier(_ value: Any) throws -> Int64 {
+        if let text = value as? String {
+            guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+                  let id = Int64(text) else {
+                throw RichPushClientError.notRichPush("richId \"\(text.prefix(40))\" is not a decimal notification id")
+            }
+            return id
+        }
+        let number: Int64? = if let exact = value as? Int64 {
+            exact
+        } else if let int = value as? Int {
+            Int64(int)
+        } else if let double = value as? Double {
+            Int64(exactly: double)
+        } else if let object = value as? NSNumber, Double(object.int64Value) == object.doubleValue {
+            object.int64Value
+        } else {
+            nil
+        }
+        guard let number, number >= 0 else {
+            throw RichPushClientError.notRichPush("richId \(String(describing: value).prefix(40)) is not a notification id")
+        }
+        return number
+    }
+
+    private static func payloadURL(_ value: Any?) throws -> URL? {
+        guard let value, !(value is NSNull) else { return nil }
+        guard let text = value as? String else { throw RichPushClientError.notRichPush("richUrl is not a string") }
+        if text.isEmpty { return nil }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http",
+              let host = url.host, !host.isEmpty else {
+            throw RichPushClientError.notRichPush("richUrl \"\(text.prefix(80))\" is not an http(s) URL")
+        }
+        return url
+    }
+
+    /// A nested dictionary, whether it arrived as a Swift `[String: Any]` or a bridged `NSDictionary`.
+    private static func dictionary(_ value: Any?) -> [String: Any]? {
+        if let fields = value as? [String: Any] { return fields }
+        guard let fields = value as? [AnyHashable: Any] else { return nil }
+        let named: [(String, Any)] = fields.compactMap { entry in (entry.key.base as? String).map { ($0, entry.value) } }
+        return Dictionary(named, uniquingKeysWith: { first, _ in first })
+    }
+
+    private static func nonEmpty(_ text: String?) -> String? {
+        guard let text, !text.isEmpty else { return nil }
+        return text
+    }
+}
