@@ -200,7 +200,8 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "richpush", "MediaStore", "RichPushTestSupport", "APNsSandbox",
+                "richpush", "MediaStore", "RichPushCore", "RichPushTestSupport", "APNsSandbox",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import HummingbirdTesting
 import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
@@ -131,6 +132,44 @@ struct NotificationHubsTests {
             let outcome = await bad.send(payload: Data("{}".utf8), tag: "username:alice")
             #expect(outcome == .failed(reason: "401 <Error><Detail>bad signature</Detail></Error>", prune: false))
             try await bad.shutdown()
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test("a campaign through the hub reaches the devices APNs would: installations for a tag expression, username tags for everyone; alert headers")
+    func campaigns() async throws {
+        let hub = HubStandIn()
+        let port = NIOLockedValueBox<Int?>(nil)
+        let group = ServiceGroup(configuration: .init(services: [hub.application(port: port)], logger: Logger(label: "hub")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(try await eventually { port.withLockedValue { $0 } != nil })
+            let endpoint = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
+            let client = NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
+            try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
+                let alice1 = try await s.registerDevice(tokenA, as: "alice", tags: ["news"])
+                _ = try await s.registerDevice(tokenB, as: "alice", tags: ["sports"])
+                let bob = try await s.registerDevice(String(repeating: "c", count: 64), as: "bob", tags: ["news"])
+                let sends: @Sendable () -> [HubStandIn.Call] = { hub.calls.withLockedValue { $0.filter { $0.method == "POST" } } }
+
+                let (tagged, body) = try await s.campaign(#"{"audience":{"tags":"news"},"title":"Hi"}"#)
+                #expect(tagged.status == .accepted && body["devices"] as? Int == 2)
+                #expect(try await eventually { sends().count == 2 })
+                #expect(Set(sends().map { $0.headers["servicebusnotification-tags"] ?? "" }) == ["$InstallationId:{\(alice1)}", "$InstallationId:{\(bob)}"])
+                #expect(sends().allSatisfy { $0.headers["apns-push-type"] == "alert" && $0.headers["apns-priority"] == "10" })
+                #expect(sends().allSatisfy { String(decoding: $0.body, as: UTF8.self).contains("\"mutable-content\":1") })
+
+                let (everyone, all) = try await s.campaign(#"{"audience":{"all":true},"mode":"silent"}"#)
+                #expect(everyone.status == .accepted && all["recipients"] as? Int == 3 && all["devices"] as? Int == 3)
+                #expect(try await eventually { sends().count == 4 })
+                // One send per user with a device (root has none): the hub fans out to every installation with the tag.
+                #expect(Set(sends().dropFirst(2).map { $0.headers["servicebusnotification-tags"] ?? "" }) == ["username:alice", "username:bob"])
+                #expect(sends().dropFirst(2).allSatisfy { $0.headers["apns-push-type"] == "background" })
+                let id = try #require(all["id"] as? Int)
+                #expect(try await eventually { try await s.campaignStatus(id)["status"] as? String == "done" })
+                #expect(try await s.campaignStatus(id)["sent"] as? Int == 2)
+            }
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }

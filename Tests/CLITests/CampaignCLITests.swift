@@ -1,0 +1,102 @@
+import Foundation
+import GRDB
+import MediaStore
+import RichPushCore
+import RichPushTestSupport
+import Testing
+
+@Suite("richpush users, send, deliveries --campaign and keys as a user runs them")
+struct CampaignCLITests {
+    @Test("users add --admin, list shows roles, import keeps given hashes and lists bad lines, passwd changes the password")
+    func accounts() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        #expect(try await CLI.run(["users", "add", "root", "--admin", "--password-stdin", "--data", data], stdin: "toor\n").stdout == "added admin root\n")
+        #expect(try await CLI.run(["users", "add", "alice", "--password-stdin", "--data", data], stdin: "pw\n").status == 0)
+        let file = dir.appendingPathComponent("users.jsonl")
+        let lines = [
+            #"{"name":"bob","password":"builder"}"#,
+            #"{"name":"carol","password":"c","admin":true}"#,
+            "",
+            "not json",
+            #"{"name":"alice","password":"again"}"#,
+            #"{"name":"dave","bcrypt":"$2b$04$tooShort"}"#,
+            #"{"name":"erin","bcrypt":"$2b$04$C6UzMDM.H6dfI/f/IKxGhu4XyY9k.tdLxGiHNyXWBMTPvW3YvGqxO"}"#,
+        ]
+        try lines.joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
+        let imported = try await CLI.run(["users", "import", file.path, "--data", data])
+        #expect(imported.status == 1)
+        #expect(imported.stdout == "imported 3, skipped 1\n")
+        #expect(imported.stderr.contains("\(file.path):4: not a JSON object"))
+        #expect(imported.stderr.contains("\(file.path):6: not a bcrypt hash"))
+        #expect(imported.stderr.split(separator: "\n").count == 2)
+        let list = try await CLI.run(["users", "list", "--data", data])
+        let roles = Dictionary(uniqueKeysWithValues: list.lines.map { line in
+            let parts = line.split(separator: " ")
+            return (String(parts[0]), String(parts[1]))
+        })
+        #expect(roles == ["alice": "user", "bob": "user", "carol": "admin", "erin": "user", "root": "admin"])
+        // From standard input too, all good: exit 0.
+        let stdin = try await CLI.run(["users", "import", "-", "--data", data], stdin: #"{"name":"frank","password":"f"}"# + "\n")
+        #expect(stdin.status == 0 && stdin.stdout == "imported 1, skipped 0\n")
+        #expect(try await CLI.run(["users", "passwd", "bob", "--password-stdin", "--data", data], stdin: "new\n").status == 0)
+        #expect(try await CLI.run(["users", "passwd", "nobody", "--password-stdin", "--data", data], stdin: "new\n").status == 1)
+    }
+
+    @Test("send queues a campaign and prints its id; deliveries --campaign lists every target; --wait ends when nothing is pending; keys rotate")
+    func send() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        let logo = Fixtures.media.appendingPathComponent("logo.png").path
+        for name in ["alice", "bob"] {
+            #expect(try await CLI.run(["users", "add", name, "--password-stdin", "--data", data], stdin: "pw\n").status == 0)
+        }
+        // No devices yet: the campaign is done as soon as it is queued.
+        let empty = try await CLI.run(["send", "--all", "--image", logo, "--message", "hello", "--wait", "--data", data])
+        #expect(empty.status == 0, "\(empty.stderr)")
+        #expect(Int(empty.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) != nil)
+        #expect(empty.stderr.contains("done, 0 sent, 0 failed, 0 pending, 0 fetched of 2 recipients"))
+        // alice has a device (registered as the API would); no serve runs, so its push stays pending.
+        let database = try CoreDatabase.open(DataDirectory(path: data))
+        let registrations = RegistrationStore(database: database)
+        let registration = try await registrations.create(for: "alice")
+        _ = try await registrations.update(id: registration.id, for: "alice",
+                                           with: DeviceRegistration(platform: "apns", handle: String(repeating: "ab", count: 32), tags: []))
+        let keyBefore = try String(contentsOfFile: "\(data)/payload.key", encoding: .utf8)
+        let sent = try await CLI.run(["send", "--user", "alice", "--user", "bob", "--title", "T", "--image", logo, "--public-url", "https://push.example.com",
+                                      "--data", data])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let id = try #require(Int(sent.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(sent.stderr.contains("2 recipients, 1 devices queued"))
+        let deliveries = try await CLI.run(["deliveries", "--campaign", String(id), "--json", "--data", data])
+        #expect(deliveries.status == 0)
+        let rows = deliveries.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(rows.count == 1)
+        #expect(rows.first?["target"] as? String == String(repeating: "ab", count: 32))
+        #expect(rows.first?["state"] as? String == "pending")
+        // The push it queued is the alert shape, its URL under --public-url.
+        let push = try await database.read { db in
+            try Data.fetchOne(db, sql: "SELECT push FROM notifications WHERE campaignId = ? AND recipient = 'alice'", arguments: [id])
+        }
+        let object = try JSONSerialization.jsonObject(with: try #require(push)) as? [String: Any]
+        #expect((object?["richUrl"] as? String)?.hasPrefix("https://push.example.com/p/") == true)
+        #expect(((object?["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == "T")
+        let empty2 = try await CLI.run(["deliveries", "--campaign", "999", "--data", data])
+        #expect(empty2.stderr.contains("campaign 999 has no deliveries"))
+        // Usage errors exit 2 and say what is wrong.
+        let none = try await CLI.run(["send", "--data", data])
+        #expect(none.status == 2 && none.stderr.contains("choose the audience"))
+        let badTags = try await CLI.run(["send", "--tags", "a &&", "--data", data])
+        #expect(badTags.status == 2 && badTags.stderr.contains("expected a tag after '&&'"))
+        let ghost = try await CLI.run(["send", "--user", "ghost", "--image", logo, "--data", data])
+        #expect(ghost.status == 1 && ghost.stderr.contains("unknown user(s): ghost"))
+        // keys rotate replaces the key file (mode 0600).
+        #expect(try await CLI.run(["keys", "rotate", "--data", data]).status == 0)
+        let keyAfter = try String(contentsOfFile: "\(data)/payload.key", encoding: .utf8)
+        #expect(keyAfter != keyBefore && keyAfter.count == 65)
+        let mode = try FileManager.default.attributesOfItem(atPath: "\(data)/payload.key")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+}
