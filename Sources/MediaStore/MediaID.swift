@@ -39,10 +39,15 @@ public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Com
 
     /// The id of a finished digest.
     public init(digest: SHA256.Digest) {
+        self.init(digestBytes: digest)
+    }
+
+    /// The id of 32 raw digest bytes.
+    public init(digestBytes: some Sequence<UInt8>) {
         let table = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(64)
-        for byte in digest {
+        for byte in digestBytes {
             out.append(table[Int(byte >> 4)])
             out.append(table[Int(byte & 0x0F)])
         }
@@ -63,6 +68,18 @@ public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Com
     }
 
     public var description: String { hex }
+
+    /// The 32 digest bytes.
+    public var digestBytes: [UInt8] {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(32)
+        var high: UInt8 = 0
+        for (i, c) in hex.utf8.enumerated() {
+            let value = c <= 0x39 ? c - 0x30 : c - 0x61 + 10
+            if i % 2 == 0 { high = value << 4 } else { bytes.append(high | value) }
+        }
+        return bytes
+    }
 
     public static func < (lhs: MediaID, rhs: MediaID) -> Bool { lhs.hex < rhs.hex }
 

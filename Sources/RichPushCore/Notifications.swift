@@ -118,7 +118,7 @@ struct NotificationWriter {
             VALUES (?, ?, ?, ?, ?, ?, ?, x'', ?)
             """).execute(arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, time])
         let id = db.lastInsertedRowID
-        let richUrl = links?.url(notification: id, recipient: recipient, now: now)
+        let richUrl = links?.url(notification: id, payload: media.id, now: now)
         let push: Data = switch mode {
         case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
         case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!).encoded()
@@ -209,9 +209,14 @@ public struct NotificationStore: Sendable {
 
     /// Marks notification `id` read (once; later calls change nothing).
     public func markRead(id: Int64, now: Date = Date()) async throws {
+        try await markRead(ids: [id], now: now)
+    }
+
+    /// Marks notifications read, in one transaction.
+    public func markRead(ids: [Int64], now: Date = Date()) async throws {
         try await database.write { db in
-            try db.execute(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0",
-                           arguments: [now.timeIntervalSince1970, id])
+            let statement = try db.cachedStatement(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0")
+            for id in ids { try statement.execute(arguments: [now.timeIntervalSince1970, id]) }
         }
     }
 

@@ -143,10 +143,12 @@ public final class PayloadKey: Sendable {
 
 /// Capability URLs for payloads, `<public url>/p/<token>` (SPEC §11).
 ///
-/// The token is base64url of the notification id (8 bytes), the expiry (8 bytes, seconds) and
-/// the first 16 bytes of HMAC-SHA-256 over a domain label, both numbers and the recipient's
-/// name. It needs no credentials, names one notification, is bound to its recipient, and stops
-/// working when it expires or the key changes.
+/// The token is base64url of the notification id (8 bytes), the expiry (8 bytes, seconds), the
+/// payload's SHA-256 (32 bytes) and the first 16 bytes of HMAC-SHA-256 over a domain label and
+/// those three. It needs no credentials and names one notification, and so its one recipient,
+/// and that notification's image. It stops working when it expires or the key changes. Because
+/// it carries everything needed to answer, a server can check it and serve the image from
+/// memory without reading the database.
 public struct PayloadLinks: Sendable {
     /// The signing key.
     public let key: PayloadKey
@@ -170,48 +172,53 @@ public struct PayloadLinks: Sendable {
     /// The base URL devices reach the server at, without a trailing slash.
     public var baseURL: String { base() }
 
-    /// The URL of notification `id`'s payload for `recipient`.
-    public func url(notification id: Int64, recipient: String, now: Date = Date()) -> String {
-        "\(baseURL)/p/\(token(notification: id, recipient: recipient, expires: Int64(now.timeIntervalSince1970 + lifetime)))"
+    /// The URL of notification `id`'s payload.
+    public func url(notification id: Int64, payload: MediaID, now: Date = Date()) -> String {
+        "\(baseURL)/p/\(token(notification: id, payload: payload, expires: Int64(now.timeIntervalSince1970 + lifetime)))"
     }
 
     /// The token part of a URL.
-    public func token(notification id: Int64, recipient: String, expires: Int64) -> String {
-        var bytes = Self.bigEndian(id) + Self.bigEndian(expires)
-        bytes += mac(id: id, expires: expires, recipient: recipient, key: key.key)
-        return Base64URL.encode(bytes)
+    public func token(notification id: Int64, payload: MediaID, expires: Int64) -> String {
+        let claims = Claims(notification: id, expires: expires, payload: payload, mac: [])
+        return Base64URL.encode(claims.signedPart + mac(claims.signedPart, key: key.key))
     }
 
     /// A token's claims before its signature is checked.
     public struct Claims: Sendable, Equatable {
         public var notification: Int64
         public var expires: Int64
+        public var payload: MediaID
         fileprivate var mac: [UInt8]
+
+        fileprivate var signedPart: [UInt8] {
+            PayloadLinks.bigEndian(notification) + PayloadLinks.bigEndian(expires) + Array(payload.digestBytes)
+        }
     }
 
+    /// Characters in a token.
+    public static let tokenLength = 86
+
     /// Splits a token; nil when it cannot be one (the caller answers 404).
-    public static func claims(_ token: String) -> Claims? {
-        guard token.utf8.count == 43, let data = Base64URL.decode(token), data.count == 32 else { return nil }
+    public static func claims(_ token: some StringProtocol) -> Claims? {
+        guard token.utf8.count == tokenLength, let data = Base64URL.decode(token), data.count == 64 else { return nil }
         let bytes = [UInt8](data)
         let id = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let expires = bytes[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         guard id > 0 else { return nil }
-        return Claims(notification: id, expires: expires, mac: Array(bytes[16...]))
+        return Claims(notification: id, expires: expires, payload: MediaID(digestBytes: bytes[16..<48]), mac: Array(bytes[48...]))
     }
 
-    /// True when `claims` were signed with the current key for `recipient` (constant time).
-    public func isAuthentic(_ claims: Claims, recipient: String) -> Bool {
-        let expected = mac(id: claims.notification, expires: claims.expires, recipient: recipient, key: key.key)
-        return zip(expected, claims.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0 && claims.mac.count == expected.count
+    /// True when `claims` were signed with the current key (compared in constant time).
+    public func isAuthentic(_ claims: Claims) -> Bool {
+        let expected = mac(claims.signedPart, key: key.key)
+        return claims.mac.count == expected.count && zip(expected, claims.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
-    private func mac(id: Int64, expires: Int64, recipient: String, key: SymmetricKey) -> [UInt8] {
-        var message = Array("richpush-payload-v1\0".utf8)
-        message += Self.bigEndian(id) + Self.bigEndian(expires) + Array(recipient.utf8)
-        return Array(HMAC<SHA256>.authenticationCode(for: message, using: key)).prefix(16).map { $0 }
+    private func mac(_ signed: [UInt8], key: SymmetricKey) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: Array("richpush-payload-v2\0".utf8) + signed, using: key).prefix(16))
     }
 
-    private static func bigEndian(_ value: Int64) -> [UInt8] {
+    fileprivate static func bigEndian(_ value: Int64) -> [UInt8] {
         (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
     }
 }

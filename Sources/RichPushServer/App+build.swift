@@ -36,17 +36,18 @@ public func buildApplication(
     let publicURL = PublicURL(configuration)
     let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
     let campaigns = CampaignStore(database: database, links: links, defaultImage: configuration.defaultImage)
+    let notifications = NotificationStore(database: database, links: links)
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
-        users: users, registrations: RegistrationStore(database: database), notifications: NotificationStore(database: database, links: links),
-        sessions: sessions, campaigns: campaigns, links: links,
+        users: users, registrations: RegistrationStore(database: database), notifications: notifications,
+        sessions: sessions, campaigns: campaigns, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry)
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
     let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: services.readPayloads,
-                            publicMedia: configuration.publicMedia)
+                            links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia)
     let settings = SettingsStore(database: database)
     let startLogger = logger
     return Application(

@@ -5,6 +5,20 @@ import MediaStore
 import PushDelivery
 import RichPushCore
 
+/// What a payload URL's token allows, decided the same way by the router and the fast path.
+enum PayloadLinkCheck: Equatable {
+    case valid(notification: Int64, payload: MediaID)
+    case expired(notification: Int64)
+    case invalid
+
+    /// Checks the signature (the token names its notification and image, so no lookup is needed), then the expiry.
+    static func check(_ token: some StringProtocol, links: PayloadLinks, now: Date = Date()) -> PayloadLinkCheck {
+        guard let claims = PayloadLinks.claims(token), links.isAuthentic(claims) else { return .invalid }
+        guard now.timeIntervalSince1970 < Double(claims.expires) else { return .expired(notification: claims.notification) }
+        return .valid(notification: claims.notification, payload: claims.payload)
+    }
+}
+
 /// `201` of `POST /api/sessions`.
 struct SessionResponse: Codable, Sendable {
     var token: String
@@ -135,16 +149,19 @@ extension Services {
     /// holds the URL; 404 for a changed or unknown token, 410 for an expired one.
     func fetchPayloadByLink(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let token = try context.parameters.require("token")
-        guard let claims = PayloadLinks.claims(token), let notification = try await notifications.find(id: claims.notification),
-              links.isAuthentic(claims, recipient: notification.recipient)
-        else {
+        switch PayloadLinkCheck.check(token, links: links) {
+        case .invalid:
             throw Problem(.notFound, "this payload URL is not valid (changed, or signed with a key that was rotated)")
+        case .expired(let id):
+            throw Problem(.gone, "this payload URL expired; the app can fetch the payload with its credentials at /api/notifications/\(id)")
+        case .valid(let id, let payload):
+            guard let blob = try await blobs.blob(payload) else {
+                throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
+            }
+            let (response, outcome) = try ImageResponse.make(request, blob: blob, cacheControl: "private")
+            if outcome != .head { try await readMarks.mark(id) }
+            return response
         }
-        guard Date().timeIntervalSince1970 < Double(claims.expires) else {
-            throw Problem(.gone, "this payload URL expired; the app can fetch the payload with its credentials at /api/notifications/\(notification.id)")
-        }
-        return try await payloadResponse(request, notification: notification.id, payload: notification.payload, recipient: notification.recipient,
-                                         alreadyRead: notification.read)
     }
 
     // MARK: helpers

@@ -11,13 +11,17 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
+import RichPushCore
 
 /// Answers the hottest requests synchronously on the event loop, when everything the answer
-/// needs is already in memory: `GET /media/{sha256}` of a cached blob, and
+/// needs is already in memory: `GET /media/{sha256}` of a cached blob,
 /// `GET /api/notifications/{id}` of an already-read payload by its recipient with cached
-/// credentials. Anything else (a miss, a conditional or ranged request, HEAD, a first read,
-/// an unknown credential) goes through Hummingbird unchanged, and so do the rules: the
-/// answers are byte-for-byte what the router would send.
+/// credentials, and `GET /p/{token}` of a valid payload URL whose image is cached (the token
+/// names its notification and image, so a device's first fetch needs no database; the read
+/// mark is committed just after, in a batch). Anything else (a miss, a conditional or ranged
+/// request, HEAD, a first read through the API, an unknown credential, an expired URL) goes
+/// through Hummingbird unchanged, and so do the rules: the answers are byte-for-byte what the
+/// router would send, with `Connection: close` added when the client asked to close.
 ///
 /// It is a cache hit path, like nginx's open-file cache: no decision is made here that the
 /// router would not make the same way.
@@ -25,14 +29,20 @@ final class FastPath: Sendable {
     let blobs: BlobCache
     let authenticator: Authenticator
     let payloads: ReadPayloadCache
+    let links: PayloadLinks
+    let readMarks: ReadMarks
     let publicMedia: Bool
     private let mediaMetrics = RouteMetrics(route: "/media/{sha256}")
     private let payloadMetrics = RouteMetrics(route: "/api/notifications/{id}")
+    private let linkMetrics = RouteMetrics(route: "/p/{token}")
 
-    init(blobs: BlobCache, authenticator: Authenticator, payloads: ReadPayloadCache, publicMedia: Bool) {
+    init(blobs: BlobCache, authenticator: Authenticator, payloads: ReadPayloadCache, links: PayloadLinks, readMarks: ReadMarks,
+         publicMedia: Bool) {
         self.blobs = blobs
         self.authenticator = authenticator
         self.payloads = payloads
+        self.links = links
+        self.readMarks = readMarks
         self.publicMedia = publicMedia
     }
 
@@ -41,12 +51,20 @@ final class FastPath: Sendable {
         var head: ByteBuffer
         var blob: ServedBlob
         var metrics: RouteMetrics
+        /// The client asked to close after this answer (HTTP/1.1 `Connection: close`).
+        var close = false
     }
 
     /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
     func answer(_ head: HTTPRequestHead) -> Answer? {
-        // HTTP/1.1 only: the heads are encoded for it (HTTP/1.0 keep-alive goes to the router).
-        guard head.method == .GET, head.version == .http1_1, head.isKeepAlive else { return nil }
+        // HTTP/1.1 only: the heads are encoded for it (HTTP/1.0 goes to the router).
+        guard head.method == .GET, head.version == .http1_1 else { return nil }
+        guard var answer = route(head) else { return nil }
+        answer.close = !head.isKeepAlive
+        return answer
+    }
+
+    private func route(_ head: HTTPRequestHead) -> Answer? {
         // One pass over the headers: conditional and ranged requests go to the router.
         var authorization: String?
         for (name, value) in head.headers {
@@ -75,6 +93,13 @@ final class FastPath: Sendable {
                   let known = payloads.get(id), known.recipient == user,
                   let blob = blobs.freshBlob(known.payload) else { return nil }
             return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics)
+        }
+        if length == 3 + PayloadLinks.tokenLength, head.uri.hasPrefix("/p/") {
+            let token = head.uri.dropFirst(3).prefix(PayloadLinks.tokenLength)
+            guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links),
+                  let blob = blobs.freshBlob(payload) else { return nil }
+            readMarks.markSoon(id)
+            return Answer(head: blob.privateHead, blob: blob, metrics: linkMetrics)
         }
         return nil
     }
@@ -155,6 +180,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answering(FastPath.Answer, start: UInt64)
     }
 
+    private static let connectionClose = ByteBuffer(string: "Connection: close\r\n")
     private let fastPath: FastPath
     private let outlet: RawOutlet
     private var current = Current.idle
@@ -186,7 +212,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             switch current {
             case .answering(let answer, let start):
-                write(answer, start: start)
+                write(answer, start: start, context: context)
             case .forwarding:
                 context.fireChannelRead(data)
             case .idle:
@@ -198,11 +224,18 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes the encoded head, the `Date` line and the body below the HTTP encoder: three
     /// buffers built before this request, one `writev`.
-    private func write(_ answer: FastPath.Answer, start: UInt64) {
+    private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
         guard let raw = outlet.context else { return }
         raw.write(NIOAny(answer.head), promise: nil)
+        if answer.close { raw.write(NIOAny(Self.connectionClose), promise: nil) }
         raw.write(NIOAny(HTTPDate.line()), promise: nil)
-        raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
+        if answer.close {
+            // As the router would: the answer, then the connection closes.
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            raw.writeAndFlush(NIOAny(answer.blob.bytes)).whenComplete { _ in bound.value.close(promise: nil) }
+        } else {
+            raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
+        }
         answered = true
         answer.metrics.requests.increment()
         answer.metrics.duration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))

@@ -20,6 +20,8 @@ struct Services: Sendable {
     let campaigns: CampaignStore
     /// Signs and checks payload URLs.
     let links: PayloadLinks
+    /// Records payload fetches as read, a batch per commit.
+    let readMarks: ReadMarks
     let authenticator: Authenticator
     let dispatcher: any PushDispatching
     /// Notification Hubs' copy of the registrations, when delivering through a hub.
@@ -197,7 +199,7 @@ extension Services {
         }
         let (response, outcome) = try ImageResponse.make(request, blob: blob, cacheControl: "private")
         if !alreadyRead && outcome != .head {
-            try await notifications.markRead(id: id)
+            try await readMarks.mark(id)
             readPayloads.set(id, recipient: recipient, payload: payload)
         }
         return response

@@ -118,20 +118,26 @@ struct CampaignCoreTests {
         #expect(try PayloadKey(directory: f.directory).key == key.key) // a second opener reads the same key
         let links = PayloadLinks(key: key, baseURL: "https://push.example.com/", lifetime: 600)
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        let url = links.url(notification: 42, recipient: "alice", now: now)
+        let logo = MediaID(hashing: Array("logo".utf8)), other = MediaID(hashing: Array("other".utf8))
+        let url = links.url(notification: 42, payload: logo, now: now)
         #expect(url.hasPrefix("https://push.example.com/p/"))
         let token = String(url.dropFirst("https://push.example.com/p/".count))
+        #expect(token.count == PayloadLinks.tokenLength)
         let claims = try #require(PayloadLinks.claims(token))
-        #expect(claims.notification == 42 && claims.expires == 1_800_000_600)
-        #expect(links.isAuthentic(claims, recipient: "alice"))
-        #expect(!links.isAuthentic(claims, recipient: "bob"))
-        var flipped = Array(token)
-        flipped[30] = flipped[30] == "A" ? "B" : "A"
-        #expect(PayloadLinks.claims(String(flipped)).map { links.isAuthentic($0, recipient: "alice") } != true)
-        #expect(PayloadLinks.claims(token + "A") == nil && PayloadLinks.claims("") == nil && PayloadLinks.claims(String(repeating: "é", count: 43)) == nil)
+        #expect(claims.notification == 42 && claims.expires == 1_800_000_600 && claims.payload == logo)
+        #expect(links.isAuthentic(claims))
+        // Another notification or image is another token; a changed byte anywhere is refused.
+        #expect(links.token(notification: 43, payload: logo, expires: 1_800_000_600) != token)
+        #expect(links.token(notification: 42, payload: other, expires: 1_800_000_600) != token)
+        for index in [0, 12, 30, 60, 85] {
+            var flipped = Array(token)
+            flipped[index] = flipped[index] == "A" ? "B" : "A"
+            #expect(PayloadLinks.claims(String(flipped)).map { links.isAuthentic($0) } != true, "\(index)")
+        }
+        #expect(PayloadLinks.claims(token + "A") == nil && PayloadLinks.claims("") == nil && PayloadLinks.claims(String(repeating: "é", count: 86)) == nil)
         try PayloadKey.rotate(directory: f.directory)
         #expect(try key.reloadIfChanged())
-        #expect(!links.isAuthentic(claims, recipient: "alice"))
+        #expect(!links.isAuthentic(claims))
         #expect(throws: CoreError.self) { try PayloadKey(secret: "short") }
     }
 
@@ -162,15 +168,16 @@ struct CampaignCoreTests {
         #expect(batches.value == 3)
         let progress = try #require(try await store.progress(campaign.id))
         #expect(progress.pending == 1_000 && progress.sent == 0 && progress.fetched == 0 && progress.status == .sending)
-        let rows = try await f.database.read { db -> [Row] in
+        let rows = try await f.database.read { db in
             try Row.fetchAll(db, sql: "SELECT id, recipient, push FROM notifications WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
+                .map { (id: $0["id"] as Int64, recipient: $0["recipient"] as String, push: $0["push"] as Data) }
         }
-        #expect(rows.count == 1_203 && Set(rows.map { $0["recipient"] as String }).count == 1_203)
-        let first = try #require(try JSONSerialization.jsonObject(with: rows[0]["push"] as Data) as? [String: Any])
-        #expect(first["richId"] as? String == String(rows[0]["id"] as Int64))
+        #expect(rows.count == 1_203 && Set(rows.map(\.recipient)).count == 1_203)
+        let first = try #require(try JSONSerialization.jsonObject(with: rows[0].push) as? [String: Any])
+        #expect(first["richId"] as? String == String(rows[0].id))
         let url = try #require(first["richUrl"] as? String)
         let claims = try #require(PayloadLinks.claims(String(url.split(separator: "/").last!)))
-        #expect(claims.notification == rows[0]["id"] as Int64 && f.links.isAuthentic(claims, recipient: rows[0]["recipient"]))
+        #expect(claims.notification == rows[0].id && f.links.isAuthentic(claims))
         // Queueing again changes nothing: the cursor says everyone is queued.
         _ = try await store.queue(campaign.id, addressing: .perDevice)
         #expect(try await store.progress(campaign.id)?.pending == 1_000)

@@ -1,0 +1,80 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// Records payload fetches as read, many per transaction (group commit): a first fetch costs a
+/// share of one commit rather than a commit of its own.
+///
+/// `mark` waits until its batch is committed; `markSoon` (the event-loop fast path, which must
+/// not wait) only queues. A batch is written as soon as the previous one is done, so under load
+/// batches grow and commits stay few; idle, a mark is written at once.
+final class ReadMarks: Sendable {
+    private struct State {
+        var pending: [Int64] = []
+        var waiters: [CheckedContinuation<Void, any Error>] = []
+        var writing = false
+        /// Ids committed lately: a payload fetched again is not written again.
+        var marked = Set<Int64>()
+    }
+    private let notifications: NotificationStore
+    private let logger: Logger
+    private let state = NIOLockedValueBox(State())
+
+    init(notifications: NotificationStore, logger: Logger) {
+        self.notifications = notifications
+        self.logger = logger
+    }
+
+    /// Marks `id` read and returns once that is committed.
+    func mark(_ id: Int64) async throws {
+        if state.withLockedValue({ $0.marked.contains(id) }) { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let start = state.withLockedValue { state in
+                state.pending.append(id)
+                state.waiters.append(continuation)
+                return startWriting(&state)
+            }
+            if start { Task { await self.drain() } }
+        }
+    }
+
+    /// Queues `id` to be marked read, without waiting.
+    func markSoon(_ id: Int64) {
+        let start = state.withLockedValue { state in
+            guard !state.marked.contains(id) else { return false }
+            state.pending.append(id)
+            return startWriting(&state)
+        }
+        if start { Task { await self.drain() } }
+    }
+
+    private func startWriting(_ state: inout State) -> Bool {
+        guard !state.writing else { return false }
+        state.writing = true
+        return true
+    }
+
+    /// Writes batches until nothing is pending.
+    private func drain() async {
+        while true {
+            let (ids, waiters) = state.withLockedValue { state -> ([Int64], [CheckedContinuation<Void, any Error>]) in
+                defer { state.pending.removeAll(keepingCapacity: true); state.waiters.removeAll(keepingCapacity: true) }
+                if state.pending.isEmpty { state.writing = false }
+                return (state.pending, state.waiters)
+            }
+            if ids.isEmpty { return }
+            do {
+                try await notifications.markRead(ids: ids)
+                state.withLockedValue { state in
+                    if state.marked.count > 100_000 { state.marked.removeAll() }
+                    state.marked.formUnion(ids)
+                }
+                for waiter in waiters { waiter.resume() }
+            } catch {
+                logger.error("cannot record payload reads", metadata: ["count": "\(ids.count)", "error": "\(error)"])
+                for waiter in waiters { waiter.resume(throwing: error) }
+            }
+        }
+    }
+}
