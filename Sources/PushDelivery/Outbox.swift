@@ -53,6 +53,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
     private let maxAttempts: Int
     private let backoffBase: Double
     private let backoffCap: Double
+    private let recordBatch = 256
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
 
@@ -103,24 +104,55 @@ public final class OutboxDispatcher: Service, PushDispatching {
         await provider.shutdown()
     }
 
-    /// Delivers every due push, batch by batch, until none is due.
+    /// Delivers every due push until none is due, as a pipeline: up to `concurrency` sends in
+    /// flight at all times, more claimed as slots free up, and outcomes recorded as they arrive,
+    /// a commit (one fsync) per `recordBatch` outcomes or per 20 ms, whichever comes first. No
+    /// send waits for another batch's stragglers, and a crash loses at most the outcomes of the
+    /// last 20 ms (those pushes are sent again: at-least-once).
     func drain() async throws {
-        while true {
-            let jobs = try await claim(limit: max(concurrency * 2, 64))
-            if jobs.isEmpty { return }
-            // Outcomes are committed together, one transaction (one fsync) per batch, not per push.
-            let outcomes = NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>([])
-            await Concurrently.forEach(count: jobs.count, width: concurrency) { [provider] index in
-                let job = jobs[index]
-                let (outcome, timestamp) = await provider.deliver(job)
-                outcomes.withLockedValue { $0.append((job, outcome, timestamp)) }
-            }
+        let outcomes = NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>([])
+        let provider = self.provider
+        var lastRecord = ContinuousClock.now
+        func recordDue(force: Bool) async {
+            let count = outcomes.withLockedValue { $0.count }
+            guard count > 0, force || count >= recordBatch || ContinuousClock.now - lastRecord > .milliseconds(20) else { return }
+            let batch = outcomes.withLockedValue { o -> [(DeliveryJob, DeliveryOutcome, Date?)] in defer { o.removeAll(keepingCapacity: true) }; return o }
+            lastRecord = ContinuousClock.now
             do {
-                try await record(outcomes.withLockedValue { $0 })
+                try await record(batch)
             } catch {
-                logger.error("cannot record deliveries", metadata: ["count": "\(jobs.count)", "error": "\(error)"])
+                logger.error("cannot record deliveries", metadata: ["count": "\(batch.count)", "error": "\(error)"])
             }
         }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var queue: [DeliveryJob] = []
+            var inFlight = 0
+            var drained = false
+            var drainedAt = ContinuousClock.now
+            while true {
+                // Claim while there is room for more than half a window: the claim's commit overlaps the sends in flight.
+                if !drained && queue.count + inFlight <= concurrency / 2 {
+                    let claimed = try await claim(limit: concurrency)
+                    drained = claimed.isEmpty
+                    drainedAt = ContinuousClock.now
+                    queue.append(contentsOf: claimed.reversed())
+                }
+                while inFlight < concurrency, let job = queue.popLast() {
+                    inFlight += 1
+                    group.addTask {
+                        let (outcome, timestamp) = await provider.deliver(job)
+                        outcomes.withLockedValue { $0.append((job, outcome, timestamp)) }
+                    }
+                }
+                if inFlight == 0 { break }
+                try await group.next()
+                inFlight -= 1
+                await recordDue(force: false)
+                // New rows may have been queued meanwhile (a campaign queues in batches): look again, at most every 20 ms.
+                if drained && ContinuousClock.now - drainedAt > .milliseconds(20) { drained = false }
+            }
+        }
+        await recordDue(force: true)
     }
 
     private func claim(limit: Int) async throws -> [DeliveryJob] {

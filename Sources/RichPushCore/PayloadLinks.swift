@@ -200,7 +200,9 @@ public struct PayloadLinks: Sendable {
 
     /// Splits a token; nil when it cannot be one (the caller answers 404).
     public static func claims(_ token: some StringProtocol) -> Claims? {
-        guard token.utf8.count == tokenLength, let data = Base64URL.decode(token), data.count == 64 else { return nil }
+        guard token.utf8.count == tokenLength, let data = Base64URL.decode(token), data.count == 64,
+              // One spelling per token: the last character's unused bits must be zero.
+              let last = String(token).utf8.last, let value = Base64URL.value(of: last), value & 0x0F == 0 else { return nil }
         let bytes = [UInt8](data)
         let id = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let expires = bytes[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }

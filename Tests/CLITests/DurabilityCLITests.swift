@@ -42,7 +42,7 @@ func waitForPort(_ port: Int) async throws -> Bool {
 
 @Suite("Durable outbox across SIGKILL")
 struct DurabilityCLITests {
-    @Test("a push accepted while APNs is unreachable is delivered exactly once after SIGKILL and restart")
+    @Test("a push accepted while APNs is unreachable survives SIGKILL and is delivered after restart, once (Apple had accepted nothing before the kill)")
     func killAndRestart() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
