@@ -24,7 +24,7 @@ struct AuthTests {
         }
     }
 
-    @Test("--demo-auth accepts user == password, as the tutorial's handler did; off by default")
+    @Test("--demo-auth accepts user == password for names with no account, as the tutorial's handler did; off by default")
     func demoAuth() async throws {
         try await TestServer.run { s in
             let response = try await s.get("/api/notifications", headers: TestServer.basic("carol", "carol"))
@@ -37,6 +37,10 @@ struct AuthTests {
             #expect(wrong.status == .unauthorized)
             let account = try await s.request(.get, "/api/notifications", as: "alice")
             #expect(account.status == .ok)
+            // A real account is never opened by the demo rule: alice:alice and root:root are refused.
+            for name in ["alice", "root"] {
+                #expect(try await s.get("/api/notifications", headers: TestServer.basic(name, name)).status == .unauthorized, "\(name)")
+            }
         }
     }
 
