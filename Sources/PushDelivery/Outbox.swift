@@ -225,10 +225,13 @@ public final class OutboxDispatcher: Service, PushDispatching {
         case .failed(let reason, let prune):
             try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
                            arguments: [attempts, reason, now, job.id])
-            // 410 only prunes a registration that has not been renewed since Apple saw the token die.
+            // 410 only prunes a registration that has not been renewed since Apple saw the token die,
+            // and that nobody changed since this push was claimed (a device may have registered again meanwhile).
             let renewedSince = timestamp.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
-            if prune, let registration = job.registrationId, !renewedSince {
-                try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [registration])
+            if prune, let registration = job.registrationId, let claimedVersion = job.registrationUpdatedAt, !renewedSince {
+                try db.execute(sql: "DELETE FROM registrations WHERE id = ? AND updatedAt = ?",
+                               arguments: [registration, claimedVersion.timeIntervalSince1970])
+                guard db.changesCount > 0 else { return "failed" }
                 try db.execute(
                     sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
                     arguments: ["device registration removed after \(reason)", now, registration])

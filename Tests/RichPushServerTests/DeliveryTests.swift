@@ -76,6 +76,23 @@ struct DeliveryTests {
         }
     }
 
+    @Test("400 BadDeviceToken and DeviceTokenNotForTopic fail the push but keep the registration (a wrong --apns-env or topic must not wipe devices)")
+    func badTokenKeepsRegistration() async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+                _ = try await s.registerDevice(tokenA)
+                _ = try await s.registerDevice(tokenB)
+                apns.sandbox.fail(token: tokenA, status: 400, reason: "BadDeviceToken")
+                apns.sandbox.fail(token: tokenB, status: 400, reason: "DeviceTokenNotForTopic")
+                let (_, object) = try await s.json(.post, "/api/notifications")
+                let id = try #require((object as? [String: Any])?["id"] as? Int)
+                #expect(try await eventually { try await deliveries(s, id).allSatisfy { $0.state == .failed } })
+                #expect(Set(try await deliveries(s, id).compactMap(\.reason)) == ["400 BadDeviceToken", "400 DeviceTokenNotForTopic"])
+                #expect(try await RegistrationStore(database: s.database).list(for: "alice").compactMap(\.handle).sorted() == [tokenA, tokenB].sorted())
+            }
+        }
+    }
+
     @Test("429 and 503 are retried until Apple accepts, keeping the apns-id")
     func retries() async throws {
         try await RunningSandbox.with { apns in
@@ -129,6 +146,31 @@ struct DeliveryTests {
         }
     }
 
+    @Test("the sandbox speaks HTTP/2 to a client that offers no ALPN (prior knowledge, as aioapns connects), through hyper-h2")
+    func priorKnowledge() async throws {
+        try await RunningSandbox.with { apns in
+            let jwt = try await APNsTokenManager(credentials: apns.credentials).token()
+            let script = Fixtures.packageRoot.appendingPathComponent("scripts/h2-push.py").path
+            let payload = #"{"aps":{"alert":{"body":"hi"},"mutable-content":1},"richId":"1"}"#
+            let output = try await onOwnThread { () throws -> String in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["python3", script, String(apns.port), apns.certificatePath, jwt, RunningSandbox.topic, tokenA, payload]
+                let out = Pipe()
+                process.standardOutput = out
+                try process.run()
+                let data = out.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                return String(decoding: data, as: UTF8.self)
+            }
+            let result = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
+            #expect(result["status"] as? String == "200")
+            #expect(result["alpn"] is NSNull) // no protocol was negotiated: HTTP/2 by prior knowledge
+            #expect(apns.sandbox.acceptedCount == 1)
+            #expect(apns.sandbox.accepted.first?.token == tokenA)
+        }
+    }
+
     @Test("the sandbox refuses what Apple refuses")
     func sandboxChecks() async throws {
         try await RunningSandbox.with { apns in
@@ -143,7 +185,7 @@ struct DeliveryTests {
             #expect(tooLarge == .failed(reason: "413 PayloadTooLarge", prune: false))
             let (badToken, _) = await good.deliver(DeliveryJob(id: 3, notificationId: 1, target: "abc", payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
                                                                pushId: UUID().uuidString, attempts: 0))
-            #expect(badToken == .failed(reason: "400 BadDeviceToken", prune: true))
+            #expect(badToken == .failed(reason: "400 BadDeviceToken", prune: false))
             #expect(apns.sandbox.acceptedCount == 0)
             await forged.shutdown()
             await good.shutdown()
