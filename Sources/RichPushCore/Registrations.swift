@@ -43,6 +43,10 @@ public struct RegistrationStore: Sendable {
         self.database = database
     }
 
+    /// The most device registrations one user may have: a person has a few devices, and every
+    /// notification writes one outbox row per registration.
+    public static let maxPerUser = 100
+
     /// The platforms RichPush can deliver to.
     public static let platforms = ["apns"]
 
@@ -56,6 +60,10 @@ public struct RegistrationStore: Sendable {
         return try await database.write { db in
             if let normalized {
                 try db.execute(sql: "DELETE FROM registrations WHERE handle = ?", arguments: [normalized])
+            }
+            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM registrations WHERE username = ?", arguments: [username]) ?? 0
+            guard count < Self.maxPerUser else {
+                throw CoreError(.conflict, "\(username) already has \(count) device registrations, the most allowed; DELETE /api/register/{id} for devices no longer used")
             }
             try db.execute(
                 sql: "INSERT INTO registrations (id, username, tags, createdAt, updatedAt) VALUES (?, ?, ?, ?, ?)",

@@ -81,4 +81,22 @@ struct RegistrationTests {
             #expect(try await store.list(for: "bob").compactMap(\.handle) == [tokenA])
         }
     }
+
+    @Test("a user has at most 100 registrations: the 101st is 409 and says what to do; a deleted one makes room")
+    func cap() async throws {
+        try await TestServer.run { s in
+            var last = ""
+            for _ in 0..<RegistrationStore.maxPerUser {
+                let (response, object) = try await s.json(.post, "/api/register", as: "bob")
+                #expect(response.status == .ok)
+                last = (object as? [String: Any])?["registrationId"] as? String ?? ""
+            }
+            let (refused, _) = try await s.json(.post, "/api/register", as: "bob")
+            #expect(refused.status == .conflict)
+            #expect(refused.detail.contains("DELETE /api/register"))
+            #expect(try await s.json(.post, "/api/register", as: "alice").0.status == .ok) // per user, not global
+            #expect(try await s.request(.delete, "/api/register/\(last)", as: "bob").status == .ok)
+            #expect(try await s.json(.post, "/api/register", as: "bob").0.status == .ok)
+        }
+    }
 }
