@@ -33,13 +33,25 @@ public struct DataDirectory: Sendable {
     /// Other live processes (a `serve` next to a CLI) may be writing to `tmp/`, so only files
     /// whose owner pid is dead, or that carry no pid, are removed.
     public func prepare() throws {
+        // A new data directory is the owner's alone (it holds password hashes and keys); an
+        // existing one keeps the permissions its operator gave it.
+        if !FileManager.default.fileExists(atPath: root.path) {
+            try FileOps.makeDirectories(root.path)
+            chmod(root.path, 0o700)
+        }
         for path in [root.path, blobsPath, tmpPath] {
             try FileOps.makeDirectories(path)
         }
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: tmpPath)) ?? []
         for entry in entries {
-            let pid = entry.split(separator: ".").first.flatMap { pid_t($0) }
-            if let pid, pid == getpid() || (kill(pid, 0) == 0 || errno == EPERM) { continue }
+            let parts = entry.split(separator: ".")
+            let pid = parts.first.flatMap { pid_t($0) }
+            if let pid, pid == getpid() {
+                // Ours only if it carries this process's tag; else an earlier process with our pid left it.
+                if parts.count > 1 && parts[1] == TmpName.instance { continue }
+            } else if let pid, kill(pid, 0) == 0 || errno == EPERM {
+                continue
+            }
             unlink("\(tmpPath)/\(entry)")
         }
     }

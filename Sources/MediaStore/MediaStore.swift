@@ -83,7 +83,7 @@ public final class MediaStore: Sendable {
             && FileOps.fileSize(blobPath) == bytes.count
         var tmpPath: String?
         if !alreadyThere {
-            let path = "\(directory.tmpPath)/\(getpid()).\(tmpCounter.next()).\(id.hex.prefix(16)).part"
+            let path = "\(directory.tmpPath)/\(TmpName.prefix)\(tmpCounter.next()).\(id.hex.prefix(16)).part"
             try await threadPool.runIfActive {
                 try bytes.withUnsafeBytes { try FileOps.writeDurably($0, to: path) }
             }
@@ -101,7 +101,7 @@ public final class MediaStore: Sendable {
     public func ingest(upload chunks: some AsyncSequence<ByteBuffer, any Error>, declaredLength: Int?, name: String? = nil) async throws -> IngestResult {
         if let name { try MediaIndex.validateName(name) }
         if let declaredLength, let rejection = limits.checkSize(declaredLength) { throw rejection }
-        let path = "\(directory.tmpPath)/\(getpid()).\(tmpCounter.next()).upload.part"
+        let path = "\(directory.tmpPath)/\(TmpName.prefix)\(tmpCounter.next()).upload.part"
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
         guard fd >= 0 else { throw MediaStoreError.io("cannot create", path: path, errno: errno) }
         let file = UploadFile(fd: fd, path: path)
@@ -390,6 +390,16 @@ final class UploadFile: Sendable {
         close(fd)
         unlink(path)
     }
+}
+
+/// Temp files are named `<pid>.<instance>.<counter>…`: the random instance tag tells this
+/// process's files from those of an earlier process that had the same pid (in a container,
+/// `serve` is pid 1 on every start).
+enum TmpName {
+    /// This process's random tag.
+    static let instance = String(format: "%08x", UInt32.random(in: .min ... .max))
+    /// The start of every temp name this process makes.
+    static let prefix = "\(getpid()).\(instance)."
 }
 
 /// A process-wide counter for unique temp-file names.

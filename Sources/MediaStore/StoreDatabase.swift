@@ -29,6 +29,9 @@ public enum StoreDatabase {
         defer { close(lockFD) }
         while flock(lockFD, LOCK_EX) != 0 && errno == EINTR {}
         defer { flock(lockFD, LOCK_UN) }
+        // SQLite gives the -wal and -shm files the database file's mode: create it owner-only.
+        let created = Glibc.open(directory.databasePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if created >= 0 { close(created) }
         let pool = try DatabasePool(path: directory.databasePath, configuration: configuration)
         try migrator.migrate(pool)
         return pool

@@ -20,9 +20,10 @@ struct PushOptions: ParsableArguments {
     var apnsTopic: String? { apnsTopicValue.isEmpty ? nil : apnsTopicValue }
     @Option(help: "sandbox, production, or https://host:port (env RICHPUSH_APNS_ENV).")
     var apnsEnv: String = Environment.string("RICHPUSH_APNS_ENV") ?? "sandbox"
+    // A secret: read from the environment when used, never shown as a default by --help.
     @Option(name: .customLong("anh-connection-string"), help: "Notification Hubs connection string (env RICHPUSH_ANH_CONNECTION_STRING).")
-    var anhConnectionStringValue: String = Environment.string("RICHPUSH_ANH_CONNECTION_STRING") ?? ""
-    var anhConnectionString: String? { anhConnectionStringValue.isEmpty ? nil : anhConnectionStringValue }
+    var anhConnectionStringValue: String?
+    var anhConnectionString: String? { anhConnectionStringValue.flatMap { $0.isEmpty ? nil : $0 } ?? Environment.string("RICHPUSH_ANH_CONNECTION_STRING") }
     @Option(name: .customLong("anh-hub"), help: "Notification Hubs hub name (env RICHPUSH_ANH_HUB).")
     var anhHubValue: String = Environment.string("RICHPUSH_ANH_HUB") ?? ""
     var anhHub: String? { anhHubValue.isEmpty ? nil : anhHubValue }
@@ -51,7 +52,7 @@ struct PushOptions: ParsableArguments {
             return (APNsProvider(client: client), nil)
         }
         if let connection = anhConnectionString, let hub = anhHub {
-            let client = NotificationHubsClient(connection: try NotificationHubsConnection(connection), hub: hub)
+            let client = try NotificationHubsClient(connection: try NotificationHubsConnection(connection), hub: hub, extraRoots: pushCa)
             return (NotificationHubsProvider(client: client), client)
         }
         return nil

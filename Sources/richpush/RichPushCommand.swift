@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MediaStore
+import NIOConcurrencyHelpers
 import RichPushCore
 
 #if canImport(Glibc)
@@ -36,9 +37,9 @@ struct LimitOptions: ParsableArguments {
     @Option(help: "Largest accepted image in bytes (env RICHPUSH_MAX_BYTES).")
     var maxBytes: Int = Environment.int("RICHPUSH_MAX_BYTES") ?? 10_485_760
     @Option(help: "Largest accepted width × height (env RICHPUSH_MAX_PIXELS).")
-    var maxPixels: UInt64 = Environment.int("RICHPUSH_MAX_PIXELS").map(UInt64.init) ?? 40_000_000
+    var maxPixels: UInt64 = Environment.int("RICHPUSH_MAX_PIXELS").map { UInt64(clamping: $0) } ?? 40_000_000
     @Option(help: "Largest accepted width or height (env RICHPUSH_MAX_SIDE).")
-    var maxSide: UInt32 = Environment.int("RICHPUSH_MAX_SIDE").map(UInt32.init) ?? 16_384
+    var maxSide: UInt32 = Environment.int("RICHPUSH_MAX_SIDE").map { UInt32(clamping: $0) } ?? 16_384
 
     func validate() throws {
         guard maxBytes > 0, maxPixels > 0, maxSide > 0 else {
@@ -50,16 +51,52 @@ struct LimitOptions: ParsableArguments {
 }
 
 /// Defaults from `RICHPUSH_*` environment variables.
+///
+/// A value that does not parse is not silently replaced by the default: it is recorded in
+/// `problems`, and `main` refuses to run (a usage error, exit 2) naming the variable.
 enum Environment {
+    private static let recorded = NIOLockedValueBox<[String]>([])
+
+    /// What was wrong with the environment values read so far.
+    static var problems: [String] { recorded.withLockedValue { $0 } }
+
+    private static func problem(_ name: String, _ value: String, _ expected: String) {
+        let line = "\(name)='\(value.prefix(40))' is not \(expected)"
+        recorded.withLockedValue { if !$0.contains(line) { $0.append(line) } }
+    }
+
     static func string(_ name: String) -> String? {
         ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    static func int(_ name: String) -> Int? { string(name).flatMap { Int($0) } }
+    static func int(_ name: String) -> Int? {
+        guard let text = string(name) else { return nil }
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else {
+            problem(name, text, "a whole number")
+            return nil
+        }
+        return value
+    }
 
     static func bool(_ name: String) -> Bool? {
-        guard let value = string(name)?.lowercased() else { return nil }
-        return ["1", "true", "yes", "on"].contains(value)
+        guard let text = string(name) else { return nil }
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            problem(name, text, "a boolean (1/0, true/false, yes/no, on/off)")
+            return nil
+        }
+    }
+
+    /// A duration (`90s`, `30m`, `24h`, `7d`), or `fallback` when unset.
+    static func duration(_ name: String, default fallback: TimeInterval) -> TimeInterval {
+        guard let text = string(name) else { return fallback }
+        guard let value = try? Duration.parse(text) else {
+            problem(name, text, "a duration (e.g. 90s, 30m, 24h, 7d)")
+            return fallback
+        }
+        return value
     }
 }
 
@@ -82,6 +119,9 @@ enum Main {
     static func main() async {
         do {
             var command = try RichPushCommand.parseAsRoot()
+            if let problem = Environment.problems.first {
+                throw ValidationError(problem)
+            }
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

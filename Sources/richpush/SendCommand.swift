@@ -14,7 +14,7 @@ struct PayloadURLOptions: ParsableArguments {
     var publicUrlValue: String = Environment.string("RICHPUSH_PUBLIC_URL") ?? ""
     var publicUrl: String? { publicUrlValue.isEmpty ? nil : publicUrlValue }
     @Option(help: "How long a payload URL works, e.g. 12h, 7d (env RICHPUSH_PAYLOAD_URL_TTL).", transform: Duration.parse)
-    var payloadUrlTtl: TimeInterval = try! Duration.parse(Environment.string("RICHPUSH_PAYLOAD_URL_TTL") ?? "7d")
+    var payloadUrlTtl: TimeInterval = Environment.duration("RICHPUSH_PAYLOAD_URL_TTL", default: 7 * 86_400)
 
     func validate() throws {
         if let publicUrl {

@@ -18,7 +18,7 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var pushOptions: PushOptions
     @OptionGroup var urlOptions: PayloadURLOptions
     @Option(help: "How long a session token from POST /api/sessions works, e.g. 30d (env RICHPUSH_SESSION_TTL).", transform: Duration.parse)
-    var sessionTtl: TimeInterval = try! Duration.parse(Environment.string("RICHPUSH_SESSION_TTL") ?? "90d")
+    var sessionTtl: TimeInterval = Environment.duration("RICHPUSH_SESSION_TTL", default: 90 * 86_400)
     @Option(help: "Address to listen on (env RICHPUSH_HOST).")
     var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
     @Option(help: "Port to listen on (env RICHPUSH_PORT).")

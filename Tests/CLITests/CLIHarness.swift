@@ -25,15 +25,18 @@ enum CLI {
     }
 
     /// Runs `richpush args…` to completion, waiting on a thread of its own (not the cooperative pool).
-    static func run(_ args: [String], cwd: URL? = nil, stdin: String? = nil) async throws -> Result {
-        try await onOwnThread { try runBlocking(args, cwd: cwd, stdin: stdin) }
+    static func run(_ args: [String], cwd: URL? = nil, stdin: String? = nil, environment: [String: String] = [:]) async throws -> Result {
+        try await onOwnThread { try runBlocking(args, cwd: cwd, stdin: stdin, environment: environment) }
     }
 
     /// Runs `richpush args…` to completion, blocking the calling thread.
-    static func runBlocking(_ args: [String], cwd: URL? = nil, stdin: String? = nil) throws -> Result {
+    static func runBlocking(_ args: [String], cwd: URL? = nil, stdin: String? = nil, environment: [String: String] = [:]) throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = args
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         if let cwd { process.currentDirectoryURL = cwd }
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import MediaStore
+@testable import MediaStore
 import RichPushTestSupport
 import Testing
 
@@ -185,16 +185,20 @@ struct MediaStoreTests {
         #expect(try await t.store.verify().problems.count == 2)
     }
 
-    @Test("temp files of dead processes are removed at start-up, a live one's are kept")
+    @Test("temp files of dead processes, and of an earlier process that had our pid (pid 1 in a container), are removed at start-up; a live one's are kept")
     func tmpCleanup() throws {
         let t = try TempStore()
         defer { t.cleanup() }
         let tmp = t.store.directory.tmpPath
+        let mine = "\(TmpName.prefix)1.upload.part"                                           // this process's own
+        try Data([1]).write(to: URL(fileURLWithPath: "\(tmp)/\(mine)"))
         try Data([1]).write(to: URL(fileURLWithPath: "\(tmp)/999999999.1.abc.part"))
-        try Data([1]).write(to: URL(fileURLWithPath: "\(tmp)/\(getpid()).77.abc.part"))
+        try Data([1]).write(to: URL(fileURLWithPath: "\(tmp)/\(getpid()).77.abc.part"))          // an earlier process's, same pid
+        try Data([1]).write(to: URL(fileURLWithPath: "\(tmp)/\(getpid()).0badf00d.3.upload.part")) // likewise, newer format
+        try Data([1]).write(to: URL(fileURLWithPath: "\(tmp)/1.0badf00d.3.upload.part"))          // pid 1 lives: kept
         try Data([1]).write(to: URL(fileURLWithPath: "\(tmp)/stray"))
         try t.store.directory.prepare()
-        #expect(try t.tmpFiles() == ["\(getpid()).77.abc.part"])
+        #expect(try t.tmpFiles().sorted() == ["1.0badf00d.3.upload.part", mine].sorted())
     }
 }
 

@@ -1,0 +1,50 @@
+import Foundation
+import RichPushTestSupport
+import Testing
+
+@Suite("Configuration a careful operator can trust")
+struct ConfigurationCLITests {
+    @Test("a malformed environment value is a usage error naming the variable, not a silent default")
+    func malformedEnvironment() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cases: [(String, String, String)] = [
+            ("RICHPUSH_PORT", "80x", "is not a whole number"),
+            ("RICHPUSH_DEMO_AUTH", "ture", "is not a boolean"),
+            ("RICHPUSH_SESSION_TTL", "soon", "is not a duration"),
+            ("RICHPUSH_MAX_BYTES", "10MB", "is not a whole number"),
+        ]
+        for (name, value, words) in cases {
+            let result = try await CLI.run(["serve", "--data", dir.appendingPathComponent("data").path], environment: [name: value])
+            #expect(result.status == 2, "\(name)=\(value): \(result.stderr)")
+            #expect(result.stderr.contains("\(name)='\(value)' \(words)"), "\(result.stderr)")
+        }
+        // Well-formed values still work (a media command reads the limits too).
+        let ok = try await CLI.run(["media", "list", "--data", dir.appendingPathComponent("data").path], environment: ["RICHPUSH_MAX_BYTES": "1000", "RICHPUSH_DEMO_AUTH": "off"])
+        #expect(ok.status == 0, "\(ok.stderr)")
+    }
+
+    @Test("a secret in the environment never appears in --help")
+    func secretsNotInHelp() async throws {
+        let secret = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Full;SharedAccessKey=TOPSECRETVALUE="
+        let help = try await CLI.run(["serve", "--help"], environment: ["RICHPUSH_ANH_CONNECTION_STRING": secret, "RICHPUSH_PAYLOAD_KEY": "ANOTHERSECRET-0123456789abcdef0123"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("--anh-connection-string"))
+        #expect(!help.stdout.contains("TOPSECRETVALUE") && !help.stderr.contains("TOPSECRETVALUE"))
+        #expect(!help.stdout.contains("ANOTHERSECRET"))
+    }
+
+    @Test("a new data directory, its database and keys are readable by their owner alone")
+    func permissions() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        #expect(try await CLI.run(["users", "add", "alice", "--password-stdin", "--data", data], stdin: "pw\n").status == 0)
+        #expect(try await CLI.run(["keys", "rotate", "--data", data]).status == 0)
+        func mode(_ path: String) throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int ?? -1 }
+        #expect(try mode(data) == 0o700)
+        #expect(try mode("\(data)/richpush.sqlite") == 0o600)
+        #expect(try mode("\(data)/payload.key") == 0o600)
+        if FileManager.default.fileExists(atPath: "\(data)/richpush.sqlite-wal") { #expect(try mode("\(data)/richpush.sqlite-wal") == 0o600) }
+    }
+}
