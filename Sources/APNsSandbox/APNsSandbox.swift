@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdHTTP2
+import HummingbirdTLS
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -106,7 +107,7 @@ public final class APNsSandbox: Sendable {
 
     // MARK: serving
 
-    /// The Hummingbird application serving HTTP/2 over TLS (HTTP/1.1 too, as ALPN allows).
+    /// The Hummingbird application serving HTTP/2 over TLS, with or without ALPN (never HTTP/1.1, as Apple).
     public func application(logger: Logger = Logger(label: "apns-sandbox"),
                             onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         let router = Router()
@@ -116,10 +117,12 @@ public final class APNsSandbox: Sendable {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(configuration.tlsCertificatePEM.utf8)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(configuration.tlsKeyPEM.utf8), format: .pem)))
-        tls.applicationProtocols = ["h2", "http/1.1"]
+        // HTTP/2 only, as Apple: offered by ALPN, and spoken with prior knowledge to clients that
+        // offer no ALPN at all (aioapns connects that way).
+        tls.applicationProtocols = ["h2"]
         return Application(
             router: router,
-            server: try .http2Upgrade(tlsConfiguration: tls),
+            server: try .tls(.plaintextHTTP2(), tlsConfiguration: tls),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: onServerRunning,
             logger: logger)

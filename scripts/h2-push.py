@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Sends one push to an APNs-style endpoint the way aioapns connects: TLS with no ALPN offered,
+then HTTP/2 with prior knowledge, through the hyper-h2 library (PyPI `h2`). Prints the status,
+the negotiated ALPN protocol (None) and the response body as one JSON line.
+
+Usage: h2-push.py PORT CA_PEM JWT TOPIC DEVICE_TOKEN PAYLOAD_JSON
+"""
+import json
+import socket
+import ssl
+import sys
+
+import h2.config
+import h2.connection
+import h2.events
+
+port, ca, jwt, topic, token, payload = sys.argv[1:7]
+context = ssl.create_default_context(cafile=ca)  # no set_alpn_protocols: no ALPN, as aioapns
+sock = context.wrap_socket(socket.create_connection(("127.0.0.1", int(port)), timeout=10), server_hostname="localhost")
+conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+conn.initiate_connection()
+sock.sendall(conn.data_to_send())
+body = payload.encode()
+conn.send_headers(1, [
+    (":method", "POST"), (":scheme", "https"), (":authority", "localhost"), (":path", "/3/device/" + token),
+    ("authorization", "bearer " + jwt), ("apns-topic", topic), ("apns-push-type", "alert"), ("apns-priority", "10"),
+    ("content-type", "application/json"), ("content-length", str(len(body))),
+])
+conn.send_data(1, body, end_stream=True)
+sock.sendall(conn.data_to_send())
+status, data, done = None, b"", False
+while not done:
+    chunk = sock.recv(65536)
+    if not chunk:
+        break
+    for event in conn.receive_data(chunk):
+        if isinstance(event, h2.events.ResponseReceived):
+            status = dict(event.headers).get(":status")
+        elif isinstance(event, h2.events.DataReceived):
+            data += event.data
+            conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+            done = True
+    sock.sendall(conn.data_to_send())
+print(json.dumps({"status": status, "alpn": sock.selected_alpn_protocol(), "body": data.decode(errors="replace")}))
