@@ -35,6 +35,24 @@ public enum APNsEnvironment: Sendable, Equatable {
     }
 }
 
+/// The TLS every outgoing push connection uses: the system's roots plus `--push-ca`.
+enum PushTLS {
+    /// A client configuration trusting the system roots and the PEM files `extraRoots`.
+    static func configuration(extraRoots: [String]) throws -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if !extraRoots.isEmpty {
+            var roots: [NIOSSLCertificate] = []
+            for path in extraRoots {
+                do { roots += try NIOSSLCertificate.fromPEMFile(path) } catch {
+                    throw PushError.configuration("--push-ca \(path): not a PEM certificate file (\(error))")
+                }
+            }
+            tls.additionalTrustRoots = [.certificates(roots)]
+        }
+        return tls
+    }
+}
+
 /// Sends alert and background pushes to APNs over HTTP/2 with token authentication.
 ///
 /// One `HTTPClient` keeps a few long-lived HTTP/2 connections and multiplexes every push over
@@ -48,17 +66,7 @@ public final class APNsClient: Sendable {
     /// Creates a client; `extraRoots` (PEM files) are trusted in addition to the system's.
     public init(credentials: APNsCredentials, topic: String, environment: APNsEnvironment, extraRoots: [String] = [],
                 tokens: APNsTokenManager? = nil) throws {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if !extraRoots.isEmpty {
-            var roots: [NIOSSLCertificate] = []
-            for path in extraRoots {
-                do { roots += try NIOSSLCertificate.fromPEMFile(path) } catch {
-                    throw PushError.configuration("--push-ca \(path): not a PEM certificate file (\(error))")
-                }
-            }
-            tls.additionalTrustRoots = [.certificates(roots)]
-        }
-        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
         configuration.httpVersion = .automatic
         configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
         configuration.connectionPool = .init(idleTimeout: .seconds(3600))
@@ -114,7 +122,8 @@ public final class APNsClient: Sendable {
         case (410, _):
             return .failed(reason: "410 \(reason)", prune: true)
         case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
-            return .failed(reason: "400 \(reason)", prune: true)
+            // Also what every device answers when --apns-env or --apns-topic is wrong: never a reason to delete registrations.
+            return .failed(reason: "400 \(reason)", prune: false)
         case (429, _), (500, _), (503, _):
             return .retry(reason: "\(status) \(reason)", after: retryAfter.flatMap(Double.init))
         default:

@@ -28,6 +28,14 @@ public struct NotificationHubsConnection: Sendable, Equatable {
             throw PushError.configuration("the connection string's Endpoint must be sb://, https:// or http://, got '\(endpoint)'")
         }
         while endpoint.hasSuffix("/") { endpoint.removeLast() }
+        // Plain http:// only where nothing can listen in: the loopback interface (a stand-in, a local proxy).
+        if endpoint.hasPrefix("http://") {
+            let host = URL(string: endpoint)?.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            let loopbackV4 = host.map { h in h.hasPrefix("127.") && h.split(separator: ".").count == 4 && h.split(separator: ".").allSatisfy { UInt8($0) != nil } } ?? false
+            guard let host, ["localhost", "::1"].contains(host) || loopbackV4 else {
+                throw PushError.configuration("the connection string's Endpoint may be http:// only on loopback (127.0.0.1, localhost, ::1); use sb:// or https://, got '\(endpoint)'")
+            }
+        }
         self.endpoint = endpoint
         self.keyName = keyName
         self.key = key
@@ -59,11 +67,11 @@ public final class NotificationHubsClient: Sendable {
     private let hub: String
     private let http: HTTPClient
 
-    /// Creates a client for `hub`.
-    public init(connection: NotificationHubsConnection, hub: String) {
+    /// Creates a client for `hub`; `extraRoots` (PEM files, `--push-ca`) are trusted in addition to the system's.
+    public init(connection: NotificationHubsConnection, hub: String, extraRoots: [String] = []) throws {
         self.connection = connection
         self.hub = hub
-        var configuration = HTTPClient.Configuration()
+        var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
         configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
         self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }

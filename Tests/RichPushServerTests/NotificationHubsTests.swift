@@ -1,3 +1,7 @@
+import RichPushTestSupport
+import NIOSSL
+import HummingbirdTLS
+import APNsSandbox
 import Crypto
 import Foundation
 import HTTPTypes
@@ -51,11 +55,12 @@ final class HubStandIn: Sendable {
         return text.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }.joined()
     }
 
-    func application(port: NIOLockedValueBox<Int?>) -> some ApplicationProtocol {
+    func application(port: NIOLockedValueBox<Int?>, tls: TLSConfiguration? = nil) throws -> some ApplicationProtocol {
         let router = Router()
+        let scheme = tls == nil ? "http" : "https"
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
             let body = try await request.body.collect(upTo: 1 << 20)
-            let hubURL = "http://127.0.0.1:\(port.withLockedValue { $0 } ?? 0)/hub1"
+            let hubURL = "\(scheme)://127.0.0.1:\(port.withLockedValue { $0 } ?? 0)/hub1"
             if let problem = self.checkSAS(request.headers[.authorization], resource: hubURL) {
                 return Response(status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: "<Error><Detail>\(problem)</Detail></Error>")))
             }
@@ -70,7 +75,8 @@ final class HubStandIn: Sendable {
         router.delete("/hub1/installations/:id", use: handler)
         var logger = Logger(label: "hub")
         logger.logLevel = .warning
-        return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        return Application(router: router, server: try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1(),
+                           configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                            onServerRunning: { channel in port.withLockedValue { $0 = channel.localAddress?.port } }, logger: logger)
     }
 }
@@ -82,19 +88,26 @@ struct NotificationHubsTests {
         let c = try NotificationHubsConnection("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Full;SharedAccessKey=abc=")
         #expect(c.endpoint == "https://ns.servicebus.windows.net" && c.keyName == "Full" && c.key == "abc=")
         #expect(throws: PushError.self) { try NotificationHubsConnection("Endpoint=ftp://x;SharedAccessKeyName=a;SharedAccessKey=b") }
+        // http:// is for loopback only: a key sent in the clear to another host is refused.
+        for host in ["127.0.0.1:9000", "localhost", "[::1]:80", "127.0.0.2"] {
+            #expect(try NotificationHubsConnection("Endpoint=http://\(host)/;SharedAccessKeyName=a;SharedAccessKey=b").endpoint == "http://\(host)")
+        }
+        for host in ["ns.servicebus.windows.net", "10.0.0.5", "localhost.example.com", "127.0.0.1.nip.io", "127.evil.com"] {
+            #expect(throws: PushError.self) { try NotificationHubsConnection("Endpoint=http://\(host)/;SharedAccessKeyName=a;SharedAccessKey=b") }
+        }
     }
 
     @Test("registrations are mirrored as installations; a notification is one tagged apple send; a wrong key fails with the hub's detail")
     func mirrorAndSend() async throws {
         let hub = HubStandIn()
         let port = NIOLockedValueBox<Int?>(nil)
-        let app = hub.application(port: port)
+        let app = try hub.application(port: port)
         let group = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "hub")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             #expect(try await eventually { port.withLockedValue { $0 } != nil })
             let endpoint = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
-            let client = NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
+            let client = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
             try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
                 let id = try await s.registerDevice(tokenA, tags: ["news"])
                 let installation = try #require(hub.calls.withLockedValue { $0.first })
@@ -128,7 +141,7 @@ struct NotificationHubsTests {
                 })
             }
             let wrong = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=wrong"
-            let bad = NotificationHubsClient(connection: try NotificationHubsConnection(wrong), hub: "hub1")
+            let bad = try NotificationHubsClient(connection: try NotificationHubsConnection(wrong), hub: "hub1")
             let outcome = await bad.send(payload: Data("{}".utf8), tag: "username:alice")
             #expect(outcome == .failed(reason: "401 <Error><Detail>bad signature</Detail></Error>", prune: false))
             try await bad.shutdown()
@@ -141,12 +154,12 @@ struct NotificationHubsTests {
     func campaigns() async throws {
         let hub = HubStandIn()
         let port = NIOLockedValueBox<Int?>(nil)
-        let group = ServiceGroup(configuration: .init(services: [hub.application(port: port)], logger: Logger(label: "hub")))
+        let group = ServiceGroup(configuration: .init(services: [try hub.application(port: port)], logger: Logger(label: "hub")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             #expect(try await eventually { port.withLockedValue { $0 } != nil })
             let endpoint = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
-            let client = NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
+            let client = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
             try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
                 let alice1 = try await s.registerDevice(tokenA, as: "alice", tags: ["news"])
                 _ = try await s.registerDevice(tokenB, as: "alice", tags: ["sports"])
@@ -170,6 +183,38 @@ struct NotificationHubsTests {
                 #expect(try await eventually { try await s.campaignStatus(id)["status"] as? String == "done" })
                 #expect(try await s.campaignStatus(id)["sent"] as? Int == 2)
             }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test("--push-ca applies to the hub too: an https hub whose certificate only --push-ca vouches for is reached with it, refused without")
+    func pushCA() async throws {
+        let hub = HubStandIn()
+        let port = NIOLockedValueBox<Int?>(nil)
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (certificate, key) = try APNsSandbox.selfSignedCertificate(commonName: "hub stand-in")
+        let caPath = dir.appendingPathComponent("hub-ca.pem").path
+        try certificate.write(toFile: caPath, atomically: true, encoding: .utf8)
+        let tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificate.utf8)).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(key.utf8), format: .pem)))
+        let group = ServiceGroup(configuration: .init(services: [try hub.application(port: port, tls: tls)], logger: Logger(label: "hub")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(try await eventually { port.withLockedValue { $0 } != nil })
+            let endpoint = "Endpoint=https://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
+            let trusting = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: [caPath])
+            #expect(await trusting.upsertInstallation(id: "r1", deviceToken: tokenA, tags: ["username:alice"]) == .sent(id: nil))
+            let plain = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
+            let refused = await plain.upsertInstallation(id: "r2", deviceToken: tokenA, tags: ["username:alice"])
+            guard case .retry(let reason, _) = refused else { Issue.record("expected a TLS failure, got \(refused)"); return }
+            #expect(reason.hasPrefix("connection failed"))
+            #expect(hub.calls.withLockedValue { $0.map(\.path) } == ["/hub1/installations/r1"])
+            #expect(throws: PushError.self) { try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: ["/nonexistent.pem"]) }
+            try await trusting.shutdown()
+            try await plain.shutdown()
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
