@@ -169,8 +169,13 @@ static void inspect_png(const uint8_t *data, size_t length, rp_image_limits limi
     png_set_read_fn(png, &job, png_job_read);
     /* Our limits classify size; libpng's own would call it an error. */
     png_set_user_limits(png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
-    /* Ancillary chunks (iCCP, zTXt, ...) may not inflate past 8 MB. */
+    /* Ancillary chunks (iCCP, ...) may not inflate past 8 MB. */
     png_set_chunk_malloc_max(png, 8u * 1024u * 1024u);
+    /* Text chunks are read and CRC-checked but never inflated: a thousand zTXt chunks that each
+     * inflate to 8 MB would otherwise cost seconds. At most 64 ancillary chunks are kept. */
+    static const png_byte text_chunks[] = {'t', 'E', 'X', 't', '\0', 'z', 'T', 'X', 't', '\0', 'i', 'T', 'X', 't', '\0'};
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, text_chunks, 3);
+    png_set_chunk_cache_max(png, 64);
 
     png_read_info(png, info);
     png_uint_32 width = 0, height = 0;
@@ -212,8 +217,18 @@ done:
 
 /* --------------------------------------------------------------- JPEG */
 
+/* Bounds on the work one JPEG may cost, not only its bytes. */
+enum {
+    /* Encoders write at most about a dozen progressive scans; a file that repeats its last
+     * scan thousands of times makes each repeat cost a full pass over every coefficient. */
+    RP_JPEG_MAX_SCANS = 100,
+};
+/* libjpeg's own memory (coefficient buffers of progressive files) is refused past this. */
+#define RP_JPEG_MAX_MEMORY (192L * 1024L * 1024L)
+
 typedef struct {
     struct jpeg_error_mgr pub; /* first: libjpeg hands us a pointer to it */
+    struct jpeg_progress_mgr progress;
     jmp_buf jump;
     rp_image_result *result;
     char first_warning[JMSG_LENGTH_MAX];
@@ -228,12 +243,26 @@ static void jpeg_job_error(j_common_ptr cinfo) {
     longjmp(job->jump, 1);
 }
 
-/* Counts warnings (level -1): a truncated or damaged JPEG only warns. */
+/* A warning (level -1) is how libjpeg reports a truncated or damaged file, and any warning
+ * makes the image corrupt: stop at the first instead of decoding the damage to the end. */
 static void jpeg_job_message(j_common_ptr cinfo, int level) {
     if (level >= 0) return; /* trace messages */
     jpeg_job *job = (jpeg_job *)cinfo->err;
     if (job->result->warnings++ == 0) {
         (*cinfo->err->format_message)(cinfo, job->first_warning);
+    }
+    set_message(job->result, "%s", job->first_warning);
+    longjmp(job->jump, 2);
+}
+
+/* Called by libjpeg as it consumes input: refuses a file with too many scans. */
+static void jpeg_job_progress(j_common_ptr cinfo) {
+    if (!cinfo->is_decompressor) return;
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (d->input_scan_number > RP_JPEG_MAX_SCANS) {
+        jpeg_job *job = (jpeg_job *)cinfo->err;
+        set_message(job->result, "more than %d scans (a real progressive JPEG has about ten)", RP_JPEG_MAX_SCANS);
+        longjmp(job->jump, 2);
     }
 }
 
@@ -258,9 +287,11 @@ static void inspect_jpeg(const uint8_t *data, size_t length, rp_image_limits lim
     cinfo.err = jpeg_std_error(&job.pub);
     job.pub.error_exit = jpeg_job_error;
     job.pub.emit_message = jpeg_job_message;
-    if (setjmp(job.jump)) {
-        r->status = job.pub.msg_code == JERR_BAD_PRECISION ? RP_IMAGE_UNSUPPORTED
-                                                            : RP_IMAGE_CORRUPT;
+    job.progress.progress_monitor = jpeg_job_progress;
+    int jumped = setjmp(job.jump);
+    if (jumped) {
+        r->status = jumped == 1 && job.pub.msg_code == JERR_BAD_PRECISION ? RP_IMAGE_UNSUPPORTED
+                                                                          : RP_IMAGE_CORRUPT;
         if (r->status == RP_IMAGE_UNSUPPORTED) {
             set_message(r, "%d-bit JPEG is not supported; send an 8-bit JPEG",
                         cinfo.data_precision);
@@ -269,6 +300,8 @@ static void inspect_jpeg(const uint8_t *data, size_t length, rp_image_limits lim
         return;
     }
     jpeg_create_decompress(&cinfo);
+    cinfo.progress = &job.progress;
+    cinfo.mem->max_memory_to_use = RP_JPEG_MAX_MEMORY;
     jpeg_mem_src(&cinfo, data, (unsigned long)length);
     (void)jpeg_read_header(&cinfo, TRUE);
     r->width = cinfo.image_width;
@@ -283,6 +316,12 @@ static void inspect_jpeg(const uint8_t *data, size_t length, rp_image_limits lim
         return;
     }
     if (over_limits(r, limits)) {
+        jpeg_destroy_decompress(&cinfo);
+        return;
+    }
+    if (cinfo.num_components != 1 && cinfo.num_components != 3 && cinfo.num_components != 4) {
+        r->status = RP_IMAGE_UNSUPPORTED;
+        set_message(r, "a JPEG with %d components is not supported (1, 3 or 4)", cinfo.num_components);
         jpeg_destroy_decompress(&cinfo);
         return;
     }
@@ -311,6 +350,51 @@ static void inspect_jpeg(const uint8_t *data, size_t length, rp_image_limits lim
         r->status = RP_IMAGE_OK;
     }
     jpeg_destroy_decompress(&cinfo);
+}
+
+/* ------------------------------------------------------------- encode */
+
+int rp_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int components,
+                   int quality, int progressive, uint8_t **out, size_t *out_length,
+                   char message[256]) {
+    struct jpeg_compress_struct cinfo;
+    jpeg_job job;
+    rp_image_result scratch;
+    unsigned char *volatile buffer = NULL;
+    unsigned long size = 0;
+    memset(&cinfo, 0, sizeof cinfo);
+    memset(&job, 0, sizeof job);
+    memset(&scratch, 0, sizeof scratch);
+    job.result = &scratch;
+    cinfo.err = jpeg_std_error(&job.pub);
+    job.pub.error_exit = jpeg_job_error;
+    job.pub.emit_message = jpeg_job_message;
+    if (setjmp(job.jump)) {
+        snprintf(message, 256, "%s", scratch.message);
+        jpeg_destroy_compress(&cinfo);
+        free(buffer);
+        return -1;
+    }
+    jpeg_create_compress(&cinfo);
+    jpeg_mem_dest(&cinfo, (unsigned char **)&buffer, &size);
+    cinfo.image_width = width;
+    cinfo.image_height = height;
+    cinfo.input_components = components;
+    cinfo.in_color_space = components == 1 ? JCS_GRAYSCALE : components == 3 ? JCS_RGB : JCS_UNKNOWN;
+    jpeg_set_defaults(&cinfo);
+    jpeg_set_quality(&cinfo, quality, TRUE);
+    if (progressive) jpeg_simple_progression(&cinfo);
+    jpeg_start_compress(&cinfo, TRUE);
+    while (cinfo.next_scanline < cinfo.image_height) {
+        JSAMPROW row = (JSAMPROW)(pixels + (size_t)cinfo.next_scanline * width * (size_t)components);
+        jpeg_write_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_compress(&cinfo);
+    jpeg_destroy_compress(&cinfo);
+    *out = buffer;
+    *out_length = size;
+    message[0] = '\0';
+    return 0;
 }
 
 /* -------------------------------------------------------------- entry */

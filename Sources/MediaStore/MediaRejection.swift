@@ -27,7 +27,7 @@ public struct MediaRejection: Error, Sendable, Equatable, CustomStringConvertibl
 /// An error of the store itself (I/O, database, bad identifiers), as opposed to a refused image.
 public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
     private enum Code: Sendable {
-        case notFound, invalidName, io, inUse, nameTaken
+        case notFound, invalidName, io, inUse, nameTaken, encode
     }
 
     private let code: Code
@@ -58,6 +58,9 @@ public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
     public static func nameTaken(_ name: String, by id: String) -> Self {
         .init(.nameTaken, "media name '\(name)' already names \(id); remove it first (richpush media rm '\(name)') or choose another name")
     }
+
+    /// An encoder refused the pixels.
+    public static func encode(_ reason: String) -> Self { .init(.encode, "cannot encode the image: \(reason)") }
 
     /// True when no media matched the id or name.
     public var isNotFound: Bool { code == .notFound }

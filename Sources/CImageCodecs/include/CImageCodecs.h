@@ -64,6 +64,13 @@ typedef struct {
 void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits,
                       rp_image_result *result);
 
+/// Encodes `components`-channel 8-bit pixels (1 gray, 3 RGB, or any other count as libjpeg's
+/// JCS_UNKNOWN) as a JPEG with libjpeg, baseline or progressive. On success returns 0 and sets
+/// `*out` (free it with `free`) and `*out_length`; on failure returns -1 and fills `message`.
+int rp_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int components,
+                   int quality, int progressive, uint8_t **out, size_t *out_length,
+                   char message[256]);
+
 #ifdef __cplusplus
 }
 #endif
