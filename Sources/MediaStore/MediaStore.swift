@@ -74,7 +74,7 @@ public final class MediaStore: Sendable {
     public func ingest(bytes: [UInt8], name: String? = nil) async throws -> IngestResult {
         if let name { try MediaIndex.validateName(name) }
         let limits = self.limits
-        let (id, info) = try await threadPool.runIfActive { () throws -> (MediaID, ImageInfo) in
+        let (id, info) = try await DecodePool.shared.runIfActive { () throws -> (MediaID, ImageInfo) in
             let info = try ImageInspector.inspect(bytes, limits: limits)
             return (MediaID(hashing: bytes), info)
         }
@@ -119,13 +119,14 @@ public final class MediaStore: Sendable {
         let id = MediaID(digest: hasher.finalize())
         let limits = self.limits
         let total = size
-        let (bytes, info) = try await threadPool.runIfActive { () throws -> ([UInt8], ImageInfo) in
+        let bytes = try await threadPool.runIfActive { () throws -> [UInt8] in
             try file.sync()
             guard case .bytes(let bytes) = try FileOps.readFile(path, limit: limits.maxBytes) else {
                 throw limits.checkSize(total)!
             }
-            return (bytes, try ImageInspector.inspect(bytes, limits: limits))
+            return bytes
         }
+        let info = try await DecodePool.shared.runIfActive { try ImageInspector.inspect(bytes, limits: limits) }
         guard bytes.count == size else { throw MediaStoreError.io("upload changed while reading", path: path, errno: EIO) }
         return try await commit(id: id, size: size, info: info, tmpPath: path, name: name)
     }
@@ -390,6 +391,17 @@ final class UploadFile: Sendable {
         close(fd)
         unlink(path)
     }
+}
+
+/// Decoding has threads of its own, one per core: a hostile image keeps at most those busy,
+/// and password checks, blob reads and fsyncs on the shared pool go on meanwhile. Uploads
+/// beyond its width wait their turn.
+enum DecodePool {
+    static let shared: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: max(1, System.coreCount))
+        pool.start()
+        return pool
+    }()
 }
 
 /// Temp files are named `<pid>.<instance>.<counter>…`: the random instance tag tells this
