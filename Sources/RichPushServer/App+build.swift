@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Hummingbird
+import HummingbirdCore
 import Logging
 import MediaStore
 import Metrics
@@ -41,7 +42,8 @@ public func buildApplication(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: RegistrationStore(database: database), notifications: notifications,
         sessions: sessions, campaigns: campaigns, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
-        authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry)
+        authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
+        uploads: Gate(limit: configuration.maxConcurrentUploads))
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
@@ -53,7 +55,8 @@ public func buildApplication(
     return Application(
         router: router,
         server: FastPathHTTP1Channel.builder(fastPath),
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush"),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
+                             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
         services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger),
                    CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger)] + extraServices,
         onServerRunning: { channel in

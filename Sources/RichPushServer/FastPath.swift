@@ -143,19 +143,32 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let outlet = RawOutlet()
+            try channel.pipeline.syncOperations.addHandler(LingeringCloseHandler())
             try channel.pipeline.syncOperations.addHandler(outlet)
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                 withPipeliningAssistance: false,
                 withErrorHandling: false,
                 withOutboundHeaderValidation: false,
                 withEncoderConfiguration: .init(),
-                withDecoderLimitConfiguration: .init())
+                withDecoderLimitConfiguration: Self.decoderLimits)
             try channel.pipeline.syncOperations.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
             try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
+            try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: Self.idleTimeout, logger: logger))
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         }
     }
+
+    /// A connection with no request in flight is closed after this long (the fast path's too).
+    static let idleTimeout = Duration.seconds(60)
+
+    /// Request heads of at most 100 fields and 32 KiB: what devices and browsers send fits many times over.
+    static let decoderLimits: NIOHTTPDecoderLimitConfiguration = {
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldSize = 16 * 1024
+        limits.maxHeaderListSize = 32 * 1024
+        limits.maxHeaderFieldCount = 100
+        return limits
+    }()
 
     func handle(value asyncChannel: Value, logger: Logger) async {
         await handleHTTP(asyncChannel: asyncChannel, logger: logger)

@@ -29,6 +29,8 @@ struct Services: Sendable {
     let prometheus: PrometheusCollectorRegistry
     /// Notifications already read: recipient and payload, so later fetches need no database.
     let readPayloads = ReadPayloadCache()
+    /// Uploads being received and decoded now.
+    let uploads: Gate
 }
 
 enum Metric {
@@ -40,6 +42,24 @@ enum Metric {
         guard count > 0 else { return }
         Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
     }
+}
+
+/// Counts holders up to a limit; `enter` refuses past it instead of queueing.
+final class Gate: Sendable {
+    private let limit: Int
+    private let count = NIOLockedValueBox(0)
+
+    init(limit: Int) { self.limit = limit }
+
+    func enter() -> Bool {
+        count.withLockedValue { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func leave() { count.withLockedValue { $0 -= 1 } }
 }
 
 extension Services {
@@ -64,6 +84,11 @@ extension Services {
         if name != nil, context.principal?.admin != true {
             throw Problem(.forbidden, "media names are shared by every user, so only admins may name media; upload without ?name= and use the sha256")
         }
+        guard uploads.enter() else {
+            throw Problem(.serviceUnavailable, "\(configuration.maxConcurrentUploads) uploads are being checked already; try again in a moment",
+                          headers: [.retryAfter: "1"])
+        }
+        defer { uploads.leave() }
         let result: IngestResult
         do {
             result = try await media.ingest(upload: request.body, declaredLength: declared, name: name)
@@ -74,6 +99,11 @@ extension Services {
             throw Problem(.conflict, error.message)
         } catch let error as MediaStoreError {
             throw Problem(.badRequest, error.message)
+        } catch let error as any HTTPResponseError {
+            throw error
+        } catch {
+            // The client went away or broke the body off: its problem, not a server error worth a log line.
+            throw Problem(.badRequest, "the upload ended before its body did (\(error))")
         }
         Metric.ingest(result.status.rawValue)
         let item = result.item

@@ -31,6 +31,10 @@ public struct ServerConfiguration: Sendable {
     public var payloadURLLifetime: Double = 7 * 86_400
     /// The base of payload URLs, as devices reach this server; nil for `http://<host>:<port>`.
     public var publicURL: String?
+    /// Connections open at once; past it, new ones wait in the listen backlog.
+    public var maxConnections = 4_096
+    /// Uploads decoded at once; past it, `POST /api/media` answers 503 with `Retry-After`.
+    public var maxConcurrentUploads = 16
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
 

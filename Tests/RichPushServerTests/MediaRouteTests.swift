@@ -5,7 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import MediaStore
 import RichPushTestSupport
-import RichPushServer
+@testable import RichPushServer
 import Testing
 
 @Suite("Media routes through a live server")
@@ -169,4 +169,51 @@ struct MediaRouteTests {
             #expect(try await s.request(.post, "/api/media", as: nil, body: logo).status == .unauthorized)
         }
     }
+
+    @Test("past the upload limit, POST /api/media answers 503 with Retry-After instead of queueing work")
+    func uploadLimit() async throws {
+        try await TestServer.run({ $0.maxConcurrentUploads = 0 }) { s in
+            let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+            let busy = try await s.request(.post, "/api/media", body: logo)
+            #expect(busy.status == .serviceUnavailable)
+            #expect(busy.headers[.retryAfter] == "1")
+            #expect(busy.detail.contains("uploads"))
+        }
+        let gate = Gate(limit: 2)
+        #expect(gate.enter() && gate.enter())
+        #expect(!gate.enter())
+        gate.leave()
+        #expect(gate.enter())
+    }
+
+    @Test("an upload refused early (413) with Connection: close: the client can send the rest and reads its answer; the server then closes")
+    func earlyRefusalDoesNotHang() async throws {
+        try await TestServer.run { s in
+            let port = try #require(s.client.port)
+            let outcome = try await onOwnThread { () throws -> (sent: Int, answer: String) in
+                let fd = try connectTo(port: port, timeout: 10)
+                defer { close(fd) }
+                var tv = timeval(tv_sec: 5, tv_usec: 0) // a send that blocks this long means nobody reads
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                let size = 11 << 20
+                let basic = Data("alice:wonderland".utf8).base64EncodedString()
+                sendAll(fd, Array("POST /api/media HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(basic)\r\nContent-Length: \(size)\r\nConnection: close\r\n\r\n".utf8))
+                let chunk = [UInt8](repeating: 0x42, count: 1 << 16)
+                var sent = 0
+                while sent < size {
+                    let n = chunk.withUnsafeBytes { send(fd, $0.baseAddress, min($0.count, size - sent), Int32(MSG_NOSIGNAL)) }
+                    if n <= 0 { break }
+                    sent += n
+                }
+                return (sent, receiveAll(fd))
+            }
+            #expect(outcome.sent == 11 << 20)
+            #expect(outcome.answer.hasPrefix("HTTP/1.1 413"))
+            #expect(outcome.answer.contains("too_large"))
+        }
+    }
 }
+
+#if canImport(Glibc)
+import Glibc
+#endif
