@@ -1,8 +1,11 @@
 import Hummingbird
+import NIOCore
 
 /// The request context of every route: Hummingbird's core storage plus the authenticated user.
-public struct AppRequestContext: RequestContext {
+public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// The client's address (failed logins are throttled per address).
+    public let remoteAddress: SocketAddress?
     /// Who sent the request, on routes behind `AuthMiddleware`.
     public var principal: Principal?
     /// The user whose credentials were verified.
@@ -10,6 +13,7 @@ public struct AppRequestContext: RequestContext {
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress
         self.principal = nil
     }
 }

@@ -33,18 +33,29 @@ public final class Authenticator: Sendable {
         /// A session's expiry: the entry is never used after it.
         var expiresAt: Double = .infinity
         var refreshing = false
+        /// When it was last used (the least recently used entries go first when the cache is full).
+        var usedAt: Double = 0
     }
-    /// Verified headers, keyed by the SHA-256 of the header (never the password itself).
+    /// Entries kept at most; past it the least recently used tenth is dropped.
+    private let cacheCapacity: Int
+    /// Verified credentials, keyed by the SHA-256 of the parsed credentials (never the password
+    /// itself): differently spelled headers for the same credentials share one entry.
     private let cache = NIOLockedValueBox<[SHA256.Digest: Entry]>([:])
     private let inFlight = InFlightVerifications()
+    private let throttle = LoginThrottle()
+    /// A hash of the default cost, checked against for names that have no account.
+    static let dummyHash = Bcrypt.hash("no such user: \(UInt64.random(in: .min ... .max))", cost: 12)
+    /// How many unknown names were checked against the dummy hash (for tests).
+    static let unknownNameChecks = NIOLockedValueBox(0)
     private let epoch = NIOLockedValueBox<(users: Int, sessions: Int)?>(nil)
 
     /// Creates an authenticator over the user and session stores.
-    public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double) {
+    public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double, cacheCapacity: Int = 10_000) {
         self.users = users
         self.sessions = sessions
         self.demoAuth = demoAuth
         self.ttl = ttl
+        self.cacheCapacity = cacheCapacity
     }
 
     /// The user of an `Authorization` header verified recently, without verifying anything now.
@@ -54,18 +65,19 @@ public final class Authenticator: Sendable {
     /// (stale-while-revalidate), so traffic never waits for bcrypt because an entry aged;
     /// a removed user is dropped by the users epoch or by that re-verification.
     func cachedUser(_ header: String?) -> String? {
-        guard let header else { return nil }
-        return cachedPrincipal(header, key: Self.key(header))?.user
+        guard let header, let key = Self.key(header) else { return nil }
+        return cachedPrincipal(header, key: key)?.user
     }
 
     private func cachedPrincipal(_ header: String, key: SHA256.Digest) -> Principal? {
         let now = Date().timeIntervalSince1970
         let (principal, refresh) = cache.withLockedValue { cache -> (Principal?, Bool) in
             guard var hit = cache[key], now - hit.verifiedAt < 2 * ttl, now < hit.expiresAt else { return (nil, false) }
-            guard now - hit.verifiedAt > ttl * 0.75, !hit.refreshing else { return (hit.principal, false) }
-            hit.refreshing = true
+            hit.usedAt = now
+            let refresh = now - hit.verifiedAt > ttl * 0.75 && !hit.refreshing
+            if refresh { hit.refreshing = true }
             cache[key] = hit
-            return (hit.principal, true)
+            return (hit.principal, refresh)
         }
         if refresh {
             Task { try? await self.verifyAndCache(header, key: key) }
@@ -73,25 +85,38 @@ public final class Authenticator: Sendable {
         return principal
     }
 
-    /// Who sent a valid `Authorization` header (Basic or Bearer); throws 401 otherwise.
-    public func authenticate(_ header: String?) async throws -> Principal {
+    /// Who sent a valid `Authorization` header (Basic or Bearer); throws 401 otherwise, and 429
+    /// while the user name or the client's address has failed too often lately.
+    public func authenticate(_ header: String?, from address: String? = nil) async throws -> Principal {
         guard let header else {
             throw Self.unauthorized("credentials are required: send Authorization: Basic base64(user:password), or Bearer <session token>")
         }
-        let key = Self.key(header)
+        guard let key = Self.key(header) else {
+            throw Self.unauthorized("the Authorization header is neither Basic credentials (base64 of user:password) nor Bearer <session token>")
+        }
         if let principal = cachedPrincipal(header, key: key) { return principal }
-        guard let principal = try await verifyAndCache(header, key: key) else {
+        let basicUser = Self.parseBasic(header)?.0
+        if let wait = throttle.wait(user: basicUser, address: address) {
+            throw Problem(.tooManyRequests, "too many failed sign-ins lately for this user or address; try again in \(wait) s",
+                          headers: [.retryAfter: String(wait)])
+        }
+        guard let principal = try await verifyAndCache(header, key: key, hideUnknownNames: true) else {
+            throttle.failed(user: basicUser, address: address)
             throw Self.unauthorized(Self.isBearer(header) ? "the session token is unknown, expired or revoked; sign in again with POST /api/sessions"
                                                           : "wrong user name or password")
         }
+        if let basicUser { throttle.succeeded(user: basicUser) }
         return principal
     }
 
     /// Forgets a header at once (its session was revoked here).
     func forget(_ header: String) {
-        let key = Self.key(header)
+        guard let key = Self.key(header) else { return }
         cache.withLockedValue { $0[key] = nil }
     }
+
+    /// How many credentials are cached (for tests).
+    var cachedCount: Int { cache.withLockedValue { $0.count } }
 
     static func isBearer(_ header: String) -> Bool {
         header.utf8.count > 7 && header.prefix(7).lowercased() == "bearer "
@@ -104,16 +129,22 @@ public final class Authenticator: Sendable {
         return token.isEmpty ? nil : token
     }
 
-    /// The cache key of an `Authorization` header: its SHA-256, so no credential is kept in memory.
-    private static func key(_ header: String) -> SHA256.Digest {
-        SHA256.hash(data: Data(header.utf8))
+    /// The cache key of an `Authorization` header: the SHA-256 of the credentials it carries (user
+    /// and password, or the token), however the header spells them; nil for neither kind.
+    private static func key(_ header: String) -> SHA256.Digest? {
+        if let token = bearerToken(header) { return SHA256.hash(data: Data("bearer\u{0}\(token)".utf8)) }
+        guard let (user, password) = parseBasic(header) else { return nil }
+        return SHA256.hash(data: Data("basic\u{0}\(user)\u{0}\(password)".utf8))
     }
 
     /// Verifies `header` (a session lookup, bcrypt, or the demo rule) and caches the outcome:
     /// the principal when valid, no entry when not. Throws 401 for a header that is neither
     /// Basic credentials nor a bearer token.
+    ///
+    /// `hideUnknownNames` runs a dummy bcrypt for a name with no account, where a client waits
+    /// for the answer (not in background refreshes, whose timing nobody sees).
     @discardableResult
-    private func verifyAndCache(_ header: String, key: SHA256.Digest) async throws -> Principal? {
+    private func verifyAndCache(_ header: String, key: SHA256.Digest, hideUnknownNames: Bool = false) async throws -> Principal? {
         let epochAtStart = epoch.withLockedValue { $0 }
         var principal: Principal?
         var expiresAt = Double.infinity
@@ -135,7 +166,13 @@ public final class Authenticator: Sendable {
                 let admin = try await inFlight.verify(key: key) { [users, demoAuth] () -> Bool? in
                     guard let stored = try await users.credentials(of: user) else {
                         // The tutorial's test rule, only for names that have no account: it never opens a real one.
-                        return demoAuth && user == password && (try? UserStore.validateName(user)) != nil ? false : nil
+                        if demoAuth && user == password && (try? UserStore.validateName(user)) != nil { return false }
+                        // An unknown name costs the same bcrypt as a known one: timing tells nobody which names exist.
+                        if hideUnknownNames {
+                            _ = try await NIOThreadPool.singleton.runIfActive { UserStore.verify(password: password, hash: Authenticator.dummyHash) }
+                            Authenticator.unknownNameChecks.withLockedValue { $0 += 1 }
+                        }
+                        return nil
                     }
                     let valid = try await NIOThreadPool.singleton.runIfActive { UserStore.verify(password: password, hash: stored.passwordHash) }
                     return valid ? stored.admin : nil
@@ -153,8 +190,12 @@ public final class Authenticator: Sendable {
                 cache[key] = nil
                 return
             }
-            if cache.count > 10_000 { cache.removeAll() }
-            cache[key] = Entry(principal: principal, verifiedAt: verifiedAt, expiresAt: expiresAt)
+            if cache.count >= cacheCapacity {
+                // Drop the least recently used tenth: one flood of new credentials cannot flush everyone's.
+                let oldest = cache.sorted { $0.value.usedAt < $1.value.usedAt }.prefix(max(1, cacheCapacity / 10)).map(\.key)
+                for old in oldest { cache[old] = nil }
+            }
+            cache[key] = Entry(principal: principal, verifiedAt: verifiedAt, expiresAt: expiresAt, usedAt: verifiedAt)
         }
         return principal
     }
@@ -239,7 +280,7 @@ struct AuthMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
         var context = context
-        context.principal = try await authenticator.authenticate(request.headers[.authorization])
+        context.principal = try await authenticator.authenticate(request.headers[.authorization], from: context.remoteAddress?.ipAddress)
         return try await next(request, context)
     }
 }
@@ -273,4 +314,54 @@ struct AsyncTimerSequence: AsyncSequence {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(interval: interval) }
+}
+
+/// Counts failed sign-ins per user name and per client address over a sliding window; past a
+/// limit, further attempts are refused (429) before any bcrypt runs, until the oldest failure
+/// in the window ages out. A success clears the user's count. Both tables are bounded.
+final class LoginThrottle: Sendable {
+    static let window: Double = 300
+    static let perUser = 10
+    static let perAddress = 50
+    private static let capacity = 100_000
+    private struct State {
+        var users: [String: [Double]] = [:]
+        var addresses: [String: [Double]] = [:]
+    }
+    private let state = NIOLockedValueBox(State())
+
+    /// Seconds to wait before the next attempt, or nil when one may go ahead now.
+    func wait(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) -> Int? {
+        state.withLockedValue { state in
+            var wait: Double = 0
+            if let user, let failures = state.users[user] { wait = max(wait, Self.wait(failures, limit: Self.perUser, now: now)) }
+            if let address, let failures = state.addresses[address] { wait = max(wait, Self.wait(failures, limit: Self.perAddress, now: now)) }
+            return wait > 0 ? Int(wait.rounded(.up)) : nil
+        }
+    }
+
+    func failed(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) {
+        state.withLockedValue { state in
+            if let user { Self.record(&state.users, user, now: now) }
+            if let address { Self.record(&state.addresses, address, now: now) }
+        }
+    }
+
+    func succeeded(user: String) {
+        _ = state.withLockedValue { $0.users.removeValue(forKey: user) }
+    }
+
+    private static func wait(_ failures: [Double], limit: Int, now: Double) -> Double {
+        let recent = failures.filter { now - $0 < window }
+        guard recent.count >= limit, let oldest = recent.min() else { return 0 }
+        return oldest + window - now
+    }
+
+    private static func record(_ table: inout [String: [Double]], _ key: String, now: Double) {
+        if table.count >= capacity { table = table.filter { $0.value.contains { now - $0 < window } } }
+        if table.count >= capacity { table.removeAll() }
+        var failures = (table[key] ?? []).filter { now - $0 < window }
+        failures.append(now)
+        table[key] = Array(failures.suffix(perAddress))
+    }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
 import MediaStore
 import RichPushCore
 @testable import RichPushServer
@@ -54,5 +56,73 @@ struct AuthenticatorTests {
         try await Task.sleep(for: .milliseconds(300))        // well before twice the TTL
         #expect(authenticator.cachedUser(header) == nil)
         await #expect(throws: Problem.self) { try await authenticator.authenticate(header) }
+    }
+
+    @Test("the cache is keyed on the credentials, not the header's spelling: 100 spellings make one entry")
+    func spellings() async throws {
+        let (dir, users) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let authenticator = authenticator(users, ttl: 60)
+        let token = Data("alice:pw".utf8).base64EncodedString()
+        for i in 0..<100 {
+            let scheme = ["Basic", "basic", "BASIC", "bAsIc"][i % 4]
+            let header = scheme + String(repeating: " ", count: 1 + i % 3) + token + String(repeating: " ", count: i / 4 % 3)
+            #expect(try await authenticator.authenticate(header).user == "alice")
+        }
+        #expect(authenticator.cachedCount == 1)
+    }
+
+    @Test("a full cache drops its least recently used entries, not everyone's")
+    func leastRecentlyUsed() async throws {
+        let (dir, users) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let authenticator = Authenticator(users: users, sessions: SessionStore(database: users.database), demoAuth: true, ttl: 60, cacheCapacity: 10)
+        #expect(try await authenticator.authenticate(header).user == "alice")
+        for i in 0..<50 {
+            let name = "demo\(i)"
+            _ = try await authenticator.authenticate("Basic " + Data("\(name):\(name)".utf8).base64EncodedString())
+            #expect(authenticator.cachedUser(header) == "alice") // used all along: kept
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(authenticator.cachedCount <= 10)
+        #expect(authenticator.cachedUser("Basic " + Data("demo0:demo0".utf8).base64EncodedString()) == nil) // unused since: dropped
+    }
+
+    @Test("an unknown name is checked against a dummy hash, as a known one is against its own")
+    func unknownNamesCostABcrypt() async throws {
+        let (dir, users) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let authenticator = authenticator(users, ttl: 60)
+        let before = Authenticator.unknownNameChecks.withLockedValue { $0 }
+        await #expect(throws: Problem.self) { try await authenticator.authenticate("Basic " + Data("nobody:pw".utf8).base64EncodedString()) }
+        #expect(Authenticator.unknownNameChecks.withLockedValue { $0 } > before)
+    }
+
+    @Test("failed sign-ins are throttled per user and per address, before any bcrypt; a cached sign-in is unaffected")
+    func throttling() async throws {
+        let (dir, users) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await users.add(name: "bob", password: "right")
+        let authenticator = authenticator(users, ttl: 60)
+        #expect(try await authenticator.authenticate(header, from: "10.0.0.1").user == "alice")
+        let wrong = "Basic " + Data("bob:wrong".utf8).base64EncodedString()
+        for _ in 0..<LoginThrottle.perUser {
+            await #expect { try await authenticator.authenticate(wrong, from: "10.0.0.2") } throws: { ($0 as? Problem)?.status == .unauthorized }
+        }
+        // Now even the right password waits (from any address), with Retry-After.
+        let right = "Basic " + Data("bob:right".utf8).base64EncodedString()
+        await #expect { try await authenticator.authenticate(right, from: "10.0.0.3") } throws: { error in
+            guard let problem = error as? Problem, problem.status == .tooManyRequests, let wait = problem.headers[.retryAfter].flatMap(Int.init) else { return false }
+            return wait > 0 && wait <= 300
+        }
+        #expect(try await authenticator.authenticate(header, from: "10.0.0.2").user == "alice") // cached: never throttled
+        // Per address: unknown names from one address, until it is refused for everyone it sends.
+        for i in 0..<LoginThrottle.perAddress {
+            _ = try? await authenticator.authenticate("Basic " + Data("guess\(i):x".utf8).base64EncodedString(), from: "10.0.0.9")
+        }
+        _ = try await users.add(name: "carol", password: "c")
+        await #expect { try await authenticator.authenticate("Basic " + Data("carol:c".utf8).base64EncodedString(), from: "10.0.0.9") }
+            throws: { ($0 as? Problem)?.status == .tooManyRequests }
+        #expect(try await authenticator.authenticate("Basic " + Data("carol:c".utf8).base64EncodedString(), from: "10.0.0.10").user == "carol")
     }
 }
