@@ -41,9 +41,12 @@ public struct NoPushProvider: PushDispatching {
 /// Delivers the outbox: a `Service` that claims due deliveries, sends them through a provider
 /// with many in flight, and records each outcome.
 ///
-/// A claim is a lease (the row's `nextAttemptAt` moves a minute ahead, with this process's pid),
-/// so a second server on the same data directory does not send the same push; leases of dead
-/// processes are taken back at start. A push is recorded `sent` only after the service accepted it.
+/// A claim is a lease (the row's `nextAttemptAt` moves a minute ahead, with this process's pid
+/// and a random tag), renewed while the push is in flight, so a second server on the same data
+/// directory does not send the same push; leases of dead processes are taken back at start. A
+/// push is recorded `sent` only after the service accepted it, and only by the lease's holder.
+/// The guarantee is at-least-once: a crash between Apple's acceptance and the record (at most
+/// 20 ms of outcomes) sends those pushes again, with the same `apns-id`.
 public final class OutboxDispatcher: Service, PushDispatching {
     private let database: DatabasePool
     private let provider: any PushProvider
@@ -54,13 +57,19 @@ public final class OutboxDispatcher: Service, PushDispatching {
     private let backoffBase: Double
     private let backoffCap: Double
     private let recordBatch = 256
+    /// How long a claim is held before others may take it; renewed every third of it while sending.
+    private let lease: Double
+    /// This dispatcher's lease tag: only it may record outcomes of the rows it claimed.
+    private let leaseTag = Int64.random(in: 1 ... .max)
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
 
     /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
     /// with jitter; after `maxAttempts` a delivery fails with its last reason.
     public init(database: DatabasePool, provider: any PushProvider, logger: Logger, concurrency: Int = 200,
-                pollInterval: Duration = .milliseconds(250), maxAttempts: Int = 12, backoffBase: Double = 1, backoffCap: Double = 300) {
+                pollInterval: Duration = .milliseconds(250), maxAttempts: Int = 12, backoffBase: Double = 1, backoffCap: Double = 300,
+                lease: Double = 60) {
+        self.lease = lease
         self.database = database
         self.provider = provider
         self.logger = logger
@@ -110,6 +119,19 @@ public final class OutboxDispatcher: Service, PushDispatching {
     /// send waits for another batch's stragglers, and a crash loses at most the outcomes of the
     /// last 20 ms (those pushes are sent again: at-least-once).
     func drain() async throws {
+        // Leases are renewed while anything is claimed, however long one send takes.
+        let renewer = Task { [database, lease, leaseTag] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(lease / 3))
+                guard !Task.isCancelled else { return }
+                let now = Date().timeIntervalSince1970
+                _ = try? await database.write { db in
+                    try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
+                                   arguments: [now + lease, leaseTag, now])
+                }
+            }
+        }
+        defer { renewer.cancel() }
         let outcomes = NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>([])
         let provider = self.provider
         var lastRecord = ContinuousClock.now
@@ -172,20 +194,29 @@ public final class OutboxDispatcher: Service, PushDispatching {
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
             }
             for job in jobs {
-                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ? WHERE id = ?", arguments: [now + 60, pid, job.id])
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id = ?",
+                               arguments: [now + lease, pid, leaseTag, job.id])
             }
             return jobs
         }
     }
 
-    /// Leases held by processes that no longer exist become due now.
+    /// Leases held by processes that no longer exist become due now, and so do those of an
+    /// earlier process that had this one's pid.
     private func reclaimDeadLeases() async throws {
+        let pid = Int(getpid()), tag = leaseTag
+        let now = Date().timeIntervalSince1970
+        try await database.write { db in
+            try db.execute(sql: """
+                UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL
+                WHERE state = 'pending' AND leasedBy = ? AND (leaseTag IS NULL OR leaseTag != ?)
+                """, arguments: [now, pid, tag])
+        }
         let holders = try await database.read { db in
             try Int.fetchAll(db, sql: "SELECT DISTINCT leasedBy FROM deliveries WHERE state = 'pending' AND leasedBy IS NOT NULL")
         }
         let dead = holders.filter { pid in pid != Int(getpid()) && kill(pid_t(pid), 0) != 0 && errno == ESRCH }
         guard !dead.isEmpty else { return }
-        let now = Date().timeIntervalSince1970
         try await database.write { db in
             for pid in dead {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
@@ -215,16 +246,22 @@ public final class OutboxDispatcher: Service, PushDispatching {
     }
 
     /// Records one outcome inside the batch's transaction; returns the metrics outcome.
+    ///
+    /// Only while this dispatcher still holds the row's lease: if it lapsed and another took the
+    /// row, the other's outcome stands (the push went out twice, at-least-once; nothing is
+    /// overwritten or pruned by a holder that no longer holds it).
     private func record(_ db: Database, _ job: DeliveryJob, outcome: DeliveryOutcome, timestamp: Date?, now: Double) throws -> String {
         let attempts = job.attempts + 1
+        let held = "AND leaseTag = ? AND state = 'pending'"
         switch outcome {
         case .sent:
-            try db.execute(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                           arguments: [attempts, now, job.id])
-            return "sent"
+            try db.execute(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
+                           arguments: [attempts, now, job.id, leaseTag])
+            return db.changesCount > 0 ? "sent" : "lease_lost"
         case .failed(let reason, let prune):
-            try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                           arguments: [attempts, reason, now, job.id])
+            try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
+                           arguments: [attempts, reason, now, job.id, leaseTag])
+            guard db.changesCount > 0 else { return "lease_lost" }
             // 410 only prunes a registration that has not been renewed since Apple saw the token die,
             // and that nobody changed since this push was claimed (a device may have registered again meanwhile).
             let renewedSince = timestamp.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
@@ -239,14 +276,14 @@ public final class OutboxDispatcher: Service, PushDispatching {
             return "failed"
         case .retry(let reason, let after):
             if attempts >= maxAttempts {
-                try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                               arguments: [attempts, "gave up after \(attempts) attempts: \(reason)", now, job.id])
-                return "failed"
+                try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
+                               arguments: [attempts, "gave up after \(attempts) attempts: \(reason)", now, job.id, leaseTag])
+                return db.changesCount > 0 ? "failed" : "lease_lost"
             }
             let delay = after ?? backoff(attempt: attempts)
-            try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, updatedAt = ? WHERE id = ?",
-                           arguments: [attempts, "retrying: \(reason)", now + delay, now, job.id])
-            return "retried"
+            try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
+                           arguments: [attempts, "retrying: \(reason)", now + delay, now, job.id, leaseTag])
+            return db.changesCount > 0 ? "retried" : "lease_lost"
         }
     }
 

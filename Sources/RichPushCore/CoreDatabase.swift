@@ -101,6 +101,11 @@ public enum CoreDatabase {
                 CREATE INDEX deliveries_campaign ON deliveries(campaignId, state) WHERE campaignId IS NOT NULL;
                 """)
         }
+        migrator.registerMigration("core-v4-lease-tags") { db in
+            // A lease names its holder by a random tag as well as a pid: in a container every
+            // start is pid 1, and a pid alone cannot tell this process from the one before.
+            try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN leaseTag INTEGER")
+        }
         return migrator
     }
 

@@ -1,0 +1,84 @@
+import Foundation
+import GRDB
+import Logging
+import MediaStore
+import NIOConcurrencyHelpers
+@testable import PushDelivery
+import RichPushCore
+import RichPushTestSupport
+import Testing
+
+/// A provider whose sends take `delay` and are counted: a stand-in for a slow push service,
+/// to see what the outbox does around its leases.
+final class SlowProvider: PushProvider {
+    let delay: Duration
+    let sends = NIOLockedValueBox(0)
+    init(delay: Duration) { self.delay = delay }
+    var addressing: DeliveryAddressing { .perDevice }
+    func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        sends.withLockedValue { $0 += 1 }
+        try? await Task.sleep(for: delay)
+        return (.sent(id: nil), nil)
+    }
+    func shutdown() async {}
+}
+
+@Suite("Outbox leases: renewed while sending, outcomes recorded only by their holder")
+struct OutboxLeaseTests {
+    /// A data directory with alice, one device and one queued notification; its delivery id.
+    func queued() async throws -> (URL, DatabasePool, Int64) {
+        let dir = try Fixtures.tempDirectory()
+        let directory = DataDirectory(path: dir.path)
+        let database = try CoreDatabase.open(directory)
+        _ = try await MediaStore(directory: directory, database: database)
+            .ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png")
+        try await UserStore(database: database, cost: 4).add(name: "alice", password: "pw")
+        let registrations = RegistrationStore(database: database)
+        let r = try await registrations.create(for: "alice")
+        _ = try await registrations.update(id: r.id, for: "alice", with: DeviceRegistration(platform: "apns", handle: String(repeating: "ab", count: 32), tags: []))
+        let created = try await NotificationStore(database: database).create(for: "alice", draft: NotificationDraft(), defaultImage: "logo.png")
+        let id = try #require(try await DeliveryStore(database: database).list(notification: created.notification.id).first?.id)
+        return (dir, database, id)
+    }
+
+    func dispatcher(_ database: DatabasePool, _ provider: any PushProvider, lease: Double) -> OutboxDispatcher {
+        var logger = Logger(label: "outbox")
+        logger.logLevel = .critical
+        return OutboxDispatcher(database: database, provider: provider, logger: logger, lease: lease)
+    }
+
+    @Test("a send that outlasts the lease keeps it: a second dispatcher does not send the push again")
+    func renewal() async throws {
+        let (dir, database, id) = try await queued()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let slow = SlowProvider(delay: .seconds(3)), other = SlowProvider(delay: .zero)
+        let first = dispatcher(database, slow, lease: 1)
+        let sending = Task { try await first.drain() }
+        for _ in 0..<6 { // past the 1 s lease, several times over
+            try await Task.sleep(for: .milliseconds(500))
+            try await dispatcher(database, other, lease: 1).drain()
+        }
+        try await sending.value
+        #expect(slow.sends.withLockedValue { $0 } == 1)
+        #expect(other.sends.withLockedValue { $0 } == 0)
+        let delivery = try await DeliveryStore(database: database).list(notification: 1).first { $0.id == id }
+        #expect(delivery?.state == .sent && delivery?.attempts == 1)
+    }
+
+    @Test("an outcome is not recorded over a row whose lease another holder took")
+    func holderCheck() async throws {
+        let (dir, database, id) = try await queued()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let slow = SlowProvider(delay: .seconds(1))
+        let sending = Task { try await dispatcher(database, slow, lease: 60).drain() }
+        #expect(try await eventually { slow.sends.withLockedValue { $0 } == 1 })
+        // Another node takes the row over (as after an expired lease) while the first is still sending.
+        try await database.write { db in
+            try db.execute(sql: "UPDATE deliveries SET leaseTag = 42, reason = 'taken over' WHERE id = ?", arguments: [id])
+        }
+        try await sending.value
+        let delivery = try await DeliveryStore(database: database).list(notification: 1).first { $0.id == id }
+        #expect(delivery?.state == .pending)
+        #expect(delivery?.reason == "taken over")
+    }
+}
