@@ -140,13 +140,18 @@ public struct UserStore: Sendable {
         }
     }
 
-    /// Removes a user, their device registrations and their sessions; cached credentials
-    /// elsewhere are invalidated.
+    /// Removes a user, their device registrations, sessions and notifications (with their
+    /// pending pushes); cached credentials elsewhere are invalidated. A new account of the same
+    /// name later starts with an empty inbox.
     public func remove(name: String) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM users WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
             try db.execute(sql: "DELETE FROM registrations WHERE username = ?", arguments: [name])
+            try db.execute(sql: """
+                DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM notifications WHERE recipient = ?)
+                """, arguments: [name])
+            try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
             try SessionStore.revokeAll(db, username: name)
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
         }

@@ -249,6 +249,23 @@ struct CampaignCoreTests {
         }
         #expect(recipients.sorted() == names)
     }
+
+    @Test("a removed user's inbox and pending pushes go with them: a new account of the same name starts empty")
+    func recreatedUser() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        try await f.users.add(name: "alice", password: "pw")
+        try await f.registerDevices(["alice"])
+        let store = NotificationStore(database: f.database)
+        let made = try await store.create(for: "alice", draft: NotificationDraft(message: "private"), defaultImage: "logo.png")
+        try await f.users.remove(name: "alice")
+        try await f.users.add(name: "alice", password: "new")
+        #expect(try await store.list(for: "alice").isEmpty)
+        #expect(try await store.find(id: made.notification.id, for: "alice") == nil)
+        #expect(try await DeliveryStore(database: f.database).list(notification: made.notification.id).isEmpty)
+        let refs = try await f.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM media_refs WHERE owner LIKE 'notification:%'") }
+        #expect(refs == 0)
+    }
 }
 
 /// A thread-safe counter for callbacks.

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fuzzes the C codec shim (Sources/CImageCodecs) with libFuzzer under AddressSanitizer and
+# UndefinedBehaviorSanitizer, starting from the conformance corpus and the sample media.
+#
+# Usage: scripts/fuzz.sh [SECONDS] [JOBS]   (default 600 s, 1 job)
+# Each input must settle within 3 s under the sanitizers (about 1 s without) and allocate no
+# block over 256 MB, or it counts as a crash. New interesting inputs go to fuzz/work/corpus (not committed); a crashing input is written to
+# fuzz/crashes/, which the test suite replays on every run (ImageInspector must settle it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-600}
+jobs=${2:-1}
+command -v clang >/dev/null || { echo "fuzz: clang is needed (the Swift toolchain has one)" >&2; exit 2; }
+mkdir -p fuzz/work/corpus fuzz/crashes
+bin=fuzz/work/image_fuzzer
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I Sources/CImageCodecs/include $(pkg-config --cflags libpng libjpeg) \
+    fuzz/image_fuzzer.c Sources/CImageCodecs/rp_codecs.c \
+    $(pkg-config --libs libpng libjpeg) -o "$bin"
+seeds=(../shared/corpus/pngsuite ../shared/corpus/jpeg media)
+[ -d fuzz/crashes ] && seeds+=(fuzz/crashes)
+echo "fuzz: ${seconds}s, ${jobs} job(s), seeds: ${seeds[*]}" >&2
+parallel=()
+[ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")   # logs then go to fuzz-N.log
+"$bin" fuzz/work/corpus "${seeds[@]}" -max_total_time="$seconds" "${parallel[@]}" \
+    -max_len=1048576 -rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=3 -artifact_prefix=fuzz/crashes/ -print_final_stats=1
