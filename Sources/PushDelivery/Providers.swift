@@ -1,3 +1,5 @@
+import ServiceLifecycle
+import Logging
 import Foundation
 import RichPushCore
 
@@ -115,6 +117,44 @@ extension NotificationHubsClient: RegistrationMirror {
         case .failed(let reason, _) where reason.hasPrefix("404"): return
         case .failed(let reason, _), .retry(let reason, _):
             throw PushError.transport("Notification Hubs could not delete the installation: \(reason)")
+        }
+    }
+}
+
+/// Removes from a push service's copy (Notification Hubs installations) every registration
+/// deleted here, by whichever process deleted it, so a removed user's devices stop getting
+/// pushes through the hub. Runs in `serve` when a hub is configured; a failed deletion is tried
+/// again on the next round.
+public struct MirrorReconciler: Service {
+    let registrations: RegistrationStore
+    let mirror: any RegistrationMirror
+    let interval: Duration
+    let logger: Logger
+
+    /// Creates the reconciler; it looks every `interval`.
+    public init(registrations: RegistrationStore, mirror: any RegistrationMirror, interval: Duration = .seconds(1), logger: Logger) {
+        self.registrations = registrations
+        self.mirror = mirror
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        while !Task.isShuttingDownGracefully {
+            do {
+                for id in try await registrations.pendingMirrorDeletions() {
+                    do {
+                        try await mirror.delete(registrationID: id)
+                        try await registrations.mirrorDeleted(id)
+                    } catch {
+                        logger.warning("cannot remove a deleted registration from the hub yet", metadata: ["id": "\(id)", "error": "\(error)"])
+                        break
+                    }
+                }
+            } catch {
+                logger.error("cannot read deleted registrations", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: interval)
         }
     }
 }

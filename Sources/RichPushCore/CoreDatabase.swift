@@ -106,6 +106,20 @@ public enum CoreDatabase {
             // start is pid 1, and a pid alone cannot tell this process from the one before.
             try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN leaseTag INTEGER")
         }
+        migrator.registerMigration("core-v5-mirror-deletions") { db in
+            // Every deleted registration, whoever deleted it (users rm in another process, a 410,
+            // a device moving its token), so that `serve` can remove its hub installation too.
+            try db.execute(sql: """
+                CREATE TABLE mirror_deletions (
+                    registrationId TEXT PRIMARY KEY NOT NULL,
+                    createdAt      REAL NOT NULL
+                );
+                CREATE TRIGGER registrations_mirror_deletions AFTER DELETE ON registrations BEGIN
+                    INSERT OR REPLACE INTO mirror_deletions (registrationId, createdAt)
+                    VALUES (old.id, (julianday('now') - 2440587.5) * 86400.0);
+                END;
+                """)
+        }
         return migrator
     }
 

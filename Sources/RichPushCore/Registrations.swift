@@ -24,12 +24,16 @@ public struct DeviceRegistration: Sendable, Equatable {
     public var platform: String
     public var handle: String
     public var tags: [String]
+    /// The registration id the device held before, as proof that it may move its token from
+    /// another account (a device token alone proves nothing: it can leak).
+    public var replaces: String?
 
     /// Creates the request body's content.
-    public init(platform: String, handle: String, tags: [String]) {
+    public init(platform: String, handle: String, tags: [String], replaces: String? = nil) {
         self.platform = platform
         self.handle = handle
         self.tags = tags
+        self.replaces = replaces
     }
 }
 
@@ -59,8 +63,11 @@ public struct RegistrationStore: Sendable {
         let normalized = try handle.map(Self.normalizeHandle)
         return try await database.write { db in
             if let normalized {
-                try db.execute(sql: "DELETE FROM registrations WHERE handle = ?", arguments: [normalized])
+                // The caller's own earlier registration of this device goes; another account's stays.
+                try db.execute(sql: "DELETE FROM registrations WHERE handle = ? AND username = ?", arguments: [normalized, username])
             }
+            // Deletions no hub took within 30 days are not waited for (without a hub, nobody takes them).
+            try db.execute(sql: "DELETE FROM mirror_deletions WHERE createdAt < ?", arguments: [now.timeIntervalSince1970 - 30 * 86_400])
             let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM registrations WHERE username = ?", arguments: [username]) ?? 0
             guard count < Self.maxPerUser else {
                 throw CoreError(.conflict, "\(username) already has \(count) device registrations, the most allowed; DELETE /api/register/{id} for devices no longer used")
@@ -101,7 +108,16 @@ public struct RegistrationStore: Sendable {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM registrations WHERE id = ? AND username = ?", arguments: [id, username]) else {
                 throw CoreError(.gone, "registration \(id) does not exist or has expired; POST /api/register for a new id")
             }
-            try db.execute(sql: "DELETE FROM registrations WHERE handle = ? AND platform = ? AND id != ?", arguments: [handle, "apns", id])
+            // The token may be registered elsewhere: the caller's own other registration gives it up;
+            // another account's only when the device proves it held that registration.
+            for other in try Row.fetchAll(db, sql: "SELECT id, username FROM registrations WHERE handle = ? AND platform = ? AND id != ?",
+                                          arguments: [handle, "apns", id]) {
+                let otherID: String = other["id"], owner: String = other["username"]
+                guard owner == username || device.replaces == otherID else {
+                    throw CoreError(.conflict, "this device token is registered to another account; a device moving it sends \"replaces\": \"<the registration id it held>\"")
+                }
+                try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [otherID])
+            }
             try db.execute(
                 sql: "UPDATE registrations SET platform = 'apns', handle = ?, tags = ?, updatedAt = ? WHERE id = ?",
                 arguments: [handle, encodedTags, now.timeIntervalSince1970, id])
@@ -136,6 +152,21 @@ public struct RegistrationStore: Sendable {
         let tags = decodeTags(row["tags"])
         return Registration(id: row["id"], username: row["username"], platform: row["platform"], handle: row["handle"], tags: tags,
                             createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
+    }
+
+    /// Registrations deleted (by any process, for any reason) whose copy in a push service
+    /// (a Notification Hubs installation) may still have to go, oldest first.
+    public func pendingMirrorDeletions(limit: Int = 100) async throws -> [String] {
+        try await database.read { db in
+            try String.fetchAll(db, sql: "SELECT registrationId FROM mirror_deletions ORDER BY createdAt LIMIT ?", arguments: [limit])
+        }
+    }
+
+    /// Marks a registration's copy as gone from the push service.
+    public func mirrorDeleted(_ id: String) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM mirror_deletions WHERE registrationId = ?", arguments: [id])
+        }
     }
 
     /// Lowercase hex of even length, 16 to 400 digits (APNs tokens are 32 bytes today, and Apple reserves the right to lengthen them).

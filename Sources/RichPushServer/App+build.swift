@@ -58,7 +58,8 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
                              availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
         services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger),
-                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger)] + extraServices,
+                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger)]
+            + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices,
         onServerRunning: { channel in
             // Payload URLs name the port actually bound; `richpush send` signs with the same base.
             publicURL.bound(port: channel.localAddress?.port)

@@ -145,7 +145,9 @@ extension Services {
         guard let handle = fields["handle"] as? String else { throw Problem(.badRequest, "\"handle\" is missing (the APNs device token in hex)") }
         let tagsValue = fields["tags"] ?? [String]()
         guard let tags = tagsValue as? [String] else { throw Problem(.badRequest, "\"tags\" must be an array of strings") }
-        let registration = try await registrations.update(id: id, for: try user(context), with: DeviceRegistration(platform: platform, handle: handle, tags: tags))
+        let replaces = fields["replaces"] as? String
+        let registration = try await registrations.update(id: id, for: try user(context),
+                                                          with: DeviceRegistration(platform: platform, handle: handle, tags: tags, replaces: replaces))
         if let mirror {
             do { try await mirror.upsert(registration) } catch {
                 throw Problem(.badGateway, "registration \(id) is saved, but the push service did not take it: \(error); PUT it again")

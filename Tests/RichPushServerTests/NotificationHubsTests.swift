@@ -182,6 +182,13 @@ struct NotificationHubsTests {
                 let id = try #require(all["id"] as? Int)
                 #expect(try await eventually { try await s.campaignStatus(id)["status"] as? String == "done" })
                 #expect(try await s.campaignStatus(id)["sent"] as? Int == 2)
+
+                // users rm in another process: bob's installation is removed from the hub too.
+                try await UserStore(database: s.database).remove(name: "bob")
+                #expect(try await eventually {
+                    hub.calls.withLockedValue { $0.contains { $0.method == "DELETE" && $0.path == "/hub1/installations/\(bob)" } }
+                })
+                #expect(try await eventually { try await RegistrationStore(database: s.database).pendingMirrorDeletions().isEmpty })
             }
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()

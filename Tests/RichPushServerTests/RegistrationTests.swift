@@ -71,17 +71,6 @@ struct RegistrationTests {
         }
     }
 
-    @Test("a device token moves to its newest registration, even across users")
-    func tokenMoves() async throws {
-        try await TestServer.run { s in
-            _ = try await s.registerDevice(tokenA, as: "alice")
-            _ = try await s.registerDevice(tokenA, as: "bob")
-            let store = RegistrationStore(database: s.database)
-            #expect(try await store.list(for: "alice").compactMap(\.handle).isEmpty)
-            #expect(try await store.list(for: "bob").compactMap(\.handle) == [tokenA])
-        }
-    }
-
     @Test("a user has at most 100 registrations: the 101st is 409 and says what to do; a deleted one makes room")
     func cap() async throws {
         try await TestServer.run { s in
@@ -97,6 +86,28 @@ struct RegistrationTests {
             #expect(try await s.json(.post, "/api/register", as: "alice").0.status == .ok) // per user, not global
             #expect(try await s.request(.delete, "/api/register/\(last)", as: "bob").status == .ok)
             #expect(try await s.json(.post, "/api/register", as: "bob").0.status == .ok)
+        }
+    }
+
+    @Test("a device token moves to another account only with the registration id the device held; within an account it moves freely")
+    func tokenMoves() async throws {
+        try await TestServer.run { s in
+            let bobs = try await s.registerDevice(tokenA, as: "bob")
+            // alice names bob's token: refused, bob keeps it.
+            let (_, created) = try await s.json(.post, "/api/register?handle=\(tokenA)", as: "alice")
+            let alices = try #require((created as? [String: Any])?["registrationId"] as? String)
+            let (taken, _) = try await s.json(.put, "/api/register/\(alices)", as: "alice", body: #"{"platform":"apns","handle":"\#(tokenA)","tags":[]}"#)
+            #expect(taken.status == .conflict)
+            #expect(taken.detail.contains("replaces"))
+            #expect(try await RegistrationStore(database: s.database).list(for: "bob").compactMap(\.handle) == [tokenA])
+            // The device itself, which knows the registration it held, moves it.
+            let (moved, _) = try await s.json(.put, "/api/register/\(alices)", as: "alice",
+                                              body: #"{"platform":"apns","handle":"\#(tokenA)","tags":[],"replaces":"\#(bobs)"}"#)
+            #expect(moved.status == .ok)
+            #expect(try await RegistrationStore(database: s.database).list(for: "bob").isEmpty)
+            // Within one account a new registration of the same device replaces the old one.
+            _ = try await s.registerDevice(tokenA, as: "alice")
+            #expect(try await RegistrationStore(database: s.database).list(for: "alice").compactMap(\.handle) == [tokenA])
         }
     }
 }
