@@ -147,7 +147,7 @@ with open("users.jsonl", "w") as f:
 open("uris.txt", "w").write("".join("https://127.0.0.1:%s/3/device/%064x\n" % (sandbox_port, i) for i in range(1, n + 1)))
 PY
 
-"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --log pushes.jsonl 2> sandbox.log &
+"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 --log pushes.jsonl 2> sandbox.log &
 sandbox_pid=$!
 for _ in $(seq 1 100); do
     [ -f apns-sandbox-cert.pem ] && curl -sk -o /dev/null "https://127.0.0.1:$sandbox_port/3/device" && break

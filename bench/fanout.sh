@@ -36,7 +36,7 @@ open("tokens.txt", "w").write("".join("%064x\n" % (i + 1) for i in range(n)))
 open("payload.json", "w").write('{"aps":{"content-available":1,"sound":""},"richId":"1","richMessage":"Check this image out!","richType":"img"}')
 PY
 
-"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --log pushes.jsonl 2> sandbox.log &
+"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 --log pushes.jsonl 2> sandbox.log &
 sandbox_pid=$!
 sleep 1
 mkdir -p media && cp "$OLDPWD/media/logo.png" media/

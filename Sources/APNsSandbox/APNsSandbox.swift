@@ -34,6 +34,12 @@ public final class APNsSandbox: Sendable {
         public var logPath: String?
         /// Apple refuses provider tokens older than an hour.
         public var maxTokenAge: TimeInterval = 3600
+        /// The topics (bundle ids) the key may push to; nil accepts any, as a key for every app
+        /// of the team does. Another topic is 400 TopicDisallowed.
+        public var topics: Set<String>?
+        /// Apple refuses a provider token renewed sooner than this after the last one
+        /// (429 TooManyProviderTokenUpdates); 0 turns the check off (benchmarks where two clients sign).
+        public var minTokenUpdateInterval: TimeInterval = 20 * 60
 
         /// Creates a configuration.
         public init(teamID: String, keyID: String, publicKey: P256.Signing.PublicKey, tlsCertificatePEM: String, tlsKeyPEM: String) {
@@ -65,6 +71,8 @@ public final class APNsSandbox: Sendable {
         var failures: [String: Failure] = [:]
         var tokensValidAfter: Date = .distantPast
         var tokensSeen = Set<String>()
+        /// The provider token in use and when it was first seen.
+        var currentToken: (jwt: String, since: Date)?
     }
 
     public let configuration: Configuration
@@ -95,7 +103,10 @@ public final class APNsSandbox: Sendable {
 
     /// Treats every provider token issued before `date` as expired (403 ExpiredProviderToken).
     public func expireProviderTokens(issuedBefore date: Date) {
-        state.withLockedValue { $0.tokensValidAfter = date }
+        state.withLockedValue {
+            $0.tokensValidAfter = date
+            $0.currentToken = nil // an expired token may be replaced at once
+        }
     }
 
     /// Pushes accepted so far (the most recent `keepAccepted`).
@@ -157,10 +168,21 @@ public final class APNsSandbox: Sendable {
         case .some(let reason): return .reject(403, reason, timestamp: nil)
         case .none: break
         }
+        // A new provider token sooner than the interval after the last one is refused.
+        let tooSoon = state.withLockedValue { state -> Bool in
+            if let current = state.currentToken, current.jwt != jwt {
+                if now.timeIntervalSince(current.since) < configuration.minTokenUpdateInterval { return true }
+                state.currentToken = (jwt, now)
+            } else if state.currentToken == nil {
+                state.currentToken = (jwt, now)
+            }
+            return false
+        }
+        if tooSoon { return .reject(429, "TooManyProviderTokenUpdates", timestamp: nil) }
         // Device token: 32 bytes of hex today; Apple may lengthen them, so any even hex of 64+.
         guard token.count >= 64, token.count % 2 == 0, token.allSatisfy(\.isHexDigit) else { return .reject(400, "BadDeviceToken", timestamp: nil) }
         guard let topic = header("apns-topic"), !topic.isEmpty else { return .reject(400, "MissingTopic", timestamp: nil) }
-        _ = topic
+        if let topics = configuration.topics, !topics.contains(topic) { return .reject(400, "TopicDisallowed", timestamp: nil) }
         let pushType = header("apns-push-type") ?? "alert"
         let validTypes = ["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk", "widgets"]
         guard validTypes.contains(pushType) else { return .reject(400, "InvalidPushType", timestamp: nil) }

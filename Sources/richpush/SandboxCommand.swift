@@ -25,6 +25,9 @@ struct SandboxCommand: AsyncParsableCommand {
     @Option(help: "TLS private key, PEM.") var tlsKey: String?
     @Option(help: "Append each accepted push as a JSON line.") var log: String?
     @Option(help: "Make a device token fail: TOKEN=STATUS:REASON[:TIMES], e.g. <hex>=410:Unregistered.") var fail: [String] = []
+    @Option(help: "A topic (bundle id) the key may push to; repeat for more. Without it any topic is accepted.") var topic: [String] = []
+    @Option(help: "Refuse a provider token renewed sooner than this after the last (Apple: 20m; 0 turns it off).", transform: Duration.parse)
+    var tokenUpdateInterval: TimeInterval = 20 * 60
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -63,6 +66,8 @@ struct SandboxCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.logPath = log
+        configuration.topics = topic.isEmpty ? nil : Set(topic)
+        configuration.minTokenUpdateInterval = tokenUpdateInterval
         let sandbox = try APNsSandbox(configuration, keepAccepted: 1000)
         for rule in fail {
             if let (token, status, reason, times) = Self.parseFailure(rule) { sandbox.fail(token: token, status: status, reason: reason, times: times) }

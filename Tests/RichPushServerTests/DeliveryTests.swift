@@ -179,13 +179,29 @@ struct DeliveryTests {
             let (outcome, _) = await forged.deliver(DeliveryJob(id: 1, notificationId: 1, target: tokenA, payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
                                                                 pushId: UUID().uuidString, attempts: 0))
             #expect(outcome == .failed(reason: "403 InvalidProviderToken", prune: false))
-            let good = APNsProvider(client: try apns.client())
+            let tokens = APNsTokenManager(credentials: apns.credentials)
+            let good = APNsProvider(client: try apns.client(tokens: tokens))
             let big = Data(("{\"aps\":{\"content-available\":1},\"x\":\"" + String(repeating: "x", count: 4100) + "\"}").utf8)
             let (tooLarge, _) = await good.deliver(DeliveryJob(id: 2, notificationId: 1, target: tokenA, payload: big, pushId: UUID().uuidString, attempts: 0))
             #expect(tooLarge == .failed(reason: "413 PayloadTooLarge", prune: false))
             let (badToken, _) = await good.deliver(DeliveryJob(id: 3, notificationId: 1, target: "abc", payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
                                                                pushId: UUID().uuidString, attempts: 0))
             #expect(badToken == .failed(reason: "400 BadDeviceToken", prune: false))
+            // Another app's topic, with this team's key: refused as Apple does.
+            let otherApp = APNsProvider(client: try APNsClient(credentials: apns.credentials, topic: "com.example.other",
+                                                                environment: .custom("https://127.0.0.1:\(apns.port)"), extraRoots: [apns.certificatePath],
+                                                                tokens: tokens))
+            let (wrongTopic, _) = await otherApp.deliver(DeliveryJob(id: 4, notificationId: 1, target: tokenA, payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
+                                                                     pushId: UUID().uuidString, attempts: 0))
+            #expect(wrongTopic == .failed(reason: "400 TopicDisallowed", prune: false))
+            // A second provider token minutes after the first: 429 TooManyProviderTokenUpdates.
+            let renewed = APNsProvider(client: try apns.client())
+            try await Task.sleep(for: .milliseconds(1100)) // a new iat
+            let (tooSoon, _) = await renewed.deliver(DeliveryJob(id: 5, notificationId: 1, target: tokenA, payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
+                                                                 pushId: UUID().uuidString, attempts: 0))
+            #expect(tooSoon == .retry(reason: "429 TooManyProviderTokenUpdates", after: nil))
+            await otherApp.shutdown()
+            await renewed.shutdown()
             #expect(apns.sandbox.acceptedCount == 0)
             await forged.shutdown()
             await good.shutdown()

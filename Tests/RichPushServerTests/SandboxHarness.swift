@@ -38,6 +38,7 @@ struct RunningSandbox: Sendable {
         var configuration = APNsSandbox.Configuration(teamID: teamID, keyID: keyID, publicKey: key.publicKey,
                                                       tlsCertificatePEM: certificate, tlsKeyPEM: tlsKey)
         configuration.port = 0
+        configuration.topics = [topic]
         let sandbox = try APNsSandbox(configuration)
         let port = NIOLockedValueBox<Int?>(nil)
         var logger = Logger(label: "sandbox")
