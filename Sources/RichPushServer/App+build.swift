@@ -54,7 +54,7 @@ public func buildApplication(
     let startLogger = logger
     return Application(
         router: router,
-        server: FastPathHTTP1Channel.builder(fastPath),
+        server: FastPathHTTP1Channel.builder(fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
                              availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
         services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger),

@@ -139,11 +139,15 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
     typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
     let responder: HTTPChannelHandler.Responder
     let fastPath: FastPath
+    /// How long a request head may take to arrive, from its first byte.
+    let headTimeout: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let outlet = RawOutlet()
+            let deadline = HeadDeadline(timeout: headTimeout)
             try channel.pipeline.syncOperations.addHandler(LingeringCloseHandler())
+            try channel.pipeline.syncOperations.addHandler(HeadDeadline.Start(deadline))
             try channel.pipeline.syncOperations.addHandler(outlet)
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                 withPipeliningAssistance: false,
@@ -151,6 +155,7 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
                 withOutboundHeaderValidation: false,
                 withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: Self.decoderLimits)
+            try channel.pipeline.syncOperations.addHandler(HeadDeadline.End(deadline))
             try channel.pipeline.syncOperations.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
             try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: Self.idleTimeout, logger: logger))
@@ -175,8 +180,8 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
     }
 
     /// The server builder for `Application(server:)`.
-    static func builder(_ fastPath: FastPath) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in FastPathHTTP1Channel(responder: responder, fastPath: fastPath) }
+    static func builder(_ fastPath: FastPath, headTimeout: TimeAmount) -> HTTPServerBuilder {
+        HTTPServerBuilder { responder in FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: headTimeout) }
     }
 }
 

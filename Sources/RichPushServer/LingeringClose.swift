@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 
 /// Ends a connection the way nginx does after its last answer (a "lingering close"): once the
 /// output is closed, whatever the client still sends is read and thrown away, for at most
@@ -62,5 +63,58 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         context.fireChannelInactive()
+    }
+}
+
+/// A request head must arrive whole within a deadline from its first byte: a client that
+/// trickles it a byte at a time (slowloris) is closed, however often it sends. Two handlers
+/// share it: `start` sits before the HTTP decoder and sees the first byte, `end` after it and
+/// sees the decoded head.
+final class HeadDeadline {
+    private let timeout: TimeAmount
+    private var waitingForHead = true
+    private var timer: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    /// Sees raw bytes.
+    final class Start: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        let deadline: HeadDeadline
+        init(_ deadline: HeadDeadline) { self.deadline = deadline }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if deadline.waitingForHead && deadline.timer == nil {
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                deadline.timer = context.eventLoop.scheduleTask(in: deadline.timeout) { bound.value.close(promise: nil) }
+            }
+            context.fireChannelRead(data)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            deadline.timer?.cancel()
+            context.fireChannelInactive()
+        }
+    }
+
+    /// Sees decoded request parts.
+    final class End: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        let deadline: HeadDeadline
+        init(_ deadline: HeadDeadline) { self.deadline = deadline }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head:
+                deadline.timer?.cancel()
+                deadline.timer = nil
+                deadline.waitingForHead = false
+            case .end:
+                deadline.waitingForHead = true
+            case .body:
+                break
+            }
+            context.fireChannelRead(data)
+        }
     }
 }

@@ -186,6 +186,31 @@ struct MediaRouteTests {
         #expect(gate.enter())
     }
 
+    @Test("a request head trickled a byte at a time (slowloris) is cut off at the head deadline, however often bytes come")
+    func slowHead() async throws {
+        try await TestServer.run({ $0.headTimeout = 1 }) { s in
+            let port = try #require(s.client.port)
+            let sentBeforeClose = try await onOwnThread { () throws -> Int in
+                let fd = try connectTo(port: port, timeout: 10)
+                let head = Array("GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: \(String(repeating: "a", count: 200))\r\n\r\n".utf8)
+                var sent = 0
+                for byte in head {
+                    if send(fd, [byte], 1, Int32(MSG_NOSIGNAL)) <= 0 { break }
+                    sent += 1
+                    usleep(100_000) // 10 bytes a second: never idle long, never done
+                    var probe = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    if poll(&probe, 1, 0) > 0 { var b: UInt8 = 0; if recv(fd, &b, 1, Int32(MSG_PEEK)) == 0 { break } } // closed by the server
+                }
+                close(fd)
+                return sent
+            }
+            // A 1 s deadline at 10 bytes a second: closed after about 10 of the head's 240 bytes.
+            #expect(sentBeforeClose < 60, "sent \(sentBeforeClose) bytes before the server closed")
+            // A whole head sent at once is served as ever.
+            #expect(try await s.request(.get, "/health", as: nil).status == .ok)
+        }
+    }
+
     @Test("an upload refused early (413) with Connection: close: the client can send the rest and reads its answer; the server then closes")
     func earlyRefusalDoesNotHang() async throws {
         try await TestServer.run { s in
