@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import HTTPTypes
 import NIOHTTP1
 import GRDB
@@ -49,6 +50,21 @@ final class ServedBlob: Sendable {
     }
 }
 
+/// A blob too large to keep in memory, served from its file a chunk at a time.
+struct FileBlob: Sendable {
+    let id: MediaID
+    let contentType: String
+    let path: String
+    let size: Int
+    var etag: String { "\"\(id.hex)\"" }
+}
+
+/// What can be served: a blob in memory, or one streamed from its file.
+enum Servable: Sendable {
+    case memory(ServedBlob)
+    case file(FileBlob)
+}
+
 /// Keeps hot blobs in memory. Blobs are immutable, so a cached copy is always right while the
 /// blob exists; an entry re-checks that its file still exists once a second (the CLI may remove it).
 final class BlobCache: Sendable {
@@ -87,6 +103,19 @@ final class BlobCache: Sendable {
         }
     }
 
+    /// The blob with `id` to serve: from memory when it fits the cache, else from its file (so
+    /// a request for a large blob never holds it whole); nil when the store has none.
+    func servable(_ id: MediaID) async throws -> Servable? {
+        if let blob = freshBlob(id) { return .memory(blob) }
+        guard let item = try await store.database.read({ db in try MediaIndex.item(db, id: id) }) else { return nil }
+        if item.size > maxEntry {
+            let path = store.blobPath(id)
+            guard access(path, R_OK) == 0 else { return nil }
+            return .file(FileBlob(id: id, contentType: item.info.contentType, path: path, size: item.size))
+        }
+        return try await blob(id).map { .memory($0) }
+    }
+
     /// The blob with `id`, or nil when the store has none.
     func blob(_ id: MediaID) async throws -> ServedBlob? {
         let hit: (blob: ServedBlob, stale: Bool)? = state.withLockedValue { state in
@@ -107,12 +136,12 @@ final class BlobCache: Sendable {
         }
         guard let item = try await store.database.read({ db in try MediaIndex.item(db, id: id) }) else { return nil }
         let path = store.blobPath(id)
-        let data = try await NIOThreadPool.singleton.runIfActive { () -> [UInt8]? in
-            FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+        let bytes = try await NIOThreadPool.singleton.runIfActive { () -> ByteBuffer? in
+            FileChunks.read(path, offset: 0, length: item.size)
         }
-        guard let data else { return nil }
-        let blob = ServedBlob(id: id, contentType: item.info.contentType, bytes: ByteBuffer(bytes: data))
-        if data.count <= maxEntry { insert(blob) }
+        guard let bytes else { return nil }
+        let blob = ServedBlob(id: id, contentType: item.info.contentType, bytes: bytes)
+        if bytes.readableBytes <= maxEntry { insert(blob) }
         return blob
     }
 
@@ -144,3 +173,44 @@ final class BlobCache: Sendable {
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// Reads parts of blob files straight into buffers (one copy, from the kernel).
+enum FileChunks {
+    /// Bytes sent per write when a blob is streamed (the async writer buffers a few writes per
+    /// connection before it pushes back, so this bounds memory per slow client).
+    static let chunk = 64 * 1024
+
+    /// `length` bytes from `offset`, or nil when the file cannot be read whole.
+    static func read(_ path: String, offset: Int, length: Int) -> ByteBuffer? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = ByteBufferAllocator().buffer(capacity: length)
+        var done = 0
+        while done < length {
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 0) { raw in
+                pread(fd, raw.baseAddress, min(raw.count, length - done), off_t(offset + done))
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            done += n
+        }
+        return buffer
+    }
+
+    /// Writes `range` of the file to `writer` a chunk at a time: each write waits until the
+    /// connection takes it, so a slow client holds one chunk, not the blob.
+    static func stream(_ path: String, range: ClosedRange<Int>, to writer: inout any ResponseBodyWriter) async throws {
+        var offset = range.lowerBound
+        while offset <= range.upperBound {
+            let length = min(chunk, range.upperBound - offset + 1)
+            let at = offset
+            guard let buffer = try await NIOThreadPool.singleton.runIfActive({ read(path, offset: at, length: length) }) else {
+                throw MediaStoreError.io("cannot read", path: path, errno: errno)
+            }
+            try await writer.write(buffer)
+            offset += length
+        }
+        try await writer.finish(nil)
+    }
+}

@@ -155,10 +155,10 @@ extension Services {
         case .expired(let id):
             throw Problem(.gone, "this payload URL expired; the app can fetch the payload with its credentials at /api/notifications/\(id)")
         case .valid(let id, let payload):
-            guard let blob = try await blobs.blob(payload) else {
+            guard let source = try await blobs.servable(payload) else {
                 throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
             }
-            let (response, outcome) = try ImageResponse.make(request, blob: blob, cacheControl: "private")
+            let (response, outcome) = try ImageResponse.make(request, source: source, cacheControl: "private")
             if outcome != .head { try await readMarks.mark(id) }
             return response
         }

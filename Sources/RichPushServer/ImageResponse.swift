@@ -17,14 +17,32 @@ enum ImageResponse {
     }
 
     static func make(_ request: Request, blob: ServedBlob, cacheControl: String) throws -> (Response, Outcome) {
-        let etag = blob.etag
-        let size = blob.bytes.readableBytes
+        try make(request, source: .memory(blob), cacheControl: cacheControl)
+    }
+
+    /// The same answer for a blob in memory or one streamed from its file.
+    static func make(_ request: Request, source: Servable, cacheControl: String) throws -> (Response, Outcome) {
+        let (etag, size, contentType): (String, Int, String) = switch source {
+        case .memory(let blob): (blob.etag, blob.bytes.readableBytes, blob.contentType)
+        case .file(let file): (file.etag, file.size, file.contentType)
+        }
+        func body(_ range: ClosedRange<Int>) -> ResponseBody {
+            switch source {
+            case .memory(let blob):
+                return .init(byteBuffer: blob.bytes.getSlice(at: blob.bytes.readerIndex + range.lowerBound, length: range.count)!)
+            case .file(let file):
+                return ResponseBody(contentLength: range.count) { writer in
+                    var writer: any ResponseBodyWriter = writer
+                    try await FileChunks.stream(file.path, range: range, to: &writer)
+                }
+            }
+        }
         let isHead = request.method == .head
         let plain = request.headers[.ifNoneMatch] == nil && request.headers[.range] == nil
-        if plain, let headers = blob.fullHeaders[cacheControl] {
+        if plain, case .memory(let blob) = source, let headers = blob.fullHeaders[cacheControl] {
             return (Response(status: .ok, headers: headers, body: isHead ? .init() : .init(byteBuffer: blob.bytes)), isHead ? .head : .full)
         }
-        var headers = baseHeaders(contentType: blob.contentType, etag: etag, cacheControl: cacheControl)
+        var headers = baseHeaders(contentType: contentType, etag: etag, cacheControl: cacheControl)
         if let inm = request.headers[values: .ifNoneMatch].first, matches(inm, etag: etag) {
             return (Response(status: .notModified, headers: headers), .notModified)
         }
@@ -41,11 +59,10 @@ enum ImageResponse {
         if let range {
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(size)"
             headers[.contentLength] = String(range.count)
-            let slice = blob.bytes.getSlice(at: blob.bytes.readerIndex + range.lowerBound, length: range.count)!
-            return (Response(status: .partialContent, headers: headers, body: isHead ? .init() : .init(byteBuffer: slice)), isHead ? .head : .partial)
+            return (Response(status: .partialContent, headers: headers, body: isHead ? .init() : body(range)), isHead ? .head : .partial)
         }
         headers[.contentLength] = String(size)
-        return (Response(status: .ok, headers: headers, body: isHead ? .init() : .init(byteBuffer: blob.bytes)), isHead ? .head : .full)
+        return (Response(status: .ok, headers: headers, body: isHead || size == 0 ? .init() : body(0...(size - 1))), isHead ? .head : .full)
     }
 
     /// `If-None-Match`: `*` or any listed tag equal under weak comparison.

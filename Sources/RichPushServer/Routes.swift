@@ -121,9 +121,9 @@ extension Services {
         guard let id = MediaID(raw) else {
             throw Problem(.notFound, "'\(raw.prefix(80))' is not a media id (64 hex digits)")
         }
-        guard let blob = try await blobs.blob(id) else { throw Problem(.notFound, "no media \(id.hex)") }
+        guard let source = try await blobs.servable(id) else { throw Problem(.notFound, "no media \(id.hex)") }
         let cacheControl = configuration.publicMedia ? "public, max-age=31536000, immutable" : "private, max-age=31536000, immutable"
-        return try ImageResponse.make(request, blob: blob, cacheControl: cacheControl).0
+        return try ImageResponse.make(request, source: source, cacheControl: cacheControl).0
     }
 
     // MARK: registrations
@@ -226,10 +226,10 @@ extension Services {
 
     /// The payload image of notification `id`, marking it read on its first full or ranged GET.
     func payloadResponse(_ request: Request, notification id: Int64, payload: MediaID, recipient: String, alreadyRead: Bool) async throws -> Response {
-        guard let blob = try await blobs.blob(payload) else {
+        guard let source = try await blobs.servable(payload) else {
             throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
         }
-        let (response, outcome) = try ImageResponse.make(request, blob: blob, cacheControl: "private")
+        let (response, outcome) = try ImageResponse.make(request, source: source, cacheControl: "private")
         if !alreadyRead && outcome != .head {
             try await readMarks.mark(id)
             readPayloads.set(id, recipient: recipient, payload: payload)

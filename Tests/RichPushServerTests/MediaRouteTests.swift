@@ -211,6 +211,34 @@ struct MediaRouteTests {
         }
     }
 
+    @Test("a blob too large for the cache is streamed from its file with the same headers, Range, HEAD and 304")
+    func streamedBlob() async throws {
+        try await TestServer.run({ $0.blobCacheBytes = 1 << 20 }) { s in // entries up to 128 KiB: this one is streamed
+            let png = PNGBuilder.rgb(width: 300, height: 300, seed: 11)
+            #expect(png.count > 200_000)
+            let upload = try await s.request(.post, "/api/media", body: png)
+            #expect(upload.status == .created)
+            let id = MediaID(hashing: png).hex
+            for _ in 0..<2 {
+                let full = try await s.request(.get, "/media/\(id)")
+                #expect(full.status == .ok)
+                #expect(full.bytes == png)
+                #expect(full.headers[.contentLength] == String(png.count))
+                #expect(full.headers[.eTag] == "\"\(id)\"" && full.headers[.contentType] == "image/png")
+            }
+            let ranged = try await s.request(.get, "/media/\(id)", headers: [.range: "bytes=100000-100099"])
+            #expect(ranged.status == .partialContent)
+            #expect(ranged.bytes == Array(png[100_000..<100_100]))
+            #expect(ranged.headers[.contentRange] == "bytes 100000-100099/\(png.count)")
+            let tail = try await s.request(.get, "/media/\(id)", headers: [.range: "bytes=-300000"])
+            #expect(tail.status == .partialContent && tail.bytes == png)
+            let head = try await s.request(.head, "/media/\(id)")
+            #expect(head.status == .ok && head.bytes.isEmpty && head.headers[.contentLength] == String(png.count))
+            #expect(try await s.request(.get, "/media/\(id)", headers: [.ifNoneMatch: "\"\(id)\""]).status == .notModified)
+            #expect(try await s.request(.get, "/media/\(id)", headers: [.range: "bytes=\(png.count)-"]).status == .rangeNotSatisfiable)
+        }
+    }
+
     @Test("an upload refused early (413) with Connection: close: the client can send the rest and reads its answer; the server then closes")
     func earlyRefusalDoesNotHang() async throws {
         try await TestServer.run { s in
