@@ -54,7 +54,8 @@ public func buildApplication(
     let startLogger = logger
     return Application(
         router: router,
-        server: FastPathHTTP1Channel.builder(fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9))),
+        server: FastPathHTTP1Channel.builder(fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9)),
+                                             idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
                              availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
         services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger),

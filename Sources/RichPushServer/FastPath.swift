@@ -141,6 +141,8 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
     let fastPath: FastPath
     /// How long a request head may take to arrive, from its first byte.
     let headTimeout: TimeAmount
+    /// A connection with no request in flight is closed after this long (the fast path's too).
+    let idleTimeout: Duration
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -158,13 +160,10 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
             try channel.pipeline.syncOperations.addHandler(HeadDeadline.End(deadline))
             try channel.pipeline.syncOperations.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
             try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: Self.idleTimeout, logger: logger))
+            try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         }
     }
-
-    /// A connection with no request in flight is closed after this long (the fast path's too).
-    static let idleTimeout = Duration.seconds(60)
 
     /// Request heads of at most 100 fields and 32 KiB: what devices and browsers send fits many times over.
     static let decoderLimits: NIOHTTPDecoderLimitConfiguration = {
@@ -180,8 +179,10 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
     }
 
     /// The server builder for `Application(server:)`.
-    static func builder(_ fastPath: FastPath, headTimeout: TimeAmount) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: headTimeout) }
+    static func builder(_ fastPath: FastPath, headTimeout: TimeAmount, idleTimeout: Duration) -> HTTPServerBuilder {
+        HTTPServerBuilder { responder in
+            FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: headTimeout, idleTimeout: idleTimeout)
+        }
     }
 }
 

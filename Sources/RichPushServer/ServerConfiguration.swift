@@ -31,6 +31,8 @@ public struct ServerConfiguration: Sendable {
     public var payloadURLLifetime: Double = 7 * 86_400
     /// The base of payload URLs, as devices reach this server; nil for `http://<host>:<port>`.
     public var publicURL: String?
+    /// Seconds a connection may sit with no request in flight before it is closed.
+    public var idleTimeout: Double = 60
     /// Seconds a request head may take to arrive, from its first byte (slow heads are an attack).
     public var headTimeout: Double = 10
     /// Connections open at once; past it, new ones wait in the listen backlog.

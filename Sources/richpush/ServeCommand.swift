@@ -31,6 +31,8 @@ struct ServeCommand: AsyncParsableCommand {
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
     @Option(help: "Event-loop threads, 0 for one per core (env RICHPUSH_THREADS).")
     var threads: Int = Environment.int("RICHPUSH_THREADS") ?? 0
+    @Option(help: "Connections open at once; past it, new ones wait to be accepted (env RICHPUSH_MAX_CONNECTIONS).")
+    var maxConnections: Int = Environment.int("RICHPUSH_MAX_CONNECTIONS") ?? 4_096
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env RICHPUSH_LOG_LEVEL).")
     var logLevel: String = Environment.string("RICHPUSH_LOG_LEVEL") ?? "info"
 
@@ -39,6 +41,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard (0...256).contains(threads) else { throw ValidationError("--threads must be 0 to 256") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level '\(logLevel)' is not a level") }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
+        guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
     }
 
     func run() async throws {
@@ -53,6 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         configuration.eventLoopThreads = threads
         configuration.sessionLifetime = sessionTtl
+        configuration.maxConnections = maxConnections
         configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
         configuration.publicURL = urlOptions.publicUrl
         let level = configuration.logLevel

@@ -47,4 +47,42 @@ struct ConfigurationCLITests {
         #expect(try mode("\(data)/payload.key") == 0o600)
         if FileManager.default.fileExists(atPath: "\(data)/richpush.sqlite-wal") { #expect(try mode("\(data)/richpush.sqlite-wal") == 0o600) }
     }
+
+    @Test("serve --max-connections: past the limit a new connection waits until one closes")
+    func connectionLimit() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let port = freePort()
+        let server = Process()
+        server.executableURL = CLI.executable
+        server.arguments = ["serve", "--port", String(port), "--max-connections", "2", "--data", dir.appendingPathComponent("data").path]
+        server.currentDirectoryURL = dir
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        let result = try await onOwnThread { () throws -> (waited: String, after: String) in
+            func health(timeout: Int) -> String {
+                guard let fd = try? connectTo(port: port, timeout: timeout) else { return "" }
+                defer { close(fd) }
+                sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+                return receiveAll(fd)
+            }
+            var up = false
+            for _ in 0..<100 where !up { usleep(100_000); up = health(timeout: 2).hasPrefix("HTTP/1.1 200") }
+            let held = try [connectTo(port: port), connectTo(port: port)]
+            usleep(300_000)
+            let waited = health(timeout: 1) // the third: not accepted while two are open
+            for fd in held { close(fd) }
+            var after = ""
+            for _ in 0..<50 where !after.hasPrefix("HTTP/1.1 200") { after = health(timeout: 2); usleep(100_000) }
+            return (waited, after)
+        }
+        #expect(!result.waited.hasPrefix("HTTP/1.1 200"), "\(result.waited.prefix(40))")
+        #expect(result.after.hasPrefix("HTTP/1.1 200"))
+    }
 }
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -239,6 +239,34 @@ struct MediaRouteTests {
         }
     }
 
+    @Test("a request head of more than 100 fields is refused (400) and the connection closed")
+    func headLimits() async throws {
+        try await TestServer.run { s in
+            let port = try #require(s.client.port)
+            let fields = (0..<150).map { "X-Field-\($0): v\r\n" }.joined()
+            let answer = try await rawExchange(port: port, "GET /health HTTP/1.1\r\nHost: x\r\n\(fields)\r\n", untilClose: true)
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer.prefix(80))")
+            let within = (0..<50).map { "X-Field-\($0): v\r\n" }.joined()
+            #expect(try await rawExchange(port: port, "GET /health HTTP/1.1\r\nHost: x\r\n\(within)\r\n").hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
+    @Test("a connection with nothing in flight is closed after the idle timeout")
+    func idleTimeout() async throws {
+        try await TestServer.run({ $0.idleTimeout = 1 }) { s in
+            let port = try #require(s.client.port)
+            let closedWithin = try await onOwnThread { () throws -> Double in
+                let fd = try connectTo(port: port, timeout: 10)
+                defer { close(fd) }
+                let start = Date()
+                var byte: UInt8 = 0
+                _ = recv(fd, &byte, 1, 0) // returns 0 when the server closes (or -1 after the 10 s receive timeout)
+                return Date().timeIntervalSince(start)
+            }
+            #expect(closedWithin < 8, "closed after \(closedWithin) s")
+        }
+    }
+
     @Test("an upload refused early (413) with Connection: close: the client can send the rest and reads its answer; the server then closes")
     func earlyRefusalDoesNotHang() async throws {
         try await TestServer.run { s in
