@@ -121,4 +121,33 @@ struct BombTests {
         #expect(verdict?.kind == .corrupt || verdict == nil)
         #expect(seconds < 1, "\(seconds) s")
     }
+
+    @Test("PNG bombs: a huge all-zero image, an iCCP that inflates past 8 MiB, a thousand tiny IDATs, 5,000 unknown chunks", arguments: [0, 1, 2, 3])
+    func pngBombs(kind: Int) throws {
+        var bomb: [UInt8]
+        switch kind {
+        case 0: // 6,000 x 6,000 RGB of zeros: 108 MB of pixels from a few hundred kB (within the limits: a real, if dull, image)
+            let side = 6_000, row = 1 + side * 3
+            bomb = PNGBuilder.signature + PNGBuilder.chunk("IHDR", PNGBuilder.ihdr(width: UInt32(side), height: UInt32(side)))
+                + PNGBuilder.chunk("IDAT", PNGBuilder.zlibZeros(count: row * side)) + PNGBuilder.chunk("IEND", [])
+        case 1: // an ICC profile inflating to 32 MiB
+            let base = PNGBuilder.chunks(PNGBuilder.rgb(width: 8, height: 8, seed: 2))
+            bomb = PNGBuilder.assemble([base[0], (type: "iCCP", data: Array("icc".utf8) + [0, 0] + PNGBuilder.zlibZeros(count: 32 << 20))] + base.dropFirst())
+        case 2: // the pixel data split into 1,000 IDAT chunks of a few bytes
+            let chunks = PNGBuilder.chunks(PNGBuilder.rgb(width: 64, height: 64, seed: 3))
+            let data = chunks.filter { $0.type == "IDAT" }.flatMap(\.data)
+            let size = max(1, data.count / 1_000)
+            let idats = stride(from: 0, to: data.count, by: size).map { (type: "IDAT", data: Array(data[$0..<min($0 + size, data.count)])) }
+            bomb = PNGBuilder.assemble([chunks[0]] + idats + [(type: "IEND", data: [])])
+        default: // 5,000 private ancillary chunks before the image data
+            let base = PNGBuilder.chunks(PNGBuilder.rgb(width: 8, height: 8, seed: 4))
+            bomb = PNGBuilder.assemble([base[0]] + Array(repeating: (type: "prVt", data: [UInt8](repeating: 7, count: 100)), count: 5_000) + base.dropFirst())
+        }
+        #expect(bomb.count < 10 << 20)
+        var outcome = "none"
+        let seconds = cpuSeconds {
+            do { outcome = try ImageInspector.inspect(bomb, limits: .default).contentType } catch { outcome = "\(error)" }
+        }
+        #expect(seconds < 1, "\(seconds) s, verdict \(outcome)")
+    }
 }
