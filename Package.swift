@@ -172,7 +172,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "RichPushTestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(name: "RichPushTestSupport", dependencies: ["MediaStore"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "MediaStoreTests",
             dependencies: ["MediaStore", "RichPushTestSupport"],
