@@ -76,6 +76,24 @@ static int png_header_over_limits(const uint8_t *data, size_t length, rp_image_l
     return over_limits(r, limits);
 }
 
+/* PNG: every chunk's declared length must fit in the file. libpng allocates some chunks by
+ * their declared length before it reads them (the fuzzer found a 60-byte file that made it ask
+ * for 1.9 GB); the whole file is in memory, so a length past its end is refused here first. */
+static int png_chunk_lengths_invalid(const uint8_t *data, size_t length, rp_image_result *r) {
+    size_t offset = 8;
+    while (offset + 8 <= length) {
+        uint32_t declared = be32(data + offset);
+        if (declared > 0x7FFFFFFFu || (uint64_t)offset + 12u + declared > (uint64_t)length) {
+            r->status = RP_IMAGE_CORRUPT;
+            set_message(r, "chunk at byte %zu declares %u bytes, past the end of the %zu-byte file", offset, declared, length);
+            return 1;
+        }
+        if (memcmp(data + offset + 4, "IEND", 4) == 0) return 0;
+        offset += 12u + declared;
+    }
+    return 0; /* a file cut short: libpng says so */
+}
+
 /* JPEG: walk the markers to the first SOFn and read its height and width. */
 static int jpeg_header_over_limits(const uint8_t *data, size_t length, rp_image_limits limits,
                                    rp_image_result *r) {
@@ -405,7 +423,7 @@ void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits
     memset(result, 0, sizeof *result);
     if (data != NULL && length >= 8 && memcmp(data, png_signature, 8) == 0) {
         result->format = RP_FORMAT_PNG;
-        if (!png_header_over_limits(data, length, limits, result)) {
+        if (!png_header_over_limits(data, length, limits, result) && !png_chunk_lengths_invalid(data, length, result)) {
             memset(result, 0, sizeof *result);
             result->format = RP_FORMAT_PNG;
             inspect_png(data, length, limits, result);

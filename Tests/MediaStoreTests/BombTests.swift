@@ -150,4 +150,14 @@ struct BombTests {
         }
         #expect(seconds < 1, "\(seconds) s, verdict \(outcome)")
     }
+
+    @Test("the fuzzer's find: a 92-byte PNG whose chunk declares 1.9 GB past the file's end is refused before libpng allocates it")
+    func chunkLengthPastEnd() throws {
+        let crash = Fixtures.packageRoot.appendingPathComponent("fuzz/crashes/oom-0d170ea650efbf60247dae6fe9867bee0ba19bd7")
+        let bytes = try Fixtures.bytes(crash)
+        #expect(bytes.count == 92)
+        let verdict = rejection(bytes)
+        #expect(verdict?.kind == .corrupt)
+        #expect(verdict?.reason.contains("past the end") == true, "\(verdict?.reason ?? "accepted")")
+    }
 }
