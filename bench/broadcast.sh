@@ -85,43 +85,6 @@ stop_serve() {
 }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$serve_pid/status"; }
 
-# start_nginx_paths DIR PORT FILE: bench/lib.sh's nginx (one worker, sendfile), answering every
-# /p/<anything> with FILE, as richpush answers /p/<token>; sets nginx_pid.
-start_nginx_paths() {
-    local dir=$1 port=$2 file=$3
-    rm -rf "$dir" && mkdir -p "$dir/www" "$dir/tmp"
-    cp "$file" "$dir/www/image.png"
-    cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    types { image/png png; image/jpeg jpg; }
-    server {
-        listen 127.0.0.1:$port;
-        root $dir/www;
-        location /p/ { try_files /image.png =404; }
-    }
-}
-CONF
-    nginx -c "$dir/nginx.conf" -p "$dir" &
-    nginx_pid=$!
-    for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/p/probe" >/dev/null && return 0; sleep 0.1; done
-    echo "nginx did not start on port $port" >&2
-    return 1
-}
-
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # --- Provider key, a signed token for h2load, one cost-4 bcrypt hash for every user, N users.
@@ -295,9 +258,10 @@ for k in wanted.values():
 PY
 
 start_serve data "$fetch_threads"
-curl -fs -H "Authorization: Bearer $admin_token" "http://127.0.0.1:$port/media/$sha" -o image.bin   # also warms the blob cache
-image_bytes=$(stat -c %s image.bin)
-start_nginx_paths "$work/nginx" $nginx_port image.bin
+curl -fs -H "Authorization: Bearer $admin_token" "http://127.0.0.1:$port/media/$sha" -o image.png   # also warms the blob cache
+image_bytes=$(stat -c %s image.png)
+# bench/lib.sh's nginx answering every /p/<anything> with the image, as richpush answers /p/<token>.
+start_nginx "$work/nginx" $nginx_port image.png "location /p/ { try_files /image.png =404; }"
 cap=$(( n / 50 + 60 ))
 
 # fetch NAME PORT FILE: one wrk run over FILE's paths -> "NAME <fetches/s> fetches/s (<seconds> s)"

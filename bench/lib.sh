@@ -1,9 +1,9 @@
 # Shared by the benchmark scripts: source it, do not run it.
 
-# start_nginx DIR PORT FILE: nginx-light with one worker and sendfile, serving FILE as
-# http://127.0.0.1:PORT/<name of FILE>; sets nginx_pid.
+# start_nginx DIR PORT FILE [DIRECTIVES]: nginx-light with one worker and sendfile, serving FILE
+# as http://127.0.0.1:PORT/<name of FILE>, with DIRECTIVES added to its server block; sets nginx_pid.
 start_nginx() {
-    local dir=$1 port=$2 file=$3
+    local dir=$1 port=$2 file=$3 directives=${4:-}
     rm -rf "$dir" && mkdir -p "$dir/www" "$dir/tmp"
     cp "$file" "$dir/www/"
     cat > "$dir/nginx.conf" <<CONF
@@ -23,7 +23,7 @@ http {
     uwsgi_temp_path $dir/tmp;
     scgi_temp_path $dir/tmp;
     types { image/png png; image/jpeg jpg; }
-    server { listen 127.0.0.1:$port; root $dir/www; }
+    server { listen 127.0.0.1:$port; root $dir/www; $directives }
 }
 CONF
     nginx -c "$dir/nginx.conf" -p "$dir" &

@@ -52,14 +52,7 @@ struct ConfigurationCLITests {
     func connectionLimit() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let port = freePort()
-        let server = Process()
-        server.executableURL = CLI.executable
-        server.arguments = ["serve", "--port", String(port), "--max-connections", "2", "--data", dir.appendingPathComponent("data").path]
-        server.currentDirectoryURL = dir
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let (server, port) = try await CLI.startServe(["--max-connections", "2", "--data", dir.appendingPathComponent("data").path], cwd: dir)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         let result = try await onOwnThread { () throws -> (waited: String, after: String) in
             func health(timeout: Int) -> String {
@@ -68,8 +61,6 @@ struct ConfigurationCLITests {
                 sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
                 return receiveAll(fd)
             }
-            var up = false
-            for _ in 0..<100 where !up { usleep(100_000); up = health(timeout: 2).hasPrefix("HTTP/1.1 200") }
             let held = try [connectTo(port: port), connectTo(port: port)]
             usleep(300_000)
             let waited = health(timeout: 1) // the third: not accepted while two are open

@@ -20,21 +20,8 @@ struct LargeBlobCLITests {
         let added = try await CLI.run(["media", "add", file.path], cwd: dir)
         #expect(added.status == 0, "\(added.stderr)")
         let id = String(added.stdout.prefix(64))
-        let port = freePort()
-        let server = Process()
-        server.executableURL = CLI.executable
-        server.arguments = ["serve", "--port", String(port)]
-        server.currentDirectoryURL = dir
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let (server, port) = try await CLI.startServe(cwd: dir)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        var up = false
-        for _ in 0..<100 where !up {
-            try await Task.sleep(for: .milliseconds(100))
-            up = (try? connectTo(port: port)).map { fd in close(fd); return true } ?? false
-        }
-        #expect(up)
         let basic = Data("alice:pw".utf8).base64EncodedString()
         let pid = server.processIdentifier
         @Sendable func peakKB() -> Int {

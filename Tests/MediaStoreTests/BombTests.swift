@@ -17,24 +17,6 @@ func cpuSeconds(_ body: () -> Void) -> Double {
     return Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
 }
 
-/// Splits a JPEG into its segments: each marker with its payload (entropy-coded data stays with the SOS before it).
-func jpegSegments(_ jpeg: [UInt8]) -> [[UInt8]] {
-    var segments: [[UInt8]] = [[0xFF, 0xD8]]
-    var i = 2
-    while i + 4 <= jpeg.count {
-        let marker = jpeg[i + 1]
-        if marker == 0xD9 { segments.append([0xFF, 0xD9]); break }
-        let length = Int(jpeg[i + 2]) << 8 | Int(jpeg[i + 3])
-        var end = i + 2 + length
-        if marker == 0xDA { // scan data runs to the next marker that is not a stuffed 0xFF00 or a restart
-            while end + 1 < jpeg.count, !(jpeg[end] == 0xFF && jpeg[end + 1] != 0x00 && !(0xD0...0xD7).contains(jpeg[end + 1])) { end += 1 }
-        }
-        segments.append(Array(jpeg[i..<end]))
-        i = end
-    }
-    return segments
-}
-
 @Suite("Decoder bombs: each settled within a second of CPU, whatever the verdict")
 struct BombTests {
     static func noise(width: Int, height: Int, components: Int) -> [UInt8] {
@@ -52,7 +34,7 @@ struct BombTests {
     func realProgressive() throws {
         let info = try ImageInspector.inspect(progressive, limits: .default)
         #expect(info.interlaced && info.width == 512)
-        #expect(jpegSegments(progressive).filter { $0[1] == 0xDA }.count > 5)
+        #expect(Bombs.jpegSegments(progressive).filter { $0[1] == 0xDA }.count > 5)
     }
 
     @Test("a progressive JPEG whose last scan is repeated 20,000 times", arguments: [false, true])
@@ -60,7 +42,7 @@ struct BombTests {
         // A flat image: each scan is a few bytes, so 20,000 of them fit in well under the size limit.
         let flat = try JPEGEncoder.encode(pixels: [UInt8](repeating: 128, count: 512 * 512 * 3), width: 512, height: 512,
                                           components: 3, progressive: true)
-        var segments = jpegSegments(flat)
+        var segments = Bombs.jpegSegments(flat)
         let eoi = segments.removeLast()
         let lastScan = try #require(segments.last { $0[1] == 0xDA })
         var bomb = segments.flatMap { $0 }
