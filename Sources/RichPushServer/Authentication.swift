@@ -118,6 +118,12 @@ public final class Authenticator: Sendable {
     /// How many credentials are cached (for tests).
     var cachedCount: Int { cache.withLockedValue { $0.count } }
 
+    /// When `header`'s entry was last verified, or nil (for tests).
+    func verifiedAt(_ header: String) -> Double? {
+        guard let key = Self.key(header) else { return nil }
+        return cache.withLockedValue { $0[key]?.verifiedAt }
+    }
+
     static func isBearer(_ header: String) -> Bool {
         header.utf8.count > 7 && header.prefix(7).lowercased() == "bearer "
     }

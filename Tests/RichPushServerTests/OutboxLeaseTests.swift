@@ -51,12 +51,12 @@ struct OutboxLeaseTests {
     func renewal() async throws {
         let (dir, database, id) = try await queued()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let slow = SlowProvider(delay: .seconds(3)), other = SlowProvider(delay: .zero)
-        let first = dispatcher(database, slow, lease: 1)
+        let slow = SlowProvider(delay: .seconds(6)), other = SlowProvider(delay: .zero)
+        let first = dispatcher(database, slow, lease: 3) // renewed every second
         let sending = Task { try await first.drain() }
-        for _ in 0..<6 { // past the 1 s lease, several times over
+        for _ in 0..<11 { // past the 3 s lease, twice over
             try await Task.sleep(for: .milliseconds(500))
-            try await dispatcher(database, other, lease: 1).drain()
+            try await dispatcher(database, other, lease: 3).drain()
         }
         try await sending.value
         #expect(slow.sends.withLockedValue { $0 } == 1)
