@@ -135,12 +135,21 @@ public final class Authenticator: Sendable {
         return token.isEmpty ? nil : token
     }
 
-    /// The cache key of an `Authorization` header: the SHA-256 of the credentials it carries (user
-    /// and password, or the token), however the header spells them; nil for neither kind.
+    /// The cache key of an `Authorization` header: the SHA-256 of its scheme and credentials with
+    /// case and white space normalised away, so every spelling of one credential shares an entry.
+    /// (Base64 itself has one spelling per value, so the credentials are not decoded here: this
+    /// runs for every request the fast path answers.) nil for a header of neither kind.
     private static func key(_ header: String) -> SHA256.Digest? {
-        if let token = bearerToken(header) { return SHA256.hash(data: Data("bearer\u{0}\(token)".utf8)) }
-        guard let (user, password) = parseBasic(header) else { return nil }
-        return SHA256.hash(data: Data("basic\u{0}\(user)\u{0}\(password)".utf8))
+        let trimmed = header.utf8.drop { $0 == 0x20 || $0 == 0x09 }
+        guard trimmed.count > 6, let space = trimmed.firstIndex(where: { $0 == 0x20 || $0 == 0x09 }) else { return nil }
+        let scheme = String(decoding: trimmed[..<space], as: UTF8.self).lowercased()
+        guard scheme == "basic" || scheme == "bearer" else { return nil }
+        let credentials = trimmed[space...].drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+        guard !credentials.isEmpty else { return nil }
+        var hasher = SHA256()
+        hasher.update(data: Array(scheme.utf8) + [0])
+        hasher.update(data: Array(credentials))
+        return hasher.finalize()
     }
 
     /// Verifies `header` (a session lookup, bcrypt, or the demo rule) and caches the outcome:

@@ -68,14 +68,29 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
 
 /// A request head must arrive whole within a deadline from its first byte: a client that
 /// trickles it a byte at a time (slowloris) is closed, however often it sends. Two handlers
-/// share it: `start` sits before the HTTP decoder and sees the first byte, `end` after it and
-/// sees the decoded head.
+/// share it: `start` sits before the HTTP decoder and sees the bytes, `end` after it and sees
+/// the decoded head. A head that arrives in one read (every real client's) costs a clock read;
+/// a timer is armed only while a head is incomplete, once per deadline, not once per request.
 final class HeadDeadline {
     private let timeout: TimeAmount
     private var waitingForHead = true
+    /// When the bytes of the head being received began to arrive.
+    private var headStartedAt: NIODeadline?
     private var timer: Scheduled<Void>?
 
     init(timeout: TimeAmount) { self.timeout = timeout }
+
+    private func arm(_ context: ChannelHandlerContext) {
+        guard timer == nil, let start = headStartedAt else { return }
+        // Both live on the channel's event loop, where the task runs.
+        let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: start + timeout) {
+            let (context, deadline) = bound.value
+            deadline.timer = nil
+            guard let started = deadline.headStartedAt else { return }
+            if NIODeadline.now() - started >= deadline.timeout { context.close(promise: nil) } else { deadline.arm(context) }
+        }
+    }
 
     /// Sees raw bytes.
     final class Start: ChannelInboundHandler, RemovableChannelHandler {
@@ -84,11 +99,10 @@ final class HeadDeadline {
         init(_ deadline: HeadDeadline) { self.deadline = deadline }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            if deadline.waitingForHead && deadline.timer == nil {
-                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-                deadline.timer = context.eventLoop.scheduleTask(in: deadline.timeout) { bound.value.close(promise: nil) }
-            }
+            if deadline.waitingForHead && deadline.headStartedAt == nil { deadline.headStartedAt = .now() }
+            // The decoder runs inside this call: a head that came whole has been seen by `End` by now.
             context.fireChannelRead(data)
+            if deadline.headStartedAt != nil { deadline.arm(context) }
         }
 
         func channelInactive(context: ChannelHandlerContext) {
@@ -106,8 +120,7 @@ final class HeadDeadline {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
             case .head:
-                deadline.timer?.cancel()
-                deadline.timer = nil
+                deadline.headStartedAt = nil
                 deadline.waitingForHead = false
             case .end:
                 deadline.waitingForHead = true

@@ -206,8 +206,18 @@ struct MediaRouteTests {
             }
             // A 1 s deadline at 10 bytes a second: closed after about 10 of the head's 240 bytes.
             #expect(sentBeforeClose < 60, "sent \(sentBeforeClose) bytes before the server closed")
-            // A whole head sent at once is served as ever.
+            // A whole head sent at once is served as ever, and a keep-alive connection idle
+            // between requests for longer than the head deadline is not cut off.
             #expect(try await s.request(.get, "/health", as: nil).status == .ok)
+            let answers = try await onOwnThread { () throws -> [String] in
+                let fd = try connectTo(port: port, timeout: 10)
+                defer { close(fd) }
+                let first = exchange(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").head
+                usleep(1_800_000)
+                let second = exchange(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").head
+                return [first, second]
+            }
+            #expect(answers.allSatisfy { $0.hasPrefix("HTTP/1.1 200") }, "\(answers)")
         }
     }
 
