@@ -134,18 +134,46 @@ public final class OutboxDispatcher: Service, PushDispatching {
         defer { renewer.cancel() }
         let outcomes = NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>([])
         let provider = self.provider
-        var lastRecord = ContinuousClock.now
-        func recordDue(force: Bool) async {
-            let count = outcomes.withLockedValue { $0.count }
-            guard count > 0, force || count >= recordBatch || ContinuousClock.now - lastRecord > .milliseconds(20) else { return }
-            let batch = outcomes.withLockedValue { o -> [(DeliveryJob, DeliveryOutcome, Date?)] in defer { o.removeAll(keepingCapacity: true) }; return o }
-            lastRecord = ContinuousClock.now
+        let recordBatch = self.recordBatch
+        @Sendable func recordDue(force: Bool) async {
+            let batch = outcomes.withLockedValue { o -> [(DeliveryJob, DeliveryOutcome, Date?)] in
+                guard !o.isEmpty, force || o.count >= recordBatch else { return [] }
+                defer { o.removeAll(keepingCapacity: true) }
+                return o
+            }
+            guard !batch.isEmpty else { return }
             do {
                 try await record(batch)
             } catch {
                 logger.error("cannot record deliveries", metadata: ["count": "\(batch.count)", "error": "\(error)"])
             }
         }
+        // Whatever arrived is committed within 20 ms, even while the loop waits on a slow send.
+        // Stopped by a flag, not cancellation: a cancelled task's database write could be refused.
+        let stopFlusher = NIOLockedValueBox(false)
+        let flusher = Task {
+            while !stopFlusher.withLockedValue({ $0 }) {
+                try? await Task.sleep(for: .milliseconds(20))
+                await recordDue(force: true)
+            }
+        }
+        func finish() async {
+            stopFlusher.withLockedValue { $0 = true }
+            await flusher.value
+            await recordDue(force: true)
+        }
+        do {
+            try await sendAll(outcomes: outcomes, provider: provider, recordDue: recordDue)
+        } catch {
+            await finish()
+            throw error
+        }
+        await finish()
+    }
+
+    /// The send loop of `drain`: keeps the window full, claims as slots free up.
+    private func sendAll(outcomes: NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>, provider: any PushProvider,
+                         recordDue: @Sendable (Bool) async -> Void) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var queue: [DeliveryJob] = []
             var inFlight = 0
@@ -169,12 +197,11 @@ public final class OutboxDispatcher: Service, PushDispatching {
                 if inFlight == 0 { break }
                 try await group.next()
                 inFlight -= 1
-                await recordDue(force: false)
+                await recordDue(false)
                 // New rows may have been queued meanwhile (a campaign queues in batches): look again, at most every 20 ms.
                 if drained && ContinuousClock.now - drainedAt > .milliseconds(20) { drained = false }
             }
         }
-        await recordDue(force: true)
     }
 
     private func claim(limit: Int) async throws -> [DeliveryJob] {

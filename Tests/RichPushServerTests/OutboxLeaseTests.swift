@@ -23,6 +23,22 @@ final class SlowProvider: PushProvider {
     func shutdown() async {}
 }
 
+/// A provider answering per device token: after `delays[token]` (default none), with `outcomes[token]` (default sent).
+final class ScriptedProvider: PushProvider {
+    let delays: [String: Duration]
+    let outcomes: [String: DeliveryOutcome]
+    init(delays: [String: Duration] = [:], outcomes: [String: DeliveryOutcome] = [:]) {
+        self.delays = delays
+        self.outcomes = outcomes
+    }
+    var addressing: DeliveryAddressing { .perDevice }
+    func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        if let delay = delays[job.target] { try? await Task.sleep(for: delay) }
+        return (outcomes[job.target] ?? .sent(id: nil), nil)
+    }
+    func shutdown() async {}
+}
+
 @Suite("Outbox leases: renewed while sending, outcomes recorded only by their holder")
 struct OutboxLeaseTests {
     /// A data directory with alice, one device and one queued notification; its delivery id.
@@ -80,5 +96,45 @@ struct OutboxLeaseTests {
         let delivery = try await DeliveryStore(database: database).list(notification: 1).first { $0.id == id }
         #expect(delivery?.state == .pending)
         #expect(delivery?.reason == "taken over")
+    }
+
+    @Test("outcomes are recorded as they arrive: a fast push is sent on record while a slow one is still in flight")
+    func recordedAsTheyArrive() async throws {
+        let (dir, database, _) = try await queued()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let registrations = RegistrationStore(database: database)
+        let r = try await registrations.create(for: "alice")
+        _ = try await registrations.update(id: r.id, for: "alice", with: DeviceRegistration(platform: "apns", handle: String(repeating: "cd", count: 32), tags: []))
+        let created = try await NotificationStore(database: database).create(for: "alice", draft: NotificationDraft(), defaultImage: "logo.png")
+        let slow = String(repeating: "ab", count: 32)
+        let sending = Task { try await dispatcher(database, ScriptedProvider(delays: [slow: .seconds(4)]), lease: 60).drain() }
+        // The fast device's outcome is committed long before the slow one's answer comes.
+        #expect(try await eventually(within: 3) {
+            try await DeliveryStore(database: database).list(notification: created.notification.id).contains { $0.target != slow && $0.state == .sent }
+        })
+        #expect(try await DeliveryStore(database: database).list(notification: created.notification.id).first { $0.target == slow }?.state == .pending)
+        try await sending.value
+    }
+
+    @Test("a 410 removes the registration only if the device has not registered again since the push was claimed")
+    func goneButRenewed() async throws {
+        let (dir, database, _) = try await queued()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let token = String(repeating: "ab", count: 32)
+        let provider = ScriptedProvider(delays: [token: .seconds(1)], outcomes: [token: .failed(reason: "410 Unregistered", prune: true)])
+        let sending = Task { try await dispatcher(database, provider, lease: 60).drain() }
+        // While Apple's answer is on its way, the device registers its (new) token again.
+        try await Task.sleep(for: .milliseconds(300))
+        let registrations = RegistrationStore(database: database)
+        let id = try #require(try await registrations.list(for: "alice").first?.id)
+        try await Task.sleep(for: .milliseconds(20)) // a later updatedAt
+        _ = try await registrations.update(id: id, for: "alice", with: DeviceRegistration(platform: "apns", handle: token, tags: ["renewed"]))
+        try await sending.value
+        #expect(try await registrations.list(for: "alice").map(\.id) == [id])
+        // Without the renewal the same 410 removes it.
+        let (dir2, database2, _) = try await queued()
+        defer { try? FileManager.default.removeItem(at: dir2) }
+        try await dispatcher(database2, ScriptedProvider(outcomes: [token: .failed(reason: "410 Unregistered", prune: true)]), lease: 60).drain()
+        #expect(try await RegistrationStore(database: database2).list(for: "alice").isEmpty)
     }
 }
