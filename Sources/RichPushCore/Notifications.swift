@@ -200,19 +200,7 @@ public struct NotificationStore: Sendable {
         }
     }
 
-    /// Notification `id`, whoever it is for (payload URLs carry their own proof of the recipient).
-    public func find(id: Int64) async throws -> RichNotification? {
-        try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id]).flatMap(Self.notification)
-        }
-    }
-
-    /// Marks notification `id` read (once; later calls change nothing).
-    public func markRead(id: Int64, now: Date = Date()) async throws {
-        try await markRead(ids: [id], now: now)
-    }
-
-    /// Marks notifications read, in one transaction.
+    /// Marks notifications read (once; later calls change nothing), in one transaction.
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
         try await database.write { db in
             let statement = try db.cachedStatement(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0")

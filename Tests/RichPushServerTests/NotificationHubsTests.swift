@@ -55,6 +55,32 @@ final class HubStandIn: Sendable {
         return text.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }.joined()
     }
 
+    /// A connection string for the stand-in at `base` (`http(s)://127.0.0.1:<port>/`), with `key` or the right one.
+    func connectionString(_ base: String, key: String? = nil) -> String {
+        "Endpoint=\(base);SharedAccessKeyName=\(keyName);SharedAccessKey=\(key ?? self.key)"
+    }
+
+    /// Runs a stand-in (over TLS when `tls` is given), calls `body` with it and its base URL, and
+    /// stops it whatever `body` does.
+    static func run(tls: TLSConfiguration? = nil, _ body: @Sendable (HubStandIn, String) async throws -> Void) async throws {
+        let hub = HubStandIn()
+        let port = NIOLockedValueBox<Int?>(nil)
+        let group = ServiceGroup(configuration: .init(services: [try hub.application(port: port, tls: tls)], logger: Logger(label: "hub")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            do {
+                let bound = try await eventually { port.withLockedValue { $0 } != nil }
+                guard bound, let number = port.withLockedValue({ $0 }) else { throw MissingValue() }
+                try await body(hub, "\(tls == nil ? "http" : "https")://127.0.0.1:\(number)/")
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
     func application(port: NIOLockedValueBox<Int?>, tls: TLSConfiguration? = nil) throws -> some ApplicationProtocol {
         let router = Router()
         let scheme = tls == nil ? "http" : "https"
@@ -99,14 +125,8 @@ struct NotificationHubsTests {
 
     @Test("registrations are mirrored as installations; a notification is one tagged apple send; a wrong key fails with the hub's detail")
     func mirrorAndSend() async throws {
-        let hub = HubStandIn()
-        let port = NIOLockedValueBox<Int?>(nil)
-        let app = try hub.application(port: port)
-        let group = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "hub")))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            #expect(try await eventually { port.withLockedValue { $0 } != nil })
-            let endpoint = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
+        try await HubStandIn.run { hub, base in
+            let endpoint = hub.connectionString(base)
             let client = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
             try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
                 let id = try await s.registerDevice(tokenA, tags: ["news"])
@@ -140,25 +160,18 @@ struct NotificationHubsTests {
                     try await DeliveryStore(database: s.database).list(notification: queued.notification.id).first?.state == .sent
                 })
             }
-            let wrong = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=wrong"
+            let wrong = hub.connectionString(base, key: "wrong")
             let bad = try NotificationHubsClient(connection: try NotificationHubsConnection(wrong), hub: "hub1")
             let outcome = await bad.send(payload: Data("{}".utf8), tag: "username:alice")
             #expect(outcome == .failed(reason: "401 <Error><Detail>bad signature</Detail></Error>", prune: false))
             try await bad.shutdown()
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
     }
 
     @Test("a campaign through the hub reaches the devices APNs would: installations for a tag expression, username tags for everyone; alert headers")
     func campaigns() async throws {
-        let hub = HubStandIn()
-        let port = NIOLockedValueBox<Int?>(nil)
-        let group = ServiceGroup(configuration: .init(services: [try hub.application(port: port)], logger: Logger(label: "hub")))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            #expect(try await eventually { port.withLockedValue { $0 } != nil })
-            let endpoint = "Endpoint=http://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
+        try await HubStandIn.run { hub, base in
+            let endpoint = hub.connectionString(base)
             let client = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
             try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
                 let alice1 = try await s.registerDevice(tokenA, as: "alice", tags: ["news"])
@@ -190,15 +203,11 @@ struct NotificationHubsTests {
                 })
                 #expect(try await eventually { try await RegistrationStore(database: s.database).pendingMirrorDeletions().isEmpty })
             }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
     }
 
     @Test("--push-ca applies to the hub too: an https hub whose certificate only --push-ca vouches for is reached with it, refused without")
     func pushCA() async throws {
-        let hub = HubStandIn()
-        let port = NIOLockedValueBox<Int?>(nil)
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (certificate, key) = try APNsSandbox.selfSignedCertificate(commonName: "hub stand-in")
@@ -207,23 +216,18 @@ struct NotificationHubsTests {
         let tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificate.utf8)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(key.utf8), format: .pem)))
-        let group = ServiceGroup(configuration: .init(services: [try hub.application(port: port, tls: tls)], logger: Logger(label: "hub")))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            #expect(try await eventually { port.withLockedValue { $0 } != nil })
-            let endpoint = "Endpoint=https://127.0.0.1:\(port.withLockedValue { $0 }!)/;SharedAccessKeyName=\(hub.keyName);SharedAccessKey=\(hub.key)"
+        try await HubStandIn.run(tls: tls) { hub, base in
+            let endpoint = hub.connectionString(base)
             let trusting = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: [caPath])
             #expect(await trusting.upsertInstallation(id: "r1", deviceToken: tokenA, tags: ["username:alice"]) == .sent(id: nil))
             let plain = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
             let refused = await plain.upsertInstallation(id: "r2", deviceToken: tokenA, tags: ["username:alice"])
+            try await trusting.shutdown()
+            try await plain.shutdown()
             guard case .retry(let reason, _) = refused else { Issue.record("expected a TLS failure, got \(refused)"); return }
             #expect(reason.hasPrefix("connection failed"))
             #expect(hub.calls.withLockedValue { $0.map(\.path) } == ["/hub1/installations/r1"])
             #expect(throws: PushError.self) { try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: ["/nonexistent.pem"]) }
-            try await trusting.shutdown()
-            try await plain.shutdown()
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
     }
 }
