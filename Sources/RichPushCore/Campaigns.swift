@@ -140,6 +140,9 @@ public struct CampaignStore: Sendable {
     public let defaultImage: String
     /// Recipients per transaction.
     public var batchSize = 500
+    /// Called with each batch's notifications once it is committed (the server indexes them,
+    /// so that recipients' first fetches need no database read).
+    public var onQueued: (@Sendable ([QueuedNotification]) -> Void)?
 
     /// Creates the store over a database opened with `CoreDatabase`.
     public init(database: DatabasePool, links: PayloadLinks?, defaultImage: String) {
@@ -185,7 +188,8 @@ public struct CampaignStore: Sendable {
                       batchQueued: @Sendable () -> Void = {}) async throws -> Campaign {
         var batches = 0
         while true {
-            let campaign = try await queueBatch(id, addressing: addressing)
+            let (campaign, made) = try await queueBatch(id, addressing: addressing)
+            if !made.isEmpty { onQueued?(made) }
             batches += 1
             batchQueued()
             if campaign.queued || batches >= maxBatches { return campaign }
@@ -211,10 +215,11 @@ public struct CampaignStore: Sendable {
 
     /// One batch: the next recipients after the cursor, their notifications and deliveries,
     /// and the moved cursor, in one transaction.
-    private func queueBatch(_ id: Int64, addressing: DeliveryAddressing) async throws -> Campaign {
-        let links = self.links, batchSize = self.batchSize, defaultImage = self.defaultImage
+    private func queueBatch(_ id: Int64, addressing: DeliveryAddressing) async throws -> (Campaign, [QueuedNotification]) {
+        let links = self.links, batchSize = self.batchSize, defaultImage = self.defaultImage, indexed = onQueued != nil
         return try await database.writeWithoutTransaction { db in
             var result: Campaign?
+            var made: [QueuedNotification] = []
             try db.inTransaction(.immediate) {
                 guard let row = try Row.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else {
                     throw CoreError(.notFound, "no campaign \(id)")
@@ -222,6 +227,7 @@ public struct CampaignStore: Sendable {
                 var campaign = try Self.campaign(row)
                 guard !campaign.queued else {
                     result = campaign
+                    made = []
                     return .commit
                 }
                 let cursor: String = row["cursor"] ?? ""
@@ -241,7 +247,8 @@ public struct CampaignStore: Sendable {
                     default:
                         owned
                     }
-                    _ = try writer.insert(db, recipient: name, targets: targets)
+                    let created = try writer.insert(db, recipient: name, targets: targets)
+                    if indexed { made.append(QueuedNotification(id: created.notification.id, recipient: name, payload: writer.media.id)) }
                     queuedRecipients += 1
                     queuedDevices += owned.count
                 }
@@ -253,7 +260,7 @@ public struct CampaignStore: Sendable {
                 result = campaign
                 return .commit
             }
-            return result!
+            return (result!, made)
         }
     }
 

@@ -58,6 +58,23 @@ public struct CreatedNotification: Sendable {
     public var deliveries: Int
 }
 
+/// A notification as a payload fetch needs it: whose it is and what it carries.
+public struct QueuedNotification: Sendable {
+    /// The notification id.
+    public var id: Int64
+    /// The only user who may fetch it.
+    public var recipient: String
+    /// Its payload image.
+    public var payload: MediaID
+
+    /// Describes a notification.
+    public init(id: Int64, recipient: String, payload: MediaID) {
+        self.id = id
+        self.recipient = recipient
+        self.payload = payload
+    }
+}
+
 /// How pushes of a notification are addressed in the outbox.
 public enum DeliveryAddressing: Sendable {
     /// One delivery per registered device (APNs direct, or no provider yet).
@@ -201,6 +218,23 @@ public struct NotificationStore: Sendable {
     }
 
     /// Marks notifications read (once; later calls change nothing), in one transaction.
+    /// Notifications as a payload fetch needs them, each with whether it is read: the newest
+    /// `limit` when `after` is nil, else the first `limit` after id `after`, in id order.
+    public func indexEntries(after: Int64?, limit: Int) async throws -> [(notification: QueuedNotification, read: Bool)] {
+        try await database.read { db in
+            let rows = if let after {
+                try Row.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications WHERE id > ? ORDER BY id LIMIT ?",
+                                 arguments: [after, limit])
+            } else {
+                try Row.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications ORDER BY id DESC LIMIT ?",
+                                 arguments: [limit]).reversed() as [Row]
+            }
+            return rows.compactMap { row in
+                MediaID(row["payload"] as String).map { (QueuedNotification(id: row["id"], recipient: row["recipient"], payload: $0), row["read"]) }
+            }
+        }
+    }
+
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
         try await database.write { db in
             let statement = try db.cachedStatement(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0")

@@ -64,6 +64,18 @@ public struct SessionStore: Sendable {
         }
     }
 
+    /// The newest valid sessions, at most `limit`: the hash of each token and its owner.
+    public func active(limit: Int, now: Date = Date()) async throws -> [(tokenHash: Data, owner: SessionOwner)] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT s.tokenHash, s.username, s.expiresAt, u.admin FROM sessions s JOIN users u ON u.name = s.username
+                WHERE s.expiresAt > ? ORDER BY s.createdAt DESC LIMIT ?
+                """, arguments: [now.timeIntervalSince1970, limit]).map {
+                ($0["tokenHash"], SessionOwner(username: $0["username"], admin: $0["admin"], expires: Date(timeIntervalSince1970: $0["expiresAt"])))
+            }
+        }
+    }
+
     /// Revokes one token; false when it was not a session.
     @discardableResult
     public func revoke(_ token: String) async throws -> Bool {

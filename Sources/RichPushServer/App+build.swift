@@ -22,7 +22,7 @@ public func buildApplication(
     database: DatabasePool? = nil,
     extraServices: [any Service] = [],
     logger: Logger = Logger(label: "richpush")
-) async throws -> some ApplicationProtocol {
+) async throws -> RichPushApplication {
     var logger = logger
     logger.logLevel = configuration.logLevel
     let directory = DataDirectory(path: configuration.dataPath)
@@ -31,46 +31,57 @@ public func buildApplication(
     try await ensureDefaultImage(configuration, media: media, logger: logger)
     let users = UserStore(database: database)
     let sessions = SessionStore(database: database)
-    let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL)
+    let payloadIndex = PayloadIndex()
+    let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL,
+                                      usersChanged: { payloadIndex.removeAll() })
     try await authenticator.start()
     let payloadKey = try PayloadKey.configured(directory: directory)
     let publicURL = PublicURL(configuration)
     let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
-    let campaigns = CampaignStore(database: database, links: links, defaultImage: configuration.defaultImage)
+    var campaigns = CampaignStore(database: database, links: links, defaultImage: configuration.defaultImage)
+    campaigns.onQueued = { payloadIndex.made($0) }
     let notifications = NotificationStore(database: database, links: links)
+    let follower = PayloadIndexFollower(index: payloadIndex, notifications: notifications, logger: logger)
+    try await follower.start()
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: RegistrationStore(database: database), notifications: notifications,
         sessions: sessions, campaigns: campaigns, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
-        uploads: Gate(limit: configuration.maxConcurrentUploads))
+        payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads))
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
-    let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: services.readPayloads,
+    let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
                             links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia)
     let settings = SettingsStore(database: database)
     let startLogger = logger
-    return Application(
-        router: router,
-        server: FastPathHTTP1Channel.builder(fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9)),
-                                             idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000))),
+    let channel = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
+        FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9)),
+                             idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))
+    }
+    return RichPushApplication(
+        responder: router.buildResponder(),
+        channel: channel,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
                              availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
-        services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger),
+        host: configuration.host,
+        port: configuration.port,
+        maxConnections: configuration.maxConnections,
+        services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger), follower,
                    CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger)]
             + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices,
-        onServerRunning: { channel in
+        eventLoopGroup: configuration.eventLoopThreads > 0
+            ? MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads) : MultiThreadedEventLoopGroup.singleton,
+        logger: logger,
+        running: { channel in
             // Payload URLs name the port actually bound; `richpush send` signs with the same base.
             publicURL.bound(port: channel.localAddress?.port)
             do { try await settings.set(SettingsStore.publicURL, publicURL.value) } catch {
                 startLogger.warning("cannot record the public URL for the CLI", metadata: ["error": "\(error)"])
             }
-        },
-        eventLoopGroupProvider: configuration.eventLoopThreads > 0
-            ? .shared(MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)) : .singleton,
-        logger: logger)
+        })
 }
 
 /// The routes of SPEC §5.

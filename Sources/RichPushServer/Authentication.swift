@@ -8,6 +8,29 @@ import NIOPosix
 import RichPushCore
 import ServiceLifecycle
 
+/// A credential's cache key: a SHA-256, as four words (hashed without an allocation).
+struct CredentialKey: Hashable, Sendable {
+    private let a: UInt64, b: UInt64, c: UInt64, d: UInt64
+
+    init(bytes: some Sequence<UInt8>) {
+        var (a, b, c, d) = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        for (i, byte) in bytes.enumerated() {
+            switch i {
+            case 0..<8: a = a << 8 | UInt64(byte)
+            case 8..<16: b = b << 8 | UInt64(byte)
+            case 16..<24: c = c << 8 | UInt64(byte)
+            case 24..<32: d = d << 8 | UInt64(byte)
+            default: break
+            }
+        }
+        (self.a, self.b, self.c, self.d) = (a, b, c, d)
+    }
+
+    init(_ digest: SHA256.Digest) {
+        self = digest.withUnsafeBytes { CredentialKey(bytes: $0) }
+    }
+}
+
 /// Who a request is from, once its credentials were verified.
 public struct Principal: Sendable, Equatable {
     /// The user name.
@@ -33,6 +56,8 @@ public final class Authenticator: Sendable {
         /// A session's expiry: the entry is never used after it.
         var expiresAt: Double = .infinity
         var refreshing = false
+        /// A session's entry (the token itself is in the header, and is not kept here).
+        var session = false
         /// When it was last used (the least recently used entries go first when the cache is full).
         var usedAt: Double = 0
     }
@@ -40,7 +65,7 @@ public final class Authenticator: Sendable {
     private let cacheCapacity: Int
     /// Verified credentials, keyed by the SHA-256 of the parsed credentials (never the password
     /// itself): differently spelled headers for the same credentials share one entry.
-    private let cache = NIOLockedValueBox<[SHA256.Digest: Entry]>([:])
+    private let cache = NIOLockedValueBox<[CredentialKey: Entry]>([:])
     private let inFlight = InFlightVerifications()
     private let throttle = LoginThrottle()
     /// A hash of the default cost, checked against for names that have no account.
@@ -49,13 +74,35 @@ public final class Authenticator: Sendable {
     static let unknownNameChecks = NIOLockedValueBox(0)
     private let epoch = NIOLockedValueBox<(users: Int, sessions: Int)?>(nil)
 
-    /// Creates an authenticator over the user and session stores.
-    public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double, cacheCapacity: Int = 10_000) {
+    private let usersChanged: @Sendable () -> Void
+
+    /// Creates an authenticator over the user and session stores. `usersChanged` runs when a
+    /// user was removed or changed (by any process), after the cached credentials are dropped.
+    public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double, cacheCapacity: Int = 100_000,
+                usersChanged: @escaping @Sendable () -> Void = {}) {
         self.users = users
         self.sessions = sessions
         self.demoAuth = demoAuth
         self.ttl = ttl
         self.cacheCapacity = cacheCapacity
+        self.usersChanged = usersChanged
+    }
+
+    /// Caches a session just opened here, as if its first request had been verified (the
+    /// token is only returned to the client after this).
+    func remember(session token: String, of principal: Principal, expires: Date) {
+        guard let key = Self.key("Bearer \(token)") else { return }
+        store(principal, key: key, expiresAt: expires.timeIntervalSince1970, epochAtStart: epoch.withLockedValue { $0 }, session: true)
+    }
+
+    /// Caches the newest valid sessions in the database (at most half the cache), so that
+    /// devices' first requests after a restart need no lookup.
+    func loadSessions() async throws {
+        let epochAtStart = epoch.withLockedValue { $0 }
+        for active in try await sessions.active(limit: cacheCapacity / 2) {
+            store(Principal(user: active.owner.username, admin: active.owner.admin), key: CredentialKey(bytes: active.tokenHash),
+                  expiresAt: active.owner.expires.timeIntervalSince1970, epochAtStart: epochAtStart, session: true)
+        }
     }
 
     /// The user of an `Authorization` header verified recently, without verifying anything now.
@@ -69,7 +116,7 @@ public final class Authenticator: Sendable {
         return cachedPrincipal(header, key: key)?.user
     }
 
-    private func cachedPrincipal(_ header: String, key: SHA256.Digest) -> Principal? {
+    private func cachedPrincipal(_ header: String, key: CredentialKey) -> Principal? {
         let now = Date().timeIntervalSince1970
         let (principal, refresh) = cache.withLockedValue { cache -> (Principal?, Bool) in
             guard var hit = cache[key], now - hit.verifiedAt < 2 * ttl, now < hit.expiresAt else { return (nil, false) }
@@ -82,6 +129,8 @@ public final class Authenticator: Sendable {
         if refresh {
             Task { try? await self.verifyAndCache(header, key: key) }
         }
+        guard var principal else { return nil }
+        if Self.isBearer(header) { principal.sessionToken = Self.bearerToken(header) }
         return principal
     }
 
@@ -135,21 +184,24 @@ public final class Authenticator: Sendable {
         return token.isEmpty ? nil : token
     }
 
-    /// The cache key of an `Authorization` header: the SHA-256 of its scheme and credentials with
-    /// case and white space normalised away, so every spelling of one credential shares an entry.
+    /// The cache key of an `Authorization` header. For a bearer token, its SHA-256: the hash
+    /// the session store keeps, so sessions loaded from the database share entries with
+    /// headers. For Basic credentials, the SHA-256 of the scheme and credentials with case and
+    /// white space normalised away, so every spelling of one credential shares an entry.
     /// (Base64 itself has one spelling per value, so the credentials are not decoded here: this
     /// runs for every request the fast path answers.) nil for a header of neither kind.
-    private static func key(_ header: String) -> SHA256.Digest? {
+    static func key(_ header: String) -> CredentialKey? {
         let trimmed = header.utf8.drop { $0 == 0x20 || $0 == 0x09 }
         guard trimmed.count > 6, let space = trimmed.firstIndex(where: { $0 == 0x20 || $0 == 0x09 }) else { return nil }
         let scheme = String(decoding: trimmed[..<space], as: UTF8.self).lowercased()
         guard scheme == "basic" || scheme == "bearer" else { return nil }
         let credentials = trimmed[space...].drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
         guard !credentials.isEmpty else { return nil }
+        if scheme == "bearer" { return CredentialKey(SHA256.hash(data: Array(credentials))) }
         var hasher = SHA256()
         hasher.update(data: Array(scheme.utf8) + [0])
         hasher.update(data: Array(credentials))
-        return hasher.finalize()
+        return CredentialKey(hasher.finalize())
     }
 
     /// Verifies `header` (a session lookup, bcrypt, or the demo rule) and caches the outcome:
@@ -159,14 +211,14 @@ public final class Authenticator: Sendable {
     /// `hideUnknownNames` runs a dummy bcrypt for a name with no account, where a client waits
     /// for the answer (not in background refreshes, whose timing nobody sees).
     @discardableResult
-    private func verifyAndCache(_ header: String, key: SHA256.Digest, hideUnknownNames: Bool = false) async throws -> Principal? {
+    private func verifyAndCache(_ header: String, key: CredentialKey, hideUnknownNames: Bool = false) async throws -> Principal? {
         let epochAtStart = epoch.withLockedValue { $0 }
         var principal: Principal?
         var expiresAt = Double.infinity
         if let token = Self.bearerToken(header) {
             do {
                 if let owner = try await sessions.owner(of: token) {
-                    principal = Principal(user: owner.username, admin: owner.admin, sessionToken: token)
+                    principal = Principal(user: owner.username, admin: owner.admin)
                     expiresAt = owner.expires.timeIntervalSince1970
                 }
             } catch {
@@ -198,6 +250,18 @@ public final class Authenticator: Sendable {
                 throw error
             }
         }
+        store(principal, key: key, expiresAt: expiresAt, epochAtStart: epochAtStart, session: Self.isBearer(header))
+        if var principal, Self.isBearer(header) {
+            principal.sessionToken = Self.bearerToken(header)
+            return principal
+        }
+        return principal
+    }
+
+    /// Caches `principal` for `key` (or drops the entry for nil), unless a user was removed
+    /// or a session revoked since `epochAtStart`.
+    private func store(_ principal: Principal?, key: CredentialKey, expiresAt: Double, epochAtStart: (users: Int, sessions: Int)?,
+                       session: Bool) {
         let verifiedAt = Date().timeIntervalSince1970
         cache.withLockedValue { cache in
             // A user removed (or a session revoked) while this ran must not be cached: keep it only if no change was seen since.
@@ -210,14 +274,15 @@ public final class Authenticator: Sendable {
                 let oldest = cache.sorted { $0.value.usedAt < $1.value.usedAt }.prefix(max(1, cacheCapacity / 10)).map(\.key)
                 for old in oldest { cache[old] = nil }
             }
-            cache[key] = Entry(principal: principal, verifiedAt: verifiedAt, expiresAt: expiresAt, usedAt: verifiedAt)
+            cache[key] = Entry(principal: principal, verifiedAt: verifiedAt, expiresAt: expiresAt, session: session, usedAt: verifiedAt)
         }
-        return principal
     }
 
-    /// Reads the epochs once; call before serving so that the first removal is noticed.
+    /// Reads the epochs once and loads the newest sessions; call before serving so that the
+    /// first removal is noticed.
     func start() async throws {
         observe(epochs: try await users.epochs())
+        try await loadSessions()
     }
 
     /// Drops every cached credential when the users epoch moved (a user was removed or changed
@@ -230,8 +295,9 @@ public final class Authenticator: Sendable {
         }
         if usersChanged {
             cache.withLockedValue { $0.removeAll() }
+            self.usersChanged()
         } else if sessionsChanged {
-            cache.withLockedValue { cache in cache = cache.filter { $0.value.principal.sessionToken == nil } }
+            cache.withLockedValue { cache in cache = cache.filter { !$0.value.session } }
         }
     }
 
@@ -256,10 +322,10 @@ public final class Authenticator: Sendable {
 
 /// Makes concurrent requests with the same uncached header share one bcrypt run.
 actor InFlightVerifications {
-    private var running: [SHA256.Digest: Task<Bool?, any Error>] = [:]
+    private var running: [CredentialKey: Task<Bool?, any Error>] = [:]
 
     /// Runs `work` once for concurrent callers with the same key; its result is the admin flag, nil when refused.
-    func verify(key: SHA256.Digest, _ work: @escaping @Sendable () async throws -> Bool?) async throws -> Bool? {
+    func verify(key: CredentialKey, _ work: @escaping @Sendable () async throws -> Bool?) async throws -> Bool? {
         if let task = running[key] { return try await task.value }
         let task = Task { try await work() }
         running[key] = task

@@ -73,6 +73,8 @@ extension Services {
             throw Problem(.forbidden, "a session is created with Basic credentials (user name and password), not with another session's token")
         }
         let session = try await sessions.create(for: principal.user, lifetime: configuration.sessionLifetime)
+        // Known here from now on: the device's first request with it needs no database read.
+        authenticator.remember(session: session.token, of: Principal(user: principal.user, admin: principal.admin), expires: session.expires)
         return try encode(SessionResponse(token: session.token, expires: ISO8601DateFormatter().string(from: session.expires)), status: .created)
     }
 

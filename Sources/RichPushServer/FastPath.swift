@@ -12,11 +12,12 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import RichPushCore
+import ServiceLifecycle
 
 /// Answers the hottest requests synchronously on the event loop, when everything the answer
 /// needs is already in memory: `GET /media/{sha256}` of a cached blob,
-/// `GET /api/notifications/{id}` of an already-read payload by its recipient with cached
-/// credentials, and `GET /p/{token}` of a valid payload URL whose image is cached (the token
+/// `GET /api/notifications/{id}` by its recipient with cached credentials (a session opened
+/// here, or a verified password) of a notification made or fetched here, and `GET /p/{token}` of a valid payload URL whose image is cached (the token
 /// names its notification and image, so a device's first fetch needs no database; the read
 /// mark is committed just after, in a batch). Anything else (a miss, a conditional or ranged
 /// request, HEAD, a first read through the API, an unknown credential, an expired URL) goes
@@ -28,7 +29,7 @@ import RichPushCore
 final class FastPath: Sendable {
     let blobs: BlobCache
     let authenticator: Authenticator
-    let payloads: ReadPayloadCache
+    let payloads: PayloadIndex
     let links: PayloadLinks
     let readMarks: ReadMarks
     let publicMedia: Bool
@@ -36,7 +37,7 @@ final class FastPath: Sendable {
     private let payloadMetrics = RouteMetrics(route: "/api/notifications/{id}")
     private let linkMetrics = RouteMetrics(route: "/p/{token}")
 
-    init(blobs: BlobCache, authenticator: Authenticator, payloads: ReadPayloadCache, links: PayloadLinks, readMarks: ReadMarks,
+    init(blobs: BlobCache, authenticator: Authenticator, payloads: PayloadIndex, links: PayloadLinks, readMarks: ReadMarks,
          publicMedia: Bool) {
         self.blobs = blobs
         self.authenticator = authenticator
@@ -92,6 +93,8 @@ final class FastPath: Sendable {
                   let user = authenticator.cachedUser(authorization),
                   let known = payloads.get(id), known.recipient == user,
                   let blob = blobs.freshBlob(known.payload) else { return nil }
+            // A first fetch: its read mark is committed just after, in a batch (as for /p/).
+            if !known.read, payloads.markRead(id) { readMarks.markSoon(id) }
             return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics)
         }
         if length == 3 + PayloadLinks.tokenLength, head.uri.hasPrefix("/p/") {
@@ -117,18 +120,120 @@ struct RouteMetrics: Sendable {
     }
 }
 
-/// Notifications already read, by id: their recipient and payload never change afterwards.
-final class ReadPayloadCache: Sendable {
-    private let entries = NIOLockedValueBox<[Int64: (recipient: String, payload: MediaID)]>([:])
+/// Notifications by id, with the two things a payload fetch needs: the recipient and the
+/// payload, which never change once a notification exists (ids are never reused), and whether
+/// its read mark is already taken care of.
+///
+/// Filled as notifications are made here (a campaign's batches, `POST /api/notifications`) and
+/// as they are fetched, so a device's first fetch with a session finds its notification
+/// without a database read. Bounded: two generations of at most `capacity / 2` entries each,
+/// the older dropped whole when the newer fills. Cleared when a user is removed (their
+/// notifications are deleted, and the name may be taken again).
+final class PayloadIndex: Sendable {
+    struct Entry: Sendable {
+        var recipient: String
+        var payload: MediaID
+        /// Its read mark is committed or queued.
+        var read: Bool
+    }
+    private struct Generations {
+        var current: [Int64: Entry] = [:]
+        var previous: [Int64: Entry] = [:]
+    }
+    private let generations = NIOLockedValueBox(Generations())
+    private let half: Int
 
-    func get(_ id: Int64) -> (recipient: String, payload: MediaID)? {
-        entries.withLockedValue { $0[id] }
+    init(capacity: Int = 200_000) {
+        half = max(1, capacity / 2)
     }
 
-    func set(_ id: Int64, recipient: String, payload: MediaID) {
-        entries.withLockedValue { entries in
-            if entries.count > 100_000 { entries.removeAll() }
-            entries[id] = (recipient, payload)
+    func get(_ id: Int64) -> Entry? {
+        generations.withLockedValue { $0.current[id] ?? $0.previous[id] }
+    }
+
+    func set(_ id: Int64, _ entry: Entry) {
+        generations.withLockedValue { g in
+            if g.current.count >= half, g.current[id] == nil {
+                g.previous = g.current
+                g.current = [:]
+            }
+            g.current[id] = entry
+        }
+    }
+
+    /// Records notifications just made (unread).
+    func made(_ notifications: [QueuedNotification]) {
+        for n in notifications { set(n.id, Entry(recipient: n.recipient, payload: n.payload, read: false)) }
+    }
+
+    /// Marks `id` read here; true if it was not yet (then the caller queues its read mark).
+    func markRead(_ id: Int64) -> Bool {
+        generations.withLockedValue { g in
+            if var entry = g.current[id] ?? g.previous[id], !entry.read {
+                entry.read = true
+                g.current[id] = entry
+                return true
+            }
+            return false
+        }
+    }
+
+    /// Records notifications read from the database, keeping what is known here already.
+    func load(_ entries: [(notification: QueuedNotification, read: Bool)]) {
+        generations.withLockedValue { g in
+            for (n, read) in entries where g.current[n.id] == nil && g.previous[n.id] == nil {
+                if g.current.count >= half {
+                    g.previous = g.current
+                    g.current = [:]
+                }
+                g.current[n.id] = Entry(recipient: n.recipient, payload: n.payload, read: read)
+            }
+        }
+    }
+
+    func removeAll() {
+        generations.withLockedValue { $0 = Generations() }
+    }
+
+    /// Entries kept at most.
+    var capacity: Int { 2 * half }
+
+    var count: Int { generations.withLockedValue { $0.current.count + $0.previous.count } }
+}
+
+/// Keeps a `PayloadIndex` up with the notifications table: the newest at start, then every
+/// half second those made since (by this process, or by `richpush send` in another).
+struct PayloadIndexFollower: Service {
+    let index: PayloadIndex
+    let notifications: NotificationStore
+    let logger: Logger
+    private let last = NIOLockedValueBox<Int64>(0)
+
+    init(index: PayloadIndex, notifications: NotificationStore, logger: Logger) {
+        self.index = index
+        self.notifications = notifications
+        self.logger = logger
+    }
+
+    /// Loads the newest notifications (up to the index's capacity); call before serving.
+    func start() async throws {
+        let newest = try await notifications.indexEntries(after: nil, limit: index.capacity / 2)
+        index.load(newest)
+        last.withLockedValue { $0 = newest.last?.notification.id ?? 0 }
+    }
+
+    func run() async throws {
+        for await _ in AsyncTimerSequence.repeating(every: .milliseconds(500)).cancelOnGracefulShutdown() {
+            do {
+                while true {
+                    let batch = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
+                    index.load(batch)
+                    if let id = batch.last?.notification.id { last.withLockedValue { $0 = id } }
+                    if batch.count < 5_000 { break }
+                }
+            } catch {
+                logger.warning("cannot follow new notifications", metadata: ["error": "\(error)"])
+            }
         }
     }
 }
@@ -146,23 +251,30 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            let outlet = RawOutlet()
-            let deadline = HeadDeadline(timeout: headTimeout)
-            try channel.pipeline.syncOperations.addHandler(LingeringCloseHandler())
-            try channel.pipeline.syncOperations.addHandler(HeadDeadline.Start(deadline))
-            try channel.pipeline.syncOperations.addHandler(outlet)
-            try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                withPipeliningAssistance: false,
-                withErrorHandling: false,
-                withOutboundHeaderValidation: false,
-                withEncoderConfiguration: .init(),
-                withDecoderLimitConfiguration: Self.decoderLimits)
-            try channel.pipeline.syncOperations.addHandler(HeadDeadline.End(deadline))
-            try channel.pipeline.syncOperations.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
-            try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+            try configure(channel, logger: logger)
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         }
+    }
+
+    /// Adds the connection's handlers, from the socket to the conversion to HTTP types
+    /// (`HTTPListener` adds its `Handoff` after them, Hummingbird's server its async channel).
+    func configure(_ channel: any Channel, logger: Logger) throws {
+        let outlet = RawOutlet()
+        let deadline = HeadDeadline(timeout: headTimeout)
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(LingeringCloseHandler())
+        try pipeline.addHandler(HeadDeadline.Start(deadline))
+        try pipeline.addHandler(outlet)
+        try pipeline.configureHTTPServerPipeline(
+            withPipeliningAssistance: false,
+            withErrorHandling: false,
+            withOutboundHeaderValidation: false,
+            withEncoderConfiguration: .init(),
+            withDecoderLimitConfiguration: Self.decoderLimits)
+        try pipeline.addHandler(HeadDeadline.End(deadline))
+        try pipeline.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
+        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
     }
 
     /// Request heads of at most 100 fields and 32 KiB: what devices and browsers send fits many times over.
@@ -178,12 +290,6 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
         await handleHTTP(asyncChannel: asyncChannel, logger: logger)
     }
 
-    /// The server builder for `Application(server:)`.
-    static func builder(_ fastPath: FastPath, headTimeout: TimeAmount, idleTimeout: Duration) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in
-            FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: headTimeout, idleTimeout: idleTimeout)
-        }
-    }
 }
 
 /// Per connection: answers from `FastPath` when it can, keeping responses in request order.
@@ -295,21 +401,26 @@ final class RawOutlet: ChannelOutboundHandler, RemovableChannelHandler {
 
 /// The `Date` line of a response head, encoded once per second.
 enum HTTPDate {
-    private static let cache = NIOLockedValueBox<(second: Int, line: ByteBuffer)>((0, ByteBuffer()))
+    private static let cache = NIOLockedValueBox<(second: Int, line: ByteBuffer, value: String)>((0, ByteBuffer(), ""))
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// `Date: <now>` and the blank line that ends a head.
-    static func line() -> ByteBuffer {
+    static func line() -> ByteBuffer { current().line }
+
+    /// The value of a `Date` header now.
+    static func value() -> String { current().value }
+
+    private static func current() -> (line: ByteBuffer, value: String) {
         var seconds = time(nil)
         return cache.withLockedValue { cache in
-            if cache.second == seconds { return cache.line }
+            if cache.second == seconds { return (cache.line, cache.value) }
             var t = tm()
             gmtime_r(&seconds, &t)
             let value = String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(t.tm_wday)], t.tm_mday, months[Int(t.tm_mon)],
                                Int(t.tm_year) + 1900, t.tm_hour, t.tm_min, t.tm_sec)
-            cache = (seconds, ByteBuffer(string: "Date: \(value)\r\n\r\n"))
-            return cache.line
+            cache = (seconds, ByteBuffer(string: "Date: \(value)\r\n\r\n"), value)
+            return (cache.line, cache.value)
         }
     }
 }

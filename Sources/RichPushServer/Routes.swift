@@ -27,8 +27,8 @@ struct Services: Sendable {
     /// Notification Hubs' copy of the registrations, when delivering through a hub.
     let mirror: (any RegistrationMirror)?
     let prometheus: PrometheusCollectorRegistry
-    /// Notifications already read: recipient and payload, so later fetches need no database.
-    let readPayloads = ReadPayloadCache()
+    /// Notifications made or fetched here: recipient and payload, so fetches need no database read.
+    let payloadIndex: PayloadIndex
     /// Uploads being received and decoded now.
     let uploads: Gate
 }
@@ -177,6 +177,7 @@ extension Services {
         Metric.pushes("queued", by: created.deliveries)
         dispatcher.enqueued(created, logger: context.logger)
         let n = created.notification
+        payloadIndex.made([QueuedNotification(id: n.id, recipient: n.recipient, payload: n.payload)])
         var object: [String: Any] = ["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex, "read": n.read,
                                      "mode": n.mode.rawValue]
         if let title = n.title { object["title"] = title }
@@ -214,9 +215,9 @@ extension Services {
         let user = try user(context)
         let raw = try context.parameters.require("id")
         guard let id = Int64(raw), id > 0 else { throw Problem(.notFound, "no notification \(raw.prefix(40))") }
-        if let known = readPayloads.get(id) {
+        if let known = payloadIndex.get(id) {
             guard known.recipient == user else { throw Problem(.notFound, "no notification \(id) for \(user)") }
-            return try await payloadResponse(request, notification: id, payload: known.payload, recipient: user, alreadyRead: true)
+            return try await payloadResponse(request, notification: id, payload: known.payload, recipient: user, alreadyRead: known.read)
         }
         guard let notification = try await notifications.find(id: id, for: user) else {
             throw Problem(.notFound, "no notification \(id) for \(user)")
@@ -232,7 +233,7 @@ extension Services {
         let (response, outcome) = try ImageResponse.make(request, source: source, cacheControl: "private")
         if !alreadyRead && outcome != .head {
             try await readMarks.mark(id)
-            readPayloads.set(id, recipient: recipient, payload: payload)
+            payloadIndex.set(id, .init(recipient: recipient, payload: payload, read: true))
         }
         return response
     }

@@ -3,6 +3,7 @@ import GRDB
 import HTTPTypes
 import HummingbirdTesting
 import MediaStore
+import RichPushCore
 import RichPushServer
 import RichPushTestSupport
 import Testing
@@ -103,6 +104,78 @@ struct FastPathTests {
             _ = try await store.remove(id)
             try await Task.sleep(for: .milliseconds(1200))
             #expect(try await s.request(.get, "/media/\(id)").status == .notFound)
+        }
+    }
+
+    /// Opens a session for `user` and returns its `Authorization` field.
+    func session(_ s: TestServer, _ user: String = "alice") async throws -> HTTPFields {
+        let (_, object) = try await s.json(.post, "/api/sessions", as: user)
+        let token = try #require((object as? [String: Any])?["token"] as? String)
+        return [.authorization: "Bearer \(token)"]
+    }
+
+    func notify(_ s: TestServer) async throws -> Int {
+        let (_, object) = try await s.json(.post, "/api/notifications", body: "\"hi\"")
+        return try #require((object as? [String: Any])?["id"] as? Int)
+    }
+
+    @Test("a first fetch with a session opened here is answered from memory as the router answers, and marks the notification read")
+    func firstFetchWithSession() async throws {
+        try await TestServer.run { s in
+            _ = try await s.request(.get, "/media/\(logoID)") // cache the blob
+            let bearer = try await session(s)
+            let (n1, n2) = (try await notify(s), try await notify(s))
+            // A conditional request always goes through the router.
+            var conditional = bearer
+            conditional[.ifNoneMatch] = "\"nope\""
+            let router = try await s.get("/api/notifications/\(n1)", headers: conditional)
+            let fast = try await s.get("/api/notifications/\(n2)", headers: bearer)
+            #expect(router.status == .ok && fast.status == .ok && fast.bytes == logo)
+            #expect(withoutDate(fast.headers) == withoutDate(router.headers))
+            #expect(try await s.get("/api/notifications/\(n2)", headers: try await session(s, "bob")).status == .notFound)
+            #expect(try await s.request(.get, "/api/notifications/\(n2)", as: "bob").status == .notFound)
+            // Its read mark is committed just after the answer.
+            var read = false
+            for _ in 0..<100 where !read {
+                let (_, list) = try await s.json(.get, "/api/notifications")
+                read = ((list as? [[String: Any]]) ?? []).contains { $0["id"] as? Int == n2 && $0["read"] as? Bool == true }
+                if !read { try await Task.sleep(for: .milliseconds(30)) }
+            }
+            #expect(read)
+        }
+    }
+
+    @Test("that first fetch needs no database read: the session and the notification are known from when they were made")
+    func firstFetchFromMemory() async throws {
+        try await TestServer.run { s in
+            _ = try await s.request(.get, "/media/\(logoID)")
+            let bearer = try await session(s)
+            let id = try await notify(s)
+            // Behind the server's back (no epoch moves), both rows go: only memory can answer now.
+            try await s.database.write { db in
+                try db.execute(sql: "DELETE FROM sessions")
+                try db.execute(sql: "DELETE FROM notifications WHERE id = ?", arguments: [id])
+            }
+            let answer = try await s.get("/api/notifications/\(id)", headers: bearer)
+            #expect(answer.status == .ok && answer.bytes == logo)
+        }
+    }
+
+    @Test("a removed user's notifications are forgotten: a new account of the same name cannot fetch them")
+    func removedUserForgotten() async throws {
+        try await TestServer.run { s in
+            _ = try await s.request(.get, "/media/\(logoID)")
+            let id = try await notify(s)
+            #expect(try await s.request(.get, "/api/notifications/\(id)").status == .ok) // known here, and read
+            let users = UserStore(database: s.database, cost: 4)
+            try await users.remove(name: "alice")
+            _ = try await users.add(name: "alice", password: "again")
+            var status = HTTPResponse.Status.ok
+            for _ in 0..<100 where status == .ok {
+                status = try await s.get("/api/notifications/\(id)", headers: TestServer.basic("alice", "again")).status
+                if status == .ok { try await Task.sleep(for: .milliseconds(30)) }
+            }
+            #expect(status == .notFound)
         }
     }
 }

@@ -5,6 +5,9 @@ import Hummingbird
 import Logging
 import PushDelivery
 import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
+import ServiceLifecycle
 import MediaStore
 import RichPushCore
 import RichPushServer
@@ -14,7 +17,7 @@ import RichPushTestSupport
 struct TestServer {
     let dir: URL
     let database: DatabasePool
-    let client: any TestClientProtocol
+    let client: LiveClient
 
     static let passwords = ["alice": "wonderland", "bob": "builder", "root": "rootpw"]
 
@@ -41,7 +44,7 @@ struct TestServer {
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, database: database,
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
-        try await app.test(.live) { client in
+        try await app.serve { client in
             try await body(TestServer(dir: dir, database: database, client: client))
         }
     }
@@ -71,6 +74,59 @@ struct TestServer {
 
     var tmpFiles: [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("data/tmp").path)) ?? []
+    }
+}
+
+/// Hummingbird's test client on the port `RichPushApplication.run()` bound (HummingbirdTesting's
+/// live framework would serve through Hummingbird's own server instead of `HTTPListener`).
+struct LiveClient: Sendable {
+    let client: TestClient
+    let port: Int?
+
+    func execute(uri: String, method: HTTPRequest.Method, headers: HTTPFields = [:], body: ByteBuffer? = nil) async throws -> TestResponse {
+        var headers = headers
+        headers[.connection] = "keep-alive"
+        let response = try await client.execute(.init(uri, method: method, authority: "localhost", headers: headers, body: body))
+        return TestResponse(head: response.head, body: response.body ?? ByteBuffer(), trailerHeaders: response.trailerHeaders)
+    }
+}
+
+/// A response, as HummingbirdTesting's (whose initialiser is not public).
+struct TestResponse: Sendable {
+    let head: HTTPResponse
+    let body: ByteBuffer
+    let trailerHeaders: HTTPFields?
+    var status: HTTPResponse.Status { head.status }
+    var headers: HTTPFields { head.headerFields }
+}
+
+extension RichPushApplication {
+    /// Runs the application as `serve` does, on a free port, and `body` with a client of it.
+    func serve<Value: Sendable>(_ body: @Sendable (LiveClient) async throws -> Value) async throws -> Value {
+        let port = NIOLockedValueBox<Int?>(nil)
+        let app = self.onRunning { channel in port.withLockedValue { $0 = channel.localAddress?.port } }
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var bound: Int?
+            for _ in 0..<500 where bound == nil {
+                bound = port.withLockedValue { $0 }
+                if bound == nil { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            guard let bound else { throw CancellationError() }
+            let client = TestClient(host: "localhost", port: bound, configuration: .init(timeout: .seconds(20)))
+            client.connect()
+            do {
+                let value = try await body(LiveClient(client: client, port: bound))
+                try await client.shutdown()
+                await group.triggerGracefulShutdown()
+                return value
+            } catch {
+                try? await client.shutdown()
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+        }
     }
 }
 

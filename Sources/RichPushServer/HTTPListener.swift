@@ -1,0 +1,202 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOExtras
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOPosix
+import ServiceLifecycle
+
+/// The HTTP/1.1 listener `serve` runs, in place of Hummingbird's `Server`.
+///
+/// Hummingbird's server gives every accepted connection an async channel and a task before
+/// its first byte is read (NIO registers a child channel only once its initializer's future
+/// completes). A device fetching its payload once over a new connection then pays for two
+/// thread hand-offs it never needed: the fast path answers it on the event loop. Here a
+/// connection is set up synchronously with the same pipeline (`FastPathHTTP1Channel`), and
+/// gets its async channel and task only when something reaches the end of that pipeline: the
+/// first request the fast path passes on, an error, or an event. From then on it is served by
+/// Hummingbird's own `handleHTTP`, exactly as before. A connection the fast path answers and
+/// closes never leaves its event loop.
+///
+/// Graceful shutdown is Hummingbird's: NIO's quiescing helper closes the listening socket,
+/// asks every connection to finish, and the service returns when the last one has closed.
+struct HTTPListener: Service {
+    let channel: FastPathHTTP1Channel
+    let host: String
+    let port: Int
+    let backlog: Int
+    let maxConnections: Int
+    let eventLoopGroup: any EventLoopGroup
+    let logger: Logger
+    let onServerRunning: @Sendable (any Channel) async -> Void
+
+    func run() async throws {
+        let (connections, handedOff) = AsyncStream.makeStream(of: FastPathHTTP1Channel.Value.self)
+        let quiescing = ServerQuiescingHelper(group: eventLoopGroup)
+        let childChannel = channel
+        let logger = logger
+        let maxConnections = maxConnections
+        let server = try await ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(ChannelOptions.backlog, value: numericCast(backlog))
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        AvailableConnectionsChannelHandler(delegate: MaximumAvailableConnections(maxConnections)))
+                    try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                }
+            }
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try childChannel.configure(channel, logger: logger)
+                    try channel.pipeline.syncOperations.addHandler(Handoff { asyncChannel in handedOff.yield(asyncChannel) })
+                }
+            }
+            .bind(host: host, port: port).get()
+        logger.info("Server started and listening on \(host):\(server.localAddress?.port ?? port)")
+
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await onServerRunning(server)
+                await withDiscardingTaskGroup { group in
+                    for await connection in connections {
+                        group.addTask { await childChannel.handle(value: connection, logger: logger) }
+                    }
+                }
+            } onGracefulShutdown: {
+                let done = server.eventLoop.makePromise(of: Void.self)
+                done.futureResult.whenComplete { _ in handedOff.finish() }
+                quiescing.initiateShutdown(promise: done)
+            }
+        } onCancel: {
+            server.close(promise: nil)
+            handedOff.finish()
+        }
+    }
+}
+
+/// The last handler of a connection's synchronous pipeline: the first time anything reaches
+/// it, it wraps the channel in the async channel Hummingbird serves and passes that on (to be
+/// given a task), then lets everything through. Until then the fast path has answered all.
+final class Handoff: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias Wrapped = FastPathHTTP1Channel.Value
+
+    private let handOff: @Sendable (Wrapped) -> Void
+    private var handedOff = false
+
+    init(_ handOff: @escaping @Sendable (Wrapped) -> Void) {
+        self.handOff = handOff
+    }
+
+    /// Wraps the channel once; false if it cannot be (the channel is then closed).
+    private func wrap(_ context: ChannelHandlerContext) -> Bool {
+        if handedOff { return true }
+        handedOff = true
+        do {
+            let wrapped = try Wrapped(wrappingChannelSynchronously: context.channel,
+                                      configuration: .init(isOutboundHalfClosureEnabled: true))
+            handOff(wrapped)
+            return true
+        } catch {
+            context.close(promise: nil)
+            return false
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if wrap(context) { context.fireChannelRead(data) }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if wrap(context) { context.fireUserInboundEventTriggered(event) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if wrap(context) { context.fireErrorCaught(error) }
+    }
+}
+
+/// The application `serve` runs: Hummingbird's router and services behind `HTTPListener`.
+///
+/// It is an `ApplicationProtocol`, so Hummingbird's testing framework can still run it through
+/// Hummingbird's own server (`server`); `run()` serves through `HTTPListener`.
+public struct RichPushApplication: ApplicationProtocol {
+    public typealias Responder = RouterResponder<AppRequestContext>
+
+    public let responder: Responder
+    let channel: @Sendable (@escaping HTTPChannelHandler.Responder) -> FastPathHTTP1Channel
+    public let configuration: ApplicationConfiguration
+    let host: String
+    let port: Int
+    let maxConnections: Int
+    public let services: [any Service]
+    public let eventLoopGroup: any EventLoopGroup
+    public let logger: Logger
+    let running: @Sendable (any Channel) async -> Void
+
+    public var server: HTTPServerBuilder {
+        let channel = self.channel
+        return HTTPServerBuilder { responder in channel(responder) }
+    }
+
+    public func onServerRunning(_ channel: any Channel) async {
+        await running(channel)
+    }
+
+    /// The same application, also running `extra` once the listener is bound.
+    public func onRunning(_ extra: @escaping @Sendable (any Channel) async -> Void) -> RichPushApplication {
+        let running = self.running
+        return RichPushApplication(responder: responder, channel: channel, configuration: configuration, host: host, port: port, maxConnections: maxConnections,
+                                   services: services, eventLoopGroup: eventLoopGroup, logger: logger) { channel in
+            await running(channel)
+            await extra(channel)
+        }
+    }
+
+    /// Serves through `HTTPListener`, with the services beside it.
+    public func run() async throws {
+        let listener = HTTPListener(channel: channel(respond), host: host, port: port, backlog: configuration.backlog,
+                                    maxConnections: maxConnections, eventLoopGroup: eventLoopGroup, logger: logger,
+                                    onServerRunning: running)
+        try await ServiceGroup(configuration: .init(services: services + [listener], logger: logger)).run()
+    }
+
+    /// Hummingbird's request handling (as `Application.run` does it): a context, the router,
+    /// a 500 for an error no middleware turned into a response, `Date` and `Server`.
+    private var respond: HTTPChannelHandler.Responder {
+        let responder = self.responder
+        let logger = self.logger
+        let serverName = configuration.serverName
+        return { request, writer, channel in
+            var logger = logger
+            logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
+            let context = AppRequestContext(source: .init(channel: channel, logger: logger))
+            var response: Response
+            do {
+                response = try await responder.respond(to: request, context: context)
+            } catch let error as HTTPParserError {
+                throw error
+            } catch {
+                logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
+                response = Response(status: .internalServerError, body: .init())
+            }
+            response.headers[.date] = HTTPDate.value()
+            if let serverName { response.headers[.server] = serverName }
+            do {
+                try await writer.write(response: response.head, body: response.body)
+            } catch is HTTPParserError {
+                // Not rethrown as a parser error: that would make `handleHTTP` answer a second time.
+                throw ResponseWriteFailed()
+            }
+        }
+    }
+}
+
+/// A request's body turned out malformed while its response was being written.
+struct ResponseWriteFailed: Error {}
