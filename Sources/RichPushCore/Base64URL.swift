@@ -22,10 +22,28 @@ public enum Base64URL {
 
     /// Decodes text; nil when it is not base64url.
     public static func decode(_ text: some StringProtocol) -> Data? {
-        guard text.utf8.allSatisfy({ $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
-        else { return nil }
-        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while s.utf8.count % 4 != 0 { s += "=" }
-        return Data(base64Encoded: s)
+        decodeBytes(text).map { Data($0) }
+    }
+
+    /// Decodes text without padding; nil when it is not base64url. (It runs for every payload
+    /// URL the event loop answers: one pass, no intermediate strings.)
+    public static func decodeBytes(_ text: some StringProtocol) -> [UInt8]? {
+        let utf8 = text.utf8
+        guard utf8.count % 4 != 1 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(utf8.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for c in utf8 {
+            guard let v = value(of: c) else { return nil }
+            accumulator = accumulator << 6 | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                accumulator &= (1 << UInt32(bits)) - 1
+            }
+        }
+        return out
     }
 }

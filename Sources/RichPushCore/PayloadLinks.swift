@@ -189,9 +189,11 @@ public struct PayloadLinks: Sendable {
         public var expires: Int64
         public var payload: MediaID
         fileprivate var mac: [UInt8]
+        /// The signed bytes as they came in a token (nil for claims made here).
+        fileprivate var signed: [UInt8]? = nil
 
         fileprivate var signedPart: [UInt8] {
-            PayloadLinks.bigEndian(notification) + PayloadLinks.bigEndian(expires) + Array(payload.digestBytes)
+            signed ?? PayloadLinks.bigEndian(notification) + PayloadLinks.bigEndian(expires) + Array(payload.digestBytes)
         }
     }
 
@@ -200,14 +202,14 @@ public struct PayloadLinks: Sendable {
 
     /// Splits a token; nil when it cannot be one (the caller answers 404).
     public static func claims(_ token: some StringProtocol) -> Claims? {
-        guard token.utf8.count == tokenLength, let data = Base64URL.decode(token), data.count == 64,
+        guard token.utf8.count == tokenLength, let bytes = Base64URL.decodeBytes(token), bytes.count == 64,
               // One spelling per token: the last character's unused bits must be zero.
-              let last = String(token).utf8.last, let value = Base64URL.value(of: last), value & 0x0F == 0 else { return nil }
-        let bytes = [UInt8](data)
+              let last = token.utf8.reversed().first, let value = Base64URL.value(of: last), value & 0x0F == 0 else { return nil }
         let id = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let expires = bytes[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         guard id > 0 else { return nil }
-        return Claims(notification: id, expires: expires, payload: MediaID(digestBytes: bytes[16..<48]), mac: Array(bytes[48...]))
+        return Claims(notification: id, expires: expires, payload: MediaID(digestBytes: bytes[16..<48]), mac: Array(bytes[48...]),
+                      signed: Array(bytes[..<48]))
     }
 
     /// True when `claims` were signed with the current key (compared in constant time).
@@ -216,8 +218,13 @@ public struct PayloadLinks: Sendable {
         return claims.mac.count == expected.count && zip(expected, claims.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
+    private static let domain = Array("richpush-payload-v2\0".utf8)
+
     private func mac(_ signed: [UInt8], key: SymmetricKey) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array("richpush-payload-v2\0".utf8) + signed, using: key).prefix(16))
+        var hmac = HMAC<SHA256>(key: key)
+        hmac.update(data: Self.domain)
+        hmac.update(data: signed)
+        return Array(hmac.finalize().prefix(16))
     }
 
     fileprivate static func bigEndian(_ value: Int64) -> [UInt8] {
