@@ -129,8 +129,14 @@ public final class Authenticator: Sendable {
         if refresh {
             Task { try? await self.verifyAndCache(header, key: key) }
         }
-        guard var principal else { return nil }
-        if Self.isBearer(header) { principal.sessionToken = Self.bearerToken(header) }
+        return principal.map { Self.withSessionToken($0, from: header) }
+    }
+
+    /// A session's principal carries its token, read from the header (the cache does not keep it).
+    private static func withSessionToken(_ principal: Principal, from header: String) -> Principal {
+        guard isBearer(header) else { return principal }
+        var principal = principal
+        principal.sessionToken = bearerToken(header)
         return principal
     }
 
@@ -251,11 +257,7 @@ public final class Authenticator: Sendable {
             }
         }
         store(principal, key: key, expiresAt: expiresAt, epochAtStart: epochAtStart, session: Self.isBearer(header))
-        if var principal, Self.isBearer(header) {
-            principal.sessionToken = Self.bearerToken(header)
-            return principal
-        }
-        return principal
+        return principal.map { Self.withSessionToken($0, from: header) }
     }
 
     /// Caches `principal` for `key` (or drops the entry for nil), unless a user was removed

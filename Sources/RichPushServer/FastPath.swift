@@ -139,6 +139,17 @@ final class PayloadIndex: Sendable {
     private struct Generations {
         var current: [Int64: Entry] = [:]
         var previous: [Int64: Entry] = [:]
+
+        subscript(id: Int64) -> Entry? { current[id] ?? previous[id] }
+
+        /// Stores `entry` in the newer generation, which becomes the older one when it is full.
+        mutating func insert(_ id: Int64, _ entry: Entry, half: Int) {
+            if current.count >= half, current[id] == nil {
+                previous = current
+                current = [:]
+            }
+            current[id] = entry
+        }
     }
     private let generations = NIOLockedValueBox(Generations())
     private let half: Int
@@ -148,45 +159,35 @@ final class PayloadIndex: Sendable {
     }
 
     func get(_ id: Int64) -> Entry? {
-        generations.withLockedValue { $0.current[id] ?? $0.previous[id] }
+        generations.withLockedValue { $0[id] }
     }
 
     func set(_ id: Int64, _ entry: Entry) {
-        generations.withLockedValue { g in
-            if g.current.count >= half, g.current[id] == nil {
-                g.previous = g.current
-                g.current = [:]
-            }
-            g.current[id] = entry
-        }
+        generations.withLockedValue { $0.insert(id, entry, half: half) }
     }
 
     /// Records notifications just made (unread).
     func made(_ notifications: [QueuedNotification]) {
-        for n in notifications { set(n.id, Entry(recipient: n.recipient, payload: n.payload, read: false)) }
+        generations.withLockedValue { g in
+            for n in notifications { g.insert(n.id, Entry(recipient: n.recipient, payload: n.payload, read: false), half: half) }
+        }
     }
 
     /// Marks `id` read here; true if it was not yet (then the caller queues its read mark).
     func markRead(_ id: Int64) -> Bool {
         generations.withLockedValue { g in
-            if var entry = g.current[id] ?? g.previous[id], !entry.read {
-                entry.read = true
-                g.current[id] = entry
-                return true
-            }
-            return false
+            guard var entry = g[id], !entry.read else { return false }
+            entry.read = true
+            g.insert(id, entry, half: half)
+            return true
         }
     }
 
     /// Records notifications read from the database, keeping what is known here already.
     func load(_ entries: [(notification: QueuedNotification, read: Bool)]) {
         generations.withLockedValue { g in
-            for (n, read) in entries where g.current[n.id] == nil && g.previous[n.id] == nil {
-                if g.current.count >= half {
-                    g.previous = g.current
-                    g.current = [:]
-                }
-                g.current[n.id] = Entry(recipient: n.recipient, payload: n.payload, read: read)
+            for (n, read) in entries where g[n.id] == nil {
+                g.insert(n.id, Entry(recipient: n.recipient, payload: n.payload, read: read), half: half)
             }
         }
     }
