@@ -1,7 +1,7 @@
-import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import NIOHPACK
 import NIOHTTP1
 import NIOSSL
 import RichPushCore
@@ -55,10 +55,10 @@ enum PushTLS {
 
 /// Sends alert and background pushes to APNs over HTTP/2 with token authentication.
 ///
-/// One `HTTPClient` keeps a few long-lived HTTP/2 connections and multiplexes every push over
-/// them; Apple treats connection churn as abuse.
+/// One long-lived HTTP/2 connection carries every push as a stream (Apple treats connection
+/// churn as abuse); `HTTP2PushClient` writes them as frames, many per flush.
 public final class APNsClient: Sendable {
-    private let http: HTTPClient
+    private let http: HTTP2PushClient
     private let tokens: APNsTokenManager
     private let environment: APNsEnvironment
     private let topic: String
@@ -66,11 +66,10 @@ public final class APNsClient: Sendable {
     /// Creates a client; `extraRoots` (PEM files) are trusted in addition to the system's.
     public init(credentials: APNsCredentials, topic: String, environment: APNsEnvironment, extraRoots: [String] = [],
                 tokens: APNsTokenManager? = nil) throws {
-        var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
-        configuration.httpVersion = .automatic
-        configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
-        configuration.connectionPool = .init(idleTimeout: .seconds(3600))
-        self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        guard let url = URL(string: environment.baseURL), let host = url.host else {
+            throw PushError.configuration("--apns-env: cannot read a host from '\(environment.baseURL)'")
+        }
+        self.http = try HTTP2PushClient(host: host, port: url.port ?? 443, tls: try PushTLS.configuration(extraRoots: extraRoots))
         self.tokens = tokens ?? APNsTokenManager(credentials: credentials)
         self.environment = environment
         self.topic = topic
@@ -78,42 +77,41 @@ public final class APNsClient: Sendable {
 
     /// Closes the connections.
     public func shutdown() async throws {
-        try await http.shutdown()
+        await http.shutdown()
     }
 
     /// Sends one push. `pushID` is sent as `apns-id` and reused on retries.
     public func send(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String,
                      expiration: Date) async -> (DeliveryOutcome, timestamp: Date?) {
         let jwt: String
-        do { jwt = try await tokens.token() } catch {
+        do { jwt = try tokens.token() } catch {
             return (.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
         }
-        var request = HTTPClientRequest(url: "\(environment.baseURL)/3/device/\(deviceToken)")
-        request.method = .POST
-        request.headers.add(name: "authorization", value: "bearer \(jwt)")
-        request.headers.add(name: "apns-topic", value: topic)
-        request.headers.add(name: "apns-push-type", value: mode.apnsPushType)
-        request.headers.add(name: "apns-priority", value: mode.apnsPriority)
-        request.headers.add(name: "apns-expiration", value: String(Int(expiration.timeIntervalSince1970)))
-        request.headers.add(name: "apns-id", value: pushID)
-        request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(data: payload))
+        let headers = [
+            ("authorization", "bearer \(jwt)"),
+            ("apns-topic", topic),
+            ("apns-push-type", mode.apnsPushType),
+            ("apns-priority", mode.apnsPriority),
+            ("apns-expiration", String(Int(expiration.timeIntervalSince1970))),
+            ("apns-id", pushID),
+            ("content-type", "application/json"),
+        ]
+        let response: PushHTTPResponse
         do {
-            let response = try await http.execute(request, timeout: .seconds(30))
-            let body = try await response.body.collect(upTo: 64 * 1024)
-            let status = Int(response.status.code)
-            if status == 200 { return (.sent(id: response.headers.first(name: "apns-id")), nil) }
-            let json = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any]
-            let reason = json?["reason"] as? String ?? "HTTP \(status)"
-            let timestamp = (json?["timestamp"] as? Double).map { Date(timeIntervalSince1970: $0 / 1000) }
-            if status == 403 && reason == "ExpiredProviderToken" {
-                await tokens.invalidate(jwt)
-                return (.retry(reason: reason, after: 0), nil)
-            }
-            return (Self.classify(status: status, reason: reason, retryAfter: response.headers.first(name: "retry-after")), timestamp)
+            response = try await http.execute(path: "/3/device/\(deviceToken)", headers: headers, body: ByteBuffer(data: payload))
         } catch {
             return (.retry(reason: "connection failed: \(error)", after: nil), nil)
         }
+        let status = response.status
+        if status == 200 { return (.sent(id: response.headers.first(name: "apns-id")), nil) }
+        let json = (try? JSONSerialization.jsonObject(with: Data(buffer: response.body))) as? [String: Any]
+        let reason = json?["reason"] as? String ?? "HTTP \(status)"
+        let timestamp = (json?["timestamp"] as? Double).map { Date(timeIntervalSince1970: $0 / 1000) }
+        if status == 403 && reason == "ExpiredProviderToken" {
+            tokens.invalidate(jwt)
+            return (.retry(reason: reason, after: 0), nil)
+        }
+        return (Self.classify(status: status, reason: reason, retryAfter: response.headers.first(name: "retry-after")), timestamp)
     }
 
     /// Apple's documented statuses: what to do with each.

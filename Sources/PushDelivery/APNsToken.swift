@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 
 /// base64url without padding (RFC 7515).
 enum Base64URL {
@@ -53,13 +54,19 @@ public struct APNsCredentials: Sendable {
 
 /// Issues the provider token and reuses it: Apple refuses tokens older than an hour and answers
 /// 429 TooManyProviderTokenUpdates to a provider that makes new ones too often.
-public actor APNsTokenManager {
+///
+/// A lock, not an actor: every push asks for the token, and the answer is almost always the one
+/// already made, so a hop to an actor would cost more than the lookup.
+public final class APNsTokenManager: Sendable {
     private let credentials: APNsCredentials
     private let lifetime: TimeInterval
     private let now: @Sendable () -> Date
-    private var current: (token: String, issuedAt: Date)?
-    /// How many tokens were issued (for tests and metrics).
-    public private(set) var issued = 0
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var current: (token: String, issuedAt: Date)?
+        var issued = 0
+    }
 
     /// Creates a manager that renews the token after `lifetime` (50 minutes: inside Apple's 20–60).
     public init(credentials: APNsCredentials, lifetime: TimeInterval = 50 * 60, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -68,19 +75,29 @@ public actor APNsTokenManager {
         self.now = now
     }
 
-    /// The current token, renewed when it has reached its lifetime.
+    /// How many tokens were issued (for tests and metrics).
+    public var issued: Int {
+        state.withLockedValue { $0.issued }
+    }
+
+    /// The current token, renewed when it has reached its lifetime (signed under the lock, so
+    /// pushes that arrive together share one new token).
     public func token() throws -> String {
         let date = now()
-        if let current, date.timeIntervalSince(current.issuedAt) < lifetime { return current.token }
-        let token = try credentials.makeToken(issuedAt: date)
-        current = (token, date)
-        issued += 1
-        return token
+        return try state.withLockedValue { state in
+            if let current = state.current, date.timeIntervalSince(current.issuedAt) < lifetime { return current.token }
+            let token = try credentials.makeToken(issuedAt: date)
+            state.current = (token, date)
+            state.issued += 1
+            return token
+        }
     }
 
     /// Drops `token` after Apple called it expired, so the next call issues a new one. A token
     /// already replaced by another request is left alone (one renewal per expiry, not one per push).
     public func invalidate(_ token: String) {
-        if current?.token == token { current = nil }
+        state.withLockedValue { state in
+            if state.current?.token == token { state.current = nil }
+        }
     }
 }

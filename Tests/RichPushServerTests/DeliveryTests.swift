@@ -120,14 +120,14 @@ struct DeliveryTests {
                 _ = try await s.registerDevice(tokenA)
                 _ = try await s.json(.post, "/api/notifications")
                 #expect(try await eventually { apns.sandbox.acceptedCount == 1 })
-                #expect(await tokens.issued == 1)
+                #expect(tokens.issued == 1)
                 try await Task.sleep(for: .milliseconds(1100))
                 apns.sandbox.expireProviderTokens(issuedBefore: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
                 let (_, object) = try await s.json(.post, "/api/notifications")
                 let id = try #require((object as? [String: Any])?["id"] as? Int)
                 #expect(try await eventually { try await deliveries(s, id).first?.state == .sent })
                 #expect(try await deliveries(s, id).first?.attempts == 2)
-                #expect(await tokens.issued == 2)
+                #expect(tokens.issued == 2)
             }
         }
     }
@@ -141,7 +141,7 @@ struct DeliveryTests {
                 _ = try await s.json(.post, "/api/notifications")
                 #expect(try await eventually { apns.sandbox.acceptedCount == 40 })
                 #expect(apns.sandbox.providerTokensSeen == 1)
-                #expect(await tokens.issued == 1)
+                #expect(tokens.issued == 1)
             }
         }
     }
@@ -149,7 +149,7 @@ struct DeliveryTests {
     @Test("the sandbox speaks HTTP/2 to a client that offers no ALPN (prior knowledge, as aioapns connects), through hyper-h2")
     func priorKnowledge() async throws {
         try await RunningSandbox.with { apns in
-            let jwt = try await APNsTokenManager(credentials: apns.credentials).token()
+            let jwt = try APNsTokenManager(credentials: apns.credentials).token()
             let script = Fixtures.packageRoot.appendingPathComponent("scripts/h2-push.py").path
             let payload = #"{"aps":{"alert":{"body":"hi"},"mutable-content":1},"richId":"1"}"#
             let output = try await onOwnThread { () throws -> String in
