@@ -83,9 +83,21 @@ public final class APNsClient: Sendable {
     /// Sends one push. `pushID` is sent as `apns-id` and reused on retries.
     public func send(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String,
                      expiration: Date) async -> (DeliveryOutcome, timestamp: Date?) {
+        await withCheckedContinuation { continuation in
+            start(token: deviceToken, payload: payload, mode: mode, pushID: pushID, expiration: expiration) { outcome, timestamp in
+                continuation.resume(returning: (outcome, timestamp))
+            }
+        }
+    }
+
+    /// `send` without a task: `completion` gets the outcome (and Apple's timestamp on a 410),
+    /// called once on the connection's event loop.
+    public func start(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String, expiration: Date,
+                      completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         let jwt: String
         do { jwt = try tokens.token() } catch {
-            return (.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
+            completion(.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
+            return
         }
         let headers = [
             ("authorization", "bearer \(jwt)"),
@@ -96,11 +108,19 @@ public final class APNsClient: Sendable {
             ("apns-id", pushID),
             ("content-type", "application/json"),
         ]
+        let tokens = self.tokens
+        http.execute(path: "/3/device/\(deviceToken)", headers: headers, body: ByteBuffer(data: payload)) { result in
+            let (outcome, timestamp) = Self.outcome(of: result, jwt: jwt, tokens: tokens)
+            completion(outcome, timestamp)
+        }
+    }
+
+    /// What an answer means for the push.
+    private static func outcome(of result: Result<PushHTTPResponse, any Error>, jwt: String, tokens: APNsTokenManager) -> (DeliveryOutcome, Date?) {
         let response: PushHTTPResponse
-        do {
-            response = try await http.execute(path: "/3/device/\(deviceToken)", headers: headers, body: ByteBuffer(data: payload))
-        } catch {
-            return (.retry(reason: "connection failed: \(error)", after: nil), nil)
+        switch result {
+        case .success(let answer): response = answer
+        case .failure(let error): return (.retry(reason: "connection failed: \(error)", after: nil), nil)
         }
         let status = response.status
         if status == 200 { return (.sent(id: response.headers.first(name: "apns-id")), nil) }
@@ -111,7 +131,7 @@ public final class APNsClient: Sendable {
             tokens.invalidate(jwt)
             return (.retry(reason: reason, after: 0), nil)
         }
-        return (Self.classify(status: status, reason: reason, retryAfter: response.headers.first(name: "retry-after")), timestamp)
+        return (classify(status: status, reason: reason, retryAfter: response.headers.first(name: "retry-after")), timestamp)
     }
 
     /// Apple's documented statuses: what to do with each.

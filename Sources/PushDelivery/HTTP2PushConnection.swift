@@ -42,7 +42,7 @@ enum PushHTTPError: Error, CustomStringConvertible {
 ///
 /// AsyncHTTPClient gives every request a child channel and several hops; a push is a few hundred
 /// bytes, so that per-request cost was most of a push's CPU. Here a request costs one header
-/// block, one data frame and one continuation, and requests submitted together are written with
+/// block, one data frame and one callback, and requests submitted together are written with
 /// one flush. The peer's `MAX_CONCURRENT_STREAMS` is respected (NIOHTTP2 holds back streams beyond
 /// it); a connection told `GOAWAY`, closed, or out of stream ids is replaced by a new one on the
 /// next request, and the streams it did not answer fail with an error (so the push is retried).
@@ -86,6 +86,16 @@ final class HTTP2PushClient: Sendable {
     /// this request (counted from when it is handed to the connection).
     func execute(method: String = "POST", path: String, headers: [(String, String)], body: ByteBuffer?,
                  timeout: TimeAmount? = nil) async throws -> PushHTTPResponse {
+        try await withCheckedThrowingContinuation { continuation in
+            execute(method: method, path: path, headers: headers, body: body, timeout: timeout) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// `execute` without a task: `completion` is called once, on the connection's event loop
+    /// (or at once when no connection can be had), so a sender with many requests in flight
+    /// needs no task or thread hop per request.
+    func execute(method: String = "POST", path: String, headers: [(String, String)], body: ByteBuffer?, timeout: TimeAmount? = nil,
+                 completion: @escaping @Sendable (Result<PushHTTPResponse, any Error>) -> Void) {
         var block = HPACKHeaders()
         block.reserveCapacity(headers.count + 4)
         block.add(name: ":method", value: method)
@@ -93,9 +103,21 @@ final class HTTP2PushClient: Sendable {
         block.add(name: ":path", value: path)
         block.add(name: ":authority", value: authority)
         for (name, value) in headers { block.add(name: name, value: value) }
-        let connection = try await usableConnection()
-        return try await withCheckedThrowingContinuation { continuation in
-            connection.submit(PushConnection.Request(headers: block, body: body, timeout: timeout, continuation: continuation))
+        let request = PushConnection.Request(headers: block, body: body, timeout: timeout, completion: completion)
+        switch usableConnection() {
+        case .success(let connection):
+            connection.submit(request)
+        case .failure(let error):
+            completion(.failure(error))
+        case .pending(let future):
+            let host = self.host, port = self.port
+            future.whenComplete { result in
+                switch result {
+                case .success(let connection): connection.submit(request)
+                case .failure(let error as PushHTTPError): completion(.failure(error))
+                case .failure(let error): completion(.failure(PushHTTPError.connect("\(host):\(port): \(error)")))
+                }
+            }
         }
     }
 
@@ -109,14 +131,24 @@ final class HTTP2PushClient: Sendable {
         for connection in connections { try? await connection.channel.close() }
     }
 
-    private func usableConnection() async throws -> PushConnection {
-        let future: EventLoopFuture<PushConnection> = try state.withLockedValue { state in
-            guard !state.shutDown else { throw PushHTTPError.closed }
-            if let current = state.current, current.isUsable { return current.channel.eventLoop.makeSucceededFuture(current) }
+    private enum Acquired {
+        case success(PushConnection)
+        case failure(any Error)
+        case pending(EventLoopFuture<PushConnection>)
+    }
+
+    /// The current connection if it takes new streams, else the one being made (one at a time).
+    private func usableConnection() -> Acquired {
+        let (acquired, started): (Acquired, Bool) = state.withLockedValue { state in
+            guard !state.shutDown else { return (.failure(PushHTTPError.closed), false) }
+            if let current = state.current, current.isUsable { return (.success(current), false) }
             state.current = nil
-            if let connecting = state.connecting { return connecting }
+            if let connecting = state.connecting { return (.pending(connecting), false) }
             let connecting = connect()
             state.connecting = connecting
+            return (.pending(connecting), true)
+        }
+        if started, case .pending(let connecting) = acquired {
             connecting.whenComplete { [self] result in
                 self.state.withLockedValue { state in
                     state.connecting = nil
@@ -138,15 +170,8 @@ final class HTTP2PushClient: Sendable {
                     }
                 }
             }
-            return connecting
         }
-        do {
-            return try await future.get()
-        } catch let error as PushHTTPError {
-            throw error
-        } catch {
-            throw PushHTTPError.connect("\(host):\(port): \(error)")
-        }
+        return acquired
     }
 
     private func connect() -> EventLoopFuture<PushConnection> {
@@ -184,7 +209,7 @@ final class PushConnection: Sendable {
         var headers: HPACKHeaders
         var body: ByteBuffer?
         var timeout: TimeAmount?
-        var continuation: CheckedContinuation<PushHTTPResponse, any Error>
+        var completion: @Sendable (Result<PushHTTPResponse, any Error>) -> Void
     }
 
     let channel: any Channel
@@ -235,7 +260,7 @@ final class PushStreamsHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTP2Frame
 
     private struct Stream {
-        var continuation: CheckedContinuation<PushHTTPResponse, any Error>
+        var completion: @Sendable (Result<PushHTTPResponse, any Error>) -> Void
         var deadline: NIODeadline
         var status: Int?
         var headers = HPACKHeaders()
@@ -276,7 +301,7 @@ final class PushStreamsHandler: ChannelInboundHandler {
     /// Starts the requests as new streams and flushes once.
     func start(_ requests: [PushConnection.Request]) {
         guard let context, failure == nil else {
-            for request in requests { request.continuation.resume(throwing: failure ?? .closed) }
+            for request in requests { request.completion(.failure(failure ?? .closed)) }
             return
         }
         let now = NIODeadline.now()
@@ -284,12 +309,12 @@ final class PushStreamsHandler: ChannelInboundHandler {
             // Client stream ids are odd and below 2^31; retire the connection well before.
             guard nextStreamID < Int32.max - 1024 else {
                 retire()
-                request.continuation.resume(throwing: PushHTTPError.closed)
+                request.completion(.failure(PushHTTPError.closed))
                 continue
             }
             let id = HTTP2StreamID(nextStreamID)
             nextStreamID += 2
-            streams[id] = Stream(continuation: request.continuation, deadline: now + (request.timeout ?? timeout))
+            streams[id] = Stream(completion: request.completion, deadline: now + (request.timeout ?? timeout))
             let promise = context.eventLoop.makePromise(of: Void.self)
             promise.futureResult.assumeIsolated().whenFailure { [self] error in
                 self.finish(id, with: .failure(PushHTTPError.protocolError("cannot send the request: \(error)")))
@@ -377,7 +402,7 @@ final class PushStreamsHandler: ChannelInboundHandler {
 
     private func finish(_ id: HTTP2StreamID, with result: Result<PushHTTPResponse, any Error>) {
         guard let stream = streams.removeValue(forKey: id) else { return }
-        stream.continuation.resume(with: result)
+        stream.completion(result)
     }
 
     private func reset(_ id: HTTP2StreamID, with error: PushHTTPError) {
@@ -413,6 +438,6 @@ final class PushStreamsHandler: ChannelInboundHandler {
         if failure == nil { failure = error }
         let pending = streams
         streams.removeAll()
-        for stream in pending.values { stream.continuation.resume(throwing: error) }
+        for stream in pending.values { stream.completion(.failure(error)) }
     }
 }

@@ -132,14 +132,14 @@ public final class OutboxDispatcher: Service, PushDispatching {
             }
         }
         defer { renewer.cancel() }
-        let outcomes = NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>([])
+        let window = NIOLockedValueBox(Window())
         let provider = self.provider
         let recordBatch = self.recordBatch
         @Sendable func recordDue(force: Bool) async {
-            let batch = outcomes.withLockedValue { o -> [(DeliveryJob, DeliveryOutcome, Date?)] in
-                guard !o.isEmpty, force || o.count >= recordBatch else { return [] }
-                defer { o.removeAll(keepingCapacity: true) }
-                return o
+            let batch = window.withLockedValue { w -> [(DeliveryJob, DeliveryOutcome, Date?)] in
+                guard !w.outcomes.isEmpty, force || w.outcomes.count >= recordBatch else { return [] }
+                defer { w.outcomes.removeAll(keepingCapacity: true) }
+                return w.outcomes
             }
             guard !batch.isEmpty else { return }
             do {
@@ -163,7 +163,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
             await recordDue(force: true)
         }
         do {
-            try await sendAll(outcomes: outcomes, provider: provider, recordDue: recordDue)
+            try await sendAll(window: window, provider: provider, recordDue: recordDue)
         } catch {
             await finish()
             throw error
@@ -171,37 +171,57 @@ public final class OutboxDispatcher: Service, PushDispatching {
         await finish()
     }
 
-    /// The send loop of `drain`: keeps the window full, claims as slots free up.
-    private func sendAll(outcomes: NIOLockedValueBox<[(DeliveryJob, DeliveryOutcome, Date?)]>, provider: any PushProvider,
+    /// The sends in flight and the outcomes not yet recorded, shared with the providers' callbacks.
+    private struct Window {
+        var inFlight = 0
+        var outcomes: [(DeliveryJob, DeliveryOutcome, Date?)] = []
+    }
+
+    /// The send loop of `drain`: keeps the window full, claims as slots free up. Sends are started
+    /// with a callback, not a task each: outcomes land in the window from the provider's event
+    /// loop, and the loop is woken once for however many arrived meanwhile.
+    private func sendAll(window: NIOLockedValueBox<Window>, provider: any PushProvider,
                          recordDue: @Sendable (Bool) async -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var queue: [DeliveryJob] = []
-            var inFlight = 0
-            var drained = false
-            var drainedAt = ContinuousClock.now
-            while true {
-                // Claim while there is room for more than half a window: the claim's commit overlaps the sends in flight.
-                if !drained && queue.count + inFlight <= concurrency / 2 {
-                    let claimed = try await claim(limit: concurrency)
-                    drained = claimed.isEmpty
-                    drainedAt = ContinuousClock.now
-                    queue.append(contentsOf: claimed.reversed())
-                }
-                while inFlight < concurrency, let job = queue.popLast() {
-                    inFlight += 1
-                    group.addTask {
-                        let (outcome, timestamp) = await provider.deliver(job)
-                        outcomes.withLockedValue { $0.append((job, outcome, timestamp)) }
+        let (completions, completed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        var wake = completions.makeAsyncIterator()
+        var queue: [DeliveryJob] = []
+        var drained = false
+        var drainedAt = ContinuousClock.now
+        while true {
+            var inFlight = window.withLockedValue { $0.inFlight }
+            // Claim while there is room for more than half a window: the claim's commit overlaps the sends in flight.
+            if !drained && queue.count + inFlight <= concurrency / 2 {
+                let claimed = try await claim(limit: concurrency)
+                drained = claimed.isEmpty
+                drainedAt = ContinuousClock.now
+                queue.append(contentsOf: claimed.reversed())
+                inFlight = window.withLockedValue { $0.inFlight }
+            }
+            let room = concurrency - inFlight
+            if room > 0 && !queue.isEmpty {
+                let jobs = queue.suffix(room).reversed()
+                queue.removeLast(min(room, queue.count))
+                window.withLockedValue { $0.inFlight += jobs.count }
+                inFlight += jobs.count
+                for job in jobs {
+                    provider.start(job) { outcome, timestamp in
+                        window.withLockedValue { w in
+                            w.inFlight -= 1
+                            w.outcomes.append((job, outcome, timestamp))
+                        }
+                        completed.yield()
                     }
                 }
-                if inFlight == 0 { break }
-                try await group.next()
-                inFlight -= 1
-                await recordDue(false)
-                // New rows may have been queued meanwhile (a campaign queues in batches): look again, at most every 20 ms.
-                if drained && ContinuousClock.now - drainedAt > .milliseconds(20) { drained = false }
             }
+            if inFlight == 0 && queue.isEmpty && drained { break }
+            if inFlight > 0 {
+                _ = await wake.next()
+            }
+            await recordDue(false)
+            // New rows may have been queued meanwhile (a campaign queues in batches): look again, at most every 20 ms.
+            if drained && ContinuousClock.now - drainedAt > .milliseconds(20) { drained = false }
         }
+        completed.finish()
     }
 
     private func claim(limit: Int) async throws -> [DeliveryJob] {
@@ -220,9 +240,9 @@ public final class OutboxDispatcher: Service, PushDispatching {
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
             }
+            let takeLease = try db.cachedStatement(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id = ?")
             for job in jobs {
-                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id = ?",
-                               arguments: [now + lease, pid, leaseTag, job.id])
+                try takeLease.execute(arguments: [now + lease, pid, leaseTag, job.id])
             }
             return jobs
         }
@@ -282,12 +302,12 @@ public final class OutboxDispatcher: Service, PushDispatching {
         let held = "AND leaseTag = ? AND state = 'pending'"
         switch outcome {
         case .sent:
-            try db.execute(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                           arguments: [attempts, now, job.id, leaseTag])
+            try db.cachedStatement(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)")
+                .execute(arguments: [attempts, now, job.id, leaseTag])
             return db.changesCount > 0 ? "sent" : "lease_lost"
         case .failed(let reason, let prune):
-            try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                           arguments: [attempts, reason, now, job.id, leaseTag])
+            try db.cachedStatement(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)")
+                .execute(arguments: [attempts, reason, now, job.id, leaseTag])
             guard db.changesCount > 0 else { return "lease_lost" }
             // 410 only prunes a registration that has not been renewed since Apple saw the token die,
             // and that nobody changed since this push was claimed (a device may have registered again meanwhile).

@@ -42,8 +42,21 @@ public protocol PushProvider: Sendable {
     var addressing: DeliveryAddressing { get }
     /// Makes one attempt; the timestamp is Apple's on a 410.
     func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?)
+    /// Starts one attempt and calls `completion` once with its outcome, from any thread. The
+    /// outbox sends through this; the default runs `deliver` in a task, and a provider that can
+    /// answer from its connection's event loop does so with no task per push.
+    func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void)
     /// Closes connections.
     func shutdown() async
+}
+
+extension PushProvider {
+    public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
+        Task {
+            let (outcome, timestamp) = await deliver(job)
+            completion(outcome, timestamp)
+        }
+    }
 }
 
 /// APNs direct: one push per device token.
@@ -62,6 +75,11 @@ public struct APNsProvider: PushProvider {
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         await client.send(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
                           expiration: Date().addingTimeInterval(expiration))
+    }
+
+    public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
+        client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
+                     expiration: Date().addingTimeInterval(expiration), completion: completion)
     }
 
     public func shutdown() async {
