@@ -1,7 +1,5 @@
 import Foundation
-import GRDB
 import Logging
-import MediaStore
 import Metrics
 import NIOConcurrencyHelpers
 import RichPushCore
@@ -48,7 +46,7 @@ public struct NoPushProvider: PushDispatching {
 /// The guarantee is at-least-once: a crash between Apple's acceptance and the record (at most
 /// 20 ms of outcomes) sends those pushes again, with the same `apns-id`.
 public final class OutboxDispatcher: Service, PushDispatching {
-    private let database: DatabasePool
+    private let outbox: OutboxStore
     private let provider: any PushProvider
     private let logger: Logger
     private let concurrency: Int
@@ -59,18 +57,18 @@ public final class OutboxDispatcher: Service, PushDispatching {
     private let recordBatch = 256
     /// How long a claim is held before others may take it; renewed every third of it while sending.
     private let lease: Double
-    /// This dispatcher's lease tag: only it may record outcomes of the rows it claimed.
-    private let leaseTag = Int64.random(in: 1 ... .max)
+    /// This dispatcher's claim on rows: only it may record outcomes of the rows it claimed.
+    private let holder = OutboxHolder(pid: Int(getpid()))
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
 
     /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
     /// with jitter; after `maxAttempts` a delivery fails with its last reason.
-    public init(database: DatabasePool, provider: any PushProvider, logger: Logger, concurrency: Int = 200,
+    public init(outbox: OutboxStore, provider: any PushProvider, logger: Logger, concurrency: Int = 200,
                 pollInterval: Duration = .milliseconds(250), maxAttempts: Int = 12, backoffBase: Double = 1, backoffCap: Double = 300,
                 lease: Double = 60) {
         self.lease = lease
-        self.database = database
+        self.outbox = outbox
         self.provider = provider
         self.logger = logger
         self.concurrency = concurrency
@@ -120,15 +118,11 @@ public final class OutboxDispatcher: Service, PushDispatching {
     /// last 20 ms (those pushes are sent again: at-least-once).
     func drain() async throws {
         // Leases are renewed while anything is claimed, however long one send takes.
-        let renewer = Task { [database, lease, leaseTag] in
+        let renewer = Task { [outbox, lease, holder] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(lease / 3))
                 guard !Task.isCancelled else { return }
-                let now = Date().timeIntervalSince1970
-                _ = try? await database.write { db in
-                    try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
-                                   arguments: [now + lease, leaseTag, now])
-                }
+                try? await outbox.renew(holder: holder, lease: lease)
             }
         }
         defer { renewer.cancel() }
@@ -225,63 +219,26 @@ public final class OutboxDispatcher: Service, PushDispatching {
     }
 
     private func claim(limit: Int) async throws -> [DeliveryJob] {
-        let now = Date().timeIntervalSince1970
-        let pid = Int(getpid())
-        return try await database.write { db in
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT d.id, d.notificationId, d.registrationId, d.target, d.pushId, d.attempts, n.push, n.mode, r.updatedAt AS registrationUpdatedAt
-                FROM deliveries d JOIN notifications n ON n.id = d.notificationId
-                LEFT JOIN registrations r ON r.id = d.registrationId
-                WHERE d.state = 'pending' AND d.nextAttemptAt <= ?
-                ORDER BY d.nextAttemptAt, d.id LIMIT ?
-                """, arguments: [now, limit])
-            let jobs = rows.map { row in
-                DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
-                            payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
-                            registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
-            }
-            let takeLease = try db.cachedStatement(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id = ?")
-            for job in jobs {
-                try takeLease.execute(arguments: [now + lease, pid, leaseTag, job.id])
-            }
-            return jobs
-        }
+        try await outbox.claim(limit: limit, lease: lease, holder: holder)
     }
 
     /// Leases held by processes that no longer exist become due now, and so do those of an
     /// earlier process that had this one's pid.
     private func reclaimDeadLeases() async throws {
-        let pid = Int(getpid()), tag = leaseTag
-        let now = Date().timeIntervalSince1970
-        try await database.write { db in
-            try db.execute(sql: """
-                UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL
-                WHERE state = 'pending' AND leasedBy = ? AND (leaseTag IS NULL OR leaseTag != ?)
-                """, arguments: [now, pid, tag])
+        let dead = try await outbox.reclaimDeadLeases(holder: holder) { pid in
+            kill(pid_t(pid), 0) == 0 || errno != ESRCH
         }
-        let holders = try await database.read { db in
-            try Int.fetchAll(db, sql: "SELECT DISTINCT leasedBy FROM deliveries WHERE state = 'pending' AND leasedBy IS NOT NULL")
+        if !dead.isEmpty {
+            logger.info("took back deliveries leased by processes that died", metadata: ["pids": "\(dead)"])
         }
-        let dead = holders.filter { pid in pid != Int(getpid()) && kill(pid_t(pid), 0) != 0 && errno == ESRCH }
-        guard !dead.isEmpty else { return }
-        try await database.write { db in
-            for pid in dead {
-                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
-                               arguments: [now, pid])
-            }
-        }
-        logger.info("took back deliveries leased by processes that died", metadata: ["pids": "\(dead)"])
     }
 
     private func record(_ results: [(DeliveryJob, DeliveryOutcome, Date?)]) async throws {
-        let now = Date().timeIntervalSince1970
-        let counts = try await database.write { db in
-            var counts: [String: Int] = [:]
-            for (job, outcome, timestamp) in results {
-                counts[try self.record(db, job, outcome: outcome, timestamp: timestamp, now: now), default: 0] += 1
-            }
-            return counts
-        }
+        let now = Date()
+        let decided = results.map { job, outcome, timestamp in (job, result(of: outcome, attempts: job.attempts + 1, deadSince: timestamp, now: now)) }
+        let labels = try await outbox.record(decided, holder: holder)
+        var counts: [String: Int] = [:]
+        for label in labels { counts[label, default: 0] += 1 }
         for (outcome, count) in counts {
             Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
         }
@@ -292,45 +249,19 @@ public final class OutboxDispatcher: Service, PushDispatching {
         }
     }
 
-    /// Records one outcome inside the batch's transaction; returns the metrics outcome.
-    ///
-    /// Only while this dispatcher still holds the row's lease: if it lapsed and another took the
-    /// row, the other's outcome stands (the push went out twice, at-least-once; nothing is
-    /// overwritten or pruned by a holder that no longer holds it).
-    private func record(_ db: Database, _ job: DeliveryJob, outcome: DeliveryOutcome, timestamp: Date?, now: Double) throws -> String {
-        let attempts = job.attempts + 1
-        let held = "AND leaseTag = ? AND state = 'pending'"
+    /// What a provider's outcome means for the row: a retry past `maxAttempts` fails with its
+    /// last reason, others wait `after` (what the service asked) or a backoff.
+    private func result(of outcome: DeliveryOutcome, attempts: Int, deadSince: Date?, now: Date) -> OutboxResult {
         switch outcome {
         case .sent:
-            try db.cachedStatement(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)")
-                .execute(arguments: [attempts, now, job.id, leaseTag])
-            return db.changesCount > 0 ? "sent" : "lease_lost"
+            return .sent
         case .failed(let reason, let prune):
-            try db.cachedStatement(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)")
-                .execute(arguments: [attempts, reason, now, job.id, leaseTag])
-            guard db.changesCount > 0 else { return "lease_lost" }
-            // 410 only prunes a registration that has not been renewed since Apple saw the token die,
-            // and that nobody changed since this push was claimed (a device may have registered again meanwhile).
-            let renewedSince = timestamp.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
-            if prune, let registration = job.registrationId, let claimedVersion = job.registrationUpdatedAt, !renewedSince {
-                try db.execute(sql: "DELETE FROM registrations WHERE id = ? AND updatedAt = ?",
-                               arguments: [registration, claimedVersion.timeIntervalSince1970])
-                guard db.changesCount > 0 else { return "failed" }
-                try db.execute(
-                    sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
-                    arguments: ["device registration removed after \(reason)", now, registration])
-            }
-            return "failed"
+            return .failed(reason: reason, prune: prune, deadSince: deadSince)
         case .retry(let reason, let after):
             if attempts >= maxAttempts {
-                try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                               arguments: [attempts, "gave up after \(attempts) attempts: \(reason)", now, job.id, leaseTag])
-                return db.changesCount > 0 ? "failed" : "lease_lost"
+                return .failed(reason: "gave up after \(attempts) attempts: \(reason)", prune: false, deadSince: nil)
             }
-            let delay = after ?? backoff(attempt: attempts)
-            try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                           arguments: [attempts, "retrying: \(reason)", now + delay, now, job.id, leaseTag])
-            return db.changesCount > 0 ? "retried" : "lease_lost"
+            return .retry(reason: "retrying: \(reason)", at: now.addingTimeInterval(after ?? backoff(attempt: attempts)))
         }
     }
 

@@ -3,39 +3,6 @@ import Logging
 import Foundation
 import RichPushCore
 
-/// One push to make, as the outbox hands it to a provider.
-public struct DeliveryJob: Sendable {
-    public var id: Int64
-    public var notificationId: Int64
-    public var registrationId: String?
-    /// A device token, or a tag such as `username:alice`.
-    public var target: String
-    /// The push's exact bytes.
-    public var payload: Data
-    /// Alert or silent: decides `apns-push-type` and `apns-priority`.
-    public var mode: PushMode
-    /// Sent as `apns-id`; the same on every attempt.
-    public var pushId: String
-    /// Attempts made before this one.
-    public var attempts: Int
-    /// When the device's registration last changed (410 prunes only registrations older than Apple's timestamp).
-    public var registrationUpdatedAt: Date?
-
-    /// Creates a job.
-    public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, mode: PushMode = .silent,
-                pushId: String, attempts: Int = 0, registrationUpdatedAt: Date? = nil) {
-        self.id = id
-        self.notificationId = notificationId
-        self.registrationId = registrationId
-        self.target = target
-        self.payload = payload
-        self.mode = mode
-        self.pushId = pushId
-        self.attempts = attempts
-        self.registrationUpdatedAt = registrationUpdatedAt
-    }
-}
-
 /// A push service the outbox can deliver through.
 public protocol PushProvider: Sendable {
     /// How notifications address their pushes for this provider.

@@ -134,6 +134,18 @@ public struct RegistrationStore: Sendable {
         }
     }
 
+    /// Deletes every registration of `username`, inside the caller's transaction (removing a user).
+    static func deleteAll(_ db: Database, username: String) throws {
+        try db.execute(sql: "DELETE FROM registrations WHERE username = ?", arguments: [username])
+    }
+
+    /// Deletes registration `id` if it is still the version last changed at `updatedAt`, inside
+    /// the caller's transaction (the outbox pruning a device Apple called dead). Whether it did.
+    static func prune(_ db: Database, id: String, ifUpdatedAt updatedAt: Date) throws -> Bool {
+        try db.execute(sql: "DELETE FROM registrations WHERE id = ? AND updatedAt = ?", arguments: [id, updatedAt.timeIntervalSince1970])
+        return db.changesCount > 0
+    }
+
     /// Every registration of `username`.
     public func list(for username: String) async throws -> [Registration] {
         try await database.read { db in try Self.registrations(db, username: username) }

@@ -147,7 +147,7 @@ public struct UserStore: Sendable {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM users WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
-            try db.execute(sql: "DELETE FROM registrations WHERE username = ?", arguments: [name])
+            try RegistrationStore.deleteAll(db, username: name)
             try db.execute(sql: """
                 DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM notifications WHERE recipient = ?)
                 """, arguments: [name])

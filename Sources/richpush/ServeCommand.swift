@@ -64,7 +64,7 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = Logger(label: "richpush")
         let database = try CoreDatabase.open(DataDirectory(path: configuration.dataPath))
         if let (provider, mirror) = try pushOptions.makeProvider() {
-            let dispatcher = OutboxDispatcher(database: database, provider: provider, logger: logger)
+            let dispatcher = OutboxDispatcher(outbox: OutboxStore(database: database), provider: provider, logger: logger)
             let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, database: database,
                                                  extraServices: [dispatcher], logger: logger)
             try await app.runService()

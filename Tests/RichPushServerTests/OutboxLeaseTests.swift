@@ -60,7 +60,7 @@ struct OutboxLeaseTests {
     func dispatcher(_ database: DatabasePool, _ provider: any PushProvider, lease: Double) -> OutboxDispatcher {
         var logger = Logger(label: "outbox")
         logger.logLevel = .critical
-        return OutboxDispatcher(database: database, provider: provider, logger: logger, lease: lease)
+        return OutboxDispatcher(outbox: OutboxStore(database: database), provider: provider, logger: logger, lease: lease)
     }
 
     @Test("a send that outlasts the lease keeps it: a second dispatcher does not send the push again")

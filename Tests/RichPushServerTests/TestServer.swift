@@ -39,7 +39,7 @@ struct TestServer {
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let dispatcher = provider.map {
-            OutboxDispatcher(database: database, provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
+            OutboxDispatcher(outbox: OutboxStore(database: database), provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
                              backoffBase: 0.05, backoffCap: 0.2)
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, database: database,
