@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 #if canImport(Glibc)
 import Glibc
@@ -59,6 +60,25 @@ public struct DataDirectory: Sendable {
 
 /// Small POSIX helpers: durable writes, renames and directory syncs.
 enum FileOps {
+    /// `length` bytes of the file at `path` from `offset`, read straight into a buffer (one
+    /// copy, from the kernel); nil when the file cannot be read that far.
+    static func readRange(_ path: String, offset: Int, length: Int) -> ByteBuffer? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = ByteBufferAllocator().buffer(capacity: length)
+        var done = 0
+        while done < length {
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 0) { raw in
+                pread(fd, raw.baseAddress, min(raw.count, length - done), off_t(offset + done))
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            done += n
+        }
+        return buffer
+    }
+
     static func makeDirectories(_ path: String) throws {
         do {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

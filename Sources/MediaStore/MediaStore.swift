@@ -31,15 +31,16 @@ public struct IngestResult: Sendable {
 /// added at once by many tasks or processes end as one blob, one `stored` and the rest `exists`.
 public final class MediaStore: Sendable {
     /// Where the files are.
-    public let directory: DataDirectory
-    /// The metadata database (shared with other modules of the same data directory).
-    public let database: DatabasePool
+    let directory: DataDirectory
+    /// The metadata database (shared with the other stores of the same data directory).
+    let database: DatabasePool
     /// Limits for every ingest through this store.
     public let limits: MediaLimits
     private let threadPool: NIOThreadPool
     private let tmpCounter = TmpCounter()
 
-    /// Opens the store over an already opened database (see `StoreDatabase.open`).
+    /// Opens the store over an already opened database (see `StoreDatabase.open`); `DataStore`
+    /// does this for the whole schema.
     public init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits = .default,
                 threadPool: NIOThreadPool = .singleton) {
         self.directory = directory
@@ -177,8 +178,26 @@ public final class MediaStore: Sendable {
         try await database.read { db in try MediaIndex.all(db) }
     }
 
-    /// The file of blob `id` (present when the index has its row).
+    /// The item with `id`, or nil when the store has none.
+    public func item(_ id: MediaID) async throws -> MediaItem? {
+        try await database.read { db in try MediaIndex.item(db, id: id) }
+    }
+
+    /// The file of blob `id` (present when the index has its row), as `media show` reports it.
     public func blobPath(_ id: MediaID) -> String { directory.blobPath(id) }
+
+    /// Whether blob `id`'s bytes are still stored (a cache holding a copy checks now and then:
+    /// another process may have removed it).
+    public func hasBlob(_ id: MediaID) -> Bool {
+        access(directory.blobPath(id), F_OK) == 0
+    }
+
+    /// `length` bytes of blob `id` from `offset`, read on the store's thread pool straight into
+    /// a buffer; nil when the blob is gone or shorter.
+    public func read(_ id: MediaID, offset: Int = 0, length: Int) async throws -> ByteBuffer? {
+        let path = directory.blobPath(id)
+        return try await threadPool.runIfActive { FileOps.readRange(path, offset: offset, length: length) }
+    }
 
     // MARK: Removal
 
@@ -281,7 +300,7 @@ public final class MediaStore: Sendable {
         var size = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
                 return Problem(path: path, what: "read error: \(String(cString: strerror(errno)))")

@@ -133,7 +133,7 @@ public struct CampaignProgress: Sendable, Equatable {
 /// half-way leaves a campaign that `resumeUnfinished` completes, without queueing anyone twice.
 public struct CampaignStore: Sendable {
     /// The database.
-    public let database: DatabasePool
+    let database: DatabasePool
     /// Signs payload URLs for alert pushes.
     public let links: PayloadLinks?
     /// The media name used when a campaign names no payload.
@@ -145,7 +145,7 @@ public struct CampaignStore: Sendable {
     public var onQueued: (@Sendable ([QueuedNotification]) -> Void)?
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool, links: PayloadLinks?, defaultImage: String) {
+    init(database: DatabasePool, links: PayloadLinks?, defaultImage: String) {
         self.database = database
         self.links = links
         self.defaultImage = defaultImage

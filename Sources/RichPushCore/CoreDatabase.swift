@@ -124,7 +124,7 @@ public enum CoreDatabase {
     }
 
     /// Opens a data directory with the whole schema.
-    public static func open(_ directory: DataDirectory) throws -> DatabasePool {
+    static func open(_ directory: DataDirectory) throws -> DatabasePool {
         try StoreDatabase.open(directory, migrator: migrator())
     }
 }
@@ -133,10 +133,10 @@ public enum CoreDatabase {
 /// announces, so that `richpush send` signs payload URLs devices can reach).
 public struct SettingsStore: Sendable {
     /// The database.
-    public let database: DatabasePool
+    let database: DatabasePool
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool) {
+    init(database: DatabasePool) {
         self.database = database
     }
 

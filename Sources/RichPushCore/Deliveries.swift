@@ -29,10 +29,10 @@ public struct Delivery: Sendable, Equatable {
 /// Reads the outbox.
 public struct DeliveryStore: Sendable {
     /// The database.
-    public let database: DatabasePool
+    let database: DatabasePool
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool) {
+    init(database: DatabasePool) {
         self.database = database
     }
 

@@ -160,12 +160,12 @@ struct NotificationWriter {
 /// Rich notifications and their outbox.
 public struct NotificationStore: Sendable {
     /// The database.
-    public let database: DatabasePool
+    let database: DatabasePool
     /// Signs payload URLs; nil where no key is available (then only silent pushes can be made).
     public let links: PayloadLinks?
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool, links: PayloadLinks? = nil) {
+    init(database: DatabasePool, links: PayloadLinks? = nil) {
         self.database = database
         self.links = links
     }

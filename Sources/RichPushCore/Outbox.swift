@@ -65,7 +65,7 @@ public struct OutboxStore: Sendable {
     private let database: DatabasePool
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool) {
+    init(database: DatabasePool) {
         self.database = database
     }
 

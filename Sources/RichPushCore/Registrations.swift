@@ -40,10 +40,10 @@ public struct DeviceRegistration: Sendable, Equatable {
 /// Device registrations, owned by users.
 public struct RegistrationStore: Sendable {
     /// The database.
-    public let database: DatabasePool
+    let database: DatabasePool
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool) {
+    init(database: DatabasePool) {
         self.database = database
     }
 

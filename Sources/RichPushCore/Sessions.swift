@@ -30,10 +30,10 @@ public struct SessionOwner: Sendable, Equatable {
 /// indexed lookup, not a bcrypt.
 public struct SessionStore: Sendable {
     /// The database.
-    public let database: DatabasePool
+    let database: DatabasePool
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool) {
+    init(database: DatabasePool) {
         self.database = database
     }
 

@@ -27,12 +27,12 @@ public struct StoredCredentials: Sendable, Equatable {
 /// credentials it has cached.
 public struct UserStore: Sendable {
     /// The database.
-    public let database: DatabasePool
+    let database: DatabasePool
     /// bcrypt cost for new hashes.
     public let cost: UInt8
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    public init(database: DatabasePool, cost: UInt8 = 12) {
+    init(database: DatabasePool, cost: UInt8 = 12) {
         self.database = database
         self.cost = cost
     }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -12,40 +11,39 @@ import PushDelivery
 import RichPushCore
 import ServiceLifecycle
 
-/// Opens the data directory, makes sure the default image exists, and builds the application.
+/// Opens the store (unless `data` is given), makes sure the default image exists, and builds the application.
 ///
 /// `extraServices` run in the same service group (the push dispatcher, for one).
 public func buildApplication(
     _ configuration: ServerConfiguration,
     dispatcher: any PushDispatching = NoPushProvider(),
     mirror: (any RegistrationMirror)? = nil,
-    database: DatabasePool? = nil,
+    data: DataStore? = nil,
     extraServices: [any Service] = [],
     logger: Logger = Logger(label: "richpush")
 ) async throws -> RichPushApplication {
     var logger = logger
     logger.logLevel = configuration.logLevel
-    let directory = DataDirectory(path: configuration.dataPath)
-    let database = try database ?? CoreDatabase.open(directory)
-    let media = MediaStore(directory: directory, database: database, limits: configuration.limits)
+    let data = try data ?? DataStore.open(path: configuration.dataPath, limits: configuration.limits)
+    let media = data.media
     try await ensureDefaultImage(configuration, media: media, logger: logger)
-    let users = UserStore(database: database)
-    let sessions = SessionStore(database: database)
+    let users = data.users
+    let sessions = data.sessions
     let payloadIndex = PayloadIndex()
     let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL,
                                       usersChanged: { payloadIndex.removeAll() })
     try await authenticator.start()
-    let payloadKey = try PayloadKey.configured(directory: directory)
+    let payloadKey = try data.payloadKey()
     let publicURL = PublicURL(configuration)
     let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
-    var campaigns = CampaignStore(database: database, links: links, defaultImage: configuration.defaultImage)
+    var campaigns = data.campaigns(links: links, defaultImage: configuration.defaultImage)
     campaigns.onQueued = { payloadIndex.made($0) }
-    let notifications = NotificationStore(database: database, links: links)
+    let notifications = data.notifications(links: links)
     let follower = PayloadIndexFollower(index: payloadIndex, notifications: notifications, logger: logger)
     try await follower.start()
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
-        users: users, registrations: RegistrationStore(database: database), notifications: notifications,
+        users: users, registrations: data.registrations, notifications: notifications,
         sessions: sessions, campaigns: campaigns, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads))
@@ -55,7 +53,7 @@ public func buildApplication(
     }
     let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
                             links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia)
-    let settings = SettingsStore(database: database)
+    let settings = data.settings
     let startLogger = logger
     let channel = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
         FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9)),

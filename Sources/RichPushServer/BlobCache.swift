@@ -2,7 +2,6 @@ import Foundation
 import Hummingbird
 import HTTPTypes
 import NIOHTTP1
-import GRDB
 import MediaStore
 import NIOConcurrencyHelpers
 import NIOCore
@@ -50,11 +49,11 @@ final class ServedBlob: Sendable {
     }
 }
 
-/// A blob too large to keep in memory, served from its file a chunk at a time.
+/// A blob too large to keep in memory, served from the store a chunk at a time.
 struct FileBlob: Sendable {
     let id: MediaID
     let contentType: String
-    let path: String
+    let store: MediaStore
     let size: Int
     var etag: String { "\"\(id.hex)\"" }
 }
@@ -107,11 +106,10 @@ final class BlobCache: Sendable {
     /// a request for a large blob never holds it whole); nil when the store has none.
     func servable(_ id: MediaID) async throws -> Servable? {
         if let blob = freshBlob(id) { return .memory(blob) }
-        guard let item = try await store.database.read({ db in try MediaIndex.item(db, id: id) }) else { return nil }
+        guard let item = try await store.item(id) else { return nil }
         if item.size > maxEntry {
-            let path = store.blobPath(id)
-            guard access(path, R_OK) == 0 else { return nil }
-            return .file(FileBlob(id: id, contentType: item.info.contentType, path: path, size: item.size))
+            guard store.hasBlob(id) else { return nil }
+            return .file(FileBlob(id: id, contentType: item.info.contentType, store: store, size: item.size))
         }
         return try await blob(id).map { .memory($0) }
     }
@@ -130,16 +128,11 @@ final class BlobCache: Sendable {
             return (entry.blob, stale)
         }
         if let hit {
-            if !hit.stale || access(store.blobPath(id), F_OK) == 0 { return hit.blob }
+            if !hit.stale || store.hasBlob(id) { return hit.blob }
             remove(id)
             return nil
         }
-        guard let item = try await store.database.read({ db in try MediaIndex.item(db, id: id) }) else { return nil }
-        let path = store.blobPath(id)
-        let bytes = try await NIOThreadPool.singleton.runIfActive { () -> ByteBuffer? in
-            FileChunks.read(path, offset: 0, length: item.size)
-        }
-        guard let bytes else { return nil }
+        guard let item = try await store.item(id), let bytes = try await store.read(id, length: item.size) else { return nil }
         let blob = ServedBlob(id: id, contentType: item.info.contentType, bytes: bytes)
         if bytes.readableBytes <= maxEntry { insert(blob) }
         return blob
@@ -174,39 +167,20 @@ final class BlobCache: Sendable {
 import Glibc
 #endif
 
-/// Reads parts of blob files straight into buffers (one copy, from the kernel).
+/// Streams blobs too large for memory.
 enum FileChunks {
     /// Bytes sent per write when a blob is streamed (the async writer buffers a few writes per
     /// connection before it pushes back, so this bounds memory per slow client).
     static let chunk = 64 * 1024
 
-    /// `length` bytes from `offset`, or nil when the file cannot be read whole.
-    static func read(_ path: String, offset: Int, length: Int) -> ByteBuffer? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = ByteBufferAllocator().buffer(capacity: length)
-        var done = 0
-        while done < length {
-            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 0) { raw in
-                pread(fd, raw.baseAddress, min(raw.count, length - done), off_t(offset + done))
-            }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return nil }
-            done += n
-        }
-        return buffer
-    }
-
-    /// Writes `range` of the file to `writer` a chunk at a time: each write waits until the
+    /// Writes `range` of the blob to `writer` a chunk at a time: each write waits until the
     /// connection takes it, so a slow client holds one chunk, not the blob.
-    static func stream(_ path: String, range: ClosedRange<Int>, to writer: inout any ResponseBodyWriter) async throws {
+    static func stream(_ blob: FileBlob, range: ClosedRange<Int>, to writer: inout any ResponseBodyWriter) async throws {
         var offset = range.lowerBound
         while offset <= range.upperBound {
             let length = min(chunk, range.upperBound - offset + 1)
-            let at = offset
-            guard let buffer = try await NIOThreadPool.singleton.runIfActive({ read(path, offset: at, length: length) }) else {
-                throw MediaStoreError.io("cannot read", path: path, errno: errno)
+            guard let buffer = try await blob.store.read(blob.id, offset: offset, length: length) else {
+                throw MediaStoreError.io("cannot read", path: blob.store.blobPath(blob.id), errno: errno)
             }
             try await writer.write(buffer)
             offset += length

@@ -33,7 +33,7 @@ enum ImageResponse {
             case .file(let file):
                 return ResponseBody(contentLength: range.count) { writer in
                     var writer: any ResponseBodyWriter = writer
-                    try await FileChunks.stream(file.path, range: range, to: &writer)
+                    try await FileChunks.stream(file, range: range, to: &writer)
                 }
             }
         }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import GRDB
 import Logging
 import PushDelivery
 

@@ -20,11 +20,10 @@ struct NotifyCommand: AsyncParsableCommand {
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
 
     func run() async throws {
-        let directory = DataDirectory(path: dataOptions.data)
-        let database = try CoreDatabase.open(directory)
+        let data = try dataOptions.open()
         var payload = image
         if let image, FileManager.default.fileExists(atPath: image) {
-            let store = MediaStore(directory: directory, database: database)
+            let store = data.media
             do {
                 payload = try await store.ingest(file: image).item.id.hex
             } catch let rejection as MediaRejection {
@@ -33,11 +32,11 @@ struct NotifyCommand: AsyncParsableCommand {
             }
         }
         do {
-            guard try await UserStore(database: database).credentials(of: user) != nil else {
+            guard try await data.users.credentials(of: user) != nil else {
                 throw CoreError(.notFound, "no user '\(user)'")
             }
-            let links = try await urlOptions.links(directory: directory, settings: SettingsStore(database: database))
-            let created = try await NotificationStore(database: database, links: links).create(
+            let links = try await urlOptions.links(data)
+            let created = try await data.notifications(links: links).create(
                 for: user, draft: NotificationDraft(message: message, payload: payload, title: title, mode: mode), defaultImage: defaultImage)
             let n = created.notification
             var object: [String: any Sendable] = ["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex,
@@ -68,7 +67,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = DeliveryStore(database: try CoreDatabase.open(DataDirectory(path: dataOptions.data)))
+        let store = try dataOptions.open().deliveries
         if let campaign {
             // A page at a time: a campaign may have a hundred thousand deliveries.
             var after: Int64 = 0

@@ -25,10 +25,14 @@ struct DataOptions: ParsableArguments {
 }
 
 extension DataOptions {
+    /// The store of `--data`, opened once, with the whole schema migrated.
+    func open(limits: MediaLimits = .default) throws -> DataStore {
+        try DataStore.open(path: data, limits: limits)
+    }
+
     /// The media store of `--data`, with the whole schema migrated (the server's tables too).
     func openMediaStore(limits: MediaLimits = .default) throws -> MediaStore {
-        let directory = DataDirectory(path: data)
-        return MediaStore(directory: directory, database: try CoreDatabase.open(directory), limits: limits)
+        try open(limits: limits).media
     }
 }
 

@@ -27,14 +27,14 @@ struct PayloadURLOptions: ParsableArguments {
     }
 
     /// The signer the CLI uses: the data directory's key, and the URL `serve` announced unless one is given.
-    func links(directory: DataDirectory, settings: SettingsStore) async throws -> PayloadLinks {
+    func links(_ data: DataStore) async throws -> PayloadLinks {
         let base: String
         if let publicUrl {
             base = publicUrl
         } else {
-            base = try await settings.value(SettingsStore.publicURL) ?? "http://127.0.0.1:8080"
+            base = try await data.settings.value(SettingsStore.publicURL) ?? "http://127.0.0.1:8080"
         }
-        return PayloadLinks(key: try PayloadKey.configured(directory: directory), baseURL: base, lifetime: payloadUrlTtl)
+        return PayloadLinks(key: try data.payloadKey(), baseURL: base, lifetime: payloadUrlTtl)
     }
 }
 
@@ -69,8 +69,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let directory = DataDirectory(path: dataOptions.data)
-        let database = try CoreDatabase.open(directory)
+        let data = try dataOptions.open()
         let audience: Audience
         do {
             audience = all ? .all : try tags.map { .tags(try TagExpression($0)) } ?? .listing(users)
@@ -80,14 +79,14 @@ struct SendCommand: AsyncParsableCommand {
         var payload = image
         if let image, FileManager.default.fileExists(atPath: image) {
             do {
-                payload = try await MediaStore(directory: directory, database: database).ingest(file: image).item.id.hex
+                payload = try await data.media.ingest(file: image).item.id.hex
             } catch let rejection as MediaRejection {
                 Console.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
                 throw ExitCode(1)
             }
         }
-        let links = try await urlOptions.links(directory: directory, settings: SettingsStore(database: database))
-        let campaigns = CampaignStore(database: database, links: links, defaultImage: defaultImage)
+        let links = try await urlOptions.links(data)
+        let campaigns = data.campaigns(links: links, defaultImage: defaultImage)
         let content = NotificationDraft(message: message, payload: payload, title: title, mode: mode)
         let campaign: Campaign
         do {
@@ -136,7 +135,7 @@ struct KeysCommand: AsyncParsableCommand {
             if Environment.string("RICHPUSH_PAYLOAD_KEY") != nil {
                 Console.error("warning: RICHPUSH_PAYLOAD_KEY is set; servers started with it keep using it, not the rotated file")
             }
-            try PayloadKey.rotate(directory: DataDirectory(path: dataOptions.data))
+            try dataOptions.open().rotatePayloadKey()
             print("rotated the payload key in \(dataOptions.data)/payload.key")
         }
     }

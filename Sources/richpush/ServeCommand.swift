@@ -62,15 +62,15 @@ struct ServeCommand: AsyncParsableCommand {
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in RichPushLogHandler(label: label, level: level) }
         let logger = Logger(label: "richpush")
-        let database = try CoreDatabase.open(DataDirectory(path: configuration.dataPath))
+        let data = try DataStore.open(path: configuration.dataPath, limits: configuration.limits)
         if let (provider, mirror) = try pushOptions.makeProvider() {
-            let dispatcher = OutboxDispatcher(outbox: OutboxStore(database: database), provider: provider, logger: logger)
-            let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, database: database,
+            let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
+            let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,
                                                  extraServices: [dispatcher], logger: logger)
             try await app.runService()
         } else {
             logger.warning("no push provider configured (--apns-key… or --anh-connection-string…): pushes stay pending in the outbox")
-            let app = try await buildApplication(configuration, database: database, logger: logger)
+            let app = try await buildApplication(configuration, data: data, logger: logger)
             try await app.runService()
         }
     }

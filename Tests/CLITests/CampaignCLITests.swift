@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import MediaStore
-import RichPushCore
+@testable import RichPushCore
 import RichPushTestSupport
 import Testing
 

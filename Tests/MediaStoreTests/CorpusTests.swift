@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import MediaStore
+@testable import MediaStore
 import RichPushTestSupport
 import Testing
 

@@ -1,5 +1,5 @@
 import Foundation
-import RichPushCore
+@testable import RichPushCore
 import Testing
 
 @Suite("Core: Notification Hubs tag expressions")

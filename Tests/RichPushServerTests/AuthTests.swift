@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import RichPushCore
+@testable import RichPushCore
 import RichPushServer
 import Testing
 

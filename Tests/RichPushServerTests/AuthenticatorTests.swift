@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
 import MediaStore
-import RichPushCore
+@testable import RichPushCore
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -5,7 +5,7 @@ import HTTPTypes
 import HummingbirdTesting
 import MediaStore
 import PushDelivery
-import RichPushCore
+@testable import RichPushCore
 import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -10,7 +10,7 @@ import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
 import PushDelivery
-import RichPushCore
+@testable import RichPushCore
 import RichPushServer
 import ServiceLifecycle
 import Testing

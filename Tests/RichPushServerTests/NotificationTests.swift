@@ -3,7 +3,7 @@ import GRDB
 import HTTPTypes
 import HummingbirdTesting
 import MediaStore
-import RichPushCore
+@testable import RichPushCore
 import RichPushTestSupport
 import RichPushServer
 import Testing

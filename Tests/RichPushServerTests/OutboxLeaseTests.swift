@@ -4,7 +4,7 @@ import Logging
 import MediaStore
 import NIOConcurrencyHelpers
 @testable import PushDelivery
-import RichPushCore
+@testable import RichPushCore
 import RichPushTestSupport
 import Testing
 

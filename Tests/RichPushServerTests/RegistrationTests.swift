@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import HTTPTypes
 import HummingbirdTesting
-import RichPushCore
+@testable import RichPushCore
 import RichPushServer
 import Testing
 

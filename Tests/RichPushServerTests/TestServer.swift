@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import ServiceLifecycle
 import MediaStore
-import RichPushCore
+@testable import RichPushCore
 import RichPushServer
 import RichPushTestSupport
 
@@ -33,16 +33,17 @@ struct TestServer {
         configuration.mediaDirectory = Fixtures.media.path
         configuration.logLevel = .warning
         configure(&configuration)
-        let database = try CoreDatabase.open(DataDirectory(path: configuration.dataPath))
-        let users = UserStore(database: database, cost: 4)
+        let data = try DataStore.open(path: configuration.dataPath, limits: configuration.limits)
+        let database = data.database // for the tests that look at rows directly
+        let users = data.users(cost: 4)
         for (name, password) in passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let dispatcher = provider.map {
-            OutboxDispatcher(outbox: OutboxStore(database: database), provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
+            OutboxDispatcher(outbox: data.outbox, provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
                              backoffBase: 0.05, backoffCap: 0.2)
         }
-        let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, database: database,
+        let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, data: data,
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
         try await app.serve { client in
             try await body(TestServer(dir: dir, database: database, client: client))

@@ -1,0 +1,70 @@
+import Foundation
+import GRDB
+import MediaStore
+
+/// Everything RichPush keeps, opened once from the flags: the media store and one store per
+/// table, over one database. The embedded engine is SQLite and files in a data directory.
+///
+/// Nothing outside the data layer sees a database handle, SQL or a file path: the server, the
+/// delivery module and the CLI work with these stores only.
+public final class DataStore: Sendable {
+    /// Images: blobs and their index.
+    public let media: MediaStore
+    /// Accounts and passwords.
+    public let users: UserStore
+    /// Bearer sessions.
+    public let sessions: SessionStore
+    /// Device registrations.
+    public let registrations: RegistrationStore
+    /// The outbox as readers see it (`deliveries`).
+    public let deliveries: DeliveryStore
+    /// The outbox as the dispatcher works it: claims, leases, outcomes.
+    public let outbox: OutboxStore
+    /// Small named values shared by the processes on one store.
+    public let settings: SettingsStore
+    let database: DatabasePool
+    let directory: DataDirectory
+
+    /// Opens (creating when needed) the data directory at `path` with the whole schema migrated.
+    public static func open(path: String, limits: MediaLimits = .default) throws -> DataStore {
+        let directory = DataDirectory(path: path)
+        return DataStore(directory: directory, database: try CoreDatabase.open(directory), limits: limits)
+    }
+
+    init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits) {
+        self.directory = directory
+        self.database = database
+        self.media = MediaStore(directory: directory, database: database, limits: limits)
+        self.users = UserStore(database: database)
+        self.sessions = SessionStore(database: database)
+        self.registrations = RegistrationStore(database: database)
+        self.deliveries = DeliveryStore(database: database)
+        self.outbox = OutboxStore(database: database)
+        self.settings = SettingsStore(database: database)
+    }
+
+    /// Users, with password hashes of `cost` (tests and benchmarks use a low one).
+    public func users(cost: UInt8) -> UserStore {
+        UserStore(database: database, cost: cost)
+    }
+
+    /// Notifications, signing payload URLs with `links` when given.
+    public func notifications(links: PayloadLinks? = nil) -> NotificationStore {
+        NotificationStore(database: database, links: links)
+    }
+
+    /// Campaigns, signing payload URLs with `links`, sending `defaultImage` when a campaign names none.
+    public func campaigns(links: PayloadLinks?, defaultImage: String) -> CampaignStore {
+        CampaignStore(database: database, links: links, defaultImage: defaultImage)
+    }
+
+    /// The key payload URLs are signed with: `RICHPUSH_PAYLOAD_KEY` when set, else the store's own.
+    public func payloadKey(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PayloadKey {
+        try PayloadKey.configured(directory: directory, environment: environment)
+    }
+
+    /// Replaces the store's payload key: every payload URL signed before stops working.
+    public func rotatePayloadKey() throws {
+        try PayloadKey.rotate(directory: directory)
+    }
+}
