@@ -1,0 +1,343 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Where a bucket is: `s3://BUCKET[/PREFIX]?endpoint=http(s)://HOST:PORT[&region=REGION]`, as
+/// `--blobs` takes it. Requests are path-style (`ENDPOINT/BUCKET/KEY`), which AWS, SeaweedFS,
+/// MinIO and Garage all accept.
+public struct S3Location: Sendable, Equatable {
+    /// `http(s)://host[:port]`, no trailing slash.
+    public var endpoint: String
+    /// The bucket.
+    public var bucket: String
+    /// Prepended to every key (empty, or ending in `/`).
+    public var prefix: String
+    /// The SigV4 region (`us-east-1` unless given).
+    public var region: String
+
+    /// Parses an `s3://` URL; the error says what is wrong with it.
+    public init(_ text: String) throws {
+        guard let url = URLComponents(string: text), url.scheme == "s3", let bucket = url.host, !bucket.isEmpty else {
+            throw S3Error.configuration("--blobs must look like s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT, got '\(text)'")
+        }
+        let query = Dictionary((url.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
+        guard let endpoint = query["endpoint"], let parsed = URLComponents(string: endpoint),
+              parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil, parsed.path.isEmpty || parsed.path == "/" else {
+            throw S3Error.configuration("--blobs \(text): endpoint=http(s)://HOST[:PORT] is required (the S3 service's address)")
+        }
+        let bucketValid = bucket.count >= 3 && bucket.count <= 63
+            && bucket.allSatisfy { $0.isLowercase || $0.isNumber || $0 == "-" || $0 == "." }
+        guard bucketValid else { throw S3Error.configuration("--blobs \(text): '\(bucket)' is not a valid bucket name (3–63 of a-z 0-9 . -)") }
+        self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        self.bucket = bucket
+        let path = url.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        self.prefix = path.isEmpty ? "" : path + "/"
+        self.region = query["region"].flatMap { $0.isEmpty ? nil : $0 } ?? "us-east-1"
+    }
+
+    /// `host[:port]` as the `Host` header names it.
+    var hostHeader: String {
+        let components = URLComponents(string: endpoint)!
+        let host = components.host!
+        guard let port = components.port else { return host }
+        let standard = (components.scheme == "https" && port == 443) || (components.scheme == "http" && port == 80)
+        return standard ? host : "\(host):\(port)"
+    }
+}
+
+/// The keys a request is signed with (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, and
+/// `AWS_SESSION_TOKEN` for temporary credentials).
+public struct S3Credentials: Sendable {
+    public var accessKey: String
+    public var secretKey: String
+    public var sessionToken: String?
+
+    public init(accessKey: String, secretKey: String, sessionToken: String? = nil) {
+        self.accessKey = accessKey
+        self.secretKey = secretKey
+        self.sessionToken = sessionToken
+    }
+
+    /// From the environment, as every S3 tool reads them; the error names what is missing.
+    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Credentials {
+        guard let access = environment["AWS_ACCESS_KEY_ID"], !access.isEmpty,
+              let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty else {
+            throw S3Error.configuration("an s3:// blob store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
+        }
+        return S3Credentials(accessKey: access, secretKey: secret, sessionToken: environment["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 })
+    }
+}
+
+/// What went wrong talking to S3.
+public enum S3Error: Error, CustomStringConvertible, Equatable {
+    /// The flags or environment are wrong.
+    case configuration(String)
+    /// The service answered with an error (`code` from its XML body, such as `SignatureDoesNotMatch`).
+    case service(status: Int, code: String, message: String)
+    /// The answer could not be read.
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .configuration(let message): message
+        case .service(let status, let code, let message): "S3 answered \(status) \(code)\(message.isEmpty ? "" : ": \(message)")"
+        case .malformed(let message): "unreadable S3 answer: \(message)"
+        }
+    }
+}
+
+/// One object of a listing.
+public struct S3Object: Sendable, Equatable {
+    /// The key, without the location's prefix.
+    public var key: String
+    public var size: Int
+    public var lastModified: Date?
+}
+
+/// The five S3 calls the blob store needs (PutObject, GetObject with Range, HeadObject,
+/// DeleteObject, ListObjectsV2), signed with AWS Signature Version 4 on swift-crypto, over
+/// AsyncHTTPClient. Nothing else: buckets are the operator's to create.
+public final class S3Client: Sendable {
+    /// The bucket and prefix.
+    public let location: S3Location
+    private let credentials: S3Credentials
+    private let http: HTTPClient
+    private let ownsHTTP: Bool
+    /// A listing page or an error body larger than this is refused (a page of 1,000 keys is ~350 KB).
+    static let maximumResponse = 8 * 1024 * 1024
+
+    /// A client for `location` signing with `credentials`.
+    public init(location: S3Location, credentials: S3Credentials, http: HTTPClient? = nil) {
+        self.location = location
+        self.credentials = credentials
+        if let http {
+            self.http = http
+            self.ownsHTTP = false
+        } else {
+            var configuration = HTTPClient.Configuration()
+            configuration.timeout = .init(connect: .seconds(10), read: .seconds(60))
+            configuration.connectionPool = .init(idleTimeout: .seconds(60))
+            self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            self.ownsHTTP = true
+        }
+    }
+
+    /// Closes the connections (when the client made its own HTTP client).
+    public func shutdown() async throws {
+        if ownsHTTP { try await http.shutdown() }
+    }
+
+    /// PutObject: stores `body` under `key`. `sha256Hex` is the body's SHA-256 (the blob's own
+    /// id), sent as `x-amz-content-sha256`, so the service refuses bytes that changed on the way.
+    public func put(key: String, body: ByteBuffer, sha256Hex: String, contentType: String = "application/octet-stream") async throws {
+        let response = try await send("PUT", key: key, headers: [("content-type", contentType)], body: body, payloadHash: sha256Hex)
+        try expect(response, [200])
+    }
+
+    /// GetObject: the object's bytes, or those of `range` (inclusive); nil when there is no such
+    /// object. `limit` bounds what is read into memory.
+    public func get(key: String, range: ClosedRange<Int>? = nil, limit: Int) async throws -> ByteBuffer? {
+        var headers: [(String, String)] = []
+        if let range { headers.append(("range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
+        let response = try await send("GET", key: key, headers: headers, bodyLimit: limit)
+        if response.status == 404 { return nil }
+        try expect(response, range == nil ? [200] : [206, 200])
+        if let range, response.status == 200 {
+            // A service that ignores Range sends the whole object: cut the range out of it.
+            guard range.upperBound < response.body.readableBytes,
+                  let slice = response.body.getSlice(at: response.body.readerIndex + range.lowerBound, length: range.count) else {
+                throw S3Error.malformed("the object is shorter than the range asked for")
+            }
+            return slice
+        }
+        return response.body
+    }
+
+    /// HeadObject: the object's size, or nil when there is none.
+    public func head(key: String) async throws -> Int? {
+        let response = try await send("HEAD", key: key)
+        if response.status == 404 { return nil }
+        try expect(response, [200])
+        guard let length = response.headers.first(name: "content-length").flatMap(Int.init) else {
+            throw S3Error.malformed("HEAD \(key) without a Content-Length")
+        }
+        return length
+    }
+
+    /// DeleteObject: removes `key` (deleting what is not there is not an error, as in S3).
+    public func delete(key: String) async throws {
+        let response = try await send("DELETE", key: key)
+        try expect(response, [204, 200, 404])
+    }
+
+    /// ListObjectsV2: one page of the objects whose keys start with `prefix`, and the token of
+    /// the next page when there is one.
+    public func list(prefix: String, continuation: String? = nil, maxKeys: Int = 1000) async throws -> (objects: [S3Object], next: String?) {
+        var query = [("list-type", "2"), ("prefix", location.prefix + prefix), ("max-keys", String(maxKeys))]
+        if let continuation { query.append(("continuation-token", continuation)) }
+        let response = try await send("GET", key: nil, query: query, bodyLimit: Self.maximumResponse)
+        try expect(response, [200])
+        return try ListingParser.parse(String(buffer: response.body), stripping: location.prefix)
+    }
+
+    /// Every object under `prefix`, page by page.
+    public func listAll(prefix: String) async throws -> [S3Object] {
+        var all: [S3Object] = []
+        var token: String?
+        repeat {
+            let page = try await list(prefix: prefix, continuation: token)
+            all += page.objects
+            token = page.next
+        } while token != nil
+        return all
+    }
+
+    // MARK: Requests
+
+    struct Response {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: ByteBuffer
+    }
+
+    private func send(_ method: String, key: String?, query: [(String, String)] = [], headers extra: [(String, String)] = [],
+                      body: ByteBuffer? = nil, payloadHash: String? = nil, bodyLimit: Int = 64 * 1024) async throws -> Response {
+        let path = "/" + location.bucket + (key.map { "/" + location.prefix + $0 } ?? "")
+        let signed = SigV4.sign(method: method, path: path, query: query, headers: extra,
+                                payloadHash: payloadHash ?? SigV4.emptyPayloadHash, host: location.hostHeader,
+                                region: location.region, credentials: credentials, date: Date())
+        var request = HTTPClientRequest(url: location.endpoint + signed.encodedPath + (signed.encodedQuery.isEmpty ? "" : "?" + signed.encodedQuery))
+        request.method = HTTPMethod(rawValue: method)
+        for (name, value) in signed.headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(body) }
+        let response = try await http.execute(request, timeout: .seconds(60))
+        let status = Int(response.status.code)
+        let collected: ByteBuffer
+        if method == "HEAD" {
+            collected = ByteBuffer()
+        } else {
+            // Error bodies are small; a listing or an object is bounded by the caller's limit.
+            collected = try await response.body.collect(upTo: (200..<300).contains(status) ? bodyLimit : 64 * 1024)
+        }
+        return Response(status: status, headers: response.headers, body: collected)
+    }
+
+    private func expect(_ response: Response, _ statuses: Set<Int>) throws {
+        guard !statuses.contains(response.status) else { return }
+        let text = String(buffer: response.body)
+        throw S3Error.service(status: response.status, code: ListingParser.element("Code", in: text) ?? "HTTP \(response.status)",
+                              message: ListingParser.element("Message", in: text) ?? "")
+    }
+}
+
+/// AWS Signature Version 4 for S3 (header-based, `AWS4-HMAC-SHA256`).
+enum SigV4 {
+    static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+    struct Signed {
+        var encodedPath: String
+        var encodedQuery: String
+        /// Every header to send, `authorization` included.
+        var headers: [(String, String)]
+    }
+
+    /// Signs a request: the canonical request over the method, path, sorted query, the `host`
+    /// and `x-amz-*` headers and the payload hash; the string to sign with the scope; the key
+    /// derived from the secret, date, region and service.
+    static func sign(method: String, path: String, query: [(String, String)], headers extra: [(String, String)], payloadHash: String,
+                     host: String, region: String, credentials: S3Credentials, date: Date) -> Signed {
+        let (amzDate, day) = timestamps(date)
+        var headers: [(String, String)] = [("host", host), ("x-amz-content-sha256", payloadHash), ("x-amz-date", amzDate)]
+        if let token = credentials.sessionToken { headers.append(("x-amz-security-token", token)) }
+        headers += extra.map { ($0.0.lowercased(), $0.1.trimmingCharacters(in: .whitespaces)) }
+        let sortedHeaders = headers.sorted { $0.0 < $1.0 }
+        let signedHeaders = sortedHeaders.map(\.0).joined(separator: ";")
+        let canonicalHeaders = sortedHeaders.map { "\($0.0):\($0.1)\n" }.joined()
+        let encodedPath = encode(path, keepSlash: true)
+        let pairs: [(name: String, value: String)] = query.map { pair in
+            (name: encode(pair.0, keepSlash: false), value: encode(pair.1, keepSlash: false))
+        }
+        let sortedPairs = pairs.sorted { a, b in a.name == b.name ? a.value < b.value : a.name < b.name }
+        let encodedQuery = sortedPairs.map { pair in pair.name + "=" + pair.value }.joined(separator: "&")
+        let canonicalRequest = [method, encodedPath, encodedQuery, canonicalHeaders, signedHeaders, payloadHash].joined(separator: "\n")
+        let scope = "\(day)/\(region)/s3/aws4_request"
+        let stringToSign = ["AWS4-HMAC-SHA256", amzDate, scope, hex(SHA256.hash(data: Data(canonicalRequest.utf8)))].joined(separator: "\n")
+        var key = SymmetricKey(data: Data("AWS4\(credentials.secretKey)".utf8))
+        for part in [day, region, "s3", "aws4_request"] {
+            key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
+        }
+        let signature = hex(HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: key))
+        let authorization = "AWS4-HMAC-SHA256 Credential=\(credentials.accessKey)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)"
+        return Signed(encodedPath: encodedPath, encodedQuery: encodedQuery, headers: sortedHeaders.filter { $0.0 != "host" } + [("authorization", authorization)])
+    }
+
+    /// `20261122T213000Z` and `20261122`, in UTC.
+    static func timestamps(_ date: Date) -> (String, String) {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        let day = String(format: "%04d%02d%02d", c.year!, c.month!, c.day!)
+        return (day + String(format: "T%02d%02d%02dZ", c.hour!, c.minute!, c.second!), day)
+    }
+
+    /// RFC 3986 percent-encoding of everything but the unreserved characters (and `/` in paths).
+    static func encode(_ text: String, keepSlash: Bool) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(Character(Unicode.Scalar(byte)))
+            case UInt8(ascii: "/") where keepSlash:
+                out.append("/")
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Reads the few elements of S3's XML that are used: a listing's `Contents` (`Key`, `Size`,
+/// `LastModified`), `IsTruncated` and `NextContinuationToken`, and an error's `Code` and
+/// `Message`. Bounded by the response limit; anything it cannot read is an error, not a guess.
+enum ListingParser {
+    static func parse(_ xml: String, stripping prefix: String) throws -> (objects: [S3Object], next: String?) {
+        var objects: [S3Object] = []
+        var rest = xml[...]
+        while let start = rest.range(of: "<Contents>"), let end = rest.range(of: "</Contents>", range: start.upperBound..<rest.endIndex) {
+            let entry = String(rest[start.upperBound..<end.lowerBound])
+            guard let key = element("Key", in: entry), let size = element("Size", in: entry).flatMap(Int.init) else {
+                throw S3Error.malformed("a listing entry without Key or Size")
+            }
+            guard key.hasPrefix(prefix) else { throw S3Error.malformed("a listed key outside the prefix: \(key)") }
+            let modified = element("LastModified", in: entry).flatMap { try? Date($0, strategy: .iso8601) }
+                ?? element("LastModified", in: entry).flatMap(Self.fractionalDate)
+            objects.append(S3Object(key: String(key.dropFirst(prefix.count)), size: size, lastModified: modified))
+            rest = rest[end.upperBound...]
+        }
+        let truncated = element("IsTruncated", in: xml) == "true"
+        let next = element("NextContinuationToken", in: xml)
+        if truncated && next == nil { throw S3Error.malformed("a truncated listing without a continuation token") }
+        return (objects, truncated ? next : nil)
+    }
+
+    /// The text of the first `<name>…</name>`, entities decoded.
+    static func element(_ name: String, in xml: String) -> String? {
+        guard let open = xml.range(of: "<\(name)>"), let close = xml.range(of: "</\(name)>", range: open.upperBound..<xml.endIndex) else { return nil }
+        return String(xml[open.upperBound..<close.lowerBound])
+            .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+            .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
+            .replacingOccurrences(of: "&amp;", with: "&")
+    }
+
+    private static func fractionalDate(_ text: String) -> Date? {
+        try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}
