@@ -95,7 +95,9 @@ struct LoadGeneratorTests {
         try await Task.sleep(for: .milliseconds(100))
         try await server.stop()
         let counts = server.counts.withLockedValue { $0 }
-        #expect(result.requests > 100)
+        // Enough requests for both statuses to show; how many is the machine's business (a busy
+        // CI machine can stall a one-second run), not this test's.
+        #expect(result.requests > 20)
         #expect(result.statuses[200, default: 0] > 0 && result.statuses[404, default: 0] > 0)
         #expect(result.statuses.values.reduce(0, +) == result.requests)
         // The server may have answered a few requests after the run's end; never fewer than counted.
@@ -113,7 +115,8 @@ struct LoadGeneratorTests {
         let closes = server.counts.withLockedValue { $0.closes }
         #expect(result.readErrors > 0)
         #expect(result.readErrors <= closes && closes - result.readErrors <= 4)
-        #expect(result.requests > 100)
+        // The run went on past the closes (the server closes every tenth connection's request).
+        #expect(result.requests > 20)
     }
 
     @Test("connection refused counts connect errors")
@@ -152,7 +155,7 @@ struct LoadGeneratorTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.json().utf8)) as? [String: Any])
         #expect(Set(object.keys) == ["requests", "errors", "seconds", "requestsPerSecond", "bytesPerSecond", "latency", "status"])
         #expect(Set((object["latency"] as? [String: Any] ?? [:]).keys) == ["p50", "p90", "p99", "p999", "max"])
-        #expect((object["status"] as? [String: Int])?["200"] == result.requests)
+        #expect((object["status"] as? [String: Int])?["200"] ?? 0 == result.requests)
         #expect(object["requests"] as? Int == result.requests)
         let summary = result.summary(configuration: try configuration(server, "/status/200"))
         #expect(summary.split(separator: "\n").contains { $0.hasPrefix("Requests/sec: ") })
