@@ -20,7 +20,7 @@ RUN swift build -c release --static-swift-stdlib --product richpush \
 
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libpng16-16 libjpeg62-turbo libsqlite3-0 libstdc++6 zlib1g ca-certificates curl \
+ && apt-get install -y --no-install-recommends libpng16-16 libjpeg62-turbo libsqlite3-0 libstdc++6 zlib1g ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin richpush \
  && mkdir -p /data /app \
@@ -33,6 +33,6 @@ VOLUME /data
 EXPOSE 8080
 USER richpush
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
-  CMD curl -fsS http://127.0.0.1:8080/health || exit 1
+  CMD richpush healthcheck --url http://127.0.0.1:8080/health
 ENTRYPOINT ["richpush"]
 CMD ["serve", "--host", "0.0.0.0", "--data", "/data"]

@@ -362,7 +362,7 @@ final class PushStreamsHandler: ChannelInboundHandler {
             streams[frame.streamID] = stream
             if payload.endStream { complete(frame.streamID) }
         case .goAway:
-            // Streams above the last one the peer processed are closed by NIOHTTP2 (StreamClosedEvent, refusedStream).
+            // Streams above the last one the peer processed are closed by NIOHTTP2 (a StreamClosedEvent with a reason).
             retire()
         default:
             break

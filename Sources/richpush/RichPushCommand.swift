@@ -13,8 +13,9 @@ struct RichPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush",
         abstract: "Self-hosted backend for rich push notifications.",
+        version: RichPushBuild.version,
         subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, SendCommand.self, DeliveriesCommand.self,
-                      KeysCommand.self, SandboxCommand.self]
+                      KeysCommand.self, SandboxCommand.self, HealthcheckCommand.self]
     )
 }
 

@@ -1,0 +1,51 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// `richpush healthcheck [--url URL]` (SPEC §14): exit 0 when `/health` answers 200, 1 otherwise
+/// with what went wrong, so a container's health check needs no curl.
+struct HealthcheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "healthcheck",
+        abstract: "Exit 0 when the server's /health answers 200, else 1 saying why (for container health checks).")
+
+    @Option(help: "The health URL (default: http://127.0.0.1:<RICHPUSH_PORT or 8080>/health).")
+    var url: String?
+    @Option(help: "Seconds to wait for the answer.")
+    var timeout: Double = 3
+
+    func validate() throws {
+        guard timeout > 0, timeout <= 300 else { throw ValidationError("--timeout must be between 0 and 300 seconds") }
+        if let url {
+            guard let parsed = URL(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil else {
+                throw ValidationError("--url must be an http(s) URL, got '\(url)'")
+            }
+        }
+    }
+
+    func run() async throws {
+        let target = url ?? "http://127.0.0.1:\(Environment.int("RICHPUSH_PORT") ?? 8080)/health"
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .milliseconds(Int64(timeout * 1000)), read: .milliseconds(Int64(timeout * 1000)))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        do {
+            let response = try await client.execute(HTTPClientRequest(url: target), timeout: .milliseconds(Int64(timeout * 1000)))
+            let body = try await response.body.collect(upTo: 64 * 1024)
+            guard response.status.code == 200 else {
+                Console.error("unhealthy: \(target) answered \(response.status.code) \(String(buffer: body).prefix(200))")
+                try await client.shutdown()
+                throw ExitCode(1)
+            }
+            try await client.shutdown()
+            print("ok: \(target) answered 200")
+        } catch let exit as ExitCode {
+            throw exit
+        } catch {
+            Console.error("unhealthy: \(target): \(error)")
+            try? await client.shutdown()
+            throw ExitCode(1)
+        }
+    }
+}

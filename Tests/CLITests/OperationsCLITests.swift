@@ -1,0 +1,44 @@
+import Foundation
+import RichPushCore
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("richpush --version and healthcheck (SPEC §14)")
+struct OperationsCLITests {
+    @Test("--version prints the version and exits 0")
+    func version() async throws {
+        let result = try await CLI.run(["--version"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == RichPushBuild.version)
+    }
+
+    @Test("healthcheck: 0 against a running serve, 1 with the reason when nothing listens or /health is not 200, 2 on a bad URL")
+    func healthcheck() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (server, port) = try await CLI.startServe(cwd: dir)
+        defer { kill(server.processIdentifier, SIGKILL) }
+
+        let healthy = try await CLI.run(["healthcheck", "--url", "http://127.0.0.1:\(port)/health"])
+        #expect(healthy.status == 0, "\(healthy.stderr)")
+        // RICHPUSH_PORT names the port when no --url is given, as serve reads it.
+        let byEnvironment = try await CLI.run(["healthcheck"], environment: ["RICHPUSH_PORT": String(port)])
+        #expect(byEnvironment.status == 0, "\(byEnvironment.stderr)")
+
+        let notFound = try await CLI.run(["healthcheck", "--url", "http://127.0.0.1:\(port)/no-such-page"])
+        #expect(notFound.status == 1)
+        #expect(notFound.stderr.contains("answered 404"), "\(notFound.stderr)")
+
+        let closed = freePort()
+        let refused = try await CLI.run(["healthcheck", "--url", "http://127.0.0.1:\(closed)/health", "--timeout", "2"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.hasPrefix("unhealthy: http://127.0.0.1:\(closed)/health"), "\(refused.stderr)")
+
+        let bad = try await CLI.run(["healthcheck", "--url", "ftp://example"])
+        #expect(bad.status == 2, "\(bad.stderr)")
+    }
+}
