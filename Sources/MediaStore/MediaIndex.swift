@@ -24,6 +24,7 @@ public struct MediaItem: Sendable, Equatable {
 public enum MediaIndex {
     /// Registers the media tables' migrations.
     public static func registerMigrations(_ migrator: inout DatabaseMigrator) {
+        defer { RemoteBlobs.registerMigrations(&migrator) }
         migrator.registerMigration("media-v1") { db in
             try db.execute(sql: """
                 CREATE TABLE media (

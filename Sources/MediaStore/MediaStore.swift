@@ -36,16 +36,19 @@ public final class MediaStore: Sendable {
     let database: DatabasePool
     /// Limits for every ingest through this store.
     public let limits: MediaLimits
+    /// The bucket holding the blobs, when they are not files (`--blobs s3://…`).
+    let remote: RemoteBlobs?
     private let threadPool: NIOThreadPool
     private let tmpCounter = TmpCounter()
 
     /// Opens the store over an already opened database (see `StoreDatabase.open`); `DataStore`
     /// does this for the whole schema.
-    public init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits = .default,
+    public init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits = .default, bucket: S3Client? = nil,
                 threadPool: NIOThreadPool = .singleton) {
         self.directory = directory
         self.database = database
         self.limits = limits
+        self.remote = bucket.map { RemoteBlobs(client: $0) }
         self.threadPool = threadPool
     }
 
@@ -79,6 +82,7 @@ public final class MediaStore: Sendable {
             let info = try ImageInspector.inspect(bytes, limits: limits)
             return (MediaID(hashing: bytes), info)
         }
+        if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name) }
         let blobPath = directory.blobPath(id)
         let alreadyThere = try await database.read { db in try MediaIndex.item(db, id: id) != nil }
             && FileOps.fileSize(blobPath) == bytes.count
@@ -129,7 +133,41 @@ public final class MediaStore: Sendable {
         }
         let info = try await DecodePool.shared.runIfActive { try ImageInspector.inspect(bytes, limits: limits) }
         guard bytes.count == size else { throw MediaStoreError.io("upload changed while reading", path: path, errno: EIO) }
+        if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name) }
         return try await commit(id: id, size: size, info: info, tmpPath: path, name: name)
+    }
+
+    /// Stores the object (unless the bucket already has it) and records the row, agreeing with
+    /// removals and `gc` through `media_pending` (see `RemoteBlobs`).
+    private func commitRemote(_ remote: RemoteBlobs, id: MediaID, bytes: [UInt8], info: ImageInfo, name: String?) async throws -> IngestResult {
+        if let name { _ = try await database.read { db in try MediaIndex.checkName(db, name, id: id) } }
+        try await remote.beginUpload(id, database: database)
+        do {
+            if try await remote.client.head(key: remote.key(id)) != bytes.count {
+                try await remote.put(id, bytes: bytes, contentType: info.contentType)
+            }
+            return try await database.writeWithoutTransaction { db in
+                var result: IngestResult?
+                try db.inTransaction(.immediate) {
+                    let now = Date()
+                    let existing = try MediaIndex.item(db, id: id)
+                    if let name { _ = try MediaIndex.checkName(db, name, id: id) }
+                    if existing == nil {
+                        try MediaIndex.insert(db, id: id, size: bytes.count, info: info, now: now)
+                    } else {
+                        try MediaIndex.touch(db, id: id, now: now)
+                    }
+                    if let name { try MediaIndex.setName(db, name, id: id, now: now) }
+                    try RemoteBlobs.uploadCommitted(db, id)
+                    result = IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
+                    return .commit
+                }
+                return result!
+            }
+        } catch {
+            await remote.abandonUpload(id, database: database)
+            throw error
+        }
     }
 
     /// Moves the fsynced temp file (if any) into place and records the row, in one transaction.
@@ -183,18 +221,24 @@ public final class MediaStore: Sendable {
         try await database.read { db in try MediaIndex.item(db, id: id) }
     }
 
-    /// The file of blob `id` (present when the index has its row), as `media show` reports it.
-    public func blobPath(_ id: MediaID) -> String { directory.blobPath(id) }
+    /// Where blob `id` is (its file, or its `s3://` object), as `media show` reports it.
+    public func blobPath(_ id: MediaID) -> String { remote?.location(id) ?? directory.blobPath(id) }
 
     /// Whether blob `id`'s bytes are still stored (a cache holding a copy checks now and then:
     /// another process may have removed it).
-    public func hasBlob(_ id: MediaID) -> Bool {
-        access(directory.blobPath(id), F_OK) == 0
+    public func hasBlob(_ id: MediaID) async -> Bool {
+        if let remote { return (try? await remote.client.head(key: remote.key(id))) != nil }
+        return access(directory.blobPath(id), F_OK) == 0
     }
 
-    /// `length` bytes of blob `id` from `offset`, read on the store's thread pool straight into
-    /// a buffer; nil when the blob is gone or shorter.
+    /// `length` bytes of blob `id` from `offset`, read straight into a buffer (from the file on
+    /// the store's thread pool, or by a ranged GET); nil when the blob is gone or shorter.
     public func read(_ id: MediaID, offset: Int = 0, length: Int) async throws -> ByteBuffer? {
+        if let remote {
+            guard length > 0 else { return ByteBuffer() }
+            let body = try await remote.client.get(key: remote.key(id), range: offset...(offset + length - 1), limit: length)
+            return body.flatMap { $0.readableBytes == length ? $0 : nil }
+        }
         let path = directory.blobPath(id)
         return try await threadPool.runIfActive { FileOps.readRange(path, offset: offset, length: length) }
     }
@@ -215,6 +259,7 @@ public final class MediaStore: Sendable {
     /// Given an id, the blob and its names go, unless a notification references it.
     public func remove(_ key: String) async throws -> Removal {
         let directory = self.directory
+        let remote = self.remote != nil
         return try await database.writeWithoutTransaction { db in
             var removal = Removal()
             try db.inTransaction(.immediate) {
@@ -228,7 +273,11 @@ public final class MediaStore: Sendable {
                 if deleteBlob {
                     if item.references > 0 { throw MediaStoreError.inUse(item.id.hex, item.references) }
                     try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [item.id.hex])
-                    try Self.unlinkBlob(directory, item.id)
+                    if remote {
+                        try RemoteBlobs.removed(db, item.id)
+                    } else {
+                        try Self.unlinkBlob(directory, item.id)
+                    }
                     removal.deletedBlob = item.id
                 }
                 return .commit
@@ -256,6 +305,7 @@ public final class MediaStore: Sendable {
 
     /// Re-hashes every blob and checks rows against files; returns how many blobs were checked and every problem.
     public func verify() async throws -> (checked: Int, problems: [Problem]) {
+        if let remote { return try await verifyRemote(remote) }
         let items = try await list()
         let directory = self.directory
         var problems: [Problem] = []
@@ -286,6 +336,24 @@ public final class MediaStore: Sendable {
                     problems.append(Problem(path: path, what: "not a blob name"))
                 }
             }
+        }
+        problems.sort { $0.path < $1.path }
+        return (items.count, problems)
+    }
+
+    /// `verify` on a bucket: every object re-hashed by a GET, and every object without a row.
+    private func verifyRemote(_ remote: RemoteBlobs) async throws -> (checked: Int, problems: [Problem]) {
+        let items = try await list()
+        let found = NIOLockedValueBox<[Problem]>([])
+        await Concurrently.forEach(count: items.count, width: 8) { index in
+            if let what = await remote.check(items[index]) {
+                found.withLockedValue { $0.append(Problem(path: remote.location(items[index].id), what: what)) }
+            }
+        }
+        let marked = Set(try await database.read { db in try String.fetchAll(db, sql: "SELECT sha256 FROM media_pending") })
+        var problems = found.withLockedValue { $0 }
+        for stray in try await remote.strays(known: Set(items.map(\.id.hex)), marked: marked) {
+            problems.append(Problem(path: stray.location, what: stray.what))
         }
         problems.sort { $0.path < $1.path }
         return (items.count, problems)
@@ -332,6 +400,7 @@ public final class MediaStore: Sendable {
     public func collectGarbage(grace: TimeInterval, now: Date = Date()) async throws -> CollectionReport {
         let cutoff = now.timeIntervalSince1970 - grace
         let directory = self.directory
+        let remote = self.remote
         var report = try await database.writeWithoutTransaction { db in
             var report = CollectionReport()
             try db.inTransaction(.immediate) {
@@ -344,12 +413,23 @@ public final class MediaStore: Sendable {
                 for row in rows {
                     guard let id = MediaID(row["sha256"] as String) else { continue }
                     try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [id.hex])
-                    try Self.unlinkBlob(directory, id)
+                    if remote != nil {
+                        try RemoteBlobs.removed(db, id)
+                    } else {
+                        try Self.unlinkBlob(directory, id)
+                    }
                     report.removed.append(id)
                     report.freedBytes += row["size"] as Int
                 }
                 return .commit
             }
+            return report
+        }
+        if let remote {
+            // Objects of blobs removed at least a minute ago, and orphans older than the grace.
+            let collected = try await remote.collect(database: database, grace: grace, now: now)
+            report.freedBytes = collected.bytes
+            report.orphansRemoved = collected.ids.filter { !report.removed.contains($0) }.count
             return report
         }
         // Orphans: files with no row, left by a crash between rename and commit.

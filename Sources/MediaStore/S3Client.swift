@@ -104,30 +104,21 @@ public final class S3Client: Sendable {
     public let location: S3Location
     private let credentials: S3Credentials
     private let http: HTTPClient
-    private let ownsHTTP: Bool
     /// A listing page or an error body larger than this is refused (a page of 1,000 keys is ~350 KB).
     static let maximumResponse = 8 * 1024 * 1024
 
-    /// A client for `location` signing with `credentials`.
+    /// A client for `location` signing with `credentials`, over `http` (AsyncHTTPClient's shared
+    /// client unless given; the caller shuts down a client it gives).
     public init(location: S3Location, credentials: S3Credentials, http: HTTPClient? = nil) {
         self.location = location
         self.credentials = credentials
-        if let http {
-            self.http = http
-            self.ownsHTTP = false
-        } else {
-            var configuration = HTTPClient.Configuration()
-            configuration.timeout = .init(connect: .seconds(10), read: .seconds(60))
-            configuration.connectionPool = .init(idleTimeout: .seconds(60))
-            self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            self.ownsHTTP = true
-        }
+        // AsyncHTTPClient's process-wide client needs no shutdown, so a store can simply go away;
+        // every request carries its own 60-second deadline.
+        self.http = http ?? HTTPClient.shared
     }
 
-    /// Closes the connections (when the client made its own HTTP client).
-    public func shutdown() async throws {
-        if ownsHTTP { try await http.shutdown() }
-    }
+    /// Nothing to close: the HTTP client is shared or the caller's. Kept so callers need not know.
+    public func shutdown() async throws {}
 
     /// PutObject: stores `body` under `key`. `sha256Hex` is the body's SHA-256 (the blob's own
     /// id), sent as `x-amz-content-sha256`, so the service refuses bytes that changed on the way.

@@ -26,15 +26,23 @@ public final class DataStore: Sendable {
     let directory: DataDirectory
 
     /// Opens (creating when needed) the data directory at `path` with the whole schema migrated.
-    public static func open(path: String, limits: MediaLimits = .default) throws -> DataStore {
+    /// `blobs` (`--blobs`) puts the blob bytes in an S3 bucket instead of `path/blobs`
+    /// (`s3://BUCKET[/PREFIX]?endpoint=…`, credentials from `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY`); nil or `file:<path>/blobs` keeps them as files.
+    public static func open(path: String, blobs: String? = nil, limits: MediaLimits = .default,
+                            environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DataStore {
         let directory = DataDirectory(path: path)
-        return DataStore(directory: directory, database: try CoreDatabase.open(directory), limits: limits)
+        var bucket: S3Client?
+        if let blobs, case .s3(let location) = try BlobsLocation(blobs, dataPath: path) {
+            bucket = S3Client(location: location, credentials: try S3Credentials.fromEnvironment(environment))
+        }
+        return DataStore(directory: directory, database: try CoreDatabase.open(directory), limits: limits, bucket: bucket)
     }
 
-    init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits) {
+    init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits, bucket: S3Client? = nil) {
         self.directory = directory
         self.database = database
-        self.media = MediaStore(directory: directory, database: database, limits: limits)
+        self.media = MediaStore(directory: directory, database: database, limits: limits, bucket: bucket)
         self.users = UserStore(database: database)
         self.sessions = SessionStore(database: database)
         self.registrations = RegistrationStore(database: database)

@@ -108,7 +108,7 @@ final class BlobCache: Sendable {
         if let blob = freshBlob(id) { return .memory(blob) }
         guard let item = try await store.item(id) else { return nil }
         if item.size > maxEntry {
-            guard store.hasBlob(id) else { return nil }
+            guard await store.hasBlob(id) else { return nil }
             return .file(FileBlob(id: id, contentType: item.info.contentType, store: store, size: item.size))
         }
         return try await blob(id).map { .memory($0) }
@@ -128,7 +128,8 @@ final class BlobCache: Sendable {
             return (entry.blob, stale)
         }
         if let hit {
-            if !hit.stale || store.hasBlob(id) { return hit.blob }
+            if !hit.stale { return hit.blob }
+            if await store.hasBlob(id) { return hit.blob }
             remove(id)
             return nil
         }

@@ -9,6 +9,8 @@ public struct ServerConfiguration: Sendable {
     public var port = 8080
     /// The data directory.
     public var dataPath = "./data"
+    /// `--blobs`: nil for files in the data directory, or an `s3://` bucket.
+    public var blobs: String?
     /// Accept any user whose password equals the user name (the tutorial's test handler).
     public var demoAuth = false
     /// Serve `/media/{sha256}` without credentials, cacheable by shared caches.

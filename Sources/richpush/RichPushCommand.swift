@@ -23,12 +23,25 @@ struct RichPushCommand: AsyncParsableCommand {
 struct DataOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Data directory (env RICHPUSH_DATA).", valueName: "dir"))
     var data: String = ProcessInfo.processInfo.environment["RICHPUSH_DATA"] ?? "./data"
+    @Option(name: .customLong("blobs"), help: ArgumentHelp(
+        "Where blob bytes live: file:<data>/blobs (the default) or s3://BUCKET[/PREFIX]?endpoint=URL[&region=R], credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (env RICHPUSH_BLOBS).",
+        valueName: "url"))
+    var blobsFlag: String?
+
+    /// `--blobs`, else `RICHPUSH_BLOBS`, else nil (files in the data directory).
+    var blobs: String? { blobsFlag ?? Environment.string("RICHPUSH_BLOBS") }
+
+    func validate() throws {
+        if let blobs {
+            do { _ = try BlobsLocation(blobs, dataPath: data) } catch let error as S3Error { throw ValidationError(error.description) }
+        }
+    }
 }
 
 extension DataOptions {
     /// The store of `--data`, opened once, with the whole schema migrated.
     func open(limits: MediaLimits = .default) throws -> DataStore {
-        try DataStore.open(path: data, limits: limits)
+        try DataStore.open(path: data, blobs: blobs, limits: limits)
     }
 
     /// The media store of `--data`, with the whole schema migrated (the server's tables too).

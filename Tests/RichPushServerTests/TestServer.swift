@@ -24,6 +24,7 @@ struct TestServer {
     /// Runs `body` against a live server configured by `configure`.
     static func run(_ configure: (inout ServerConfiguration) -> Void = { _ in },
                     provider: (any PushProvider)? = nil, mirror: (any RegistrationMirror)? = nil,
+                    environment: [String: String] = ProcessInfo.processInfo.environment,
                     _ body: @Sendable (TestServer) async throws -> Void) async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -33,7 +34,8 @@ struct TestServer {
         configuration.mediaDirectory = Fixtures.media.path
         configuration.logLevel = .warning
         configure(&configuration)
-        let data = try DataStore.open(path: configuration.dataPath, limits: configuration.limits)
+        let data = try DataStore.open(path: configuration.dataPath, blobs: configuration.blobs, limits: configuration.limits,
+                                      environment: environment)
         let database = data.database // for the tests that look at rows directly
         let users = data.users(cost: 4)
         for (name, password) in passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }
