@@ -33,7 +33,11 @@ struct DataOptions: ParsableArguments {
 
     func validate() throws {
         if let blobs {
-            do { _ = try BlobsLocation(blobs, dataPath: data) } catch let error as S3Error { throw ValidationError(error.description) }
+            do {
+                if case .s3 = try BlobsLocation(blobs, dataPath: data) { _ = try S3Credentials.fromEnvironment() }
+            } catch let error as S3Error {
+                throw ValidationError(error.description)
+            }
         }
     }
 }
