@@ -143,7 +143,10 @@ public final class MediaStore: Sendable {
         if let name { _ = try await database.read { db in try MediaIndex.checkName(db, name, id: id) } }
         try await remote.beginUpload(id, database: database)
         do {
-            if try await remote.client.head(key: remote.key(id)) != bytes.count {
+            // A new blob is PUT at once; one the index already has is PUT only if its object is missing.
+            let indexed = try await database.read { db in try MediaIndex.item(db, id: id) != nil }
+            let present = indexed ? try await remote.client.head(key: remote.key(id)) == bytes.count : false
+            if !present {
                 try await remote.put(id, bytes: bytes, contentType: info.contentType)
             }
             return try await database.writeWithoutTransaction { db in
