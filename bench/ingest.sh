@@ -11,13 +11,9 @@ rounds=${1:-5}
 work=${BENCH_WORK:-bench/work}
 images="$work/photos"
 mkdir -p "$work"
+source bench/lib.sh
 
-if [ ! -f "$images/.complete" ]; then
-    python3 -c 'import PIL, numpy' 2>/dev/null || pip install --quiet Pillow numpy
-    rm -rf "$images"
-    python3 bench/make-photos.py "$images" >&2
-    touch "$images/.complete"
-fi
+ensure_photos "$images"
 
 swift build -c release --product richpush >&2
 bin="$(swift build -c release --show-bin-path)/richpush"

@@ -39,3 +39,13 @@ install_missing() {
     for pair in "$@"; do command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}"); done
     [ ${#need[@]} -eq 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }
 }
+
+# ensure_photos DIR: bench/make-photos.py's ~100 photos and screenshots in DIR, made once.
+ensure_photos() {
+    local dir=$1
+    [ -f "$dir/.complete" ] && return 0
+    python3 -c 'import PIL, numpy' 2>/dev/null || pip install --quiet Pillow numpy
+    rm -rf "$dir"
+    python3 bench/make-photos.py "$dir" >&2
+    touch "$dir/.complete"
+}

