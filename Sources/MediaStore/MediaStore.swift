@@ -230,7 +230,11 @@ public final class MediaStore: Sendable {
     /// Whether blob `id`'s bytes are still stored (a cache holding a copy checks now and then:
     /// another process may have removed it).
     public func hasBlob(_ id: MediaID) async -> Bool {
-        if let remote { return (try? await remote.client.head(key: remote.key(id))) != nil }
+        if let remote {
+            // A bucket that cannot be asked right now is not evidence that the blob is gone: a
+            // cache keeps serving its copy (blobs never change, and a removal waits a minute).
+            do { return try await remote.client.head(key: remote.key(id)) != nil } catch { return true }
+        }
         return access(directory.blobPath(id), F_OK) == 0
     }
 

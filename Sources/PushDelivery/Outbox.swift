@@ -181,41 +181,48 @@ public final class OutboxDispatcher: Service, PushDispatching {
         var queue: [DeliveryJob] = []
         var drained = false
         var drainedAt = ContinuousClock.now
-        while true {
-            var inFlight = window.withLockedValue { $0.inFlight }
-            // Claim while there is room for more than half a window: the claim's commit overlaps the sends in flight.
-            if !drained && queue.count + inFlight <= concurrency / 2 {
-                let claimed = try await claim(limit: concurrency)
-                drained = claimed.isEmpty
-                drainedAt = ContinuousClock.now
-                queue.append(contentsOf: claimed.reversed())
-                inFlight = window.withLockedValue { $0.inFlight }
-            }
-            let room = concurrency - inFlight
-            if room > 0 && !queue.isEmpty {
-                let jobs = queue.suffix(room).reversed()
-                queue.removeLast(min(room, queue.count))
-                window.withLockedValue { $0.inFlight += jobs.count }
-                inFlight += jobs.count
-                for job in jobs {
-                    provider.start(job) { outcome, timestamp in
-                        window.withLockedValue { w in
-                            w.inFlight -= 1
-                            w.outcomes.append((job, outcome, timestamp))
+        defer { completed.finish() }
+        do {
+            while true {
+                var inFlight = window.withLockedValue { $0.inFlight }
+                // Claim while there is room for more than half a window: the claim's commit overlaps the sends in flight.
+                if !drained && queue.count + inFlight <= concurrency / 2 {
+                    let claimed = try await claim(limit: concurrency)
+                    drained = claimed.isEmpty
+                    drainedAt = ContinuousClock.now
+                    queue.append(contentsOf: claimed.reversed())
+                    inFlight = window.withLockedValue { $0.inFlight }
+                }
+                let room = concurrency - inFlight
+                if room > 0 && !queue.isEmpty {
+                    let jobs = queue.suffix(room).reversed()
+                    queue.removeLast(min(room, queue.count))
+                    window.withLockedValue { $0.inFlight += jobs.count }
+                    inFlight += jobs.count
+                    for job in jobs {
+                        provider.start(job) { outcome, timestamp in
+                            window.withLockedValue { w in
+                                w.inFlight -= 1
+                                w.outcomes.append((job, outcome, timestamp))
+                            }
+                            completed.yield()
                         }
-                        completed.yield()
                     }
                 }
+                if inFlight == 0 && queue.isEmpty && drained { break }
+                if inFlight > 0 {
+                    _ = await wake.next()
+                }
+                await recordDue(false)
+                // New rows may have been queued meanwhile (a campaign queues in batches): look again, at most every 20 ms.
+                if drained && ContinuousClock.now - drainedAt > .milliseconds(20) { drained = false }
             }
-            if inFlight == 0 && queue.isEmpty && drained { break }
-            if inFlight > 0 {
-                _ = await wake.next()
-            }
-            await recordDue(false)
-            // New rows may have been queued meanwhile (a campaign queues in batches): look again, at most every 20 ms.
-            if drained && ContinuousClock.now - drainedAt > .milliseconds(20) { drained = false }
+        } catch {
+            // A claim failed: the sends already started still finish, and their outcomes are
+            // recorded by `drain` before the error goes up (their rows stay leased meanwhile).
+            while window.withLockedValue({ $0.inFlight }) > 0 { _ = await wake.next() }
+            throw error
         }
-        completed.finish()
     }
 
     private func claim(limit: Int) async throws -> [DeliveryJob] {

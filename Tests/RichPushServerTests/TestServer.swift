@@ -149,7 +149,7 @@ import Glibc
 /// A raw TCP exchange: sends `request` as is and returns what the server answers within `timeout`
 /// (everything until the server closes, with `untilClose`). Runs on its own thread: blocking
 /// calls on the cooperative pool would starve the server under test.
-func rawExchange(port: Int, _ request: String, timeout: Double = 5, untilClose: Bool = false) async throws -> String {
+func rawExchange(port: Int, _ request: String, timeout: Double = 30, untilClose: Bool = false) async throws -> String {
     try await onOwnThread { try blockingExchange(port: port, request, timeout: timeout, untilClose: untilClose) }
 }
 
