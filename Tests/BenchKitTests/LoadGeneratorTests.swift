@@ -91,7 +91,8 @@ struct LoadGeneratorTests {
     @Test("responses are counted per status, exactly as the server answered them")
     func statusCounting() async throws {
         let server = try await TestHTTPServer()
-        let result = try await LoadGenerator.run(try configuration(server, "/mixed"))
+        // Three seconds: the suite's first seconds are its busiest (every server starting at once).
+        let result = try await LoadGenerator.run(try configuration(server, "/mixed", duration: 3))
         try await Task.sleep(for: .milliseconds(100))
         try await server.stop()
         let counts = server.counts.withLockedValue { $0 }
@@ -110,13 +111,13 @@ struct LoadGeneratorTests {
     @Test("a connection the server closes with a request in flight counts as an error, and the run goes on")
     func serverCloses() async throws {
         let server = try await TestHTTPServer(closeEvery: 10)
-        let result = try await LoadGenerator.run(try configuration(server, "/flaky"))
+        let result = try await LoadGenerator.run(try configuration(server, "/flaky", duration: 3))
         try await server.stop()
         let closes = server.counts.withLockedValue { $0.closes }
         #expect(result.readErrors > 0)
         #expect(result.readErrors <= closes && closes - result.readErrors <= 4)
-        // The run went on past the closes (the server closes every tenth connection's request).
-        #expect(result.requests > 20)
+        // The run went on past a close (the server closes every tenth request's connection).
+        #expect(result.requests > 10)
     }
 
     @Test("connection refused counts connect errors")
