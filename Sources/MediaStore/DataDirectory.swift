@@ -13,12 +13,18 @@ public struct DataDirectory: Sendable {
     public let root: URL
 
     /// Uses `path` (created on first use by `prepare()`).
-    public init(path: String) {
+    /// The SQLite file, when `--database sqlite:PATH` puts it elsewhere than the directory.
+    private let databaseOverride: String?
+
+    /// Uses `path` (created on first use by `prepare()`); the database is `path/richpush.sqlite`
+    /// unless `databasePath` names another file.
+    public init(path: String, databasePath: String? = nil) {
         self.root = URL(fileURLWithPath: path, isDirectory: true).standardizedFileURL
+        self.databaseOverride = databasePath.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
     }
 
     /// `richpush.sqlite`.
-    public var databasePath: String { root.appendingPathComponent("richpush.sqlite").path }
+    public var databasePath: String { databaseOverride ?? root.appendingPathComponent("richpush.sqlite").path }
     /// `blobs/sha256`.
     public var blobsPath: String { root.appendingPathComponent("blobs/sha256").path }
     /// `tmp`.

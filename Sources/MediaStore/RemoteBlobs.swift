@@ -3,6 +3,33 @@ import Foundation
 import GRDB
 import NIOCore
 
+/// A `--database` value that cannot be used, saying why.
+public struct DatabaseConfigurationError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// Which database a store uses: `sqlite:PATH` (the default is `sqlite:<data>/richpush.sqlite`),
+/// as `--database` names it (SPEC §13). PostgreSQL is refused with what to do instead until it
+/// is supported.
+public enum DatabaseLocation: Sendable, Equatable {
+    case sqlite(path: String)
+
+    /// Parses `--database`.
+    public init(_ text: String) throws {
+        if text.hasPrefix("sqlite:") {
+            let path = String(text.dropFirst(7))
+            guard !path.isEmpty else { throw DatabaseConfigurationError(description: "--database sqlite:PATH needs a path, got '\(text)'") }
+            self = .sqlite(path: path)
+        } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            throw DatabaseConfigurationError(description: "--database: PostgreSQL is not supported yet (issue #11); use sqlite:PATH or leave --database out")
+        } else {
+            // Only the scheme is repeated: the rest may hold a password.
+            let scheme = text.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
+            throw DatabaseConfigurationError(description: "--database must be sqlite:PATH, got a '\(scheme.prefix(20)):' URL")
+        }
+    }
+}
+
 /// Where a store keeps its blob bytes: `file:DIR` (the data directory's `blobs/`, the default)
 /// or an S3 bucket (`s3://BUCKET[/PREFIX]?endpoint=…`), as `--blobs` names it (SPEC §13).
 public enum BlobsLocation: Sendable, Equatable {

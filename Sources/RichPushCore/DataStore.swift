@@ -26,12 +26,14 @@ public final class DataStore: Sendable {
     let directory: DataDirectory
 
     /// Opens (creating when needed) the data directory at `path` with the whole schema migrated.
-    /// `blobs` (`--blobs`) puts the blob bytes in an S3 bucket instead of `path/blobs`
+    /// `database` (`--database sqlite:PATH`) puts the SQLite file elsewhere; `blobs` (`--blobs`) puts the blob bytes in an S3 bucket instead of `path/blobs`
     /// (`s3://BUCKET[/PREFIX]?endpoint=…`, credentials from `AWS_ACCESS_KEY_ID` and
     /// `AWS_SECRET_ACCESS_KEY`); nil or `file:<path>/blobs` keeps them as files.
-    public static func open(path: String, blobs: String? = nil, limits: MediaLimits = .default,
+    public static func open(path: String, database: String? = nil, blobs: String? = nil, limits: MediaLimits = .default,
                             environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DataStore {
-        let directory = DataDirectory(path: path)
+        var databasePath: String?
+        if let database, case .sqlite(let file) = try DatabaseLocation(database) { databasePath = file }
+        let directory = DataDirectory(path: path, databasePath: databasePath)
         var bucket: S3Client?
         if let blobs, case .s3(let location) = try BlobsLocation(blobs, dataPath: path) {
             bucket = S3Client(location: location, credentials: try S3Credentials.fromEnvironment(environment))

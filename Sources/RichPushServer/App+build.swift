@@ -24,7 +24,8 @@ public func buildApplication(
 ) async throws -> RichPushApplication {
     var logger = logger
     logger.logLevel = configuration.logLevel
-    let data = try data ?? DataStore.open(path: configuration.dataPath, blobs: configuration.blobs, limits: configuration.limits)
+    let data = try data ?? DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
+                                              limits: configuration.limits)
     let media = data.media
     try await ensureDefaultImage(configuration, media: media, logger: logger)
     let users = data.users

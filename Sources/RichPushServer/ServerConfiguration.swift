@@ -9,6 +9,8 @@ public struct ServerConfiguration: Sendable {
     public var port = 8080
     /// The data directory.
     public var dataPath = "./data"
+    /// `--database`: nil for `<data>/richpush.sqlite`, or `sqlite:PATH`.
+    public var database: String?
     /// `--blobs`: nil for files in the data directory, or an `s3://` bucket.
     public var blobs: String?
     /// Accept any user whose password equals the user name (the tutorial's test handler).

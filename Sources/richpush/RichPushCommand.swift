@@ -27,11 +27,21 @@ struct DataOptions: ParsableArguments {
         "Where blob bytes live: file:<data>/blobs (the default) or s3://BUCKET[/PREFIX]?endpoint=URL[&region=R], credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (env RICHPUSH_BLOBS).",
         valueName: "url"))
     var blobsFlag: String?
+    @Option(name: .customLong("database"), help: ArgumentHelp(
+        "The database: sqlite:PATH (default sqlite:<data>/richpush.sqlite); PostgreSQL is not supported yet (env RICHPUSH_DATABASE).",
+        valueName: "url"))
+    var databaseFlag: String?
+
+    /// `--database`, else `RICHPUSH_DATABASE`, else nil (`<data>/richpush.sqlite`).
+    var database: String? { databaseFlag ?? Environment.string("RICHPUSH_DATABASE") }
 
     /// `--blobs`, else `RICHPUSH_BLOBS`, else nil (files in the data directory).
     var blobs: String? { blobsFlag ?? Environment.string("RICHPUSH_BLOBS") }
 
     func validate() throws {
+        if let database {
+            do { _ = try DatabaseLocation(database) } catch let error as DatabaseConfigurationError { throw ValidationError(error.description) }
+        }
         if let blobs {
             do {
                 if case .s3 = try BlobsLocation(blobs, dataPath: data) { _ = try S3Credentials.fromEnvironment() }
@@ -45,7 +55,7 @@ struct DataOptions: ParsableArguments {
 extension DataOptions {
     /// The store of `--data`, opened once, with the whole schema migrated.
     func open(limits: MediaLimits = .default) throws -> DataStore {
-        try DataStore.open(path: data, blobs: blobs, limits: limits)
+        try DataStore.open(path: data, database: database, blobs: blobs, limits: limits)
     }
 
     /// The media store of `--data`, with the whole schema migrated (the server's tables too).

@@ -42,3 +42,31 @@ struct OperationsCLITests {
         #expect(bad.status == 2, "\(bad.stderr)")
     }
 }
+
+@Suite("--database (SPEC §13)")
+struct DatabaseFlagTests {
+    @Test("sqlite:PATH puts the index where it says, for every command; PostgreSQL and other schemes are usage errors that say why")
+    func sqlitePath() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        let index = dir.appendingPathComponent("elsewhere/index.sqlite").path
+        try FileManager.default.createDirectory(atPath: dir.appendingPathComponent("elsewhere").path, withIntermediateDirectories: true)
+        let jpeg = Fixtures.corpus.appendingPathComponent("jpeg/testorig.jpg").path
+        let added = try await CLI.run(["media", "add", "--data", data, "--database", "sqlite:\(index)", jpeg])
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(FileManager.default.fileExists(atPath: index))
+        #expect(!FileManager.default.fileExists(atPath: "\(data)/richpush.sqlite"))
+        // The same index through the environment; the default index knows nothing of it.
+        let listed = try await CLI.run(["media", "list", "--data", data], environment: ["RICHPUSH_DATABASE": "sqlite:\(index)"])
+        #expect(listed.lines.count == 1, "\(listed.stdout)")
+        let empty = try await CLI.run(["media", "list", "--data", data])
+        #expect(empty.lines.isEmpty, "\(empty.stdout)")
+
+        let postgres = try await CLI.run(["media", "list", "--data", data, "--database", "postgres://u:p@localhost/db"])
+        #expect(postgres.status == 2 && postgres.stderr.contains("not supported yet"), "\(postgres.stderr)")
+        let other = try await CLI.run(["media", "list", "--data", data, "--database", "mysql://admin:hunter2@db/x"])
+        #expect(other.status == 2 && other.stderr.contains("sqlite:PATH"), "\(other.stderr)")
+        #expect(!other.stderr.contains("hunter2") && !postgres.stderr.contains("u:p@"), "a password was echoed")
+    }
+}
