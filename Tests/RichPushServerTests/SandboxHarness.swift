@@ -50,7 +50,7 @@ struct RunningSandbox: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             var bound: Int?
-            for _ in 0..<200 where bound == nil {
+            for _ in 0..<3000 where bound == nil { // up to 30 s: a loaded machine binds late
                 try await Task.sleep(for: .milliseconds(10))
                 bound = port.withLockedValue { $0 }
             }

@@ -91,7 +91,7 @@ public struct SeaweedFS: Sendable {
         let deadline = Date().addingTimeInterval(60)
         var lastError = ""
         while Date() < deadline {
-            let made = try python("""
+            let made = try pythonBlocking("""
                 import boto3, botocore
                 s3 = boto3.client("s3", endpoint_url="\(fixture.endpoint)", aws_access_key_id="\(fixture.accessKey)",
                                   aws_secret_access_key="\(fixture.secretKey)", region_name="us-east-1")
@@ -109,8 +109,13 @@ public struct SeaweedFS: Sendable {
         throw FixtureError("SeaweedFS did not come up in 60 s: \(lastError.suffix(400))\n\(log.suffix(2000))")
     }
 
-    /// Runs a Python script (boto3 is the peer the tests compare with); its stdout and stderr.
-    public static func python(_ script: String) throws -> (status: Int32, output: String) {
+    /// Runs a Python script (boto3 is the peer the tests compare with) on a thread of its own (it
+    /// waits on a process, which must not hold up the test pool); its stdout and stderr.
+    public static func python(_ script: String) async throws -> (status: Int32, output: String) {
+        try await onOwnThread { try pythonBlocking(script) }
+    }
+
+    static func pythonBlocking(_ script: String) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-c", script]
