@@ -23,17 +23,50 @@ final class SlowProvider: PushProvider {
     func shutdown() async {}
 }
 
-/// A provider answering per device token: after `delays[token]` (default none), with `outcomes[token]` (default sent).
+/// Holds pushes until the test opens it, and counts the pushes that reached it (so a test knows
+/// a push is in flight without guessing how long that takes on a busy machine).
+final class PushGate: Sendable {
+    private let state = NIOLockedValueBox<(open: Bool, waiters: [CheckedContinuation<Void, Never>], arrived: Int)>((false, [], 0))
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let pass = state.withLockedValue { s -> Bool in
+                s.arrived += 1
+                if s.open { return true }
+                s.waiters.append(continuation)
+                return false
+            }
+            if pass { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLockedValue { s -> [CheckedContinuation<Void, Never>] in
+            s.open = true
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var arrived: Int { state.withLockedValue { $0.arrived } }
+}
+
+/// A provider answering per device token: after `delays[token]` (default none) and `gates[token]`,
+/// with `outcomes[token]` (default sent).
 final class ScriptedProvider: PushProvider {
     let delays: [String: Duration]
+    let gates: [String: PushGate]
     let outcomes: [String: DeliveryOutcome]
-    init(delays: [String: Duration] = [:], outcomes: [String: DeliveryOutcome] = [:]) {
+    init(delays: [String: Duration] = [:], gates: [String: PushGate] = [:], outcomes: [String: DeliveryOutcome] = [:]) {
         self.delays = delays
+        self.gates = gates
         self.outcomes = outcomes
     }
     var addressing: DeliveryAddressing { .perDevice }
     func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         if let delay = delays[job.target] { try? await Task.sleep(for: delay) }
+        if let gate = gates[job.target] { await gate.wait() }
         return (outcomes[job.target] ?? .sent(id: nil), nil)
     }
     func shutdown() async {}
@@ -121,14 +154,16 @@ struct OutboxLeaseTests {
         let (dir, database, _) = try await queued()
         defer { try? FileManager.default.removeItem(at: dir) }
         let token = String(repeating: "ab", count: 32)
-        let provider = ScriptedProvider(delays: [token: .seconds(1)], outcomes: [token: .failed(reason: "410 Unregistered", prune: true)])
+        let gate = PushGate()
+        let provider = ScriptedProvider(gates: [token: gate], outcomes: [token: .failed(reason: "410 Unregistered", prune: true)])
         let sending = Task { try await dispatcher(database, provider, lease: 60).drain() }
-        // While Apple's answer is on its way, the device registers its (new) token again.
-        try await Task.sleep(for: .milliseconds(300))
+        // While Apple's answer is on its way (the push claimed and held at the gate), the device registers its (new) token again.
+        #expect(try await eventually(within: 30) { gate.arrived == 1 })
         let registrations = RegistrationStore(database: database)
         let id = try #require(try await registrations.list(for: "alice").first?.id)
         try await Task.sleep(for: .milliseconds(20)) // a later updatedAt
         _ = try await registrations.update(id: id, for: "alice", with: DeviceRegistration(platform: "apns", handle: token, tags: ["renewed"]))
+        gate.open()
         try await sending.value
         #expect(try await registrations.list(for: "alice").map(\.id) == [id])
         // Without the renewal the same 410 removes it.
