@@ -77,8 +77,12 @@ struct RemoteBlobs: Sendable {
     }
 
     func location(_ id: MediaID) -> String {
-        let l = client.location
-        return "s3://\(l.bucket)/\(l.prefix)\(key(id))"
+        location(key: key(id))
+    }
+
+    /// `s3://BUCKET/[PREFIX/]KEY`, as `media show` and `media verify` name an object.
+    func location(key: String) -> String {
+        "s3://\(client.location.bucket)/\(client.location.prefix)\(key)"
     }
 
     /// `media_pending`: one mark per id whose object is being written or removed.
@@ -210,9 +214,8 @@ struct RemoteBlobs: Sendable {
     /// The objects under `sha256/` that no row names: orphans, or not blob names at all.
     func strays(known: Set<String>, marked: Set<String>) async throws -> [(location: String, what: String)] {
         var found: [(String, String)] = []
-        let l = client.location
         for object in try await client.listAll(prefix: "sha256/") {
-            let where_ = "s3://\(l.bucket)/\(l.prefix)\(object.key)"
+            let where_ = location(key: object.key)
             guard let id = Self.id(fromKey: object.key) else {
                 found.append((where_, "not a blob name"))
                 continue

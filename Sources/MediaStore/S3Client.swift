@@ -117,9 +117,6 @@ public final class S3Client: Sendable {
         self.http = http ?? HTTPClient.shared
     }
 
-    /// Nothing to close: the HTTP client is shared or the caller's. Kept so callers need not know.
-    public func shutdown() async throws {}
-
     /// PutObject: stores `body` under `key`. `sha256Hex` is the body's SHA-256 (the blob's own
     /// id), sent as `x-amz-content-sha256`, so the service refuses bytes that changed on the way.
     public func put(key: String, body: ByteBuffer, sha256Hex: String, contentType: String = "application/octet-stream") async throws {

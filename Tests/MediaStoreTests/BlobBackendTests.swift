@@ -37,7 +37,6 @@ struct BackendStore {
     }
 
     func cleanup() async {
-        try? await bucket?.shutdown()
         try? FileManager.default.removeItem(at: dir)
     }
 

@@ -86,7 +86,6 @@ struct S3ClientTests {
         #expect(try await s3.head(key: key) == nil)
         #expect(try await s3.get(key: key, limit: 1 << 20) == nil)
         try await s3.delete(key: key) // deleting what is gone is fine
-        try await s3.shutdown()
     }
 
     @Test("a listing longer than a page is followed to its end")
@@ -108,7 +107,6 @@ struct S3ClientTests {
             token = page.next
         }
         #expect(all.map(\.key).sorted() == keys)
-        try await s3.shutdown()
     }
 
     @Test("a wrong secret is refused by the service with 403, and nothing is written")
@@ -129,12 +127,10 @@ struct S3ClientTests {
                 #expect(status == 403)
             }
         }
-        try await forged.shutdown()
         // SeaweedFS does not compare x-amz-content-sha256 with the body (AWS S3 does, with
         // XAmzContentSHA256Mismatch): RichPush hashes every blob before it is written anyway.
         let s3 = try await client("refused")
         #expect(try await s3.head(key: "forged") == nil)
-        try await s3.shutdown()
     }
 
     @Test("boto3 reads what RichPush wrote, and RichPush reads what boto3 wrote")
@@ -156,6 +152,5 @@ struct S3ClientTests {
         #expect(result.output.trimmingCharacters(in: .whitespacesAndNewlines) == sha256(ours))
         #expect(try await s3.get(key: "theirs", limit: 1024).map { String(buffer: $0) } == "written by boto3")
         #expect(Set(try await s3.listAll(prefix: "").map(\.key)) == ["ours", "theirs"])
-        try await s3.shutdown()
     }
 }
