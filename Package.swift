@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -45,11 +46,25 @@ let package = Package(
         .systemLibrary(name: "CJPEG", pkgConfig: "libjpeg", providers: [.apt(["libjpeg-dev"])]),
         // The only code that calls setjmp: one C function inspects and fully decodes a buffer.
         .target(name: "CImageCodecs", dependencies: ["CPNG", "CJPEG"]),
+        // The one place that knows SQLite and PostgreSQL: stores write SQL once against it.
+        .target(
+            name: "SQLEngine",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "MediaStore",
             dependencies: [
                 "CImageCodecs",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "SQLEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -63,7 +78,7 @@ let package = Package(
             name: "RichPushCore",
             dependencies: [
                 "MediaStore",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "SQLEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -183,12 +198,12 @@ let package = Package(
         .target(name: "RichPushTestSupport", dependencies: ["MediaStore"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "MediaStoreTests",
-            dependencies: ["MediaStore", "RichPushTestSupport"],
+            dependencies: ["MediaStore", "RichPushTestSupport", "SQLEngine"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "RichPushCoreTests",
-            dependencies: ["RichPushCore", "MediaStore", "RichPushTestSupport"],
+            dependencies: ["RichPushCore", "MediaStore", "RichPushTestSupport", "SQLEngine"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -199,7 +214,7 @@ let package = Package(
         .testTarget(
             name: "RichPushServerTests",
             dependencies: [
-                "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox",
+                "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -214,8 +229,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "richpush", "MediaStore", "RichPushCore", "RichPushTestSupport", "APNsSandbox",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "richpush", "MediaStore", "RichPushCore", "RichPushTestSupport", "APNsSandbox", "SQLEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

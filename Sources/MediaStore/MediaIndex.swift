@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 
 /// A stored image as the index knows it.
 public struct MediaItem: Sendable, Equatable {
@@ -19,14 +19,12 @@ public struct MediaItem: Sendable, Equatable {
     public var references: Int
 }
 
-/// SQL over the `media`, `media_names` and `media_refs` tables. Functions take a `Database`
+/// SQL over the `media`, `media_names` and `media_refs` tables. Functions take a `SQLConnection`
 /// so callers can compose them into their own transactions.
 public enum MediaIndex {
-    /// Registers the media tables' migrations.
-    public static func registerMigrations(_ migrator: inout DatabaseMigrator) {
-        defer { RemoteBlobs.registerMigrations(&migrator) }
-        migrator.registerMigration("media-v1") { db in
-            try db.execute(sql: """
+    /// The media tables' migrations.
+    public static let migrations: [SQLMigration] = [
+        SQLMigration("media-v1", sqlite: """
                 CREATE TABLE media (
                     sha256      TEXT PRIMARY KEY NOT NULL CHECK (length(sha256) = 64),
                     size        INTEGER NOT NULL CHECK (size > 0),
@@ -51,9 +49,9 @@ public enum MediaIndex {
                     createdAt REAL NOT NULL,
                     PRIMARY KEY (sha256, owner)
                 ) WITHOUT ROWID;
-                """)
-        }
-    }
+                """),
+        RemoteBlobs.migration,
+    ]
 
     /// Checks that `name` can be used as a media name.
     public static func validateName(_ name: String) throws {
@@ -66,15 +64,15 @@ public enum MediaIndex {
     }
 
     /// The item with `id`, or nil.
-    public static func item(_ db: Database, id: MediaID) throws -> MediaItem? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM media WHERE sha256 = ?", arguments: [id.hex]) else {
+    public static func item(_ db: SQLConnection, id: MediaID) throws -> MediaItem? {
+        guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM media WHERE sha256 = ?", arguments: [id.hex]) else {
             return nil
         }
         return try item(db, row: row)
     }
 
     /// Resolves a media id or a name.
-    public static func resolve(_ db: Database, _ key: String) throws -> MediaItem? {
+    public static func resolve(_ db: SQLConnection, _ key: String) throws -> MediaItem? {
         if let id = MediaID(key) { return try item(db, id: id) }
         guard let hex = try String.fetchOne(db, sql: "SELECT sha256 FROM media_names WHERE name = ?", arguments: [key]),
               let id = MediaID(hex) else { return nil }
@@ -82,23 +80,23 @@ public enum MediaIndex {
     }
 
     /// Every item, newest first.
-    public static func all(_ db: Database) throws -> [MediaItem] {
-        try Row.fetchAll(db, sql: "SELECT * FROM media ORDER BY createdAt DESC, sha256").map { try item(db, row: $0) }
+    public static func all(_ db: SQLConnection) throws -> [MediaItem] {
+        try SQLRow.fetchAll(db, sql: "SELECT * FROM media ORDER BY createdAt DESC, sha256").map { try item(db, row: $0) }
     }
 
     /// Records that `owner` (e.g. `notification:12`) uses the media, so gc keeps it.
-    public static func addReference(_ db: Database, id: MediaID, owner: String, now: Date = Date()) throws {
+    public static func addReference(_ db: SQLConnection, id: MediaID, owner: String, now: Date = Date()) throws {
         try db.execute(
-            sql: "INSERT OR IGNORE INTO media_refs (sha256, owner, createdAt) VALUES (?, ?, ?)",
+            sql: "INSERT INTO media_refs (sha256, owner, createdAt) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             arguments: [id.hex, owner, now.timeIntervalSince1970])
     }
 
     /// Drops `owner`'s reference.
-    public static func removeReference(_ db: Database, id: MediaID, owner: String) throws {
+    public static func removeReference(_ db: SQLConnection, id: MediaID, owner: String) throws {
         try db.execute(sql: "DELETE FROM media_refs WHERE sha256 = ? AND owner = ?", arguments: [id.hex, owner])
     }
 
-    static func item(_ db: Database, row: Row) throws -> MediaItem {
+    static func item(_ db: SQLConnection, row: SQLRow) throws -> MediaItem {
         let hex: String = row["sha256"]
         guard let id = MediaID(hex) else { throw MediaStoreError.notFound(hex) }
         let names = try String.fetchAll(db, sql: "SELECT name FROM media_names WHERE sha256 = ? ORDER BY name", arguments: [hex])
@@ -112,7 +110,7 @@ public enum MediaIndex {
             names: names, references: refs)
     }
 
-    static func insert(_ db: Database, id: MediaID, size: Int, info: ImageInfo, now: Date) throws {
+    static func insert(_ db: SQLConnection, id: MediaID, size: Int, info: ImageInfo, now: Date) throws {
         try db.execute(
             sql: """
                 INSERT INTO media (sha256, size, contentType, width, height, bitDepth, colorModel, interlaced, createdAt, touchedAt)
@@ -122,12 +120,12 @@ public enum MediaIndex {
                         info.interlaced, now.timeIntervalSince1970, now.timeIntervalSince1970])
     }
 
-    static func touch(_ db: Database, id: MediaID, now: Date) throws {
+    static func touch(_ db: SQLConnection, id: MediaID, now: Date) throws {
         try db.execute(sql: "UPDATE media SET touchedAt = ? WHERE sha256 = ?", arguments: [now.timeIntervalSince1970, id.hex])
     }
 
     /// True when `name` is free, false when it already names `id`; throws when it names other bytes.
-    static func checkName(_ db: Database, _ name: String, id: MediaID) throws -> Bool {
+    static func checkName(_ db: SQLConnection, _ name: String, id: MediaID) throws -> Bool {
         guard let current = try String.fetchOne(db, sql: "SELECT sha256 FROM media_names WHERE name = ?", arguments: [name]) else {
             return true
         }
@@ -137,7 +135,7 @@ public enum MediaIndex {
 
     /// Points `name` at `id`; refuses a name that already names other bytes (a name is moved
     /// only by removing it first, so nobody can silently change what a name shows).
-    static func setName(_ db: Database, _ name: String, id: MediaID, now: Date) throws {
+    static func setName(_ db: SQLConnection, _ name: String, id: MediaID, now: Date) throws {
         guard try checkName(db, name, id: id) else { return }
         try db.execute(sql: "INSERT INTO media_names (name, sha256, createdAt) VALUES (?, ?, ?)",
                        arguments: [name, id.hex, now.timeIntervalSince1970])

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GRDB
+import SQLEngine
 import NIOCore
 import NIOPosix
 
@@ -33,7 +33,7 @@ public final class MediaStore: Sendable {
     /// Where the files are.
     let directory: DataDirectory
     /// The metadata database (shared with the other stores of the same data directory).
-    let database: DatabasePool
+    let database: SQLDatabase
     /// Limits for every ingest through this store.
     public let limits: MediaLimits
     /// The bucket holding the blobs, when they are not files (`--blobs s3://…`).
@@ -43,7 +43,7 @@ public final class MediaStore: Sendable {
 
     /// Opens the store over an already opened database (see `StoreDatabase.open`); `DataStore`
     /// does this for the whole schema.
-    public init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits = .default, bucket: S3Client? = nil,
+    public init(directory: DataDirectory, database: SQLDatabase, limits: MediaLimits = .default, bucket: S3Client? = nil,
                 threadPool: NIOThreadPool = .singleton) {
         self.directory = directory
         self.database = database
@@ -55,7 +55,7 @@ public final class MediaStore: Sendable {
     /// Opens `path` as a data directory with only the media tables migrated.
     public convenience init(path: String, limits: MediaLimits = .default) throws {
         let directory = DataDirectory(path: path)
-        let database = try StoreDatabase.open(directory, migrator: StoreDatabase.mediaMigrator())
+        let database = try StoreDatabase.open(directory, migrations: StoreDatabase.mediaMigrations)
         self.init(directory: directory, database: database, limits: limits)
     }
 
@@ -149,23 +149,18 @@ public final class MediaStore: Sendable {
             if !present {
                 try await remote.put(id, bytes: bytes, contentType: info.contentType)
             }
-            return try await database.writeWithoutTransaction { db in
-                var result: IngestResult?
-                try db.inTransaction(.immediate) {
-                    let now = Date()
-                    let existing = try MediaIndex.item(db, id: id)
-                    if let name { _ = try MediaIndex.checkName(db, name, id: id) }
-                    if existing == nil {
-                        try MediaIndex.insert(db, id: id, size: bytes.count, info: info, now: now)
-                    } else {
-                        try MediaIndex.touch(db, id: id, now: now)
-                    }
-                    if let name { try MediaIndex.setName(db, name, id: id, now: now) }
-                    try RemoteBlobs.uploadCommitted(db, id)
-                    result = IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
-                    return .commit
+            return try await database.write { db in
+                let now = Date()
+                let existing = try MediaIndex.item(db, id: id)
+                if let name { _ = try MediaIndex.checkName(db, name, id: id) }
+                if existing == nil {
+                    try MediaIndex.insert(db, id: id, size: bytes.count, info: info, now: now)
+                } else {
+                    try MediaIndex.touch(db, id: id, now: now)
                 }
-                return result!
+                if let name { try MediaIndex.setName(db, name, id: id, now: now) }
+                try RemoteBlobs.uploadCommitted(db, id)
+                return IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
             }
         } catch {
             await remote.abandonUpload(id, database: database)
@@ -176,34 +171,29 @@ public final class MediaStore: Sendable {
     /// Moves the fsynced temp file (if any) into place and records the row, in one transaction.
     private func commit(id: MediaID, size: Int, info: ImageInfo, tmpPath: String?, name: String?) async throws -> IngestResult {
         let directory = self.directory
-        return try await database.writeWithoutTransaction { db in
-            var result: IngestResult?
-            try db.inTransaction(.immediate) {
-                let now = Date()
-                let blobPath = directory.blobPath(id)
-                let existing = try MediaIndex.item(db, id: id)
-                // A taken name refuses the upload before its file is moved into place.
-                if let name { _ = try MediaIndex.checkName(db, name, id: id) }
-                if FileOps.fileSize(blobPath) != size {
-                    // New blob, or a row whose file went missing: (re)place the file.
-                    guard let tmpPath else { throw MediaStoreError.io("blob vanished while adding", path: blobPath, errno: ENOENT) }
-                    let shard = (blobPath as NSString).deletingLastPathComponent
-                    let newShard = FileOps.fileSize(shard) == nil && !FileManager.default.fileExists(atPath: shard)
-                    if newShard { try FileOps.makeDirectories(shard) }
-                    try FileOps.rename(tmpPath, blobPath)
-                    try FileOps.syncDirectory(shard)
-                    if newShard { try FileOps.syncDirectory(directory.blobsPath) }
-                }
-                if existing == nil {
-                    try MediaIndex.insert(db, id: id, size: size, info: info, now: now)
-                } else {
-                    try MediaIndex.touch(db, id: id, now: now)
-                }
-                if let name { try MediaIndex.setName(db, name, id: id, now: now) }
-                result = IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
-                return .commit
+        return try await database.write { db in
+            let now = Date()
+            let blobPath = directory.blobPath(id)
+            let existing = try MediaIndex.item(db, id: id)
+            // A taken name refuses the upload before its file is moved into place.
+            if let name { _ = try MediaIndex.checkName(db, name, id: id) }
+            if FileOps.fileSize(blobPath) != size {
+                // New blob, or a row whose file went missing: (re)place the file.
+                guard let tmpPath else { throw MediaStoreError.io("blob vanished while adding", path: blobPath, errno: ENOENT) }
+                let shard = (blobPath as NSString).deletingLastPathComponent
+                let newShard = FileOps.fileSize(shard) == nil && !FileManager.default.fileExists(atPath: shard)
+                if newShard { try FileOps.makeDirectories(shard) }
+                try FileOps.rename(tmpPath, blobPath)
+                try FileOps.syncDirectory(shard)
+                if newShard { try FileOps.syncDirectory(directory.blobsPath) }
             }
-            return result!
+            if existing == nil {
+                try MediaIndex.insert(db, id: id, size: size, info: info, now: now)
+            } else {
+                try MediaIndex.touch(db, id: id, now: now)
+            }
+            if let name { try MediaIndex.setName(db, name, id: id, now: now) }
+            return IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
         }
     }
 
@@ -267,27 +257,24 @@ public final class MediaStore: Sendable {
     public func remove(_ key: String) async throws -> Removal {
         let directory = self.directory
         let remote = self.remote != nil
-        return try await database.writeWithoutTransaction { db in
+        return try await database.write { db in
             var removal = Removal()
-            try db.inTransaction(.immediate) {
-                guard let item = try MediaIndex.resolve(db, key) else { throw MediaStoreError.notFound(key) }
-                var deleteBlob = MediaID(key) != nil
-                if !deleteBlob {
-                    try db.execute(sql: "DELETE FROM media_names WHERE name = ?", arguments: [key])
-                    removal.name = key
-                    deleteBlob = item.names.count == 1 && item.references == 0
+            guard let item = try MediaIndex.resolve(db, key) else { throw MediaStoreError.notFound(key) }
+            var deleteBlob = MediaID(key) != nil
+            if !deleteBlob {
+                try db.execute(sql: "DELETE FROM media_names WHERE name = ?", arguments: [key])
+                removal.name = key
+                deleteBlob = item.names.count == 1 && item.references == 0
+            }
+            if deleteBlob {
+                if item.references > 0 { throw MediaStoreError.inUse(item.id.hex, item.references) }
+                try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [item.id.hex])
+                if remote {
+                    try RemoteBlobs.removed(db, item.id)
+                } else {
+                    try Self.unlinkBlob(directory, item.id)
                 }
-                if deleteBlob {
-                    if item.references > 0 { throw MediaStoreError.inUse(item.id.hex, item.references) }
-                    try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [item.id.hex])
-                    if remote {
-                        try RemoteBlobs.removed(db, item.id)
-                    } else {
-                        try Self.unlinkBlob(directory, item.id)
-                    }
-                    removal.deletedBlob = item.id
-                }
-                return .commit
+                removal.deletedBlob = item.id
             }
             return removal
         }
@@ -408,27 +395,24 @@ public final class MediaStore: Sendable {
         let cutoff = now.timeIntervalSince1970 - grace
         let directory = self.directory
         let remote = self.remote
-        var report = try await database.writeWithoutTransaction { db in
+        var report = try await database.write { db in
             var report = CollectionReport()
-            try db.inTransaction(.immediate) {
-                let rows = try Row.fetchAll(db, sql: """
-                    SELECT sha256, size FROM media m
-                    WHERE touchedAt < ?
-                      AND NOT EXISTS (SELECT 1 FROM media_names n WHERE n.sha256 = m.sha256)
-                      AND NOT EXISTS (SELECT 1 FROM media_refs r WHERE r.sha256 = m.sha256)
-                    """, arguments: [cutoff])
-                for row in rows {
-                    guard let id = MediaID(row["sha256"] as String) else { continue }
-                    try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [id.hex])
-                    if remote != nil {
-                        try RemoteBlobs.removed(db, id)
-                    } else {
-                        try Self.unlinkBlob(directory, id)
-                    }
-                    report.removed.append(id)
-                    report.freedBytes += row["size"] as Int
+            let rows = try SQLRow.fetchAll(db, sql: """
+                SELECT sha256, size FROM media m
+                WHERE touchedAt < ?
+                  AND NOT EXISTS (SELECT 1 FROM media_names n WHERE n.sha256 = m.sha256)
+                  AND NOT EXISTS (SELECT 1 FROM media_refs r WHERE r.sha256 = m.sha256)
+                """, arguments: [cutoff])
+            for row in rows {
+                guard let id = MediaID(row["sha256"] as String) else { continue }
+                try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [id.hex])
+                if remote != nil {
+                    try RemoteBlobs.removed(db, id)
+                } else {
+                    try Self.unlinkBlob(directory, id)
                 }
-                return .commit
+                report.removed.append(id)
+                report.freedBytes += row["size"] as Int
             }
             return report
         }

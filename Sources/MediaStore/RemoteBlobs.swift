@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GRDB
+import SQLEngine
 import NIOCore
 
 /// A `--database` value that cannot be used, saying why.
@@ -8,11 +8,11 @@ public struct DatabaseConfigurationError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// Which database a store uses: `sqlite:PATH` (the default is `sqlite:<data>/richpush.sqlite`),
-/// as `--database` names it (SPEC §13). PostgreSQL is refused with what to do instead until it
-/// is supported.
+/// Which database a store uses: `sqlite:PATH` (the default is `sqlite:<data>/richpush.sqlite`)
+/// or `postgres://USER:PASSWORD@HOST[:PORT]/DATABASE`, as `--database` names it (SPEC §13).
 public enum DatabaseLocation: Sendable, Equatable {
     case sqlite(path: String)
+    case postgres(url: String)
 
     /// Parses `--database`.
     public init(_ text: String) throws {
@@ -21,11 +21,14 @@ public enum DatabaseLocation: Sendable, Equatable {
             guard !path.isEmpty else { throw DatabaseConfigurationError(description: "--database sqlite:PATH needs a path, got '\(text)'") }
             self = .sqlite(path: path)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
-            throw DatabaseConfigurationError(description: "--database: PostgreSQL is not supported yet (issue #11); use sqlite:PATH or leave --database out")
+            guard let components = URLComponents(string: text), let host = components.host, !host.isEmpty else {
+                throw DatabaseConfigurationError(description: "--database: expected postgres://USER:PASSWORD@HOST[:PORT]/DATABASE")
+            }
+            self = .postgres(url: text)
         } else {
             // Only the scheme is repeated: the rest may hold a password.
             let scheme = text.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
-            throw DatabaseConfigurationError(description: "--database must be sqlite:PATH, got a '\(scheme.prefix(20)):' URL")
+            throw DatabaseConfigurationError(description: "--database must be sqlite:PATH or postgres://…, got a '\(scheme.prefix(20)):' URL")
         }
     }
 }
@@ -86,24 +89,20 @@ struct RemoteBlobs: Sendable {
     }
 
     /// `media_pending`: one mark per id whose object is being written or removed.
-    static func registerMigrations(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("media-v2-pending") { db in
-            try db.execute(sql: """
+    static let migration = SQLMigration("media-v2-pending", sqlite: """
                 CREATE TABLE media_pending (
                     sha256 TEXT PRIMARY KEY NOT NULL CHECK (length(sha256) = 64),
                     state  TEXT NOT NULL CHECK (state IN ('uploading', 'removed', 'deleting')),
                     at     REAL NOT NULL
                 ) WITHOUT ROWID;
                 """)
-        }
-    }
 
     /// Marks `id` as being uploaded, waiting (up to 30 s) while a collection deletes its object.
-    func beginUpload(_ id: MediaID, database: DatabasePool) async throws {
+    func beginUpload(_ id: MediaID, database: SQLDatabase) async throws {
         for _ in 0..<300 {
             let started = try await database.write { db -> Bool in
                 let now = Date().timeIntervalSince1970
-                let mark = try Row.fetchOne(db, sql: "SELECT state, at FROM media_pending WHERE sha256 = ?", arguments: [id.hex])
+                let mark = try SQLRow.fetchOne(db, sql: "SELECT state, at FROM media_pending WHERE sha256 = ?", arguments: [id.hex])
                 if let mark, mark["state"] as String == "deleting", (mark["at"] as Double) > now - Self.markExpiry { return false }
                 try db.execute(sql: """
                     INSERT INTO media_pending (sha256, state, at) VALUES (?, 'uploading', ?)
@@ -119,7 +118,7 @@ struct RemoteBlobs: Sendable {
 
     /// Clears an upload's mark when its row was not committed (the PUT or the commit failed):
     /// the object, if written, is an orphan for `gc`.
-    func abandonUpload(_ id: MediaID, database: DatabasePool) async {
+    func abandonUpload(_ id: MediaID, database: SQLDatabase) async {
         _ = try? await database.write { db in
             try db.execute(sql: "UPDATE media_pending SET state = 'removed', at = ? WHERE sha256 = ? AND state = 'uploading'",
                            arguments: [Date().timeIntervalSince1970, id.hex])
@@ -132,13 +131,13 @@ struct RemoteBlobs: Sendable {
     }
 
     /// Inside the commit's transaction: the row is there, the mark goes.
-    static func uploadCommitted(_ db: Database, _ id: MediaID) throws {
+    static func uploadCommitted(_ db: SQLConnection, _ id: MediaID) throws {
         try db.execute(sql: "DELETE FROM media_pending WHERE sha256 = ?", arguments: [id.hex])
     }
 
     /// Inside a removal's transaction: the row is gone, the object goes at a later `gc`
     /// (unless an upload of the same bytes is under way, whose commit brings the row back).
-    static func removed(_ db: Database, _ id: MediaID) throws {
+    static func removed(_ db: SQLConnection, _ id: MediaID) throws {
         try db.execute(sql: """
             INSERT INTO media_pending (sha256, state, at) VALUES (?, 'removed', ?)
             ON CONFLICT(sha256) DO UPDATE SET state = 'removed', at = excluded.at WHERE media_pending.state != 'uploading'
@@ -147,7 +146,7 @@ struct RemoteBlobs: Sendable {
 
     /// Deletes the objects of removed blobs (marks older than `removalGrace`) and orphan objects
     /// (no row, no mark, older than `grace`). Returns what was deleted and its bytes.
-    func collect(database: DatabasePool, grace: TimeInterval, now: Date) async throws -> (ids: [MediaID], bytes: Int) {
+    func collect(database: SQLDatabase, grace: TimeInterval, now: Date) async throws -> (ids: [MediaID], bytes: Int) {
         let objects = try await client.listAll(prefix: "sha256/")
         var listed: [String: (Int, Date?)] = [:]
         for object in objects {
@@ -157,7 +156,7 @@ struct RemoteBlobs: Sendable {
         let cutoff = now.timeIntervalSince1970
         let claimed: [MediaID] = try await database.write { db in
             var claimed: [MediaID] = []
-            let marks = try Row.fetchAll(db, sql: "SELECT sha256, state, at FROM media_pending")
+            let marks = try SQLRow.fetchAll(db, sql: "SELECT sha256, state, at FROM media_pending")
             var marked = Set<String>()
             for mark in marks {
                 let hex: String = mark["sha256"], state: String = mark["state"], at: Double = mark["at"]

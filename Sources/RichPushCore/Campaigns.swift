@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import MediaStore
 
 #if canImport(Glibc)
@@ -133,7 +133,7 @@ public struct CampaignProgress: Sendable, Equatable {
 /// half-way leaves a campaign that `resumeUnfinished` completes, without queueing anyone twice.
 public struct CampaignStore: Sendable {
     /// The database.
-    let database: DatabasePool
+    let database: SQLDatabase
     /// Signs payload URLs for alert pushes.
     public let links: PayloadLinks?
     /// The media name used when a campaign names no payload.
@@ -145,7 +145,7 @@ public struct CampaignStore: Sendable {
     public var onQueued: (@Sendable ([QueuedNotification]) -> Void)?
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool, links: PayloadLinks?, defaultImage: String) {
+    init(database: SQLDatabase, links: PayloadLinks?, defaultImage: String) {
         self.database = database
         self.links = links
         self.defaultImage = defaultImage
@@ -161,7 +161,7 @@ public struct CampaignStore: Sendable {
                 var unknown: [String] = []
                 for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
                     let known = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(Self.placeholders(chunk.count)))",
-                                                        arguments: StatementArguments(chunk)))
+                                                        arguments: SQLArguments(chunk)))
                     unknown += chunk.filter { !known.contains($0) }
                 }
                 if !unknown.isEmpty {
@@ -169,12 +169,12 @@ public struct CampaignStore: Sendable {
                     throw CoreError(.invalid, "audience.users names \(unknown.count) unknown user(s): \(shown)")
                 }
             }
-            try db.execute(sql: """
+            let inserted = try db.fetchOne(sql: """
                 INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, Int(getpid()), now.timeIntervalSince1970])
-            let id = db.lastInsertedRowID
+            let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false)
@@ -200,7 +200,7 @@ public struct CampaignStore: Sendable {
     public func resumeUnfinished(addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
         let pid = Int(getpid())
         let orphans = try await database.write { db -> [Int64] in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, queuedBy FROM campaigns WHERE queued = 0")
+            let rows = try SQLRow.fetchAll(db, sql: "SELECT id, queuedBy FROM campaigns WHERE queued = 0")
             let ids: [Int64] = rows.compactMap { row in
                 let holder: Int? = row["queuedBy"]
                 if let holder, holder == pid || kill(pid_t(holder), 0) == 0 || errno == EPERM { return nil }
@@ -217,56 +217,47 @@ public struct CampaignStore: Sendable {
     /// and the moved cursor, in one transaction.
     private func queueBatch(_ id: Int64, addressing: DeliveryAddressing) async throws -> (Campaign, [QueuedNotification]) {
         let links = self.links, batchSize = self.batchSize, defaultImage = self.defaultImage, indexed = onQueued != nil
-        return try await database.writeWithoutTransaction { db in
-            var result: Campaign?
+        return try await database.write { db -> (Campaign, [QueuedNotification]) in
             var made: [QueuedNotification] = []
-            try db.inTransaction(.immediate) {
-                guard let row = try Row.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else {
-                    throw CoreError(.notFound, "no campaign \(id)")
-                }
-                var campaign = try Self.campaign(row)
-                guard !campaign.queued else {
-                    result = campaign
-                    made = []
-                    return .commit
-                }
-                let cursor: String = row["cursor"] ?? ""
-                let now = Date()
-                let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
-                                              title: campaign.title, mode: campaign.mode)
-                let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: id, now: now)
-                let (names, nextCursor, exhausted) = try Self.nextRecipients(db, campaign.audience, after: cursor, limit: batchSize)
-                let devices = try Self.devices(db, of: names, audience: campaign.audience)
-                var queuedRecipients = 0, queuedDevices = 0
-                for name in names {
-                    let owned = devices[name] ?? []
-                    if case .tags = campaign.audience, owned.isEmpty { continue }
-                    let targets: [PushTarget] = switch (addressing, campaign.audience) {
-                    case (.perUserTag, .all), (.perUserTag, .users):
-                        owned.isEmpty ? [] : [PushTarget(registration: nil, target: "username:\(name)")]
-                    default:
-                        owned
-                    }
-                    let created = try writer.insert(db, recipient: name, targets: targets)
-                    if indexed { made.append(QueuedNotification(id: created.notification.id, recipient: name, payload: writer.media.id)) }
-                    queuedRecipients += 1
-                    queuedDevices += owned.count
-                }
-                campaign.recipients += queuedRecipients
-                campaign.devices += queuedDevices
-                campaign.queued = exhausted
-                try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, cursor = ?, queued = ? WHERE id = ?",
-                               arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, id])
-                result = campaign
-                return .commit
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else {
+                throw CoreError(.notFound, "no campaign \(id)")
             }
-            return (result!, made)
+            var campaign = try Self.campaign(row)
+            guard !campaign.queued else { return (campaign, []) }
+            let cursor: String = row["cursor"] ?? ""
+            let now = Date()
+            let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
+                                          title: campaign.title, mode: campaign.mode)
+            let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: id, now: now)
+            let (names, nextCursor, exhausted) = try Self.nextRecipients(db, campaign.audience, after: cursor, limit: batchSize)
+            let devices = try Self.devices(db, of: names, audience: campaign.audience)
+            var queuedRecipients = 0, queuedDevices = 0
+            for name in names {
+                let owned = devices[name] ?? []
+                if case .tags = campaign.audience, owned.isEmpty { continue }
+                let targets: [PushTarget] = switch (addressing, campaign.audience) {
+                case (.perUserTag, .all), (.perUserTag, .users):
+                    owned.isEmpty ? [] : [PushTarget(registration: nil, target: "username:\(name)")]
+                default:
+                    owned
+                }
+                let created = try writer.insert(db, recipient: name, targets: targets)
+                if indexed { made.append(QueuedNotification(id: created.notification.id, recipient: name, payload: writer.media.id)) }
+                queuedRecipients += 1
+                queuedDevices += owned.count
+            }
+            campaign.recipients += queuedRecipients
+            campaign.devices += queuedDevices
+            campaign.queued = exhausted
+            try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, cursor = ?, queued = ? WHERE id = ?",
+                           arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, id])
+            return (campaign, made)
         }
     }
 
     /// Up to `limit` recipient names after `cursor`, in name order; the cursor after them; and
     /// whether none are left.
-    private static func nextRecipients(_ db: Database, _ audience: Audience, after cursor: String, limit: Int) throws
+    private static func nextRecipients(_ db: SQLConnection, _ audience: Audience, after cursor: String, limit: Int) throws
         -> (names: [String], cursor: String, exhausted: Bool) {
         let names: [String]
         switch audience {
@@ -277,7 +268,7 @@ public struct CampaignStore: Sendable {
             let slice = Array(listed[start..<min(start + limit, listed.count)])
             // Accounts removed since the campaign was made are skipped.
             let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(placeholders(slice.count)))",
-                                                   arguments: StatementArguments(slice)))
+                                                   arguments: SQLArguments(slice)))
             return (slice.filter(existing.contains), slice.last ?? cursor, start + slice.count >= listed.count)
         case .tags:
             names = try String.fetchAll(db, sql: """
@@ -289,20 +280,19 @@ public struct CampaignStore: Sendable {
     }
 
     /// The device targets of each named user: every device, or those matching the tag expression.
-    private static func devices(_ db: Database, of names: [String], audience: Audience) throws -> [String: [PushTarget]] {
+    private static func devices(_ db: SQLConnection, of names: [String], audience: Audience) throws -> [String: [PushTarget]] {
         guard let first = names.first, let last = names.last else { return [:] }
         let wanted = Set(names)
         var devices: [String: [PushTarget]] = [:]
-        let rows = try Row.fetchCursor(db, sql: """
+        try db.forEach(sql: """
             SELECT id, username, handle, tags FROM registrations
             WHERE username BETWEEN ? AND ? AND handle IS NOT NULL ORDER BY username, createdAt
-            """, arguments: [first, last])
-        while let row = try rows.next() {
+            """, arguments: [first, last]) { row in
             let name: String = row["username"]
-            guard wanted.contains(name) else { continue }
+            guard wanted.contains(name) else { return }
             if case .tags(let expression) = audience {
                 let tags = RegistrationStore.decodeTags(row["tags"])
-                guard expression.matches(tags) else { continue }
+                guard expression.matches(tags) else { return }
             }
             devices[name, default: []].append(PushTarget(registration: row["id"], target: row["handle"]))
         }
@@ -312,7 +302,7 @@ public struct CampaignStore: Sendable {
     /// Campaign `id` with its counts, or nil.
     public func progress(_ id: Int64) async throws -> CampaignProgress? {
         try await database.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
             return try Self.progress(db, campaign: try Self.campaign(row))
         }
     }
@@ -320,14 +310,14 @@ public struct CampaignStore: Sendable {
     /// The newest campaigns with their counts, newest first.
     public func list(limit: Int = 50, before: Int64? = nil) async throws -> [CampaignProgress] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM campaigns WHERE id < ? ORDER BY id DESC LIMIT ?", arguments: [before ?? Int64.max, limit])
+            try SQLRow.fetchAll(db, sql: "SELECT * FROM campaigns WHERE id < ? ORDER BY id DESC LIMIT ?", arguments: [before ?? Int64.max, limit])
                 .map { try Self.progress(db, campaign: try Self.campaign($0)) }
         }
     }
 
-    private static func progress(_ db: Database, campaign: Campaign) throws -> CampaignProgress {
+    private static func progress(_ db: SQLConnection, campaign: Campaign) throws -> CampaignProgress {
         var counts: [String: Int] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM deliveries WHERE campaignId = ? GROUP BY state", arguments: [campaign.id]) {
+        for row in try SQLRow.fetchAll(db, sql: "SELECT state, count(*) AS n FROM deliveries WHERE campaignId = ? GROUP BY state", arguments: [campaign.id]) {
             counts[row["state"]] = row["n"]
         }
         let fetched = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE campaignId = ? AND read = 1", arguments: [campaign.id]) ?? 0
@@ -335,7 +325,7 @@ public struct CampaignStore: Sendable {
                                 fetched: fetched)
     }
 
-    private static func campaign(_ row: Row) throws -> Campaign {
+    private static func campaign(_ row: SQLRow) throws -> Campaign {
         guard let payload = MediaID(row["payload"] as String) else { throw CoreError(.notFound, "campaign payload unreadable") }
         return Campaign(id: row["id"], audience: try Audience(stored: row["audience"]), message: row["message"], title: row["title"],
                         richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .alert,

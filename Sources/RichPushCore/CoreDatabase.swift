@@ -1,14 +1,12 @@
-import GRDB
+import SQLEngine
 import MediaStore
 
 /// The whole schema of a RichPush data directory: media tables plus users, registrations,
 /// notifications and their push deliveries (the outbox).
 public enum CoreDatabase {
-    /// A migrator with every table, media first.
-    public static func migrator() -> DatabaseMigrator {
-        var migrator = StoreDatabase.mediaMigrator()
-        migrator.registerMigration("core-v1") { db in
-            try db.execute(sql: """
+    /// Every table's migrations, media first.
+    public static let migrations: [SQLMigration] = StoreDatabase.mediaMigrations + [
+        SQLMigration("core-v1", sqlite: """
                 CREATE TABLE users (
                     name         TEXT PRIMARY KEY NOT NULL,
                     passwordHash TEXT NOT NULL,
@@ -57,13 +55,9 @@ public enum CoreDatabase {
                 );
                 CREATE INDEX deliveries_due ON deliveries(state, nextAttemptAt);
                 CREATE INDEX deliveries_notification ON deliveries(notificationId);
-                """)
-        }
-        migrator.registerMigration("core-v2-leases") { db in
-            try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN leasedBy INTEGER")
-        }
-        migrator.registerMigration("core-v3-campaigns") { db in
-            try db.execute(sql: """
+                """),
+        SQLMigration("core-v2-leases", sqlite: "ALTER TABLE deliveries ADD COLUMN leasedBy INTEGER"),
+        SQLMigration("core-v3-campaigns", sqlite: """
                 ALTER TABLE users ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
                 INSERT INTO meta (key, value) VALUES ('sessionsEpoch', 0);
                 CREATE TABLE settings (
@@ -99,17 +93,13 @@ public enum CoreDatabase {
                 CREATE INDEX notifications_campaign ON notifications(campaignId, read) WHERE campaignId IS NOT NULL;
                 ALTER TABLE deliveries ADD COLUMN campaignId INTEGER;
                 CREATE INDEX deliveries_campaign ON deliveries(campaignId, state) WHERE campaignId IS NOT NULL;
-                """)
-        }
-        migrator.registerMigration("core-v4-lease-tags") { db in
-            // A lease names its holder by a random tag as well as a pid: in a container every
-            // start is pid 1, and a pid alone cannot tell this process from the one before.
-            try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN leaseTag INTEGER")
-        }
-        migrator.registerMigration("core-v5-mirror-deletions") { db in
-            // Every deleted registration, whoever deleted it (users rm in another process, a 410,
-            // a device moving its token), so that `serve` can remove its hub installation too.
-            try db.execute(sql: """
+                """),
+        // A lease names its holder by a random tag as well as a pid: in a container every
+        // start is pid 1, and a pid alone cannot tell this process from the one before.
+        SQLMigration("core-v4-lease-tags", sqlite: "ALTER TABLE deliveries ADD COLUMN leaseTag INTEGER"),
+        // Every deleted registration, whoever deleted it (users rm in another process, a 410,
+        // a device moving its token), so that `serve` can remove its hub installation too.
+        SQLMigration("core-v5-mirror-deletions", sqlite: """
                 CREATE TABLE mirror_deletions (
                     registrationId TEXT PRIMARY KEY NOT NULL,
                     createdAt      REAL NOT NULL
@@ -118,14 +108,25 @@ public enum CoreDatabase {
                     INSERT OR REPLACE INTO mirror_deletions (registrationId, createdAt)
                     VALUES (old.id, (julianday('now') - 2440587.5) * 86400.0);
                 END;
-                """)
-        }
-        return migrator
-    }
+                """, postgres: """
+                CREATE TABLE mirror_deletions (
+                    registrationId TEXT COLLATE "C" PRIMARY KEY NOT NULL,
+                    createdAt      DOUBLE PRECISION NOT NULL
+                );
+                CREATE FUNCTION registrations_mirror_deletions() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    INSERT INTO mirror_deletions (registrationId, createdAt) VALUES (OLD.id, extract(epoch FROM clock_timestamp()))
+                    ON CONFLICT (registrationId) DO UPDATE SET createdAt = excluded.createdAt;
+                    RETURN OLD;
+                END $$;
+                CREATE TRIGGER registrations_mirror_deletions AFTER DELETE ON registrations
+                    FOR EACH ROW EXECUTE FUNCTION registrations_mirror_deletions();
+                """),
+    ]
 
-    /// Opens a data directory with the whole schema.
-    static func open(_ directory: DataDirectory) throws -> DatabasePool {
-        try StoreDatabase.open(directory, migrator: migrator())
+    /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).
+    static func open(_ directory: DataDirectory, postgres: String? = nil) throws -> SQLDatabase {
+        try StoreDatabase.open(directory, migrations: migrations, postgres: postgres)
     }
 }
 
@@ -133,10 +134,10 @@ public enum CoreDatabase {
 /// announces, so that `richpush send` signs payload URLs devices can reach).
 public struct SettingsStore: Sendable {
     /// The database.
-    let database: DatabasePool
+    let database: SQLDatabase
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool) {
+    init(database: SQLDatabase) {
         self.database = database
     }
 
@@ -146,6 +147,13 @@ public struct SettingsStore: Sendable {
     /// The value of `key`, or nil.
     public func value(_ key: String) async throws -> String? {
         try await database.read { db in try String.fetchOne(db, sql: "SELECT value FROM settings WHERE key = ?", arguments: [key]) }
+    }
+
+    /// Sets `key` unless it has a value already.
+    public func setIfMissing(_ key: String, _ value: String) async throws {
+        try await database.write { db in
+            try db.execute(sql: "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", arguments: [key, value])
+        }
     }
 
     /// Sets `key`.

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import MediaStore
 
 /// Everything RichPush keeps, opened once from the flags: the media store and one store per
@@ -22,7 +22,7 @@ public final class DataStore: Sendable {
     public let outbox: OutboxStore
     /// Small named values shared by the processes on one store.
     public let settings: SettingsStore
-    let database: DatabasePool
+    let database: SQLDatabase
     let directory: DataDirectory
 
     /// Opens (creating when needed) the data directory at `path` with the whole schema migrated.
@@ -32,16 +32,21 @@ public final class DataStore: Sendable {
     public static func open(path: String, database: String? = nil, blobs: String? = nil, limits: MediaLimits = .default,
                             environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DataStore {
         var databasePath: String?
-        if let database, case .sqlite(let file) = try DatabaseLocation(database) { databasePath = file }
+        var postgres: String?
+        switch try database.map(DatabaseLocation.init) {
+        case .sqlite(let file): databasePath = file
+        case .postgres(let url): postgres = url
+        case nil: break
+        }
         let directory = DataDirectory(path: path, databasePath: databasePath)
         var bucket: S3Client?
         if let blobs, case .s3(let location) = try BlobsLocation(blobs, dataPath: path) {
             bucket = S3Client(location: location, credentials: try S3Credentials.fromEnvironment(environment))
         }
-        return DataStore(directory: directory, database: try CoreDatabase.open(directory), limits: limits, bucket: bucket)
+        return DataStore(directory: directory, database: try CoreDatabase.open(directory, postgres: postgres), limits: limits, bucket: bucket)
     }
 
-    init(directory: DataDirectory, database: DatabasePool, limits: MediaLimits, bucket: S3Client? = nil) {
+    init(directory: DataDirectory, database: SQLDatabase, limits: MediaLimits, bucket: S3Client? = nil) {
         self.directory = directory
         self.database = database
         self.media = MediaStore(directory: directory, database: database, limits: limits, bucket: bucket)
@@ -68,13 +73,29 @@ public final class DataStore: Sendable {
         CampaignStore(database: database, links: links, defaultImage: defaultImage)
     }
 
-    /// The key payload URLs are signed with: `RICHPUSH_PAYLOAD_KEY` when set, else the store's own.
-    public func payloadKey(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PayloadKey {
-        try PayloadKey.configured(directory: directory, environment: environment)
+    /// The key payload URLs are signed with: `RICHPUSH_PAYLOAD_KEY` when set, else the store's
+    /// own (a file in the data directory, or a setting in PostgreSQL shared by every node).
+    public func payloadKey(environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> PayloadKey {
+        if database.dialect == .postgres, (environment["RICHPUSH_PAYLOAD_KEY"] ?? "").isEmpty {
+            return try await PayloadKey(settings: settings)
+        }
+        return try PayloadKey.configured(directory: directory, environment: environment)
     }
 
     /// Replaces the store's payload key: every payload URL signed before stops working.
-    public func rotatePayloadKey() throws {
+    /// Returns where it is kept.
+    @discardableResult
+    public func rotatePayloadKey() async throws -> String {
+        if database.dialect == .postgres {
+            try await PayloadKey.rotate(settings: settings)
+            return "the database's settings"
+        }
         try PayloadKey.rotate(directory: directory)
+        return PayloadKey.path(directory)
+    }
+
+    /// Closes database connections.
+    public func close() {
+        database.shutdown()
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 
 /// One push target of a notification, as the outbox records it.
 public struct Delivery: Sendable, Equatable {
@@ -29,10 +29,10 @@ public struct Delivery: Sendable, Equatable {
 /// Reads the outbox.
 public struct DeliveryStore: Sendable {
     /// The database.
-    let database: DatabasePool
+    let database: SQLDatabase
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool) {
+    init(database: SQLDatabase) {
         self.database = database
     }
 
@@ -40,9 +40,9 @@ public struct DeliveryStore: Sendable {
     public func list(notification: Int64? = nil, recent: Int = 20) async throws -> [Delivery] {
         try await database.read { db in
             if let notification {
-                return try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notificationId = ? ORDER BY id", arguments: [notification]).map(Self.delivery)
+                return try SQLRow.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notificationId = ? ORDER BY id", arguments: [notification]).map(Self.delivery)
             }
-            return try Row.fetchAll(db, sql: """
+            return try SQLRow.fetchAll(db, sql: """
                 SELECT * FROM deliveries WHERE notificationId IN
                     (SELECT id FROM notifications ORDER BY id DESC LIMIT ?)
                 ORDER BY notificationId DESC, id
@@ -54,13 +54,13 @@ public struct DeliveryStore: Sendable {
     /// (page through a large campaign without holding it in memory).
     public func list(campaign: Int64, after: Int64 = 0, limit: Int = 1000) async throws -> [Delivery] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE campaignId = ? AND id > ? ORDER BY id LIMIT ?",
+            try SQLRow.fetchAll(db, sql: "SELECT * FROM deliveries WHERE campaignId = ? AND id > ? ORDER BY id LIMIT ?",
                              arguments: [campaign, after, limit]).map(Self.delivery)
         }
     }
 
     /// Maps a row of `deliveries`.
-    public static func delivery(_ row: Row) -> Delivery {
+    public static func delivery(_ row: SQLRow) -> Delivery {
         Delivery(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
                  state: Delivery.State(rawValue: row["state"]) ?? .pending, attempts: row["attempts"], reason: row["reason"],
                  pushId: row["pushId"], nextAttemptAt: Date(timeIntervalSince1970: row["nextAttemptAt"]),

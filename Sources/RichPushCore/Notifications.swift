@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import MediaStore
 
 /// A rich notification: a message shown first, and a payload (an image) fetched on demand.
@@ -102,7 +102,7 @@ struct NotificationWriter {
     let now: Date
 
     /// Checks the shared fields and resolves the payload (422 when unknown).
-    init(_ db: Database, draft: NotificationDraft, defaultImage: String, links: PayloadLinks?, campaignId: Int64? = nil, now: Date) throws {
+    init(_ db: SQLConnection, draft: NotificationDraft, defaultImage: String, links: PayloadLinks?, campaignId: Int64? = nil, now: Date) throws {
         message = draft.message ?? NotificationDraft.defaultMessage
         richType = draft.richType ?? NotificationDraft.defaultRichType
         title = draft.title.flatMap { $0.isEmpty ? nil : $0 }
@@ -128,13 +128,13 @@ struct NotificationWriter {
 
     /// Inserts `recipient`'s notification with its push and one pending delivery per target.
     /// Throws 422 when the push would exceed APNs' 4096 bytes.
-    func insert(_ db: Database, recipient: String, targets: [PushTarget]) throws -> CreatedNotification {
+    func insert(_ db: SQLConnection, recipient: String, targets: [PushTarget]) throws -> CreatedNotification {
         let time = now.timeIntervalSince1970
-        try db.cachedStatement(sql: """
+        let inserted = try db.fetchOne(sql: """
             INSERT INTO notifications (recipient, message, title, richType, payload, mode, campaignId, push, createdAt)
-            VALUES (?, ?, ?, ?, ?, ?, ?, x'', ?)
-            """).execute(arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, time])
-        let id = db.lastInsertedRowID
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+            """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), time])
+        let id: Int64 = inserted!["id"]
         let richUrl = links?.url(notification: id, payload: media.id, now: now)
         let push: Data = switch mode {
         case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
@@ -143,13 +143,12 @@ struct NotificationWriter {
         guard push.count <= SilentPush.maxBytes else {
             throw CoreError(.unprocessable, "the push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
         }
-        try db.cachedStatement(sql: "UPDATE notifications SET push = ? WHERE id = ?").execute(arguments: [push, id])
-        let insertDelivery = try db.cachedStatement(sql: """
-            INSERT INTO deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)
-            VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)
-            """)
+        try db.execute(cached: "UPDATE notifications SET push = ? WHERE id = ?", arguments: [push, id])
         for target in targets {
-            try insertDelivery.execute(arguments: [id, campaignId, target.registration, target.target, UUID().uuidString, time, time, time])
+            try db.execute(cached: """
+                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)
+                VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                """, arguments: [id, campaignId, target.registration, target.target, UUID().uuidString, time, time, time])
         }
         let notification = RichNotification(id: id, recipient: recipient, message: message, title: title, richType: richType,
                                             payload: media.id, mode: mode, campaignId: campaignId, read: false, createdAt: now)
@@ -160,12 +159,12 @@ struct NotificationWriter {
 /// Rich notifications and their outbox.
 public struct NotificationStore: Sendable {
     /// The database.
-    let database: DatabasePool
+    let database: SQLDatabase
     /// Signs payload URLs; nil where no key is available (then only silent pushes can be made).
     public let links: PayloadLinks?
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool, links: PayloadLinks? = nil) {
+    init(database: SQLDatabase, links: PayloadLinks? = nil) {
         self.database = database
         self.links = links
     }
@@ -177,31 +176,26 @@ public struct NotificationStore: Sendable {
     public func create(for recipient: String, draft: NotificationDraft, defaultImage: String,
                        addressing: DeliveryAddressing = .perDevice, now: Date = Date()) async throws -> CreatedNotification {
         let links = self.links
-        return try await database.writeWithoutTransaction { db in
-            var created: CreatedNotification?
-            try db.inTransaction(.immediate) {
-                let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, now: now)
-                let targets: [PushTarget] = switch addressing {
-                case .perDevice:
-                    try RegistrationStore.registrations(db, username: recipient).compactMap { r in
-                        r.handle.map { PushTarget(registration: r.id, target: $0) }
-                    }
-                case .perUserTag:
-                    [PushTarget(registration: nil, target: "username:\(recipient)")]
+        return try await database.write { db in
+            let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, now: now)
+            let targets: [PushTarget] = switch addressing {
+            case .perDevice:
+                try RegistrationStore.registrations(db, username: recipient).compactMap { r in
+                    r.handle.map { PushTarget(registration: r.id, target: $0) }
                 }
-                let made = try writer.insert(db, recipient: recipient, targets: targets)
-                try MediaIndex.addReference(db, id: writer.media.id, owner: "notification:\(made.notification.id)", now: now)
-                created = made
-                return .commit
+            case .perUserTag:
+                [PushTarget(registration: nil, target: "username:\(recipient)")]
             }
-            return created!
+            let made = try writer.insert(db, recipient: recipient, targets: targets)
+            try MediaIndex.addReference(db, id: writer.media.id, owner: "notification:\(made.notification.id)", now: now)
+            return made
         }
     }
 
     /// `recipient`'s notifications, newest first.
     public func list(for recipient: String, limit: Int = 100, before: Int64? = nil) async throws -> [RichNotification] {
         try await database.read { db in
-            try Row.fetchAll(
+            try SQLRow.fetchAll(
                 db,
                 sql: "SELECT * FROM notifications WHERE recipient = ? AND id < ? ORDER BY id DESC LIMIT ?",
                 arguments: [recipient, before ?? Int64.max, limit]
@@ -212,7 +206,7 @@ public struct NotificationStore: Sendable {
     /// Notification `id` when `recipient` is its recipient; nil otherwise (the caller answers 404 either way).
     public func find(id: Int64, for recipient: String) async throws -> RichNotification? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ? AND recipient = ?", arguments: [id, recipient])
+            try SQLRow.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ? AND recipient = ?", arguments: [id, recipient])
                 .flatMap(Self.notification)
         }
     }
@@ -223,11 +217,11 @@ public struct NotificationStore: Sendable {
     public func indexEntries(after: Int64?, limit: Int) async throws -> [(notification: QueuedNotification, read: Bool)] {
         try await database.read { db in
             let rows = if let after {
-                try Row.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications WHERE id > ? ORDER BY id LIMIT ?",
+                try SQLRow.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications WHERE id > ? ORDER BY id LIMIT ?",
                                  arguments: [after, limit])
             } else {
-                try Row.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications ORDER BY id DESC LIMIT ?",
-                                 arguments: [limit]).reversed() as [Row]
+                try SQLRow.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications ORDER BY id DESC LIMIT ?",
+                                 arguments: [limit]).reversed() as [SQLRow]
             }
             return rows.compactMap { row in
                 MediaID(row["payload"] as String).map { (QueuedNotification(id: row["id"], recipient: row["recipient"], payload: $0), row["read"]) }
@@ -237,12 +231,13 @@ public struct NotificationStore: Sendable {
 
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
         try await database.write { db in
-            let statement = try db.cachedStatement(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0")
-            for id in ids { try statement.execute(arguments: [now.timeIntervalSince1970, id]) }
+            for id in ids {
+                try db.execute(cached: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0", arguments: [now.timeIntervalSince1970, id])
+            }
         }
     }
 
-    static func notification(_ row: Row) -> RichNotification? {
+    static func notification(_ row: SQLRow) -> RichNotification? {
         guard let payload = MediaID(row["payload"] as String) else { return nil }
         return RichNotification(id: row["id"], recipient: row["recipient"], message: row["message"], title: row["title"],
                                 richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .silent,

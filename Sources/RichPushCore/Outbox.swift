@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 
 /// One push to make, as the outbox hands it to a provider.
 public struct DeliveryJob: Sendable {
@@ -62,10 +62,10 @@ public enum OutboxResult: Sendable, Equatable {
 /// The outbox (`deliveries`): claims due pushes under a lease, renews and takes back leases, and
 /// records outcomes. The only writer of delivery state; `DeliveryStore` reads it.
 public struct OutboxStore: Sendable {
-    private let database: DatabasePool
+    private let database: SQLDatabase
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool) {
+    init(database: SQLDatabase) {
         self.database = database
     }
 
@@ -74,7 +74,7 @@ public struct OutboxStore: Sendable {
     public func claim(limit: Int, lease: Double, holder: OutboxHolder) async throws -> [DeliveryJob] {
         let now = Date().timeIntervalSince1970
         return try await database.write { db in
-            let rows = try Row.fetchAll(db, sql: """
+            let rows = try SQLRow.fetchAll(db, sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.pushId, d.attempts, n.push, n.mode, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
@@ -86,9 +86,9 @@ public struct OutboxStore: Sendable {
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
             }
-            let takeLease = try db.cachedStatement(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id = ?")
             for job in jobs {
-                try takeLease.execute(arguments: [now + lease, holder.pid, holder.tag, job.id])
+                try db.execute(cached: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id = ?",
+                               arguments: [now + lease, holder.pid, holder.tag, job.id])
             }
             return jobs
         }
@@ -137,17 +137,17 @@ public struct OutboxStore: Sendable {
         }
     }
 
-    private static func record(_ db: Database, _ job: DeliveryJob, _ result: OutboxResult, holder: OutboxHolder, now: Double) throws -> String {
+    private static func record(_ db: SQLConnection, _ job: DeliveryJob, _ result: OutboxResult, holder: OutboxHolder, now: Double) throws -> String {
         let attempts = job.attempts + 1
         let held = "AND leaseTag = ? AND state = 'pending'"
         switch result {
         case .sent:
-            try db.cachedStatement(sql: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)")
-                .execute(arguments: [attempts, now, job.id, holder.tag])
+            try db.execute(cached: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
+                           arguments: [attempts, now, job.id, holder.tag])
             return db.changesCount > 0 ? "sent" : "lease_lost"
         case .failed(let reason, let prune, let deadSince):
-            try db.cachedStatement(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)")
-                .execute(arguments: [attempts, reason, now, job.id, holder.tag])
+            try db.execute(cached: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
+                           arguments: [attempts, reason, now, job.id, holder.tag])
             guard db.changesCount > 0 else { return "lease_lost" }
             // 410 only prunes a registration that has not been renewed since Apple saw the token die,
             // and that nobody changed since this push was claimed (a device may have registered again meanwhile).

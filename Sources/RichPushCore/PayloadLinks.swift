@@ -18,6 +18,7 @@ public final class PayloadKey: Sendable {
         var stamp: [Int]?
     }
     private let path: String?
+    private let settings: SettingsStore?
     private let loaded: NIOLockedValueBox<Loaded>
 
     /// A fixed key (from the environment): at least 32 bytes of text.
@@ -26,13 +27,24 @@ public final class PayloadKey: Sendable {
             throw CoreError(.invalid, "RICHPUSH_PAYLOAD_KEY must be at least 32 characters (e.g. `openssl rand -hex 32`)")
         }
         path = nil
+        settings = nil
         loaded = NIOLockedValueBox(Loaded(key: SymmetricKey(data: SHA256.hash(data: Data(secret.utf8))), stamp: nil))
+    }
+
+    /// The key kept in the database's settings (`payloadKey`), created when missing: every
+    /// node on a shared database signs with the same key.
+    public init(settings: SettingsStore) async throws {
+        self.path = nil
+        self.settings = settings
+        try await settings.setIfMissing(Self.settingsKey, Self.newKeyHex())
+        loaded = NIOLockedValueBox(try await Self.read(settings))
     }
 
     /// The key file of `directory`, created when missing.
     public init(directory: DataDirectory) throws {
         let path = Self.path(directory)
         self.path = path
+        self.settings = nil
         try Self.createIfMissing(path)
         loaded = NIOLockedValueBox(try Self.read(path))
     }
@@ -48,7 +60,15 @@ public final class PayloadKey: Sendable {
 
     /// Re-reads the key file when it was replaced; returns whether the key changed.
     @discardableResult
-    public func reloadIfChanged() throws -> Bool {
+    public func reloadIfChanged() async throws -> Bool {
+        if let settings {
+            let fresh = try await Self.read(settings)
+            return loaded.withLockedValue { loaded in
+                guard loaded.stamp != fresh.stamp else { return false }
+                loaded = fresh
+                return true
+            }
+        }
         guard let path else { return false }
         let stamp = Self.stamp(path)
         guard stamp != loaded.withLockedValue({ $0.stamp }) else { return false }
@@ -65,6 +85,26 @@ public final class PayloadKey: Sendable {
         try writeNewKey(tmp)
         guard Glibc.rename(tmp, path) == 0 else { throw CoreError(.invalid, "cannot replace \(path): \(String(cString: strerror(errno)))") }
         syncDirectory(directory.root.path)
+    }
+
+    /// Replaces the database's key with a new random key: every URL signed before stops working.
+    public static func rotate(settings: SettingsStore) async throws {
+        try await settings.set(settingsKey, newKeyHex())
+    }
+
+    static let settingsKey = "payloadKey"
+
+    private static func read(_ settings: SettingsStore) async throws -> Loaded {
+        guard let hex = try await settings.value(settingsKey), hex.count == 64, let bytes = hexBytes(hex) else {
+            throw CoreError(.invalid, "the database's payload key is missing or malformed; `richpush keys rotate` writes a new one")
+        }
+        // The stamp tells one key from another without keeping it twice.
+        return Loaded(key: SymmetricKey(data: bytes), stamp: Array(SHA256.hash(data: bytes)).prefix(8).map(Int.init))
+    }
+
+    private static func newKeyHex() -> String {
+        var random = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &random)) }.joined()
     }
 
     static func path(_ directory: DataDirectory) -> String { directory.root.appendingPathComponent("payload.key").path }
@@ -84,8 +124,7 @@ public final class PayloadKey: Sendable {
     }
 
     private static func writeNewKey(_ path: String) throws {
-        var random = SystemRandomNumberGenerator()
-        let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &random)) }.joined() + "\n"
+        let hex = newKeyHex() + "\n"
         unlink(path)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CoreError(.invalid, "cannot create \(path): \(String(cString: strerror(errno)))") }

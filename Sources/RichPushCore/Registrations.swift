@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GRDB
+import SQLEngine
 
 /// A device registration: one device of one user, reachable through a push service.
 public struct Registration: Sendable, Equatable, Codable {
@@ -40,10 +40,10 @@ public struct DeviceRegistration: Sendable, Equatable {
 /// Device registrations, owned by users.
 public struct RegistrationStore: Sendable {
     /// The database.
-    let database: DatabasePool
+    let database: SQLDatabase
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool) {
+    init(database: SQLDatabase) {
         self.database = database
     }
 
@@ -105,12 +105,12 @@ public struct RegistrationStore: Sendable {
         let encodedTags = Self.encodeTags(tags)
         let finalTags = tags
         return try await database.write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM registrations WHERE id = ? AND username = ?", arguments: [id, username]) else {
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM registrations WHERE id = ? AND username = ?", arguments: [id, username]) else {
                 throw CoreError(.gone, "registration \(id) does not exist or has expired; POST /api/register for a new id")
             }
             // The token may be registered elsewhere: the caller's own other registration gives it up;
             // another account's only when the device proves it held that registration.
-            for other in try Row.fetchAll(db, sql: "SELECT id, username FROM registrations WHERE handle = ? AND platform = ? AND id != ?",
+            for other in try SQLRow.fetchAll(db, sql: "SELECT id, username FROM registrations WHERE handle = ? AND platform = ? AND id != ?",
                                           arguments: [handle, "apns", id]) {
                 let otherID: String = other["id"], owner: String = other["username"]
                 guard owner == username || device.replaces == otherID else {
@@ -135,13 +135,13 @@ public struct RegistrationStore: Sendable {
     }
 
     /// Deletes every registration of `username`, inside the caller's transaction (removing a user).
-    static func deleteAll(_ db: Database, username: String) throws {
+    static func deleteAll(_ db: SQLConnection, username: String) throws {
         try db.execute(sql: "DELETE FROM registrations WHERE username = ?", arguments: [username])
     }
 
     /// Deletes registration `id` if it is still the version last changed at `updatedAt`, inside
     /// the caller's transaction (the outbox pruning a device Apple called dead). Whether it did.
-    static func prune(_ db: Database, id: String, ifUpdatedAt updatedAt: Date) throws -> Bool {
+    static func prune(_ db: SQLConnection, id: String, ifUpdatedAt updatedAt: Date) throws -> Bool {
         try db.execute(sql: "DELETE FROM registrations WHERE id = ? AND updatedAt = ?", arguments: [id, updatedAt.timeIntervalSince1970])
         return db.changesCount > 0
     }
@@ -152,15 +152,15 @@ public struct RegistrationStore: Sendable {
     }
 
     /// The registrations a push to `username:<username>` reaches (those with a handle).
-    public static func registrations(_ db: Database, username: String) throws -> [Registration] {
-        try Row.fetchAll(db, sql: "SELECT * FROM registrations WHERE username = ? ORDER BY createdAt", arguments: [username]).map(registration)
+    public static func registrations(_ db: SQLConnection, username: String) throws -> [Registration] {
+        try SQLRow.fetchAll(db, sql: "SELECT * FROM registrations WHERE username = ? ORDER BY createdAt", arguments: [username]).map(registration)
     }
 
     static func decodeTags(_ json: String) -> [String] {
         (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
     }
 
-    static func registration(_ row: Row) -> Registration {
+    static func registration(_ row: SQLRow) -> Registration {
         let tags = decodeTags(row["tags"])
         return Registration(id: row["id"], username: row["username"], platform: row["platform"], handle: row["handle"], tags: tags,
                             createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GRDB
+import SQLEngine
 
 /// A device session: a bearer token that stands for a user's password until it expires or is
 /// revoked (SPEC §9).
@@ -30,10 +30,10 @@ public struct SessionOwner: Sendable, Equatable {
 /// indexed lookup, not a bcrypt.
 public struct SessionStore: Sendable {
     /// The database.
-    let database: DatabasePool
+    let database: SQLDatabase
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool) {
+    init(database: SQLDatabase) {
         self.database = database
     }
 
@@ -55,7 +55,7 @@ public struct SessionStore: Sendable {
     public func owner(of token: String, now: Date = Date()) async throws -> SessionOwner? {
         guard token.hasPrefix("rps_"), token.utf8.count < 100 else { return nil }
         return try await database.read { db in
-            try Row.fetchOne(db, sql: """
+            try SQLRow.fetchOne(db, sql: """
                 SELECT s.username, s.expiresAt, u.admin FROM sessions s JOIN users u ON u.name = s.username
                 WHERE s.tokenHash = ? AND s.expiresAt > ?
                 """, arguments: [Self.hash(token), now.timeIntervalSince1970]).map {
@@ -67,7 +67,7 @@ public struct SessionStore: Sendable {
     /// The newest valid sessions, at most `limit`: the hash of each token and its owner.
     public func active(limit: Int, now: Date = Date()) async throws -> [(tokenHash: Data, owner: SessionOwner)] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: """
+            try SQLRow.fetchAll(db, sql: """
                 SELECT s.tokenHash, s.username, s.expiresAt, u.admin FROM sessions s JOIN users u ON u.name = s.username
                 WHERE s.expiresAt > ? ORDER BY s.createdAt DESC LIMIT ?
                 """, arguments: [now.timeIntervalSince1970, limit]).map {
@@ -88,7 +88,7 @@ public struct SessionStore: Sendable {
     }
 
     /// Revokes every session of `username` inside the caller's transaction.
-    static func revokeAll(_ db: Database, username: String) throws {
+    static func revokeAll(_ db: SQLConnection, username: String) throws {
         try db.execute(sql: "DELETE FROM sessions WHERE username = ?", arguments: [username])
         try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
     }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import HummingbirdBcrypt
 
 /// An account that may call the API.
@@ -27,12 +27,12 @@ public struct StoredCredentials: Sendable, Equatable {
 /// credentials it has cached.
 public struct UserStore: Sendable {
     /// The database.
-    let database: DatabasePool
+    let database: SQLDatabase
     /// bcrypt cost for new hashes.
     public let cost: UInt8
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: DatabasePool, cost: UInt8 = 12) {
+    init(database: SQLDatabase, cost: UInt8 = 12) {
         self.database = database
         self.cost = cost
     }
@@ -88,7 +88,7 @@ public struct UserStore: Sendable {
     }
 
     /// Inserts an account; false when the name is taken.
-    private static func insert(_ db: Database, name: String, hash: String, admin: Bool, now: Date) throws -> Bool {
+    private static func insert(_ db: SQLConnection, name: String, hash: String, admin: Bool, now: Date) throws -> Bool {
         try db.execute(sql: "INSERT INTO users (name, passwordHash, admin, createdAt) VALUES (?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
                        arguments: [name, hash, admin, now.timeIntervalSince1970])
         return db.changesCount > 0
@@ -134,7 +134,7 @@ public struct UserStore: Sendable {
     /// Every user, by name.
     public func list() async throws -> [User] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT name, admin, createdAt FROM users ORDER BY name").map {
+            try SQLRow.fetchAll(db, sql: "SELECT name, admin, createdAt FROM users ORDER BY name").map {
                 User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]))
             }
         }
@@ -172,7 +172,7 @@ public struct UserStore: Sendable {
     /// The stored hash and role of `name`, or nil.
     public func credentials(of name: String) async throws -> StoredCredentials? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT passwordHash, admin FROM users WHERE name = ?", arguments: [name]).map {
+            try SQLRow.fetchOne(db, sql: "SELECT passwordHash, admin FROM users WHERE name = ?", arguments: [name]).map {
                 StoredCredentials(passwordHash: $0["passwordHash"], admin: $0["admin"])
             }
         }
@@ -188,7 +188,7 @@ public struct UserStore: Sendable {
     /// whenever any session is revoked (`sessions`).
     public func epochs() async throws -> (users: Int, sessions: Int) {
         try await database.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM meta WHERE key IN ('usersEpoch', 'sessionsEpoch')")
+            let rows = try SQLRow.fetchAll(db, sql: "SELECT key, value FROM meta WHERE key IN ('usersEpoch', 'sessionsEpoch')")
             let values = Dictionary(uniqueKeysWithValues: rows.map { ($0["key"] as String, $0["value"] as Int) })
             return (values["usersEpoch"] ?? 0, values["sessionsEpoch"] ?? 0)
         }

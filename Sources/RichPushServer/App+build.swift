@@ -34,7 +34,7 @@ public func buildApplication(
     let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL,
                                       usersChanged: { payloadIndex.removeAll() })
     try await authenticator.start()
-    let payloadKey = try data.payloadKey()
+    let payloadKey = try await data.payloadKey()
     let publicURL = PublicURL(configuration)
     let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
     var campaigns = data.campaigns(links: links, defaultImage: configuration.defaultImage)

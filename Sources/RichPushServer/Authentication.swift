@@ -349,7 +349,7 @@ struct EpochWatcher: Service {
         for await _ in AsyncTimerSequence.repeating(every: interval).cancelOnGracefulShutdown() {
             do {
                 authenticator.observe(epochs: try await users.epochs())
-                try payloadKey?.reloadIfChanged()
+                _ = try await payloadKey?.reloadIfChanged()
             } catch {
                 logger.warning("cannot read the users epoch or the payload key", metadata: ["error": "\(error)"])
             }

@@ -28,7 +28,7 @@ struct DataOptions: ParsableArguments {
         valueName: "url"))
     var blobsFlag: String?
     @Option(name: .customLong("database"), help: ArgumentHelp(
-        "The database: sqlite:PATH (default sqlite:<data>/richpush.sqlite); PostgreSQL is not supported yet (env RICHPUSH_DATABASE).",
+        "The database: sqlite:PATH (default sqlite:<data>/richpush.sqlite) or postgres://USER:PASSWORD@HOST[:PORT]/DB[?sslmode=require&pool=N], shared by many nodes (env RICHPUSH_DATABASE).",
         valueName: "url"))
     var databaseFlag: String?
 

@@ -34,7 +34,7 @@ struct PayloadURLOptions: ParsableArguments {
         } else {
             base = try await data.settings.value(SettingsStore.publicURL) ?? "http://127.0.0.1:8080"
         }
-        return PayloadLinks(key: try data.payloadKey(), baseURL: base, lifetime: payloadUrlTtl)
+        return PayloadLinks(key: try await data.payloadKey(), baseURL: base, lifetime: payloadUrlTtl)
     }
 }
 
@@ -135,8 +135,9 @@ struct KeysCommand: AsyncParsableCommand {
             if Environment.string("RICHPUSH_PAYLOAD_KEY") != nil {
                 Console.error("warning: RICHPUSH_PAYLOAD_KEY is set; servers started with it keep using it, not the rotated file")
             }
-            try dataOptions.open().rotatePayloadKey()
-            print("rotated the payload key in \(dataOptions.data)/payload.key")
+            let data = try dataOptions.open()
+            defer { data.close() }
+            print("rotated the payload key in \(try await data.rotatePayloadKey())")
         }
     }
 }

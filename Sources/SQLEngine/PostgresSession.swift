@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PostgresNIO
+
+/// A PostgreSQL error, with the server's SQLSTATE and message (PostgresNIO's own description
+/// hides them).
+public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
+    /// The five-character SQLSTATE, when the server sent one.
+    public var sqlState: String?
+    /// What went wrong.
+    public var message: String
+
+    public var description: String { sqlState.map { "\(message) (SQLSTATE \($0))" } ?? message }
+
+    /// A unique or primary key constraint refused the row.
+    public var isUniqueViolation: Bool { sqlState == "23505" }
+    /// The transaction lost a race with another and may be run again.
+    var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
+
+    init(_ message: String, sqlState: String? = nil) {
+        self.message = message
+        self.sqlState = sqlState
+    }
+
+    init(_ error: any Error, sql: String? = nil) {
+        if let error = error as? SQLEngineError {
+            self = error
+        } else if let error = error as? PSQLError {
+            let state = error.serverInfo?[.sqlState]
+            var message = error.serverInfo?[.message] ?? "PostgreSQL: \(error.code)"
+            if let detail = error.serverInfo?[.detail] { message += ": \(detail)" }
+            if let sql, error.serverInfo != nil { message += " in: \(sql.prefix(200))" }
+            self.init(message, sqlState: state)
+        } else {
+            self.init("PostgreSQL: \(error)")
+        }
+    }
+}
+
+/// One pooled PostgreSQL connection used from a thread of the database's pool: every call
+/// blocks that thread until the server answers (never an event loop's thread).
+final class PostgresSession {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    init(connection: PostgresConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    /// Runs a statement; returns the rows it changed.
+    func execute(_ sql: String, _ values: [SQLValue]) throws -> Int {
+        let result = try run(sql, values)
+        return result.metadata.rows ?? 0
+    }
+
+    /// Runs a query and returns its rows.
+    func query(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
+        let result = try run(sql, values)
+        guard let first = result.rows.first else { return [] }
+        let columns = SQLColumns(first.makeRandomAccess().indices.map { first.makeRandomAccess()[$0].columnName })
+        return try result.rows.map { row in
+            let cells = row.makeRandomAccess()
+            return SQLRow(values: try cells.indices.map { try Self.value(of: cells[$0]) }, columns: columns)
+        }
+    }
+
+    /// Runs statements separated by semicolons, without arguments, one at a time (PostgresNIO
+    /// speaks only the extended protocol, which takes one statement per message).
+    func script(_ sql: String) throws {
+        for statement in Placeholders.statements(sql) {
+            _ = try execute(statement, [])
+        }
+    }
+
+    private func run(_ sql: String, _ values: [SQLValue]) throws -> PostgresQueryResult {
+        var binds = PostgresBindings(capacity: values.count)
+        for value in values {
+            switch value {
+            case .null: binds.appendNull()
+            case .integer(let value): binds.append(value)
+            case .real(let value): binds.append(value)
+            case .text(let value): binds.append(value)
+            case .blob(let value): binds.append(ByteBuffer(bytes: value))
+            }
+        }
+        let translated = Placeholders.numbered(sql)
+        do {
+            return try connection.query(PostgresQuery(unsafeSQL: translated, binds: binds), logger: logger).wait()
+        } catch {
+            throw SQLEngineError(error, sql: sql)
+        }
+    }
+
+    private static func value(of cell: PostgresCell) throws -> SQLValue {
+        guard cell.bytes != nil else { return .null }
+        switch cell.dataType {
+        case .int2, .int4, .int8, .oid: return .integer(try cell.decode(Int64.self))
+        case .float4, .float8: return .real(try cell.decode(Double.self))
+        case .bool: return .integer(try cell.decode(Bool.self) ? 1 : 0)
+        case .bytea:
+            var buffer = cell.bytes!
+            return .blob(Data(buffer.readBytes(length: buffer.readableBytes) ?? []))
+        case .numeric:
+            let decimal = try cell.decode(Decimal.self)
+            let double = NSDecimalNumber(decimal: decimal).doubleValue
+            if let integer = Int64(exactly: double) { return .integer(integer) }
+            return .real(double)
+        default: return .text(try cell.decode(String.self))
+        }
+    }
+}
+
+/// Rewrites SQLite's `?` placeholders as PostgreSQL's `$1, $2, …`, leaving quoted strings,
+/// quoted names and comments alone. Results are remembered per statement text.
+enum Placeholders {
+    private static let cache = NIOLockedValueBox([String: String]())
+
+    static func numbered(_ sql: String) -> String {
+        if let known = cache.withLockedValue({ $0[sql] }) { return known }
+        var result = ""
+        result.reserveCapacity(sql.utf8.count + 8)
+        var number = 0
+        var quote: Character?
+        var lineComment = false
+        var previous: Character = " "
+        for character in sql {
+            if lineComment {
+                if character == "\n" { lineComment = false }
+            } else if let open = quote {
+                if character == open { quote = nil }
+            } else if character == "'" || character == "\"" {
+                quote = character
+            } else if character == "-" && previous == "-" {
+                lineComment = true
+            } else if character == "?" {
+                number += 1
+                result += "$\(number)"
+                previous = character
+                continue
+            }
+            result.append(character)
+            previous = character
+        }
+        cache.withLockedValue { cache in
+            if cache.count > 4096 { cache.removeAll() }
+            cache[sql] = result
+        }
+        return result
+    }
+
+    /// The statements of a script: split at semicolons outside quotes, comments and `$$` bodies.
+    static func statements(_ script: String) -> [String] {
+        var statements: [String] = []
+        var current = ""
+        var quote: Character?
+        var dollar = false
+        var lineComment = false
+        var previous: Character = " "
+        for character in script {
+            current.append(character)
+            if lineComment {
+                if character == "\n" { lineComment = false }
+            } else if dollar {
+                if character == "$" && previous == "$" { dollar = false; previous = " "; continue }
+            } else if let open = quote {
+                if character == open { quote = nil }
+            } else if character == "'" || character == "\"" {
+                quote = character
+            } else if character == "-" && previous == "-" {
+                lineComment = true
+            } else if character == "$" && previous == "$" {
+                dollar = true
+                previous = " "
+                continue
+            } else if character == ";" {
+                current.removeLast()
+                let trimmed = current.trimmingCharacters(in: .whitespacesAndNewlines)
+                if !trimmed.isEmpty { statements.append(trimmed) }
+                current = ""
+            }
+            previous = character
+        }
+        let trimmed = current.trimmingCharacters(in: .whitespacesAndNewlines)
+        if !trimmed.isEmpty { statements.append(trimmed) }
+        return statements
+    }
+}

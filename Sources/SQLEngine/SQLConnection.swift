@@ -1,0 +1,152 @@
+import Foundation
+import GRDB
+
+/// Which engine runs the SQL.
+public enum SQLDialect: String, Sendable {
+    /// The embedded store: one SQLite file.
+    case sqlite
+    /// A PostgreSQL server shared by many nodes.
+    case postgres
+}
+
+/// A connection inside one `SQLDatabase.read` or `.write`: statements run in that transaction.
+///
+/// SQL is written once for both engines with `?` placeholders; the few statements that differ
+/// look at `dialect`. It is valid only inside the closure it was given to.
+public final class SQLConnection {
+    /// The engine.
+    public let dialect: SQLDialect
+    /// Rows changed by the last `execute`.
+    public private(set) var changesCount = 0
+    private let backend: Backend
+
+    enum Backend {
+        case sqlite(GRDB.Database)
+        case postgres(PostgresSession)
+    }
+
+    init(sqlite db: GRDB.Database) {
+        self.dialect = .sqlite
+        self.backend = .sqlite(db)
+    }
+
+    init(postgres session: PostgresSession) {
+        self.dialect = .postgres
+        self.backend = .postgres(session)
+    }
+
+    /// Runs one statement.
+    public func execute(sql: String, arguments: SQLArguments = []) throws {
+        switch backend {
+        case .sqlite(let db):
+            try db.execute(sql: sql, arguments: StatementArguments(arguments))
+            changesCount = db.changesCount
+        case .postgres(let session):
+            changesCount = try session.execute(sql, arguments.values)
+        }
+    }
+
+    /// Runs one statement that is run often, from SQLite's statement cache.
+    public func execute(cached sql: String, arguments: SQLArguments = []) throws {
+        switch backend {
+        case .sqlite(let db):
+            try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments))
+            changesCount = db.changesCount
+        case .postgres(let session):
+            changesCount = try session.execute(sql, arguments.values)
+        }
+    }
+
+    /// Runs several statements without arguments (a migration).
+    public func executeScript(_ sql: String) throws {
+        switch backend {
+        case .sqlite(let db): try db.execute(sql: sql)
+        case .postgres(let session): try session.script(sql)
+        }
+    }
+
+    /// Every row of a query.
+    public func fetchAll(sql: String, arguments: SQLArguments = []) throws -> [SQLRow] {
+        switch backend {
+        case .sqlite(let db):
+            let statement = try db.cachedStatement(sql: sql)
+            let columns = SQLColumns(statement.columnNames)
+            return try GRDB.Row.fetchAll(statement, arguments: StatementArguments(arguments)).map { row in
+                SQLRow(values: row.databaseValues.map(\.sqlValue), columns: columns)
+            }
+        case .postgres(let session):
+            return try session.query(sql, arguments.values)
+        }
+    }
+
+    /// The first row of a query, or nil.
+    public func fetchOne(sql: String, arguments: SQLArguments = []) throws -> SQLRow? {
+        try fetchAll(sql: sql, arguments: arguments).first
+    }
+
+    /// Calls `body` with each row of a query in turn, without holding them all (SQLite); on
+    /// PostgreSQL the rows arrive together.
+    public func forEach(sql: String, arguments: SQLArguments = [], _ body: (SQLRow) throws -> Void) throws {
+        switch backend {
+        case .sqlite(let db):
+            let statement = try db.makeStatement(sql: sql)
+            let columns = SQLColumns(statement.columnNames)
+            let cursor = try GRDB.Row.fetchCursor(statement, arguments: StatementArguments(arguments))
+            while let row = try cursor.next() {
+                try body(SQLRow(values: row.databaseValues.map(\.sqlValue), columns: columns))
+            }
+        case .postgres(let session):
+            for row in try session.query(sql, arguments.values) { try body(row) }
+        }
+    }
+}
+
+extension SQLRow {
+    /// Every row of a query.
+    public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> [SQLRow] {
+        try db.fetchAll(sql: sql, arguments: arguments)
+    }
+
+    /// The first row of a query, or nil.
+    public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> SQLRow? {
+        try db.fetchOne(sql: sql, arguments: arguments)
+    }
+}
+
+extension SQLValueConvertible {
+    /// The first column of every row (rows whose value is NULL or of another kind are left out).
+    public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> [Self] {
+        try db.fetchAll(sql: sql, arguments: arguments).compactMap { $0.values.first.flatMap(Self.fromSQL) }
+    }
+
+    /// The first column of the first row, or nil when there is none or it is NULL.
+    public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> Self? {
+        try db.fetchOne(sql: sql, arguments: arguments)?.values.first.flatMap(Self.fromSQL)
+    }
+}
+
+extension StatementArguments {
+    init(_ arguments: SQLArguments) {
+        self.init(arguments.values.map { value -> (any DatabaseValueConvertible)? in
+            switch value {
+            case .null: nil
+            case .integer(let value): value
+            case .real(let value): value
+            case .text(let value): value
+            case .blob(let value): value
+            }
+        })
+    }
+}
+
+extension DatabaseValue {
+    var sqlValue: SQLValue {
+        switch storage {
+        case .null: .null
+        case .int64(let value): .integer(value)
+        case .double(let value): .real(value)
+        case .string(let value): .text(value)
+        case .blob(let value): .blob(value)
+        }
+    }
+}

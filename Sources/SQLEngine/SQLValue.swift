@@ -1,0 +1,159 @@
+import Foundation
+
+/// One value as both engines store it: SQLite's storage classes, which PostgreSQL's
+/// `BIGINT`, `DOUBLE PRECISION`, `TEXT` and `BYTEA` columns map onto one to one.
+public enum SQLValue: Sendable, Hashable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob(Data)
+}
+
+/// A Swift type that binds to and reads from a `SQLValue`.
+///
+/// Reading is as strict as the column: an integer column reads as `Int`, `Int64`, `Bool` or
+/// `Double`; a real column as `Double`; text as `String`; a blob as `Data`.
+public protocol SQLValueConvertible: Sendable {
+    /// The value to bind.
+    var sqlValue: SQLValue { get }
+    /// The Swift value of `value`, or nil when it is of another kind.
+    static func fromSQL(_ value: SQLValue) -> Self?
+}
+
+extension Int64: SQLValueConvertible {
+    public var sqlValue: SQLValue { .integer(self) }
+    public static func fromSQL(_ value: SQLValue) -> Int64? {
+        switch value {
+        case .integer(let value): value
+        case .real(let value): Int64(exactly: value)
+        default: nil
+        }
+    }
+}
+
+extension Int: SQLValueConvertible {
+    public var sqlValue: SQLValue { .integer(Int64(self)) }
+    public static func fromSQL(_ value: SQLValue) -> Int? { Int64.fromSQL(value).map(Int.init) }
+}
+
+extension Int32: SQLValueConvertible {
+    public var sqlValue: SQLValue { .integer(Int64(self)) }
+    public static func fromSQL(_ value: SQLValue) -> Int32? { Int64.fromSQL(value).flatMap { Int32(exactly: $0) } }
+}
+
+extension Bool: SQLValueConvertible {
+    public var sqlValue: SQLValue { .integer(self ? 1 : 0) }
+    public static func fromSQL(_ value: SQLValue) -> Bool? { Int64.fromSQL(value).map { $0 != 0 } }
+}
+
+extension Double: SQLValueConvertible {
+    public var sqlValue: SQLValue { .real(self) }
+    public static func fromSQL(_ value: SQLValue) -> Double? {
+        switch value {
+        case .real(let value): value
+        case .integer(let value): Double(value)
+        default: nil
+        }
+    }
+}
+
+extension String: SQLValueConvertible {
+    public var sqlValue: SQLValue { .text(self) }
+    public static func fromSQL(_ value: SQLValue) -> String? {
+        if case .text(let value) = value { return value }
+        return nil
+    }
+}
+
+extension Data: SQLValueConvertible {
+    public var sqlValue: SQLValue { .blob(self) }
+    public static func fromSQL(_ value: SQLValue) -> Data? {
+        if case .blob(let value) = value { return value }
+        return nil
+    }
+}
+
+extension Optional: SQLValueConvertible where Wrapped: SQLValueConvertible {
+    public var sqlValue: SQLValue { self?.sqlValue ?? .null }
+    public static func fromSQL(_ value: SQLValue) -> Wrapped?? {
+        if case .null = value { return .some(nil) }
+        return Wrapped.fromSQL(value).map { .some($0) }
+    }
+}
+
+extension SQLValue: SQLValueConvertible {
+    public var sqlValue: SQLValue { self }
+    public static func fromSQL(_ value: SQLValue) -> SQLValue? { value }
+}
+
+/// The values bound to a statement's `?` placeholders, in order.
+public struct SQLArguments: Sendable, ExpressibleByArrayLiteral {
+    /// The values.
+    public var values: [SQLValue]
+
+    /// Binds `values` in order.
+    public init(_ values: [any SQLValueConvertible]) {
+        self.values = values.map(\.sqlValue)
+    }
+
+    /// Binds `values` in order.
+    public init(values: [SQLValue]) {
+        self.values = values
+    }
+
+    public init(arrayLiteral elements: (any SQLValueConvertible)...) {
+        self.init(elements)
+    }
+}
+
+/// One result row. Columns are found by name without regard to case (PostgreSQL folds
+/// unquoted names to lower case, SQLite keeps them as written).
+public struct SQLRow: Sendable {
+    /// The row's values, in column order.
+    public let values: [SQLValue]
+    let columns: SQLColumns
+
+    init(values: [SQLValue], columns: SQLColumns) {
+        self.values = values
+        self.columns = columns
+    }
+
+    /// The value of `column` (a programming error when there is no such column or its value
+    /// has another type, as with GRDB).
+    public subscript<T: SQLValueConvertible>(_ column: String) -> T {
+        guard let index = columns.index(of: column) else { preconditionFailure("no column '\(column)' in \(columns.names)") }
+        return self[index]
+    }
+
+    /// The value at `index`.
+    public subscript<T: SQLValueConvertible>(_ index: Int) -> T {
+        guard let value = T.fromSQL(values[index]) else {
+            preconditionFailure("column \(columns.names[index]) holds \(values[index]), not \(T.self)")
+        }
+        return value
+    }
+
+    /// True when the row has a column named `column`.
+    public func has(_ column: String) -> Bool { columns.index(of: column) != nil }
+}
+
+/// Column names of a result, shared by its rows.
+final class SQLColumns: Sendable {
+    let names: [String]
+    private let lookup: [String: Int]
+
+    init(_ names: [String]) {
+        self.names = names
+        var lookup: [String: Int] = [:]
+        for (index, name) in names.enumerated() where lookup[name.lowercased()] == nil {
+            lookup[name.lowercased()] = index
+        }
+        self.lookup = lookup
+    }
+
+    func index(of name: String) -> Int? {
+        if let index = lookup[name] { return index }
+        return lookup[name.lowercased()]
+    }
+}
