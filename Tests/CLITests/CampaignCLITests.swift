@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import MediaStore
 @testable import RichPushCore
 import RichPushTestSupport

@@ -45,7 +45,7 @@ struct OperationsCLITests {
 
 @Suite("--database (SPEC §13)")
 struct DatabaseFlagTests {
-    @Test("sqlite:PATH puts the index where it says, for every command; PostgreSQL and other schemes are usage errors that say why")
+    @Test("sqlite:PATH puts the index where it says, for every command; an unreachable PostgreSQL fails saying so, other schemes are usage errors; no password is echoed")
     func sqlitePath() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -63,10 +63,12 @@ struct DatabaseFlagTests {
         let empty = try await CLI.run(["media", "list", "--data", data])
         #expect(empty.lines.isEmpty, "\(empty.stdout)")
 
-        let postgres = try await CLI.run(["media", "list", "--data", data, "--database", "postgres://u:p@localhost/db"])
-        #expect(postgres.status == 2 && postgres.stderr.contains("not supported yet"), "\(postgres.stderr)")
+        let postgres = try await CLI.run(["media", "list", "--data", data, "--database", "postgres://u:p@127.0.0.1:1/db"])
+        #expect(postgres.status == 1 && postgres.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:1"), "\(postgres.stderr)")
+        let hostless = try await CLI.run(["media", "list", "--data", data, "--database", "postgres:///db"])
+        #expect(hostless.status == 2 && hostless.stderr.contains("postgres://USER:PASSWORD@HOST"), "\(hostless.stderr)")
         let other = try await CLI.run(["media", "list", "--data", data, "--database", "mysql://admin:hunter2@db/x"])
-        #expect(other.status == 2 && other.stderr.contains("sqlite:PATH"), "\(other.stderr)")
+        #expect(other.status == 2 && other.stderr.contains("sqlite:PATH or postgres://"), "\(other.stderr)")
         #expect(!other.stderr.contains("hunter2") && !postgres.stderr.contains("u:p@"), "a password was echoed")
     }
 }

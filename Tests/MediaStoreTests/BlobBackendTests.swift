@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GRDB
+import SQLEngine
 import NIOCore
 @testable import MediaStore
 import RichPushTestSupport
@@ -26,7 +26,7 @@ struct BackendStore {
     static func make(_ backend: Backend) async throws -> BackendStore {
         let dir = try Fixtures.tempDirectory()
         let directory = DataDirectory(path: dir.appendingPathComponent("data").path)
-        let database = try StoreDatabase.open(directory, migrator: StoreDatabase.mediaMigrator())
+        let database = try StoreDatabase.open(directory, migrations: StoreDatabase.mediaMigrations)
         var bucket: S3Client?
         if backend == .s3 {
             let weed = try await SeaweedFS.running()

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 @testable import MediaStore
 import RichPushTestSupport
 import Testing

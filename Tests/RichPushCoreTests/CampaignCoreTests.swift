@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import MediaStore
 @testable import RichPushCore
 import RichPushTestSupport
@@ -9,7 +9,7 @@ import Testing
 struct CoreFixture {
     let dir: URL
     let directory: DataDirectory
-    let database: DatabasePool
+    let database: SQLDatabase
     let users: UserStore
 
     init() async throws {
@@ -136,7 +136,7 @@ struct CampaignCoreTests {
         }
         #expect(PayloadLinks.claims(token + "A") == nil && PayloadLinks.claims("") == nil && PayloadLinks.claims(String(repeating: "é", count: 86)) == nil)
         try PayloadKey.rotate(directory: f.directory)
-        #expect(try key.reloadIfChanged())
+        #expect(try await key.reloadIfChanged())
         #expect(!links.isAuthentic(claims))
         #expect(throws: CoreError.self) { try PayloadKey(secret: "short") }
     }
@@ -169,7 +169,7 @@ struct CampaignCoreTests {
         let progress = try #require(try await store.progress(campaign.id))
         #expect(progress.pending == 1_000 && progress.sent == 0 && progress.fetched == 0 && progress.status == .sending)
         let rows = try await f.database.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, recipient, push FROM notifications WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
+            try SQLRow.fetchAll(db, sql: "SELECT id, recipient, push FROM notifications WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
                 .map { (id: $0["id"] as Int64, recipient: $0["recipient"] as String, push: $0["push"] as Data) }
         }
         #expect(rows.count == 1_203 && Set(rows.map(\.recipient)).count == 1_203)

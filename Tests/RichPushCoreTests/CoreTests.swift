@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import MediaStore
 @testable import RichPushCore
 import RichPushTestSupport
@@ -7,7 +7,7 @@ import Testing
 
 @Suite("Core: silent push, users, registrations, notifications")
 struct CoreTests {
-    func open() throws -> (URL, DatabasePool) {
+    func open() throws -> (URL, SQLDatabase) {
         let dir = try Fixtures.tempDirectory()
         return (dir, try CoreDatabase.open(DataDirectory(path: dir.path)))
     }

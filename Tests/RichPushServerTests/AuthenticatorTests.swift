@@ -1,3 +1,4 @@
+import SQLEngine
 import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers

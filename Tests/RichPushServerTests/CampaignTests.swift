@@ -1,6 +1,6 @@
 import APNsSandbox
 import Foundation
-import GRDB
+import SQLEngine
 import HTTPTypes
 import HummingbirdTesting
 import MediaStore

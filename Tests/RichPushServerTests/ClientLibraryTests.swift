@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import HTTPTypes
 import HummingbirdTesting
 import RichPushClient

@@ -1,7 +1,7 @@
 import APNsSandbox
 import Crypto
 import Foundation
-import GRDB
+import SQLEngine
 import HTTPTypes
 import HummingbirdTesting
 import MediaStore

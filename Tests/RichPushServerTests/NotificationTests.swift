@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import HTTPTypes
 import HummingbirdTesting
 import MediaStore
@@ -17,9 +17,9 @@ struct NotificationTests {
         return try JSONSerialization.jsonObject(with: try #require(data)) as! [String: Any]
     }
 
-    @Test("the tutorial's own requests: an empty body, and a JSON string body with pns/to_tag")
-    func tutorialRequests() async throws {
-        try await TestServer.run { s in
+    @Test("the tutorial's own requests: an empty body, and a JSON string body with pns/to_tag", arguments: StoreEngine.all)
+    func tutorialRequests(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             _ = try await s.registerDevice(tokenA)
             let (empty, object) = try await s.json(.post, "/api/notifications")
             #expect(empty.status == .created)
@@ -43,9 +43,9 @@ struct NotificationTests {
         }
     }
 
-    @Test("quotes, new lines and emoji make valid push JSON that round-trips")
-    func awkwardMessage() async throws {
-        try await TestServer.run { s in
+    @Test("quotes, new lines and emoji make valid push JSON that round-trips", arguments: StoreEngine.all)
+    func awkwardMessage(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let message = "She said \"hi\"\nthen left 🎉 \\ / </script> \u{0007}"
             let body = String(decoding: try JSONSerialization.data(withJSONObject: ["message": message], options: []), as: UTF8.self)
             let (response, object) = try await s.json(.post, "/api/notifications", body: body)
@@ -58,9 +58,9 @@ struct NotificationTests {
         }
     }
 
-    @Test("a push over 4096 bytes is refused with 422 and nothing is stored")
-    func pushTooLarge() async throws {
-        try await TestServer.run { s in
+    @Test("a push over 4096 bytes is refused with 422 and nothing is stored", arguments: StoreEngine.all)
+    func pushTooLarge(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             _ = try await s.registerDevice(tokenA)
             let (response, _) = try await s.json(.post, "/api/notifications", body: "{\"message\":\"\(String(repeating: "x", count: 4100))\"}")
             #expect(response.status == .unprocessableContent)
@@ -75,9 +75,9 @@ struct NotificationTests {
         }
     }
 
-    @Test("payload by name or id; unknown payload 422; malformed bodies 400")
-    func payloads() async throws {
-        try await TestServer.run { s in
+    @Test("payload by name or id; unknown payload 422; malformed bodies 400", arguments: StoreEngine.all)
+    func payloads(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let coupon = try Fixtures.bytes(Fixtures.media.appendingPathComponent("coupon.png"))
             // Names are shared by everyone: only an admin names media, and a taken name is 409.
             let refused = try await s.request(.post, "/api/media?name=coupon", body: coupon)
@@ -102,9 +102,9 @@ struct NotificationTests {
         }
     }
 
-    @Test("the list is the caller's, newest first, with read flags")
-    func list() async throws {
-        try await TestServer.run { s in
+    @Test("the list is the caller's, newest first, with read flags", arguments: StoreEngine.all)
+    func list(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             for message in ["one", "two"] { _ = try await s.json(.post, "/api/notifications", body: "\"\(message)\"") }
             _ = try await s.json(.post, "/api/notifications", as: "bob", body: "\"bob's\"")
             _ = try await s.request(.get, "/api/notifications/1")
@@ -118,9 +118,9 @@ struct NotificationTests {
         }
     }
 
-    @Test("only the recipient fetches the payload: exact bytes as image/png, then read; anyone else 404")
-    func fetch() async throws {
-        try await TestServer.run { s in
+    @Test("only the recipient fetches the payload: exact bytes as image/png, then read; anyone else 404", arguments: StoreEngine.all)
+    func fetch(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let (_, object) = try await s.json(.post, "/api/notifications")
             let id = try #require((object as? [String: Any])?["id"] as? Int)
             let other = try await s.request(.get, "/api/notifications/\(id)", as: "bob")
@@ -149,9 +149,9 @@ struct NotificationTests {
         }
     }
 
-    @Test("without the default image in the store, a default notification is 422 with what to do")
-    func missingDefaultImage() async throws {
-        try await TestServer.run({ $0.mediaDirectory = "/nonexistent" }) { s in
+    @Test("without the default image in the store, a default notification is 422 with what to do", arguments: StoreEngine.all)
+    func missingDefaultImage(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.mediaDirectory = "/nonexistent" }) { s in
             let (response, _) = try await s.json(.post, "/api/notifications")
             #expect(response.status == .unprocessableContent)
             #expect(response.detail.contains("richpush media add --name logo.png"))

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import Logging
 import MediaStore
 import NIOConcurrencyHelpers
@@ -75,7 +75,7 @@ final class ScriptedProvider: PushProvider {
 @Suite("Outbox leases: renewed while sending, outcomes recorded only by their holder")
 struct OutboxLeaseTests {
     /// A data directory with alice, one device and one queued notification; its delivery id.
-    func queued() async throws -> (URL, DatabasePool, Int64) {
+    func queued() async throws -> (URL, SQLDatabase, Int64) {
         let dir = try Fixtures.tempDirectory()
         let directory = DataDirectory(path: dir.path)
         let database = try CoreDatabase.open(directory)
@@ -90,7 +90,7 @@ struct OutboxLeaseTests {
         return (dir, database, id)
     }
 
-    func dispatcher(_ database: DatabasePool, _ provider: any PushProvider, lease: Double) -> OutboxDispatcher {
+    func dispatcher(_ database: SQLDatabase, _ provider: any PushProvider, lease: Double) -> OutboxDispatcher {
         var logger = Logger(label: "outbox")
         logger.logLevel = .critical
         return OutboxDispatcher(outbox: OutboxStore(database: database), provider: provider, logger: logger, lease: lease)

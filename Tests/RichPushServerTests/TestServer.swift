@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLEngine
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -16,13 +16,14 @@ import RichPushTestSupport
 /// A live server on a free port over a fresh data directory, with users alice and bob and the admin root.
 struct TestServer {
     let dir: URL
-    let database: DatabasePool
+    let database: SQLDatabase
     let client: LiveClient
 
     static let passwords = ["alice": "wonderland", "bob": "builder", "root": "rootpw"]
 
     /// Runs `body` against a live server configured by `configure`.
-    static func run(_ configure: (inout ServerConfiguration) -> Void = { _ in },
+    /// On `engine`'s store: a new database and bucket prefix for `.shared`.
+    static func run(engine: StoreEngine = .embedded, _ configure: (inout ServerConfiguration) -> Void = { _ in },
                     provider: (any PushProvider)? = nil, mirror: (any RegistrationMirror)? = nil,
                     environment: [String: String] = ProcessInfo.processInfo.environment,
                     _ body: @Sendable (TestServer) async throws -> Void) async throws {
@@ -33,9 +34,17 @@ struct TestServer {
         configuration.dataPath = dir.appendingPathComponent("data").path
         configuration.mediaDirectory = Fixtures.media.path
         configuration.logLevel = .warning
+        var environment = environment
+        if engine != .embedded {
+            let locations = try await engine.locations()
+            configuration.database = locations.database
+            configuration.blobs = locations.blobs
+            environment.merge(locations.environment) { _, new in new }
+        }
         configure(&configuration)
-        let data = try DataStore.open(path: configuration.dataPath, blobs: configuration.blobs, limits: configuration.limits,
-                                      environment: environment)
+        let data = try DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
+                                      limits: configuration.limits, environment: environment)
+        defer { data.close() }
         let database = data.database // for the tests that look at rows directly
         let users = data.users(cost: 4)
         for (name, password) in passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }

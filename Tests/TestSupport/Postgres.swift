@@ -1,0 +1,131 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A PostgreSQL server (Debian's `postgresql`) started by the tests, once per test process: a
+/// cluster made with `initdb` in a temp directory, listening on a free loopback port, trusting
+/// the `richpush` role. Each test asks for a database of its own (`database()`), so tests run
+/// side by side without seeing each other's rows. It stops when the test process ends (a shell
+/// watchdog, as for SeaweedFS).
+///
+/// For speed the cluster runs with `fsync=off`: these tests check what PostgreSQL is asked to
+/// do, not that the disk keeps it (SQLite's durability tests cover RichPush's own fsyncs).
+///
+/// When PostgreSQL is not installed the tests that need it are skipped, visibly; `.ci/run`
+/// installs it and sets `RICHPUSH_REQUIRE_ENGINES=1`, which turns a missing engine into a failure.
+public struct Postgres: Sendable {
+    public let port: Int
+    private let bin: String
+
+    /// Whether the engine can run here (or must: see `RICHPUSH_REQUIRE_ENGINES`).
+    public static var available: Bool {
+        ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] == "1" || binDirectory() != nil
+    }
+
+    private actor Starter {
+        var started: Task<Postgres, any Error>?
+
+        func server() async throws -> Postgres {
+            if let started { return try await started.value }
+            let task = Task { try await onOwnThread { try Postgres.start() } }
+            started = task
+            return try await task.value
+        }
+    }
+
+    private static let starter = Starter()
+    private static let counter = Counter()
+
+    /// The running server, started on first use (once per test process).
+    public static func running() async throws -> Postgres {
+        try await starter.server()
+    }
+
+    /// A new, empty database on the running server; its `--database` URL.
+    public static func database() async throws -> String {
+        let server = try await running()
+        let name = "t\(getpid())_\(counter.next())"
+        let made = try await onOwnThread { try server.psql("CREATE DATABASE \(name)") }
+        guard made.status == 0 else { throw FixtureError("cannot create database \(name): \(made.output)") }
+        return "postgres://richpush@127.0.0.1:\(server.port)/\(name)"
+    }
+
+    /// Runs `psql` against database `name` (or `postgres`), on the calling thread.
+    public func psql(_ sql: String, database name: String = "postgres") throws -> (status: Int32, output: String) {
+        try run(["\(bin)/psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", "\(port)", "-U", "richpush", "-d", name, "-c", sql])
+    }
+
+    static func binDirectory() -> String? {
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
+            let bin = "/usr/lib/postgresql/\(version)/bin"
+            if FileManager.default.isExecutableFile(atPath: "\(bin)/initdb") { return bin }
+        }
+        return nil
+    }
+
+    private static func start() throws -> Postgres {
+        guard let bin = binDirectory() else {
+            throw FixtureError("PostgreSQL is not installed: apt-get install postgresql")
+        }
+        let dir = try Fixtures.tempDirectory()
+        let port = freePorts(1)[0]
+        let fixture = Postgres(port: port, bin: bin)
+        // initdb and postgres refuse to run as root: as root, run them as Debian's `postgres` user.
+        let asServer = getuid() == 0 ? "runuser -u postgres -- " : ""
+        if getuid() == 0 { _ = try fixture.run(["/bin/chown", "postgres", dir.path]) }
+        let initdb = try fixture.run(["/bin/sh", "-c", "\(asServer)'\(bin)/initdb' -D '\(dir.path)/data' -U richpush --auth=trust -E UTF8 --locale=C --no-sync"])
+        guard initdb.status == 0 else { throw FixtureError("initdb failed: \(initdb.output.suffix(2000))") }
+        let server = [
+            "'\(bin)/postgres'", "-D", "'\(dir.path)/data'", "-p", "\(port)", "-k", "'\(dir.path)'", "-c", "listen_addresses=127.0.0.1",
+            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400",
+            "-c", "shared_buffers=64MB",
+        ].joined(separator: " ")
+        let script = """
+            \(asServer)\(server) > '\(dir.path)/postgres.log' 2>&1 &
+            p=$!
+            alive() { s=$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null) && [ "$s" != Z ]; }
+            while alive \(getpid()) && alive $p; do sleep 1; done
+            kill -INT $p 2>/dev/null; sleep 3; kill -9 $p 2>/dev/null; pkill -9 -f -- '-D \(dir.path)/data' 2>/dev/null; rm -rf '\(dir.path)'
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", script]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        var last = ""
+        while Date() < deadline {
+            let ready = try fixture.psql("SELECT 1")
+            if ready.status == 0 { return fixture }
+            last = ready.output
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        let log = (try? String(contentsOfFile: "\(dir.path)/postgres.log", encoding: .utf8)) ?? ""
+        throw FixtureError("PostgreSQL did not come up in 60 s: \(last.suffix(400))\n\(log.suffix(2000))")
+    }
+
+    private func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    private final class Counter: @unchecked Sendable {
+        private var value = 0
+        private let lock = NSLock()
+        func next() -> Int { lock.withLock { value += 1; return value } }
+    }
+}
