@@ -90,6 +90,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
     }
 
     public func run() async throws {
+        try await outbox.heartbeat(holder: holder)
         try await reclaimDeadLeases()
         let pollInterval = self.pollInterval
         let wake = self.wake
@@ -100,6 +101,21 @@ public final class OutboxDispatcher: Service, PushDispatching {
             }
         }
         defer { ticker.cancel() }
+        // Alive, said every few seconds; and the leases of holders that stopped saying so
+        // (another node that died) are taken back and sent from here.
+        let watcher = Task { [outbox, holder, logger] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(OutboxStore.holderTimeout / 3))
+                guard !Task.isCancelled else { return }
+                do {
+                    try await outbox.heartbeat(holder: holder)
+                    try await self.reclaimDeadLeases()
+                } catch {
+                    logger.warning("outbox heartbeat failed", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        defer { watcher.cancel() }
         wake.yield()
         for await _ in wakeups.cancelOnGracefulShutdown() {
             do {
@@ -229,14 +245,15 @@ public final class OutboxDispatcher: Service, PushDispatching {
         try await outbox.claim(limit: limit, lease: lease, holder: holder)
     }
 
-    /// Leases held by processes that no longer exist become due now, and so do those of an
-    /// earlier process that had this one's pid.
+    /// Leases of holders that stopped their heartbeat become due now; on SQLite also those of
+    /// processes that no longer exist, and of an earlier process that had this one's pid.
     private func reclaimDeadLeases() async throws {
         let dead = try await outbox.reclaimDeadLeases(holder: holder) { pid in
             kill(pid_t(pid), 0) == 0 || errno != ESRCH
         }
         if !dead.isEmpty {
-            logger.info("took back deliveries leased by processes that died", metadata: ["pids": "\(dead)"])
+            logger.info("took back deliveries leased by dispatchers that died", metadata: ["holders": "\(dead)"])
+            wake.yield()
         }
     }
 

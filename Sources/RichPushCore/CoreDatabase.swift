@@ -122,6 +122,16 @@ public enum CoreDatabase {
                 CREATE TRIGGER registrations_mirror_deletions AFTER DELETE ON registrations
                     FOR EACH ROW EXECUTE FUNCTION registrations_mirror_deletions();
                 """),
+        // Dispatchers say they are alive here, so that a node can take back the leases of a
+        // node that died (a pid means nothing across machines).
+        SQLMigration("core-v6-outbox-holders", sqlite: """
+                CREATE TABLE outbox_holders (
+                    tag    INTEGER PRIMARY KEY NOT NULL,
+                    pid    INTEGER NOT NULL,
+                    host   TEXT NOT NULL,
+                    seenAt REAL NOT NULL
+                );
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

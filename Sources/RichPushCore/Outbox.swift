@@ -71,28 +71,57 @@ public struct OutboxStore: Sendable {
 
     /// Claims up to `limit` due deliveries for `holder`, oldest due first: each is leased for
     /// `lease` seconds (its next attempt moves that far ahead), so nobody else sends it meanwhile.
+    ///
+    /// On PostgreSQL the rows are locked with `FOR UPDATE SKIP LOCKED`: nodes claiming at once
+    /// get different rows and never wait for each other. SQLite has one writer at a time.
     public func claim(limit: Int, lease: Double, holder: OutboxHolder) async throws -> [DeliveryJob] {
         let now = Date().timeIntervalSince1970
-        return try await database.write { db in
-            let rows = try SQLRow.fetchAll(db, sql: """
+        return try await database.write(isolation: .readCommitted) { db in
+            let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
+            let rows = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.pushId, d.attempts, n.push, n.mode, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ?
-                ORDER BY d.nextAttemptAt, d.id LIMIT ?
-                """, arguments: [now, limit])
+                ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
+                """, arguments: [now, limit], cached: true)
             let jobs = rows.map { row in
                 DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
             }
-            for job in jobs {
-                try db.execute(cached: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id = ?",
-                               arguments: [now + lease, holder.pid, holder.tag, job.id])
+            for chunk in Self.chunks(jobs.map(\.id)) {
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id IN (\(Self.placeholders(chunk.count)))",
+                               arguments: SQLArguments([now + lease, holder.pid, holder.tag] + chunk.map { $0 as any SQLValueConvertible }))
             }
             return jobs
         }
     }
+
+    /// `count` comma-separated placeholders.
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+
+    /// Runs of at most 500 ids, for `IN (…)` lists.
+    static func chunks(_ ids: [Int64]) -> [[Int64]] {
+        stride(from: 0, to: ids.count, by: 500).map { Array(ids[$0..<min($0 + 500, ids.count)]) }
+    }
+
+    /// Says that `holder` is alive (a shared database has no pid to look at): its leases are
+    /// safe while it says so at least every `OutboxStore.holderTimeout` seconds.
+    public func heartbeat(holder: OutboxHolder) async throws {
+        let now = Date().timeIntervalSince1970
+        try await database.write(isolation: .readCommitted) { db in
+            try db.execute(sql: """
+                INSERT INTO outbox_holders (tag, pid, host, seenAt) VALUES (?, ?, ?, ?)
+                ON CONFLICT (tag) DO UPDATE SET seenAt = excluded.seenAt
+                """, arguments: [holder.tag, holder.pid, ProcessInfo.processInfo.hostName, now])
+        }
+    }
+
+    /// How long a holder may go without a heartbeat before its leases are taken back.
+    public static let holderTimeout: Double = 15
 
     /// Extends every lease `holder` still has by `lease` seconds from now.
     public func renew(holder: OutboxHolder, lease: Double) async throws {
@@ -103,10 +132,28 @@ public struct OutboxStore: Sendable {
         }
     }
 
-    /// Makes due now the deliveries leased by processes that no longer exist (`isAlive` says,
-    /// given a pid), and those of an earlier process that had `holder`'s pid. Returns the dead pids.
-    public func reclaimDeadLeases(holder: OutboxHolder, isAlive: @Sendable (Int) -> Bool) async throws -> [Int] {
+    /// Makes due now the deliveries leased by holders that are gone, and returns who they were.
+    ///
+    /// A holder is gone when its heartbeat is older than `holderTimeout` (any engine: this is
+    /// how one node takes back a dead node's work), or, on SQLite where every holder runs on
+    /// this machine, when its process no longer exists (`isAlive` says, given a pid) or is an
+    /// earlier process that had `holder`'s pid.
+    public func reclaimDeadLeases(holder: OutboxHolder, isAlive: @Sendable (Int) -> Bool) async throws -> [String] {
         let now = Date().timeIntervalSince1970
+        var gone: [String] = []
+        let silent = try await database.write(isolation: .readCommitted) { db -> [String] in
+            let stale = try SQLRow.fetchAll(db, sql: "SELECT tag, pid, host FROM outbox_holders WHERE seenAt < ? AND tag != ?",
+                                            arguments: [now - Self.holderTimeout, holder.tag])
+            for row in stale {
+                try db.execute(sql: """
+                    UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
+                    """, arguments: [now, row["tag"] as Int64])
+                try db.execute(sql: "DELETE FROM outbox_holders WHERE tag = ?", arguments: [row["tag"] as Int64])
+            }
+            return stale.map { "\($0["host"] as String)/\($0["pid"] as Int)" }
+        }
+        gone += silent
+        guard database.dialect == .sqlite else { return gone }
         try await database.write { db in
             try db.execute(sql: """
                 UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL
@@ -117,23 +164,36 @@ public struct OutboxStore: Sendable {
             try Int.fetchAll(db, sql: "SELECT DISTINCT leasedBy FROM deliveries WHERE state = 'pending' AND leasedBy IS NOT NULL")
         }
         let dead = holders.filter { $0 != holder.pid && !isAlive($0) }
-        guard !dead.isEmpty else { return [] }
+        guard !dead.isEmpty else { return gone }
         try await database.write { db in
             for pid in dead {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
                                arguments: [now, pid])
             }
         }
-        return dead
+        return gone + dead.map { "pid \($0)" }
     }
 
     /// Records outcomes in one transaction (one fsync). Returns each one's metrics label:
     /// `sent`, `failed`, `retried`, or `lease_lost` where `holder` no longer held the row (another
     /// took it after the lease lapsed: its outcome stands, nothing is overwritten or pruned).
+    /// Pushes sent take one statement per 500 (the common case, and on PostgreSQL one round trip).
     public func record(_ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder) async throws -> [String] {
         let now = Date().timeIntervalSince1970
-        return try await database.write { db in
-            try results.map { job, result in try Self.record(db, job, result, holder: holder, now: now) }
+        return try await database.write(isolation: .readCommitted) { db in
+            var recordedSent = Set<Int64>()
+            let sent = results.filter { $0.1 == .sent }.map(\.0.id)
+            for chunk in Self.chunks(sent) {
+                let ids = try Int64.fetchAll(db, sql: """
+                    UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                    WHERE id IN (\(Self.placeholders(chunk.count))) AND leaseTag = ? AND state = 'pending' RETURNING id
+                    """, arguments: SQLArguments([now] + chunk.map { $0 as any SQLValueConvertible } + [holder.tag]))
+                recordedSent.formUnion(ids)
+            }
+            return try results.map { job, result in
+                if result == .sent { return recordedSent.contains(job.id) ? "sent" : "lease_lost" }
+                return try Self.record(db, job, result, holder: holder, now: now)
+            }
         }
     }
 
@@ -142,9 +202,7 @@ public struct OutboxStore: Sendable {
         let held = "AND leaseTag = ? AND state = 'pending'"
         switch result {
         case .sent:
-            try db.execute(cached: "UPDATE deliveries SET state = 'sent', attempts = ?, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                           arguments: [attempts, now, job.id, holder.tag])
-            return db.changesCount > 0 ? "sent" : "lease_lost"
+            preconditionFailure("sent outcomes are recorded together")
         case .failed(let reason, let prune, let deadSince):
             try db.execute(cached: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
                            arguments: [attempts, reason, now, job.id, holder.tag])

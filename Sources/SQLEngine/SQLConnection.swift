@@ -65,11 +65,12 @@ public final class SQLConnection {
         }
     }
 
-    /// Every row of a query.
-    public func fetchAll(sql: String, arguments: SQLArguments = []) throws -> [SQLRow] {
+    /// Every row of a query; `cached` keeps SQLite's compiled statement for the next call (for
+    /// statements run often whose text does not vary).
+    public func fetchAll(sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> [SQLRow] {
         switch backend {
         case .sqlite(let db):
-            let statement = try db.cachedStatement(sql: sql)
+            let statement = cached ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
             let columns = SQLColumns(statement.columnNames)
             return try GRDB.Row.fetchAll(statement, arguments: StatementArguments(arguments)).map { row in
                 SQLRow(values: row.databaseValues.map(\.sqlValue), columns: columns)

@@ -3,13 +3,14 @@ import HTTPTypes
 import HummingbirdTesting
 @testable import RichPushCore
 import RichPushServer
+import RichPushTestSupport
 import Testing
 
 @Suite("Authentication")
 struct AuthTests {
-    @Test("wrong password, unknown user, malformed header: 401 with WWW-Authenticate")
-    func rejections() async throws {
-        try await TestServer.run { s in
+    @Test("wrong password, unknown user, malformed header: 401 with WWW-Authenticate", arguments: StoreEngine.all)
+    func rejections(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let headers: [HTTPFields] = [
                 TestServer.basic("alice", "wrong"), TestServer.basic("mallory", "x"), TestServer.basic("alice", "alice"),
                 [.authorization: "Basic !!notbase64"], [.authorization: "Bearer abc"], [:],
@@ -24,13 +25,13 @@ struct AuthTests {
         }
     }
 
-    @Test("--demo-auth accepts user == password for names with no account, as the tutorial's handler did; off by default")
-    func demoAuth() async throws {
-        try await TestServer.run { s in
+    @Test("--demo-auth accepts user == password for names with no account, as the tutorial's handler did; off by default", arguments: StoreEngine.all)
+    func demoAuth(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let response = try await s.get("/api/notifications", headers: TestServer.basic("carol", "carol"))
             #expect(response.status == .unauthorized)
         }
-        try await TestServer.run({ $0.demoAuth = true }) { s in
+        try await TestServer.run(engine: engine, { $0.demoAuth = true }) { s in
             let demo = try await s.get("/api/notifications", headers: TestServer.basic("carol", "carol"))
             #expect(demo.status == .ok)
             let wrong = try await s.get("/api/notifications", headers: TestServer.basic("carol", "nope"))
@@ -44,9 +45,9 @@ struct AuthTests {
         }
     }
 
-    @Test("removing a user drops their cached credentials")
-    func removalDropsCache() async throws {
-        try await TestServer.run { s in
+    @Test("removing a user drops their cached credentials", arguments: StoreEngine.all)
+    func removalDropsCache(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             #expect(try await s.request(.get, "/api/notifications", as: "bob").status == .ok) // now cached
             try await UserStore(database: s.database).remove(name: "bob")
             var status = HTTPResponse.Status.ok

@@ -39,9 +39,9 @@ extension TestServer {
 
 @Suite("Sessions and roles (SPEC §9)")
 struct SessionRouteTests {
-    @Test("POST /api/sessions gives a bearer token accepted wherever Basic is; DELETE /api/sessions/current revokes it")
-    func bearer() async throws {
-        try await TestServer.run { s in
+    @Test("POST /api/sessions gives a bearer token accepted wherever Basic is; DELETE /api/sessions/current revokes it", arguments: StoreEngine.all)
+    func bearer(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let (created, object) = try await s.json(.post, "/api/sessions")
             #expect(created.status == .created)
             let body = try #require(object as? [String: Any])
@@ -81,9 +81,9 @@ struct SessionRouteTests {
         }
     }
 
-    @Test("users rm and users passwd (from another process) revoke the user's tokens in every server within a second")
-    func revokedElsewhere() async throws {
-        try await TestServer.run { s in
+    @Test("users rm and users passwd (from another process) revoke the user's tokens in every server within a second", arguments: StoreEngine.all)
+    func revokedElsewhere(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let token = try await s.session("bob")
             #expect(try await s.request(.get, "/api/notifications", as: nil, headers: s.bearer(token)).status == .ok)
             try await UserStore(database: s.database, cost: 4).setPassword(name: "bob", password: "changed")
@@ -99,9 +99,9 @@ struct SessionRouteTests {
         }
     }
 
-    @Test("admin routes: 401 without credentials, 403 for a user who is not an admin")
-    func adminOnly() async throws {
-        try await TestServer.run { s in
+    @Test("admin routes: 401 without credentials, 403 for a user who is not an admin", arguments: StoreEngine.all)
+    func adminOnly(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             for (method, path) in [(HTTPRequest.Method.get, "/api/admin/campaigns"), (.post, "/api/admin/campaigns"), (.get, "/api/admin/campaigns/1")] {
                 #expect(try await s.request(method, path, as: nil).status == .unauthorized)
                 let forbidden = try await s.request(method, path, as: "alice")
@@ -121,10 +121,10 @@ struct SessionRouteTests {
 struct CampaignTests {
     let logo = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
 
-    @Test("an alert campaign to everyone: one push per device with Apple's alert headers, an inbox entry per user, progress to done and fetched")
-    func alertToEveryone() async throws {
+    @Test("an alert campaign to everyone: one push per device with Apple's alert headers, an inbox entry per user, progress to done and fetched", arguments: StoreEngine.all)
+    func alertToEveryone(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
                 _ = try await s.registerDevice(tokenA, as: "alice")
                 _ = try await s.registerDevice(tokenB, as: "alice")
                 _ = try await s.registerDevice(String(repeating: "c", count: 64), as: "bob")
@@ -183,10 +183,10 @@ struct CampaignTests {
         }
     }
 
-    @Test("a silent campaign sends the tutorial's push byte for byte, as a background push")
-    func silent() async throws {
+    @Test("a silent campaign sends the tutorial's push byte for byte, as a background push", arguments: StoreEngine.all)
+    func silent(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
                 _ = try await s.registerDevice(tokenA, as: "bob")
                 let (response, body) = try await s.campaign(#"{"audience":{"users":["bob"]},"mode":"silent"}"#)
                 #expect(response.status == .accepted && body["recipients"] as? Int == 1)
@@ -200,10 +200,10 @@ struct CampaignTests {
         }
     }
 
-    @Test("a tag campaign reaches only the devices whose tags match; bad expressions and bodies are 400 naming the fault")
-    func tags() async throws {
+    @Test("a tag campaign reaches only the devices whose tags match; bad expressions and bodies are 400 naming the fault", arguments: StoreEngine.all)
+    func tags(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
                 _ = try await s.registerDevice(tokenA, as: "alice", tags: ["sports", "lang:en"])
                 _ = try await s.registerDevice(tokenB, as: "alice", tags: ["news"])
                 _ = try await s.registerDevice(String(repeating: "c", count: 64), as: "bob", tags: ["sports"])
@@ -234,9 +234,9 @@ struct CampaignTests {
         }
     }
 
-    @Test("payload URLs: a changed token is 404, an expired one 410, and keys rotate stops every earlier URL")
-    func payloadURLs() async throws {
-        try await TestServer.run { s in
+    @Test("payload URLs: a changed token is 404, an expired one 410, and keys rotate stops every earlier URL", arguments: StoreEngine.all)
+    func payloadURLs(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let (created, object) = try await s.json(.post, "/api/notifications", body: #"{"mode":"alert","title":"Hi"}"#)
             #expect(created.status == .created)
             let body = try #require(object as? [String: Any])
@@ -258,8 +258,9 @@ struct CampaignTests {
                 #expect(try await s.request(.get, "/p/" + junk, as: nil).status == .notFound)
             }
             // Expired: signed with the server's own key, an hour ago.
-            let directory = DataDirectory(path: s.dir.appendingPathComponent("data").path)
-            let links = PayloadLinks(key: try PayloadKey(directory: directory), baseURL: "http://x", lifetime: 60)
+            let other = try s.openStoreAgain()
+            defer { other.close() }
+            let links = PayloadLinks(key: try await other.payloadKey(), baseURL: "http://x", lifetime: 60)
             let payload = try #require(MediaID(body["payload"] as? String ?? ""))
             let expired = links.token(notification: Int64(id), payload: payload, expires: Int64(Date().timeIntervalSince1970) - 3600)
             for _ in 0..<2 { // the router, then (with the image cached) the fast path's turn: both refuse it
@@ -272,7 +273,7 @@ struct CampaignTests {
             let forged = stranger.token(notification: Int64(id), payload: payload, expires: Int64(Date().timeIntervalSince1970) + 3600)
             #expect(try await s.request(.get, "/p/\(forged)", as: nil).status == .notFound)
             // keys rotate (another process): the running server stops accepting earlier URLs within a second.
-            try PayloadKey.rotate(directory: directory)
+            try await other.rotatePayloadKey()
             #expect(try await eventually(within: 3) { try await s.request(.get, path, as: nil).status == .notFound })
             let (fresh, freshObject) = try await s.json(.post, "/api/notifications", body: #"{"mode":"alert"}"#)
             #expect(fresh.status == .created)

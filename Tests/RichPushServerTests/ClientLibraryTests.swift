@@ -44,9 +44,9 @@ struct ClientLibraryTests {
         return String(url.dropLast()) + String(replacement)
     }
 
-    @Test("the silent push the server built parses, and the payload downloads with Basic credentials into a .png")
-    func basicDownload() async throws {
-        try await TestServer.run { s in
+    @Test("the silent push the server built parses, and the payload downloads with Basic credentials into a .png", arguments: StoreEngine.all)
+    func basicDownload(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let created = try await Self.createNotification(s)
             let id = try #require(created["id"] as? Int)
             let push = try await Self.storedPush(s, id)
@@ -70,9 +70,9 @@ struct ClientLibraryTests {
         }
     }
 
-    @Test("a device session: the bearer token downloads; once revoked it gets 401; a wrong password gets no session")
-    func bearerSession() async throws {
-        try await TestServer.run { s in
+    @Test("a device session: the bearer token downloads; once revoked it gets 401; a wrong password gets no session", arguments: StoreEngine.all)
+    func bearerSession(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let created = try await Self.createNotification(s)
             let id = try #require(created["id"] as? Int)
             let message = RichPushMessage(id: Int64(id), message: "", kind: .silent)
@@ -101,9 +101,9 @@ struct ClientLibraryTests {
         }
     }
 
-    @Test("bob's credentials get 404 for alice's notification, a wrong password 401, and no file is left")
-    func someoneElse() async throws {
-        try await TestServer.run { s in
+    @Test("bob's credentials get 404 for alice's notification, a wrong password 401, and no file is left", arguments: StoreEngine.all)
+    func someoneElse(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let created = try await Self.createNotification(s)
             let id = try #require(created["id"] as? Int)
             let message = RichPushMessage(id: Int64(id), message: "", kind: .silent)
@@ -135,9 +135,9 @@ struct ClientLibraryTests {
         }
     }
 
-    @Test("a payload over maxBytes is refused as too large and leaves no file")
-    func tooLarge() async throws {
-        try await TestServer.run { s in
+    @Test("a payload over maxBytes is refused as too large and leaves no file", arguments: StoreEngine.all)
+    func tooLarge(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let created = try await Self.createNotification(s)
             let id = try #require(created["id"] as? Int)
             let message = RichPushMessage(id: Int64(id), message: "", kind: .silent)
@@ -158,9 +158,9 @@ struct ClientLibraryTests {
         }
     }
 
-    @Test("an alert push's richUrl downloads with no credentials; a changed token is 404; no richUrl and no credentials is 401")
-    func payloadURL() async throws {
-        try await TestServer.run { s in
+    @Test("an alert push's richUrl downloads with no credentials; a changed token is 404; no richUrl and no credentials is 401", arguments: StoreEngine.all)
+    func payloadURL(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let created = try await Self.createNotification(s, body: #"{"mode":"alert"}"#)
             let id = try #require(created["id"] as? Int)
             let richUrl = try #require(created["richUrl"] as? String)

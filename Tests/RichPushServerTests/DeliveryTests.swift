@@ -19,10 +19,10 @@ struct DeliveryTests {
         try await DeliveryStore(database: s.database).list(notification: Int64(id))
     }
 
-    @Test("the tutorial end to end: register, POST, the silent push arrives with Apple's headers, the device fetches the image")
-    func tutorial() async throws {
+    @Test("the tutorial end to end: register, POST, the silent push arrives with Apple's headers, the device fetches the image", arguments: StoreEngine.all)
+    func tutorial(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
                 _ = try await s.registerDevice(tokenA)
                 let (created, object) = try await s.json(.post, "/api/notifications")
                 #expect(created.status == .created)
@@ -52,10 +52,10 @@ struct DeliveryTests {
         }
     }
 
-    @Test("410 Unregistered prunes the registration; the device is not tried again")
-    func unregistered() async throws {
+    @Test("410 Unregistered prunes the registration; the device is not tried again", arguments: StoreEngine.all)
+    func unregistered(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
                 _ = try await s.registerDevice(tokenA)
                 _ = try await s.registerDevice(tokenB)
                 apns.sandbox.fail(token: tokenA, status: 410, reason: "Unregistered")
@@ -76,10 +76,10 @@ struct DeliveryTests {
         }
     }
 
-    @Test("400 BadDeviceToken and DeviceTokenNotForTopic fail the push but keep the registration (a wrong --apns-env or topic must not wipe devices)")
-    func badTokenKeepsRegistration() async throws {
+    @Test("400 BadDeviceToken and DeviceTokenNotForTopic fail the push but keep the registration (a wrong --apns-env or topic must not wipe devices)", arguments: StoreEngine.all)
+    func badTokenKeepsRegistration(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
                 _ = try await s.registerDevice(tokenA)
                 _ = try await s.registerDevice(tokenB)
                 apns.sandbox.fail(token: tokenA, status: 400, reason: "BadDeviceToken")
@@ -93,10 +93,10 @@ struct DeliveryTests {
         }
     }
 
-    @Test("429 and 503 are retried until Apple accepts, keeping the apns-id")
-    func retries() async throws {
+    @Test("429 and 503 are retried until Apple accepts, keeping the apns-id", arguments: StoreEngine.all)
+    func retries(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
                 _ = try await s.registerDevice(tokenA)
                 apns.sandbox.fail(token: tokenA, status: 429, reason: "TooManyRequests", times: 1)
                 let (_, object) = try await s.json(.post, "/api/notifications")
@@ -112,11 +112,11 @@ struct DeliveryTests {
         }
     }
 
-    @Test("403 ExpiredProviderToken renews the JWT once and the push goes through")
-    func expiredProviderToken() async throws {
+    @Test("403 ExpiredProviderToken renews the JWT once and the push goes through", arguments: StoreEngine.all)
+    func expiredProviderToken(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
             let tokens = APNsTokenManager(credentials: apns.credentials)
-            try await TestServer.run(provider: APNsProvider(client: try apns.client(tokens: tokens))) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client(tokens: tokens))) { s in
                 _ = try await s.registerDevice(tokenA)
                 _ = try await s.json(.post, "/api/notifications")
                 #expect(try await eventually { apns.sandbox.acceptedCount == 1 })
@@ -132,11 +132,11 @@ struct DeliveryTests {
         }
     }
 
-    @Test("one provider token is reused across many pushes, many in flight on the HTTP/2 connection")
-    func tokenReuse() async throws {
+    @Test("one provider token is reused across many pushes, many in flight on the HTTP/2 connection", arguments: StoreEngine.all)
+    func tokenReuse(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
             let tokens = APNsTokenManager(credentials: apns.credentials)
-            try await TestServer.run(provider: APNsProvider(client: try apns.client(tokens: tokens))) { s in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client(tokens: tokens))) { s in
                 for i in 0..<40 { _ = try await s.registerDevice(String(format: "%064x", i + 1)) }
                 _ = try await s.json(.post, "/api/notifications")
                 #expect(try await eventually { apns.sandbox.acceptedCount == 40 })

@@ -18,9 +18,9 @@ struct FastPathTests {
         Dictionary(fields.filter { $0.name != .date }.map { ($0.name.canonicalName, $0.value) }, uniquingKeysWith: { a, _ in a })
     }
 
-    @Test("a cached blob is answered with the router's exact headers and bytes")
-    func sameAnswer() async throws {
-        try await TestServer.run { s in
+    @Test("a cached blob is answered with the router's exact headers and bytes", arguments: StoreEngine.all)
+    func sameAnswer(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let first = try await s.request(.get, "/media/\(logoID)") // router: loads the cache
             let second = try await s.request(.get, "/media/\(logoID)") // fast path
             #expect(second.bytes == logo)
@@ -41,9 +41,9 @@ struct FastPathTests {
         }
     }
 
-    @Test("on the wire, a fast-path answer has the router's status line, header lines and body bytes")
-    func sameBytesOnTheWire() async throws {
-        try await TestServer.run({ $0.publicMedia = true }) { s in
+    @Test("on the wire, a fast-path answer has the router's status line, header lines and body bytes", arguments: StoreEngine.all)
+    func sameBytesOnTheWire(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.publicMedia = true }) { s in
             let port = try #require(s.client.port)
             let request = "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\n\r\n"
             // One keep-alive connection: the router's answer (which fills the cache), then two from the fast path.
@@ -65,9 +65,9 @@ struct FastPathTests {
         }
     }
 
-    @Test("pipelined requests are answered in order even when a later one could be answered at once")
-    func pipelining() async throws {
-        try await TestServer.run { s in
+    @Test("pipelined requests are answered in order even when a later one could be answered at once", arguments: StoreEngine.all)
+    func pipelining(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             _ = try await s.request(.get, "/media/\(logoID)") // cache it
             let auth = TestServer.basic("alice")[.authorization]!
             let slow = "POST /api/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: \(auth)\r\nContent-Length: 7\r\n\r\n\"first\""
@@ -81,9 +81,9 @@ struct FastPathTests {
         }
     }
 
-    @Test("Connection: close goes through the router, which closes the connection after the image")
-    func connectionClose() async throws {
-        try await TestServer.run({ $0.publicMedia = true }) { s in
+    @Test("Connection: close goes through the router, which closes the connection after the image", arguments: StoreEngine.all)
+    func connectionClose(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.publicMedia = true }) { s in
             _ = try await s.request(.get, "/media/\(logoID)")
             let port = try #require(s.client.port)
             let closing = try await rawExchange(port: port, "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", untilClose: true)
@@ -92,16 +92,17 @@ struct FastPathTests {
         }
     }
 
-    @Test("a blob removed by another process stops being served within about a second")
-    func removal() async throws {
-        try await TestServer.run { s in
+    @Test("a blob removed by another process stops being served within about a second", arguments: StoreEngine.all)
+    func removal(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let coupon = try Fixtures.bytes(Fixtures.media.appendingPathComponent("coupon.png"))
             let id = MediaID(hashing: coupon).hex
             #expect(try await s.request(.post, "/api/media", body: coupon).status == .created)
             #expect(try await s.request(.get, "/media/\(id)").status == .ok)
             #expect(try await s.request(.get, "/media/\(id)").status == .ok) // fast path
-            let store = MediaStore(directory: DataDirectory(path: s.dir.appendingPathComponent("data").path), database: s.database)
-            _ = try await store.remove(id)
+            let other = try s.openStoreAgain()
+            defer { other.close() }
+            _ = try await other.media.remove(id)
             try await Task.sleep(for: .milliseconds(1200))
             #expect(try await s.request(.get, "/media/\(id)").status == .notFound)
         }
@@ -119,9 +120,9 @@ struct FastPathTests {
         return try #require((object as? [String: Any])?["id"] as? Int)
     }
 
-    @Test("a first fetch with a session opened here is answered from memory as the router answers, and marks the notification read")
-    func firstFetchWithSession() async throws {
-        try await TestServer.run { s in
+    @Test("a first fetch with a session opened here is answered from memory as the router answers, and marks the notification read", arguments: StoreEngine.all)
+    func firstFetchWithSession(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             _ = try await s.request(.get, "/media/\(logoID)") // cache the blob
             let bearer = try await session(s)
             let (n1, n2) = (try await notify(s), try await notify(s))
@@ -145,9 +146,9 @@ struct FastPathTests {
         }
     }
 
-    @Test("that first fetch needs no database read: the session and the notification are known from when they were made")
-    func firstFetchFromMemory() async throws {
-        try await TestServer.run { s in
+    @Test("that first fetch needs no database read: the session and the notification are known from when they were made", arguments: StoreEngine.all)
+    func firstFetchFromMemory(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             _ = try await s.request(.get, "/media/\(logoID)")
             let bearer = try await session(s)
             let id = try await notify(s)
@@ -161,9 +162,9 @@ struct FastPathTests {
         }
     }
 
-    @Test("a removed user's notifications are forgotten: a new account of the same name cannot fetch them")
-    func removedUserForgotten() async throws {
-        try await TestServer.run { s in
+    @Test("a removed user's notifications are forgotten: a new account of the same name cannot fetch them", arguments: StoreEngine.all)
+    func removedUserForgotten(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             _ = try await s.request(.get, "/media/\(logoID)")
             let id = try await notify(s)
             #expect(try await s.request(.get, "/api/notifications/\(id)").status == .ok) // known here, and read

@@ -13,9 +13,9 @@ struct MediaRouteTests {
     let logo = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
     var logoID: String { MediaID(hashing: logo).hex }
 
-    @Test("health and metrics need no credentials")
-    func ops() async throws {
-        try await TestServer.run { s in
+    @Test("health and metrics need no credentials", arguments: StoreEngine.all)
+    func ops(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let (health, object) = try await s.json(.get, "/health", as: nil)
             #expect(health.status == .ok)
             #expect(object as? [String: String] == ["status": "ok"])
@@ -29,9 +29,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("upload: 201 stored, then 200 exists, with the SPEC's fields and a Location")
-    func upload() async throws {
-        try await TestServer.run { s in
+    @Test("upload: 201 stored, then 200 exists, with the SPEC's fields and a Location", arguments: StoreEngine.all)
+    func upload(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let jpeg = try Fixtures.bytes(Fixtures.media.appendingPathComponent("landscape.jpg"))
             let first = try await s.request(.post, "/api/media", body: jpeg)
             #expect(first.status == .created)
@@ -52,11 +52,11 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("upload rejections map to 413/415/422 with problem details and leave nothing behind")
-    func uploadRejections() async throws {
+    @Test("upload rejections map to 413/415/422 with problem details and leave nothing behind", arguments: StoreEngine.all)
+    func uploadRejections(engine: StoreEngine) async throws {
         let corrupt = try Fixtures.bytes(Fixtures.corpus.appendingPathComponent("pngsuite/xcsn0g01.png"))
         let truncatedJPEG = Array(try Fixtures.bytes(Fixtures.corpus.appendingPathComponent("jpeg/testorig.jpg")).dropLast(300))
-        try await TestServer.run({ $0.limits = MediaLimits(maxBytes: 100_000, maxPixels: 40_000_000, maxSide: 16_384) }) { s in
+        try await TestServer.run(engine: engine, { $0.limits = MediaLimits(maxBytes: 100_000, maxPixels: 40_000_000, maxSide: 16_384) }) { s in
             let cases: [([UInt8], HTTPResponse.Status, String)] = [
                 (corrupt, .unprocessableContent, "corrupt: PNG: IDAT: CRC error"),
                 (Array("GIF89a\u{1}\u{0}\u{1}\u{0}".utf8), .unsupportedMediaType, "unsupported: image/gif is not accepted; send PNG or JPEG"),
@@ -82,9 +82,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("an upload declaring a Content-Length over the limit is refused with 413 before its body is read")
-    func declaredLengthTooLarge() async throws {
-        try await TestServer.run({
+    @Test("an upload declaring a Content-Length over the limit is refused with 413 before its body is read", arguments: StoreEngine.all)
+    func declaredLengthTooLarge(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, {
             $0.limits = MediaLimits(maxBytes: 1000, maxPixels: 40_000_000, maxSide: 16_384)
             $0.mediaDirectory = "/nonexistent" // logo.png is over this limit
         }) { s in
@@ -98,9 +98,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("image responses: type, length, strong ETag, nosniff, private cache, 304, 206, 416, HEAD")
-    func imageHeaders() async throws {
-        try await TestServer.run { s in
+    @Test("image responses: type, length, strong ETag, nosniff, private cache, 304, 206, 416, HEAD", arguments: StoreEngine.all)
+    func imageHeaders(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let uri = "/media/\(logoID)"
             let full = try await s.request(.get, uri)
             #expect(full.status == .ok)
@@ -144,9 +144,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("media ids in paths are validated; unknown ids are 404; private media need credentials")
-    func mediaPaths() async throws {
-        try await TestServer.run { s in
+    @Test("media ids in paths are validated; unknown ids are 404; private media need credentials", arguments: StoreEngine.all)
+    func mediaPaths(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             for bad in ["zzz", "..%2F..%2Frichpush.sqlite", String(repeating: "g", count: 64), String(logoID.dropLast())] {
                 let response = try await s.request(.get, "/media/\(bad)")
                 #expect(response.status == .notFound, "\(bad)")
@@ -160,9 +160,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("--public-media serves without credentials, publicly cacheable")
-    func publicMedia() async throws {
-        try await TestServer.run({ $0.publicMedia = true }) { s in
+    @Test("--public-media serves without credentials, publicly cacheable", arguments: StoreEngine.all)
+    func publicMedia(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.publicMedia = true }) { s in
             let response = try await s.request(.get, "/media/\(logoID)", as: nil)
             #expect(response.status == .ok)
             #expect(response.headers[.cacheControl] == "public, max-age=31536000, immutable")
@@ -170,9 +170,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("past the upload limit, POST /api/media answers 503 with Retry-After instead of queueing work")
-    func uploadLimit() async throws {
-        try await TestServer.run({ $0.maxConcurrentUploads = 0 }) { s in
+    @Test("past the upload limit, POST /api/media answers 503 with Retry-After instead of queueing work", arguments: StoreEngine.all)
+    func uploadLimit(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.maxConcurrentUploads = 0 }) { s in
             let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
             let busy = try await s.request(.post, "/api/media", body: logo)
             #expect(busy.status == .serviceUnavailable)
@@ -186,9 +186,9 @@ struct MediaRouteTests {
         #expect(gate.enter())
     }
 
-    @Test("a request head trickled a byte at a time (slowloris) is cut off at the head deadline, however often bytes come")
-    func slowHead() async throws {
-        try await TestServer.run({ $0.headTimeout = 1 }) { s in
+    @Test("a request head trickled a byte at a time (slowloris) is cut off at the head deadline, however often bytes come", arguments: StoreEngine.all)
+    func slowHead(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.headTimeout = 1 }) { s in
             let port = try #require(s.client.port)
             let sentBeforeClose = try await onOwnThread { () throws -> Int in
                 let fd = try connectTo(port: port, timeout: 10)
@@ -221,9 +221,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("a blob too large for the cache is streamed from its file with the same headers, Range, HEAD and 304")
-    func streamedBlob() async throws {
-        try await TestServer.run({ $0.blobCacheBytes = 1 << 20 }) { s in // entries up to 128 KiB: this one is streamed
+    @Test("a blob too large for the cache is streamed from its file with the same headers, Range, HEAD and 304", arguments: StoreEngine.all)
+    func streamedBlob(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.blobCacheBytes = 1 << 20 }) { s in // entries up to 128 KiB: this one is streamed
             let png = PNGBuilder.rgb(width: 300, height: 300, seed: 11)
             #expect(png.count > 200_000)
             let upload = try await s.request(.post, "/api/media", body: png)
@@ -249,9 +249,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("a request head of more than 100 fields is refused (400) and the connection closed")
-    func headLimits() async throws {
-        try await TestServer.run { s in
+    @Test("a request head of more than 100 fields is refused (400) and the connection closed", arguments: StoreEngine.all)
+    func headLimits(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let port = try #require(s.client.port)
             let fields = (0..<150).map { "X-Field-\($0): v\r\n" }.joined()
             let answer = try await rawExchange(port: port, "GET /health HTTP/1.1\r\nHost: x\r\n\(fields)\r\n", untilClose: true)
@@ -261,9 +261,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("a connection with nothing in flight is closed after the idle timeout")
-    func idleTimeout() async throws {
-        try await TestServer.run({ $0.idleTimeout = 1 }) { s in
+    @Test("a connection with nothing in flight is closed after the idle timeout", arguments: StoreEngine.all)
+    func idleTimeout(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine, { $0.idleTimeout = 1 }) { s in
             let port = try #require(s.client.port)
             let closedWithin = try await onOwnThread { () throws -> Double in
                 let fd = try connectTo(port: port, timeout: 10)
@@ -277,9 +277,9 @@ struct MediaRouteTests {
         }
     }
 
-    @Test("an upload refused early (413) with Connection: close: the client can send the rest and reads its answer; the server then closes")
-    func earlyRefusalDoesNotHang() async throws {
-        try await TestServer.run { s in
+    @Test("an upload refused early (413) with Connection: close: the client can send the rest and reads its answer; the server then closes", arguments: StoreEngine.all)
+    func earlyRefusalDoesNotHang(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let port = try #require(s.client.port)
             let outcome = try await onOwnThread { () throws -> (sent: Int, answer: String) in
                 let fd = try connectTo(port: port, timeout: 10)

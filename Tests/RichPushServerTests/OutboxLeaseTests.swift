@@ -100,12 +100,13 @@ struct OutboxLeaseTests {
     func renewal() async throws {
         let (dir, database, id) = try await queued()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let slow = SlowProvider(delay: .seconds(6)), other = SlowProvider(delay: .zero)
-        let first = dispatcher(database, slow, lease: 3) // renewed every second
+        // Long enough that a renewal held up 4 s by a loaded machine still keeps the lease.
+        let slow = SlowProvider(delay: .seconds(12)), other = SlowProvider(delay: .zero)
+        let first = dispatcher(database, slow, lease: 6) // renewed every 2 s
         let sending = Task { try await first.drain() }
-        for _ in 0..<11 { // past the 3 s lease, twice over
+        for _ in 0..<22 { // past the 6 s lease, twice over
             try await Task.sleep(for: .milliseconds(500))
-            try await dispatcher(database, other, lease: 3).drain()
+            try await dispatcher(database, other, lease: 6).drain()
         }
         try await sending.value
         #expect(slow.sends.withLockedValue { $0 } == 1)

@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 @testable import RichPushCore
 import RichPushServer
+import RichPushTestSupport
 import Testing
 
 let tokenA = String(repeating: "ab", count: 32)
@@ -23,9 +24,9 @@ extension TestServer {
 
 @Suite("Registrations")
 struct RegistrationTests {
-    @Test("POST gives an id; PUT with the tutorial's capitalised keys forces username:<user>; DELETE removes")
-    func lifecycle() async throws {
-        try await TestServer.run { s in
+    @Test("POST gives an id; PUT with the tutorial's capitalised keys forces username:<user>; DELETE removes", arguments: StoreEngine.all)
+    func lifecycle(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let (created, object) = try await s.json(.post, "/api/register")
             #expect(created.status == .ok)
             let id = try #require((object as? [String: Any])?["registrationId"] as? String)
@@ -44,9 +45,9 @@ struct RegistrationTests {
         }
     }
 
-    @Test("refusals: another user's tag 403, bad handle 400, other platform 422, unknown id 410, someone else's id 410")
-    func refusals() async throws {
-        try await TestServer.run { s in
+    @Test("refusals: another user's tag 403, bad handle 400, other platform 422, unknown id 410, someone else's id 410", arguments: StoreEngine.all)
+    func refusals(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let (_, object) = try await s.json(.post, "/api/register")
             let id = try #require((object as? [String: Any])?["registrationId"] as? String)
             let cases: [(String, String, HTTPResponse.Status)] = [
@@ -71,9 +72,9 @@ struct RegistrationTests {
         }
     }
 
-    @Test("a user has at most 100 registrations: the 101st is 409 and says what to do; a deleted one makes room")
-    func cap() async throws {
-        try await TestServer.run { s in
+    @Test("a user has at most 100 registrations: the 101st is 409 and says what to do; a deleted one makes room", arguments: StoreEngine.all)
+    func cap(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             var last = ""
             for _ in 0..<RegistrationStore.maxPerUser {
                 let (response, object) = try await s.json(.post, "/api/register", as: "bob")
@@ -89,9 +90,9 @@ struct RegistrationTests {
         }
     }
 
-    @Test("a device token moves to another account only with the registration id the device held; within an account it moves freely")
-    func tokenMoves() async throws {
-        try await TestServer.run { s in
+    @Test("a device token moves to another account only with the registration id the device held; within an account it moves freely", arguments: StoreEngine.all)
+    func tokenMoves(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
             let bobs = try await s.registerDevice(tokenA, as: "bob")
             // alice names bob's token: refused, bob keeps it.
             let (_, created) = try await s.json(.post, "/api/register?handle=\(tokenA)", as: "alice")

@@ -18,6 +18,16 @@ struct TestServer {
     let dir: URL
     let database: SQLDatabase
     let client: LiveClient
+    /// The server's store.
+    let data: DataStore
+    let configuration: ServerConfiguration
+    let environment: [String: String]
+
+    /// The same store opened again, as another process (another node) would.
+    func openStoreAgain() throws -> DataStore {
+        try DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
+                           limits: configuration.limits, environment: environment)
+    }
 
     static let passwords = ["alice": "wonderland", "bob": "builder", "root": "rootpw"]
 
@@ -56,8 +66,10 @@ struct TestServer {
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, data: data,
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
+        let (finalConfiguration, finalEnvironment) = (configuration, environment)
         try await app.serve { client in
-            try await body(TestServer(dir: dir, database: database, client: client))
+            try await body(TestServer(dir: dir, database: database, client: client, data: data, configuration: finalConfiguration,
+                                      environment: finalEnvironment))
         }
     }
 
