@@ -40,6 +40,9 @@ public final class APNsSandbox: Sendable {
         /// Apple refuses a provider token renewed sooner than this after the last one
         /// (429 TooManyProviderTokenUpdates); 0 turns the check off (benchmarks where two clients sign).
         public var minTokenUpdateInterval: TimeInterval = 20 * 60
+        /// How long each answer takes (the round trip to Apple, for tests that need pushes in
+        /// flight); a push is accepted when its answer is sent.
+        public var responseDelay: Duration = .zero
 
         /// Creates a configuration.
         public init(teamID: String, keyID: String, publicKey: P256.Signing.PublicKey, tlsCertificatePEM: String, tlsKeyPEM: String) {
@@ -142,6 +145,7 @@ public final class APNsSandbox: Sendable {
     private func handle(_ request: Request, context: some RequestContext) async throws -> Response {
         let token = try context.parameters.require("token").lowercased()
         let body = try await request.body.collect(upTo: 64 * 1024)
+        if configuration.responseDelay > .zero { try await Task.sleep(for: configuration.responseDelay) }
         switch verdict(request: request, token: token, body: Data(body.readableBytesView)) {
         case .reject(let status, let reason, let timestamp):
             return Self.answer(status, reason, timestamp: timestamp, apnsID: request.headers[HTTPField.Name("apns-id")!])

@@ -166,11 +166,12 @@ public struct SettingsStore: Sendable {
         }
     }
 
-    /// Sets `key`.
-    public func set(_ key: String, _ value: String) async throws {
+    /// Sets `key`, telling listeners on `notify`'s channel.
+    public func set(_ key: String, _ value: String, notify: DataChange? = nil) async throws {
         try await database.write { db in
             try db.execute(sql: "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                            arguments: [key, value])
+            if let notify { try db.notify(notify.rawValue) }
         }
     }
 }

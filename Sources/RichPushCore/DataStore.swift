@@ -2,6 +2,15 @@ import Foundation
 import SQLEngine
 import MediaStore
 
+/// A kind of change another process made, announced on a shared database.
+public enum DataChange: String, Sendable, CaseIterable {
+    /// A user was removed or changed password, a session revoked, or the payload key rotated:
+    /// cached credentials and keys must be checked again.
+    case users = "richpush_users"
+    /// Pushes were queued.
+    case outbox = "richpush_outbox"
+}
+
 /// Everything RichPush keeps, opened once from the flags: the media store and one store per
 /// table, over one database. The embedded engine is SQLite and files in a data directory.
 ///
@@ -44,6 +53,19 @@ public final class DataStore: Sendable {
             bucket = S3Client(location: location, credentials: try S3Credentials.fromEnvironment(environment))
         }
         return DataStore(directory: directory, database: try CoreDatabase.open(directory, postgres: postgres), limits: limits, bucket: bucket)
+    }
+
+    /// `open` on a thread of its own: connecting to PostgreSQL and migrating block, and must not
+    /// hold up a thread of the concurrency pool (a server or a test suite has only a few).
+    public static func open(path: String, database: String? = nil, blobs: String? = nil, limits: MediaLimits = .default,
+                            environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> DataStore {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(with: Result {
+                    try open(path: path, database: database, blobs: blobs, limits: limits, environment: environment) as DataStore
+                })
+            }.start()
+        }
     }
 
     init(directory: DataDirectory, database: SQLDatabase, limits: MediaLimits, bucket: S3Client? = nil) {
@@ -92,6 +114,21 @@ public final class DataStore: Sendable {
         }
         try PayloadKey.rotate(directory: directory)
         return PayloadKey.path(directory)
+    }
+
+    /// What other processes change, as they commit, on a shared database (PostgreSQL's
+    /// LISTEN/NOTIFY); nil on the embedded store, where the server polls.
+    public func changes() -> AsyncStream<DataChange>? {
+        guard let names = database.listen(DataChange.allCases.map(\.rawValue)) else { return nil }
+        return AsyncStream { continuation in
+            let task = Task {
+                for await name in names {
+                    if let change = DataChange(rawValue: name) { continuation.yield(change) }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
     }
 
     /// Closes database connections.

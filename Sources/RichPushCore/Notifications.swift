@@ -144,6 +144,7 @@ struct NotificationWriter {
             throw CoreError(.unprocessable, "the push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
         }
         try db.execute(cached: "UPDATE notifications SET push = ? WHERE id = ?", arguments: [push, id])
+        if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         for target in targets {
             try db.execute(cached: """
                 INSERT INTO deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)

@@ -89,7 +89,7 @@ public final class PayloadKey: Sendable {
 
     /// Replaces the database's key with a new random key: every URL signed before stops working.
     public static func rotate(settings: SettingsStore) async throws {
-        try await settings.set(settingsKey, newKeyHex())
+        try await settings.set(settingsKey, newKeyHex(), notify: .users)
     }
 
     static let settingsKey = "payloadKey"

@@ -83,6 +83,7 @@ public struct SessionStore: Sendable {
             try db.execute(sql: "DELETE FROM sessions WHERE tokenHash = ?", arguments: [Self.hash(token)])
             guard db.changesCount > 0 else { return false }
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
+            try db.notify(DataChange.users.rawValue)
             return true
         }
     }
@@ -91,6 +92,7 @@ public struct SessionStore: Sendable {
     static func revokeAll(_ db: SQLConnection, username: String) throws {
         try db.execute(sql: "DELETE FROM sessions WHERE username = ?", arguments: [username])
         try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
+        try db.notify(DataChange.users.rawValue)
     }
 
     static func hash(_ token: String) -> Data {

@@ -154,6 +154,7 @@ public struct UserStore: Sendable {
             try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
             try SessionStore.revokeAll(db, username: name)
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
+            try db.notify(DataChange.users.rawValue)
         }
     }
 
@@ -166,6 +167,7 @@ public struct UserStore: Sendable {
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
             try SessionStore.revokeAll(db, username: name)
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
+            try db.notify(DataChange.users.rawValue)
         }
     }
 

@@ -24,8 +24,14 @@ public func buildApplication(
 ) async throws -> RichPushApplication {
     var logger = logger
     logger.logLevel = configuration.logLevel
-    let data = try data ?? DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
-                                              limits: configuration.limits)
+    let given = data
+    let data: DataStore
+    if let given {
+        data = given
+    } else {
+        data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
+                                        limits: configuration.limits)
+    }
     let media = data.media
     try await ensureDefaultImage(configuration, media: media, logger: logger)
     let users = data.users
@@ -70,6 +76,8 @@ public func buildApplication(
         maxConnections: configuration.maxConnections,
         services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger), follower,
                    CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger)]
+            + (data.changes().map { [ChangeListener(changes: $0, authenticator: authenticator, users: users, payloadKey: payloadKey,
+                                                    dispatcher: dispatcher, logger: logger)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices,
         eventLoopGroup: configuration.eventLoopThreads > 0
             ? MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads) : MultiThreadedEventLoopGroup.singleton,

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdBcrypt
 import Logging
+import PushDelivery
 import NIOConcurrencyHelpers
 import NIOPosix
 import RichPushCore
@@ -352,6 +353,34 @@ struct EpochWatcher: Service {
                 _ = try await payloadKey?.reloadIfChanged()
             } catch {
                 logger.warning("cannot read the users epoch or the payload key", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
+
+/// On a shared database: acts on what other nodes announce as they commit (PostgreSQL's
+/// LISTEN/NOTIFY), so a user removed anywhere is refused here at once and pushes queued anywhere
+/// start at once; the pollers stay as the fallback.
+struct ChangeListener: Service {
+    let changes: AsyncStream<DataChange>
+    let authenticator: Authenticator
+    let users: UserStore
+    let payloadKey: PayloadKey?
+    let dispatcher: any PushDispatching
+    let logger: Logger
+
+    func run() async throws {
+        for await change in changes.cancelOnGracefulShutdown() {
+            switch change {
+            case .users:
+                do {
+                    authenticator.observe(epochs: try await users.epochs())
+                    _ = try await payloadKey?.reloadIfChanged()
+                } catch {
+                    logger.warning("cannot read the users epoch or the payload key", metadata: ["error": "\(error)"])
+                }
+            case .outbox:
+                dispatcher.outboxChanged()
             }
         }
     }

@@ -2,8 +2,9 @@ import NIOCore
 import NIOHTTP1
 
 /// Ends a connection the way nginx does after its last answer (a "lingering close"): once the
-/// output is closed, whatever the client still sends is read and thrown away, for at most
-/// `linger` or `limit` bytes, then the connection closes.
+/// output is closed, whatever the client still sends is read and thrown away, until it stops
+/// sending for `idle` (nginx's `lingering_timeout`), or for at most `linger` in all (nginx's
+/// `lingering_time`) or `limit` bytes, then the connection closes.
 ///
 /// Hummingbird closes its output after answering a `Connection: close` request and then waits
 /// for the client to close. A client that is still sending a body nobody reads (an upload
@@ -17,13 +18,17 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
     typealias OutboundOut = ByteBuffer
 
     private let linger: TimeAmount
+    private let idle: TimeAmount
     private let limit: Int
     private var lingering = false
     private var discarded = 0
     private var timer: Scheduled<Void>?
+    private var idleTimer: Scheduled<Void>?
+    private var context: NIOLoopBound<ChannelHandlerContext>?
 
-    init(linger: TimeAmount = .seconds(5), limit: Int = 32 << 20) {
+    init(linger: TimeAmount = .seconds(30), idle: TimeAmount = .seconds(5), limit: Int = 32 << 20) {
         self.linger = linger
+        self.idle = idle
         self.limit = limit
     }
 
@@ -35,7 +40,9 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
         lingering = true
         context.close(mode: .output, promise: promise)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        self.context = bound
         timer = context.eventLoop.scheduleTask(in: linger) { bound.value.close(promise: nil) }
+        armIdleTimer(context)
         context.read() // the reader above has stopped asking; keep the socket draining
     }
 
@@ -48,8 +55,19 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
         if discarded > limit { context.close(promise: nil) }
     }
 
+    private func armIdleTimer(_ context: ChannelHandlerContext) {
+        idleTimer?.cancel()
+        guard let bound = self.context else { return }
+        idleTimer = context.eventLoop.scheduleTask(in: idle) { bound.value.close(promise: nil) }
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
-        if lingering { context.read() } else { context.fireChannelReadComplete() }
+        if lingering {
+            armIdleTimer(context) // once per batch of reads, not per read
+            context.read()
+        } else {
+            context.fireChannelReadComplete()
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -62,6 +80,8 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
+        idleTimer?.cancel()
+        self.context = nil
         context.fireChannelInactive()
     }
 }

@@ -57,6 +57,14 @@ public final class SQLConnection {
         }
     }
 
+    /// Tells every process listening on `channel` (`SQLDatabase.listen`) once this transaction
+    /// commits. PostgreSQL's NOTIFY; nothing on SQLite, whose readers poll.
+    public func notify(_ channel: String) throws {
+        if case .postgres(let session) = backend {
+            _ = try session.execute("SELECT pg_notify(?, '')", [.text(channel)])
+        }
+    }
+
     /// Runs several statements without arguments (a migration).
     public func executeScript(_ sql: String) throws {
         switch backend {

@@ -150,6 +150,14 @@ public final class SQLDatabase: Sendable {
         }
     }
 
+    /// The names of the channels notified (`SQLConnection.notify`) by any process, as they
+    /// commit, on a connection of its own that comes back when lost (then every channel is
+    /// yielded once, as something may have been missed). Nil on SQLite: poll instead.
+    public func listen(_ channels: [String]) -> AsyncStream<String>? {
+        guard case .postgres(let pool) = engine else { return nil }
+        return pool.listen(channels)
+    }
+
     /// Closes PostgreSQL connections (SQLite's close with the last reference).
     public func shutdown() {
         if case .postgres(let pool) = engine { pool.shutdown() }
@@ -210,7 +218,7 @@ final class PostgresPool: Sendable {
     }
 
     /// Closes `connection`, keeping it until it is closed (PostgresNIO insists).
-    private static func close(_ connection: PostgresConnection) {
+    static func close(_ connection: PostgresConnection) {
         let closing: EventLoopFuture<Void> = connection.close()
         closing.whenComplete { _ in withExtendedLifetime(connection) {} }
     }
@@ -231,14 +239,49 @@ final class PostgresPool: Sendable {
                 } catch {
                     let rolledBack = (try? session.execute("ROLLBACK", [])) != nil
                     checkin(connection, healthy: rolledBack)
-                    if let failure = error as? SQLEngineError, failure.isRetryable, attempt < 20 {
-                        usleep(UInt32.random(in: 1_000...(5_000 * UInt32(min(attempt, 10)))))
+                    // Lost a race with another transaction (serialization failure, deadlock): run it
+                    // again after a random pause that grows, up to 100 ms, for up to about 5 s.
+                    if let failure = error as? SQLEngineError, failure.isRetryable, attempt < 60 {
+                        usleep(UInt32.random(in: 0...min(100_000, 1_000 << min(attempt, 7))))
                         continue
                     }
                     throw error
                 }
             }
         }
+    }
+
+    func listen(_ channels: [String]) -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
+        let current = NIOLockedValueBox<PostgresConnection?>(nil)
+        let task = Task { [configuration, logger] in
+            var connected = false
+            while !Task.isCancelled {
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration, id: 0, logger: logger).get()
+                    current.withLockedValue { $0 = connection }
+                    for channel in channels {
+                        connection.addListener(channel: channel) { _, message in continuation.yield(message.channel) }
+                        _ = try await connection.query(PostgresQuery(unsafeSQL: "LISTEN \"\(channel)\""), logger: logger)
+                    }
+                    if connected { channels.forEach { continuation.yield($0) } }
+                    connected = true
+                    try await connection.closeFuture.get()
+                } catch {
+                    logger.warning("LISTEN connection lost; polling until it is back", metadata: ["error": "\(SQLEngineError(error))"])
+                }
+                if let connection = current.withLockedValue({ c in defer { c = nil }; return c }) { Self.close(connection) }
+                channels.forEach { continuation.yield($0) }
+                try? await Task.sleep(for: .seconds(1))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in
+            task.cancel()
+            if let connection = current.withLockedValue({ c in defer { c = nil }; return c }) { Self.close(connection) }
+        }
+        return stream
     }
 
     /// Applies what `migrations` holds that the database has not seen, under an advisory lock.

@@ -231,7 +231,7 @@ extension MediaCommand {
             commandName: "gc",
             abstract: "Delete blobs that nothing names or references and that are older than the grace period.")
         @OptionGroup var dataOptions: DataOptions
-        @Option(help: "How long an unreferenced blob is kept (e.g. 90s, 30m, 24h, 7d).", transform: Duration.parse)
+        @Option(help: "How long an unreferenced blob is kept (e.g. 250ms, 90s, 30m, 24h, 7d).", transform: Duration.parse)
         var grace: TimeInterval = 24 * 3600
 
         func run() async throws {
@@ -244,17 +244,20 @@ extension MediaCommand {
 }
 
 enum Duration {
-    /// Parses `90`, `90s`, `30m`, `24h`, `7d`.
+    /// Parses `90`, `250ms`, `90s`, `30m`, `24h`, `7d`.
     static func parse(_ text: String) throws -> TimeInterval {
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
         var number = Substring(text)
         var scale = 1.0
-        if let last = text.last, let unit = units[last] {
+        if text.hasSuffix("ms") {
+            number = number.dropLast(2)
+            scale = 0.001
+        } else if let last = text.last, let unit = units[last] {
             number = number.dropLast()
             scale = unit
         }
         guard let value = Double(number), value >= 0 else {
-            throw ValidationError("'\(text)' is not a duration (e.g. 90s, 30m, 24h, 7d)")
+            throw ValidationError("'\(text)' is not a duration (e.g. 250ms, 90s, 30m, 24h, 7d)")
         }
         return value * scale
     }

@@ -28,6 +28,8 @@ struct SandboxCommand: AsyncParsableCommand {
     @Option(help: "A topic (bundle id) the key may push to; repeat for more. Without it any topic is accepted.") var topic: [String] = []
     @Option(help: "Refuse a provider token renewed sooner than this after the last (Apple: 20m; 0 turns it off).", transform: Duration.parse)
     var tokenUpdateInterval: TimeInterval = 20 * 60
+    @Option(help: "Answer each push after this long, e.g. 100ms (a slow network to Apple).", transform: Duration.parse)
+    var delay: TimeInterval = 0
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -68,6 +70,7 @@ struct SandboxCommand: AsyncParsableCommand {
         configuration.logPath = log
         configuration.topics = topic.isEmpty ? nil : Set(topic)
         configuration.minTokenUpdateInterval = tokenUpdateInterval
+        configuration.responseDelay = .milliseconds(Int(delay * 1000))
         let sandbox = try APNsSandbox(configuration, keepAccepted: 1000)
         for rule in fail {
             if let (token, status, reason, times) = Self.parseFailure(rule) { sandbox.fail(token: token, status: status, reason: reason, times: times) }

@@ -64,8 +64,8 @@ struct ServeCommand: AsyncParsableCommand {
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in RichPushLogHandler(label: label, level: level) }
         let logger = Logger(label: "richpush")
-        let data = try DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
-                                  limits: configuration.limits)
+        let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
+                                            limits: configuration.limits)
         if let (provider, mirror) = try pushOptions.makeProvider() {
             let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
             let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,

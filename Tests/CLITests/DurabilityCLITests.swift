@@ -10,19 +10,27 @@ import Glibc
 
 /// One HTTP exchange on a fresh connection (Connection: close), off the cooperative pool.
 func http(_ port: Int, _ method: String, _ path: String, auth: String, body: String = "") async throws -> String {
+    try await http(port, method, path, authorization: "Basic \(auth)", body: body)
+}
+
+/// One HTTP exchange with this `Authorization` field.
+func http(_ port: Int, _ method: String, _ path: String, authorization: String, body: String = "") async throws -> String {
     try await onOwnThread {
         let fd = try connectTo(port: port)
         defer { close(fd) }
-        sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(auth)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
+        sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: \(authorization)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
         return receiveAll(fd)
     }
 }
 
-func startProcess(_ args: [String], cwd: URL, log: URL) throws -> Process {
+func startProcess(_ args: [String], cwd: URL, log: URL, environment: [String: String] = [:]) throws -> Process {
     let process = Process()
     process.executableURL = CLI.executable
     process.arguments = args
     process.currentDirectoryURL = cwd
+    if !environment.isEmpty {
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    }
     _ = FileManager.default.createFile(atPath: log.path, contents: nil)
     let handle = try FileHandle(forWritingTo: log)
     handle.seekToEndOfFile()

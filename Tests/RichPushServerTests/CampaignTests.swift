@@ -258,7 +258,7 @@ struct CampaignTests {
                 #expect(try await s.request(.get, "/p/" + junk, as: nil).status == .notFound)
             }
             // Expired: signed with the server's own key, an hour ago.
-            let other = try s.openStoreAgain()
+            let other = try await s.openStoreAgain()
             defer { other.close() }
             let links = PayloadLinks(key: try await other.payloadKey(), baseURL: "http://x", lifetime: 60)
             let payload = try #require(MediaID(body["payload"] as? String ?? ""))

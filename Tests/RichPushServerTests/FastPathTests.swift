@@ -100,7 +100,7 @@ struct FastPathTests {
             #expect(try await s.request(.post, "/api/media", body: coupon).status == .created)
             #expect(try await s.request(.get, "/media/\(id)").status == .ok)
             #expect(try await s.request(.get, "/media/\(id)").status == .ok) // fast path
-            let other = try s.openStoreAgain()
+            let other = try await s.openStoreAgain()
             defer { other.close() }
             _ = try await other.media.remove(id)
             try await Task.sleep(for: .milliseconds(1200))

@@ -100,13 +100,14 @@ struct OutboxLeaseTests {
     func renewal() async throws {
         let (dir, database, id) = try await queued()
         defer { try? FileManager.default.removeItem(at: dir) }
-        // Long enough that a renewal held up 4 s by a loaded machine still keeps the lease.
-        let slow = SlowProvider(delay: .seconds(12)), other = SlowProvider(delay: .zero)
-        let first = dispatcher(database, slow, lease: 6) // renewed every 2 s
+        // A renewal held up 6 s by a loaded machine (the whole suite runs at once on two cores)
+        // still keeps the lease: the lease is 9 s, renewed every 3 s, and the send takes 15 s.
+        let slow = SlowProvider(delay: .seconds(15)), other = SlowProvider(delay: .zero)
+        let first = dispatcher(database, slow, lease: 9)
         let sending = Task { try await first.drain() }
-        for _ in 0..<22 { // past the 6 s lease, twice over
+        for _ in 0..<28 { // past the 9 s lease, and more
             try await Task.sleep(for: .milliseconds(500))
-            try await dispatcher(database, other, lease: 6).drain()
+            try await dispatcher(database, other, lease: 9).drain()
         }
         try await sending.value
         #expect(slow.sends.withLockedValue { $0 } == 1)

@@ -24,8 +24,8 @@ struct TestServer {
     let environment: [String: String]
 
     /// The same store opened again, as another process (another node) would.
-    func openStoreAgain() throws -> DataStore {
-        try DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
+    func openStoreAgain() async throws -> DataStore {
+        try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
                            limits: configuration.limits, environment: environment)
     }
 
@@ -52,7 +52,7 @@ struct TestServer {
             environment.merge(locations.environment) { _, new in new }
         }
         configure(&configuration)
-        let data = try DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
+        let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
                                       limits: configuration.limits, environment: environment)
         defer { data.close() }
         let database = data.database // for the tests that look at rows directly

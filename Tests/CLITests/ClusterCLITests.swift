@@ -1,0 +1,183 @@
+import APNsSandbox
+import Crypto
+import Foundation
+import MediaStore
+@testable import RichPushCore
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two `serve` processes on one PostgreSQL database and one bucket, nothing in front of them
+/// (SPEC §13): what one node stores, the other serves; each push goes out from one of them.
+@Suite("Two serve nodes on one database and one bucket", .enabled(if: Postgres.available && SeaweedFS.available,
+                                                                    "PostgreSQL or SeaweedFS is not installed"))
+struct ClusterCLITests {
+    static let deviceCount = 1200
+
+    @Test("media stored through one node is served by the other; a user removed is refused by both within a second; a campaign reaches every device, with one apns-id each, though a node is SIGKILLed in the middle")
+    func twoNodes() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(to: dir.appendingPathComponent("AuthKey.p8"), atomically: true, encoding: .utf8)
+        let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
+        try certificate.write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
+        try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
+
+        // One database and one bucket prefix, named to every process by the environment.
+        let shared = try await StoreEngine.shared.locations()
+        var environment = shared.environment
+        environment["RICHPUSH_DATABASE"] = shared.database
+        environment["RICHPUSH_BLOBS"] = shared.blobs
+
+        // Accounts and devices, as an import and the apps would make them.
+        let setup = try await DataStore.open(path: dir.appendingPathComponent("setup").path, database: shared.database, blobs: shared.blobs,
+                                       environment: environment)
+        defer { setup.close() }
+        let names = (0..<Self.deviceCount).map { String(format: "u%05d", $0) }
+        _ = try await setup.users(cost: 4).importUsers(
+            [.init(name: "root", secret: .password("rootpw"), admin: true), .init(name: "alice", secret: .password("pw"), admin: false)]
+                + names.map { .init(name: $0, secret: .password("pw"), admin: false) })
+        func token(_ name: String) -> String { SHA256.hash(data: Data(name.utf8)).map { String(format: "%02x", $0) }.joined() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for slice in stride(from: 0, to: names.count, by: 100).map({ names[$0..<min($0 + 100, names.count)] }) {
+                group.addTask {
+                    for name in slice {
+                        let registration = try await setup.registrations.create(for: name)
+                        _ = try await setup.registrations.update(id: registration.id, for: name,
+                                                                 with: DeviceRegistration(platform: "apns", handle: token(name), tags: []))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+
+        let apnsPort = freePort(), portA = freePort(), portB = freePort()
+        let pushes = dir.appendingPathComponent("pushes.jsonl")
+        // Answers take 400 ms, as a slow link to Apple would: pushes are in flight when a node dies.
+        // Each node signs its own provider token, so the sandbox's 20-minute rule is off.
+        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--log", pushes.path,
+                                        "--delay", "400ms", "--token-update-interval", "0"],
+                                       cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(apnsPort))
+        func node(_ port: Int, _ name: String) throws -> Process {
+            try startProcess(["serve", "--port", String(port), "--data", dir.appendingPathComponent(name).path,
+                              "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+                              "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"],
+                             cwd: dir, log: dir.appendingPathComponent("\(name).log"), environment: environment)
+        }
+        let a = try node(portA, "node-a"), b = try node(portB, "node-b")
+        defer {
+            for process in [a, b] where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        let upA = try await waitForPort(portA), upB = try await waitForPort(portB)
+        #expect(upA && upB)
+        let root = Data("root:rootpw".utf8).base64EncodedString(), alice = Data("alice:pw".utf8).base64EncodedString()
+
+        // Media stored through A is served by B, byte for byte.
+        let coupon = try Fixtures.bytes(Fixtures.media.appendingPathComponent("coupon.png"))
+        let stored = try await httpBytes(portA, "POST", "/api/media", auth: root, body: coupon)
+        #expect(stored.status == 201, "\(String(decoding: stored.body, as: UTF8.self))")
+        let served = try await httpBytes(portB, "GET", "/media/\(MediaID(hashing: coupon).hex)", auth: alice)
+        #expect(served.status == 200 && served.body == coupon)
+
+        // A user removed (by a third process) is refused by both nodes within a second, though
+        // both had the credentials cached. A session token shows it: a refused password costs a
+        // deliberate bcrypt (so that unknown names take as long as known ones).
+        let session = try await http(portA, "POST", "/api/sessions", auth: alice)
+        let bearer = try #require(session.range(of: #""token":"[^"]+""#, options: .regularExpression).map { String(session[$0].dropFirst(9).dropLast()) })
+        for port in [portA, portB] {
+            #expect(try await http(port, "GET", "/api/notifications", auth: alice).hasPrefix("HTTP/1.1 200"))
+            #expect(try await http(port, "GET", "/api/notifications", authorization: "Bearer \(bearer)").hasPrefix("HTTP/1.1 200"))
+        }
+        let removed = try await CLI.run(["users", "rm", "alice"], cwd: dir, environment: environment)
+        #expect(removed.status == 0, "\(removed.stderr)")
+        let start = Date()
+        for port in [portA, portB] {
+            var refused = false
+            while !refused && Date().timeIntervalSince(start) < 5 {
+                refused = try await http(port, "GET", "/api/notifications", authorization: "Bearer \(bearer)").hasPrefix("HTTP/1.1 401")
+                if !refused { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(refused)
+        }
+        let refusedAfter = Date().timeIntervalSince(start)
+        #expect(refusedAfter < 1.0, "both nodes refused the removed user's session after \(refusedAfter) s")
+        for port in [portA, portB] {
+            #expect(try await http(port, "GET", "/api/notifications", auth: alice).hasPrefix("HTTP/1.1 401"))
+        }
+
+        // A campaign sent through A: B takes its share of the outbox, and is killed mid-way.
+        let campaign = try await http(portA, "POST", "/api/admin/campaigns", auth: root,
+                                      body: #"{"audience":{"all":true},"message":"to everyone","mode":"silent"}"#)
+        #expect(campaign.hasPrefix("HTTP/1.1 202"), "\(campaign)")
+        let campaignID = try #require(campaign.range(of: #""id":\d+"#, options: .regularExpression).map { Int(campaign[$0].dropFirst(5))! })
+        func lines() -> [String] {
+            ((try? String(contentsOf: pushes, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        var waited = 0
+        while lines().count < Self.deviceCount / 5 && waited < 600 {
+            try await Task.sleep(for: .milliseconds(50))
+            waited += 1
+        }
+        kill(b.processIdentifier, SIGKILL)
+        b.waitUntilExit()
+        let atKill = lines().count
+        #expect(atKill < Self.deviceCount, "the campaign was over before the kill: \(atKill) pushes")
+
+        // A finishes, taking back B's leases once B's heartbeat is 15 s old.
+        var status = ""
+        for _ in 0..<900 {
+            status = try await http(portA, "GET", "/api/admin/campaigns/\(campaignID)", auth: root)
+            if status.contains(#""status":"done""#) { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(status.contains(#""status":"done""#) && status.contains(#""sent":\#(Self.deviceCount)"#) && status.contains(#""failed":0"#),
+                "\(status)")
+        var idsByToken: [String: Set<String>] = [:]
+        for line in lines() {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let headers = object["headers"] as? [String: String] ?? [:]
+            idsByToken[object["token"] as? String ?? "", default: []].insert(headers["apns-id"] ?? "")
+        }
+        let expected = Set(names.map(token))
+        #expect(Set(idsByToken.keys) == expected,
+                "\(expected.subtracting(idsByToken.keys).count) devices got nothing, \(Set(idsByToken.keys).subtracting(expected).count) strangers got a push")
+        #expect(idsByToken.values.allSatisfy { $0.count == 1 }, "a device got two different pushes")
+        let resent = lines().count - idsByToken.count
+        // At-least-once: pushes Apple accepted from B in its last moments (in flight, or not yet
+        // recorded) are sent again by A with the same apns-id, never more than B had in flight.
+        #expect(resent <= 200, "\(resent) pushes resent")
+        print("cluster: \(atKill) pushes before the kill, \(resent) resent with the same apns-id, users refused after \(refusedAfter) s")
+        kill(a.processIdentifier, SIGTERM)
+        a.waitUntilExit()
+    }
+}
+
+/// One HTTP exchange with a binary body; the status and the response body.
+func httpBytes(_ port: Int, _ method: String, _ path: String, auth: String, body: [UInt8] = []) async throws -> (status: Int, body: [UInt8]) {
+    try await onOwnThread {
+        let fd = try connectTo(port: port)
+        defer { close(fd) }
+        sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(auth)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body)
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            response += buffer[0..<n]
+        }
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        guard let end = (0..<max(0, response.count - 3)).first(where: { Array(response[$0..<$0 + 4]) == separator }) else { return (0, []) }
+        let head = String(decoding: response[..<end], as: UTF8.self)
+        let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return (status, Array(response[(end + 4)...]))
+    }
+}
