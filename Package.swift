@@ -81,6 +81,7 @@ let package = Package(
                 "SQLEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -230,6 +231,7 @@ let package = Package(
             name: "CLITests",
             dependencies: [
                 "richpush", "MediaStore", "RichPushCore", "RichPushTestSupport", "APNsSandbox", "SQLEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

@@ -94,6 +94,15 @@ public final class PayloadKey: Sendable {
 
     static let settingsKey = "payloadKey"
 
+    /// The key file of `directory` as its 64 hex digits (for copying it to another store).
+    static func storedHex(directory: DataDirectory) throws -> String {
+        let path = Self.path(directory)
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CoreError(.notFound, "no payload key at \(path)") }
+        let hex = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard hex.count == 64, hexBytes(hex) != nil else { throw CoreError(.invalid, "\(path) is not a payload key") }
+        return hex
+    }
+
     private static func read(_ settings: SettingsStore) async throws -> Loaded {
         guard let hex = try await settings.value(settingsKey), hex.count == 64, let bytes = hexBytes(hex) else {
             throw CoreError(.invalid, "the database's payload key is missing or malformed; `richpush keys rotate` writes a new one")

@@ -136,6 +136,12 @@ public struct SQLRow: Sendable {
 
     /// True when the row has a column named `column`.
     public func has(_ column: String) -> Bool { columns.index(of: column) != nil }
+
+    /// The column names, in order (as the engine spells them).
+    public var columnNames: [String] { columns.names }
+
+    /// Where `column` is, or nil.
+    public func columnIndex(_ column: String) -> Int? { columns.index(of: column) }
 }
 
 /// Column names of a result, shared by its rows.

@@ -15,7 +15,7 @@ struct RichPushCommand: AsyncParsableCommand {
         abstract: "Self-hosted backend for rich push notifications.",
         version: RichPushBuild.version,
         subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, SendCommand.self, DeliveriesCommand.self,
-                      KeysCommand.self, SandboxCommand.self, HealthcheckCommand.self]
+                      KeysCommand.self, SandboxCommand.self, HealthcheckCommand.self, MigrateCommand.self]
     )
 }
 

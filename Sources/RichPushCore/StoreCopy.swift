@@ -1,0 +1,132 @@
+import Crypto
+import Foundation
+import MediaStore
+import NIOCore
+import SQLEngine
+
+/// What `DataStore.copy(to:)` did.
+public struct StoreCopyReport: Sendable {
+    /// Blobs written to the target, each checked against its id (SHA-256) first.
+    public var blobsCopied = 0
+    /// Blobs the target already had (a copy run again after an interruption).
+    public var blobsPresent = 0
+    /// Blobs not copied, with why (bytes that do not hash to their id, a blob missing in the source).
+    public var blobProblems: [String] = []
+    /// Rows copied per table (rows the target already had are not counted).
+    public var rows: [(table: String, copied: Int)] = []
+}
+
+extension DataStore {
+    /// The tables copied, in an order that satisfies their foreign keys, each with its key.
+    /// `media` rows come with their blobs; `upsert` tables take the source's values.
+    private static let copiedTables: [(name: String, key: [String], upsert: Bool)] = [
+        ("media", ["sha256"], true),
+        ("media_names", ["name"], false),
+        ("users", ["name"], false),
+        ("campaigns", ["id"], false),
+        ("notifications", ["id"], false),
+        ("media_refs", ["sha256", "owner"], false),
+        ("deliveries", ["id"], false),
+        ("registrations", ["id"], false),
+        ("sessions", ["tokenHash"], false),
+        ("mirror_deletions", ["registrationId"], false),
+        ("meta", ["key"], true),
+        ("settings", ["key"], true),
+    ]
+
+    /// Copies everything this store holds into `target` (another engine, say PostgreSQL and a
+    /// bucket): every blob, read back and checked against its SHA-256 id before it is written,
+    /// then every table's rows with their ids, so that notifications, payload URLs and pending
+    /// pushes carry on. Rows and blobs the target already has are left as they are, so a copy
+    /// that was interrupted is finished by running it again. The payload key goes along, so
+    /// payload URLs already sent keep working; pending pushes lose their leases (nobody holds
+    /// them in the target) and are sent by the target's servers.
+    ///
+    /// Run it with no server writing to this store (stop them, or expect their last writes to
+    /// need another run).
+    public func copy(to target: DataStore, progress: @Sendable (String) -> Void = { _ in }) async throws -> StoreCopyReport {
+        var report = StoreCopyReport()
+        // Blobs first: a media row in the target always has its blob.
+        var after = ""
+        while true {
+            let start = after
+            let ids = try await database.read { db in
+                try String.fetchAll(db, sql: "SELECT sha256 FROM media WHERE sha256 > ? ORDER BY sha256 LIMIT 200", arguments: [start])
+            }
+            guard let last = ids.last else { break }
+            after = last
+            for hex in ids {
+                guard let id = MediaID(hex) else { continue }
+                if try await target.media.item(id) != nil, await target.media.hasBlob(id) {
+                    report.blobsPresent += 1
+                    continue
+                }
+                guard let item = try await media.item(id), let buffer = try await media.read(id, offset: 0, length: item.size),
+                      buffer.readableBytes == item.size
+                else {
+                    report.blobProblems.append("\(hex): missing from the source (\(media.blobPath(id)))")
+                    continue
+                }
+                let bytes = Array(buffer.readableBytesView)
+                let actual = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+                guard actual == hex else {
+                    report.blobProblems.append("\(hex): damaged in the source, its bytes hash to \(actual)")
+                    continue
+                }
+                let stored = try await target.media.ingest(bytes: bytes)
+                guard stored.item.id == id else { throw CoreError(.invalid, "\(hex) was stored as \(stored.item.id.hex)") }
+                report.blobsCopied += 1
+            }
+            progress("blobs: \(report.blobsCopied) copied, \(report.blobsPresent) already there")
+        }
+        for table in Self.copiedTables {
+            let copied = try await copyTable(table.name, key: table.key, upsert: table.upsert, to: target)
+            report.rows.append((table.name, copied))
+            progress("\(table.name): \(copied) rows")
+        }
+        try await target.database.write { db in
+            // Leases name holders of the source; the target's dispatchers take the rows up.
+            try db.execute(sql: "UPDATE deliveries SET leasedBy = NULL, leaseTag = NULL WHERE state = 'pending'")
+            if db.dialect == .postgres {
+                // Ids were given explicitly: the identity sequences carry on after the largest.
+                for table in ["notifications", "deliveries", "campaigns"] {
+                    try db.execute(sql: "SELECT setval(pg_get_serial_sequence('\(table)', 'id'), (SELECT COALESCE(max(id), 0) + 1 FROM \(table)), false)")
+                }
+            }
+        }
+        if database.dialect == .sqlite, target.database.dialect == .postgres, let hex = try? PayloadKey.storedHex(directory: directory) {
+            try await target.settings.set(PayloadKey.settingsKey, hex, notify: .users)
+        }
+        return report
+    }
+
+    /// Copies `table`'s rows, 500 to a transaction, in key order; returns how many the target did not have.
+    private func copyTable(_ table: String, key: [String], upsert: Bool, to target: DataStore) async throws -> Int {
+        var copied = 0
+        var last: [SQLValue]?
+        let keyList = key.joined(separator: ", ")
+        while true {
+            let bound = last
+            let rows = try await database.read { db -> [SQLRow] in
+                let after = bound.map { _ in "WHERE (\(keyList)) > (\(key.map { _ in "?" }.joined(separator: ", ")))" } ?? ""
+                return try db.fetchAll(sql: "SELECT * FROM \(table) \(after) ORDER BY \(keyList) LIMIT 500",
+                                       arguments: SQLArguments(values: bound ?? []))
+            }
+            guard let final = rows.last else { return copied }
+            last = key.map { final.values[final.columnIndex($0)!] }
+            copied += try await target.database.write { db in
+                var inserted = 0
+                for row in rows {
+                    let columns = row.columnNames
+                    let conflict = upsert
+                        ? "ON CONFLICT (\(keyList)) DO UPDATE SET " + columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+                        : "ON CONFLICT DO NOTHING"
+                    try db.execute(sql: "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", "))) \(conflict)",
+                                   arguments: SQLArguments(values: row.values))
+                    inserted += db.changesCount
+                }
+                return inserted
+            }
+        }
+    }
+}
