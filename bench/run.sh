@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every benchmark, one table: builds release, installs nginx-light / wrk / nghttp2-client when
 # missing, runs ingest vs its floor, image GETs vs nginx, push fan-out vs h2load, and
-# a campaign to 10,000 devices and its first fetches (bench/broadcast.sh), and
+# a campaign to 10,000 devices and its first fetches (bench/broadcast.sh), blobs in S3 vs
+# files (bench/s3.sh), the PostgreSQL outbox vs SQLite's (bench/engines.sh), and
 # richpush-bench vs wrk, each alternating against its reference in one run, then prints the
 # figures and ratios. Paste the table into BENCHMARKS.md with the machine it ran on.
 #
@@ -19,6 +20,8 @@ bench/ingest.sh "$rounds" > "$out/ingest.txt"
 bench/http.sh "$rounds" "$seconds" > "$out/http.txt"
 bench/fanout.sh "$rounds" 2000 > "$out/fanout.txt"
 bench/broadcast.sh 3 10000 > "$out/broadcast.txt"
+bench/s3.sh 3 5 > "$out/s3.txt"
+bench/engines.sh 3 5000 > "$out/engines.txt" 2>&1
 bench/loadtool.sh "$rounds" "$seconds" > "$out/loadtool.txt"
 echo "# RichPush benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2}')"
-for part in ingest http fanout broadcast loadtool; do echo; cat "$out/$part.txt"; done
+for part in ingest http fanout broadcast s3 engines loadtool; do echo; cat "$out/$part.txt"; done

@@ -231,7 +231,8 @@ public struct CampaignStore: Sendable {
             let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: id, now: now)
             let (names, nextCursor, exhausted) = try Self.nextRecipients(db, campaign.audience, after: cursor, limit: batchSize)
             let devices = try Self.devices(db, of: names, audience: campaign.audience)
-            var queuedRecipients = 0, queuedDevices = 0
+            var recipients: [(name: String, targets: [PushTarget])] = []
+            var queuedDevices = 0
             for name in names {
                 let owned = devices[name] ?? []
                 if case .tags = campaign.audience, owned.isEmpty { continue }
@@ -241,11 +242,14 @@ public struct CampaignStore: Sendable {
                 default:
                     owned
                 }
-                let created = try writer.insert(db, recipient: name, targets: targets)
-                if indexed { made.append(QueuedNotification(id: created.notification.id, recipient: name, payload: writer.media.id)) }
-                queuedRecipients += 1
+                recipients.append((name, targets))
                 queuedDevices += owned.count
             }
+            let created = try writer.insert(db, recipients: recipients)
+            if indexed {
+                made = created.map { QueuedNotification(id: $0.notification.id, recipient: $0.notification.recipient, payload: writer.media.id) }
+            }
+            let queuedRecipients = created.count
             campaign.recipients += queuedRecipients
             campaign.devices += queuedDevices
             campaign.queued = exhausted

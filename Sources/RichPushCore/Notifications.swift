@@ -135,14 +135,7 @@ struct NotificationWriter {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
             """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), time])
         let id: Int64 = inserted!["id"]
-        let richUrl = links?.url(notification: id, payload: media.id, now: now)
-        let push: Data = switch mode {
-        case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
-        case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!).encoded()
-        }
-        guard push.count <= SilentPush.maxBytes else {
-            throw CoreError(.unprocessable, "the push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
-        }
+        let (push, richUrl) = try self.push(id: id)
         try db.execute(cached: "UPDATE notifications SET push = ? WHERE id = ?", arguments: [push, id])
         if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         for target in targets {
@@ -151,9 +144,67 @@ struct NotificationWriter {
                 VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)
                 """, arguments: [id, campaignId, target.registration, target.target, UUID().uuidString, time, time, time])
         }
+        return made(id: id, recipient: recipient, push: push, richUrl: richUrl, deliveries: targets.count)
+    }
+
+    /// `insert` for many recipients. On PostgreSQL the ids come from the sequence first and the
+    /// rows go in 500 to a statement (a statement per row would cost a round trip and a parse
+    /// each); SQLite, in process, takes them one by one from its statement cache.
+    func insert(_ db: SQLConnection, recipients: [(name: String, targets: [PushTarget])]) throws -> [CreatedNotification] {
+        guard db.dialect == .postgres, recipients.count > 1 else {
+            return try recipients.map { try insert(db, recipient: $0.name, targets: $0.targets) }
+        }
+        let ids = try Int64.fetchAll(db, sql: "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, ?)",
+                                     arguments: [recipients.count])
+        let time = now.timeIntervalSince1970
+        var created: [CreatedNotification] = []
+        var notificationRows: [[SQLValue]] = []
+        var deliveryRows: [[SQLValue]] = []
+        for (index, recipient) in recipients.enumerated() {
+            let id = ids[index]
+            let (push, richUrl) = try self.push(id: id)
+            let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, time]
+            notificationRows.append(fields.map(\.sqlValue))
+            for target in recipient.targets {
+                let delivery: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, "pending", UUID().uuidString, time, time, time]
+                deliveryRows.append(delivery.map(\.sqlValue))
+            }
+            created.append(made(id: id, recipient: recipient.name, push: push, richUrl: richUrl, deliveries: recipient.targets.count))
+        }
+        try Self.insertRows(db, "notifications (id, recipient, message, title, richType, payload, mode, campaignId, push, createdAt)", notificationRows)
+        try Self.insertRows(db, "deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)",
+                            deliveryRows)
+        if !deliveryRows.isEmpty { try db.notify(DataChange.outbox.rawValue) }
+        return created
+    }
+
+    /// One multi-row INSERT per 500 rows.
+    private static func insertRows(_ db: SQLConnection, _ into: String, _ rows: [[SQLValue]]) throws {
+        for start in stride(from: 0, to: rows.count, by: 500) {
+            let chunk = rows[start..<min(start + 500, rows.count)]
+            let tuple = "(" + Array(repeating: "?", count: chunk.first!.count).joined(separator: ", ") + ")"
+            try db.execute(sql: "INSERT INTO \(into) VALUES " + Array(repeating: tuple, count: chunk.count).joined(separator: ", "),
+                           arguments: SQLArguments(values: chunk.flatMap { $0 }))
+        }
+    }
+
+    /// The push of notification `id`, and its payload URL in alert mode; 422 past APNs' 4096 bytes.
+    private func push(id: Int64) throws -> (Data, String?) {
+        let richUrl = links?.url(notification: id, payload: media.id, now: now)
+        let push: Data = switch mode {
+        case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
+        case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!).encoded()
+        }
+        guard push.count <= SilentPush.maxBytes else {
+            throw CoreError(.unprocessable, "the push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
+        }
+        return (push, richUrl)
+    }
+
+    private func made(id: Int64, recipient: String, push: Data, richUrl: String?, deliveries: Int) -> CreatedNotification {
         let notification = RichNotification(id: id, recipient: recipient, message: message, title: title, richType: richType,
                                             payload: media.id, mode: mode, campaignId: campaignId, read: false, createdAt: now)
-        return CreatedNotification(notification: notification, push: push, richUrl: richUrl, deliveries: targets.count)
+        return CreatedNotification(notification: notification, push: push, richUrl: richUrl, deliveries: deliveries)
     }
 }
 
