@@ -199,7 +199,7 @@ let package = Package(
         .target(name: "RichPushTestSupport", dependencies: ["MediaStore"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "MediaStoreTests",
-            dependencies: ["MediaStore", "RichPushTestSupport", "SQLEngine"],
+            dependencies: ["MediaStore", "RichPushTestSupport", "SQLEngine", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -50,8 +50,17 @@ func waitForPort(_ port: Int) async throws -> Bool {
 
 @Suite("Durable outbox across SIGKILL")
 struct DurabilityCLITests {
-    @Test("a push accepted while APNs is unreachable survives SIGKILL and is delivered after restart, once (Apple had accepted nothing before the kill)")
-    func killAndRestart() async throws {
+    @Test("a push accepted while APNs is unreachable survives SIGKILL and is delivered after restart, once (Apple had accepted nothing before the kill)",
+          arguments: StoreEngine.all)
+    func killAndRestart(engine: StoreEngine) async throws {
+        // The store named to every process by the environment (nothing for the embedded one).
+        var environment: [String: String] = [:]
+        if engine == .shared {
+            let locations = try await engine.locations()
+            environment = locations.environment
+            environment["RICHPUSH_DATABASE"] = locations.database
+            environment["RICHPUSH_BLOBS"] = locations.blobs
+        }
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
@@ -61,12 +70,12 @@ struct DurabilityCLITests {
         let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
         try certificate.write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
         try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
-        #expect(try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n").status == 0)
+        #expect(try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n", environment: environment).status == 0)
 
         let apnsPort = freePort(), port = freePort()
         let serve = ["serve", "--port", String(port), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
                      "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"]
-        var server = try startProcess(serve, cwd: dir, log: dir.appendingPathComponent("serve.log"))
+        var server = try startProcess(serve, cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))
         let auth = Data("alice:pw".utf8).base64EncodedString()
@@ -76,7 +85,7 @@ struct DurabilityCLITests {
         #expect(try await http(port, "PUT", "/api/register/\(id)", auth: auth, body: "{\"platform\":\"apns\",\"handle\":\"\(token)\",\"tags\":[]}").hasPrefix("HTTP/1.1 200"))
         #expect(try await http(port, "POST", "/api/notifications", auth: auth).hasPrefix("HTTP/1.1 201"))
         try await Task.sleep(for: .milliseconds(1500)) // a few attempts fail: nothing listens on the APNs port
-        let pending = try await CLI.run(["deliveries", "--json"], cwd: dir).stdout
+        let pending = try await CLI.run(["deliveries", "--json"], cwd: dir, environment: environment).stdout
         #expect(pending.contains("\"state\":\"pending\""), "\(pending)")
         kill(server.processIdentifier, SIGKILL)
         server.waitUntilExit()
@@ -87,7 +96,7 @@ struct DurabilityCLITests {
                                        cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(apnsPort))
-        server = try startProcess(serve, cwd: dir, log: dir.appendingPathComponent("serve.log"))
+        server = try startProcess(serve, cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         func lines() -> [String] {
             ((try? String(contentsOf: pushes, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }
@@ -100,7 +109,7 @@ struct DurabilityCLITests {
         #expect(object?["token"] as? String == token)
         #expect((object?["payload"] as? [String: Any])?["richMessage"] as? String == "Check this image out!")
         #expect(((object?["headers"] as? [String: String])?["apns-push-type"]) == "background")
-        let sent = try await CLI.run(["deliveries", "--json"], cwd: dir).stdout
+        let sent = try await CLI.run(["deliveries", "--json"], cwd: dir, environment: environment).stdout
         #expect(sent.contains("\"state\":\"sent\""), "\(sent)")
         kill(server.processIdentifier, SIGTERM)
         server.waitUntilExit()
