@@ -232,6 +232,14 @@ final class PostgresPool: Sendable {
                 let session = PostgresSession(connection: connection, logger: logger)
                 do {
                     _ = try session.execute(begin, [])
+                } catch {
+                    // A pooled connection the server dropped (a restart, a failover): nothing was
+                    // done on it, so take a fresh one.
+                    checkin(connection, healthy: false)
+                    if attempt < 3 { continue }
+                    throw error
+                }
+                do {
                     let result = try body(SQLConnection(postgres: session))
                     _ = try session.execute("COMMIT", [])
                     checkin(connection, healthy: true)

@@ -21,13 +21,7 @@ struct ClusterCLITests {
     func twoNodes() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
-        let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(to: dir.appendingPathComponent("AuthKey.p8"), atomically: true, encoding: .utf8)
-        let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
-        try certificate.write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
-        try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
+        try prepareNodeDirectory(dir)
 
         // One database and one bucket prefix, named to every process by the environment.
         let shared = try await StoreEngine.shared.locations()

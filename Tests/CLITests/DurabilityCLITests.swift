@@ -40,6 +40,17 @@ func startProcess(_ args: [String], cwd: URL, log: URL, environment: [String: St
     return process
 }
 
+/// What `serve` and `apns-sandbox` need in their working directory `dir`: `media/logo.png`
+/// (the default image), a provider key `AuthKey.p8` and a TLS certificate `cert.pem`/`cert.key`.
+func prepareNodeDirectory(_ dir: URL) throws {
+    try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
+    try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
+    try P256.Signing.PrivateKey().pemRepresentation.write(to: dir.appendingPathComponent("AuthKey.p8"), atomically: true, encoding: .utf8)
+    let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
+    try certificate.write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
+    try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
+}
+
 func waitForPort(_ port: Int) async throws -> Bool {
     for _ in 0..<150 {
         if let fd = try? connectTo(port: port) { close(fd); return true }
@@ -63,13 +74,7 @@ struct DurabilityCLITests {
         }
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
-        let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(to: dir.appendingPathComponent("AuthKey.p8"), atomically: true, encoding: .utf8)
-        let (certificate, tlsKey) = try APNsSandbox.selfSignedCertificate()
-        try certificate.write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
-        try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
+        try prepareNodeDirectory(dir)
         #expect(try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n", environment: environment).status == 0)
 
         let apnsPort = freePort(), port = freePort()

@@ -24,23 +24,12 @@ public struct Postgres: Sendable {
         ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] == "1" || binDirectory() != nil
     }
 
-    private actor Starter {
-        var started: Task<Postgres, any Error>?
-
-        func server() async throws -> Postgres {
-            if let started { return try await started.value }
-            let task = Task { try await onOwnThread { try Postgres.start() } }
-            started = task
-            return try await task.value
-        }
-    }
-
-    private static let starter = Starter()
+    private static let starter = StartedOnce { try Postgres.start() }
     private static let counter = Counter()
 
     /// The running server, started on first use (once per test process).
     public static func running() async throws -> Postgres {
-        try await starter.server()
+        try await starter.value()
     }
 
     /// A new, empty database on the running server; its `--database` URL.

@@ -25,23 +25,11 @@ public struct SeaweedFS: Sendable {
         ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] == "1" || which("weed") != nil
     }
 
-    private actor Starter {
-        var started: Task<SeaweedFS, any Error>?
-
-        func server() async throws -> SeaweedFS {
-            if let started { return try await started.value }
-            // Started on its own thread: it waits on a process, which must not hold up the test pool.
-            let task = Task { try await onOwnThread { try SeaweedFS.start() } }
-            started = task
-            return try await task.value
-        }
-    }
-
-    private static let starter = Starter()
+    private static let starter = StartedOnce { try SeaweedFS.start() }
 
     /// The running server, started on first use (once per test process).
     public static func running() async throws -> SeaweedFS {
-        try await starter.server()
+        try await starter.value()
     }
 
     private static func which(_ name: String) -> String? {

@@ -108,3 +108,22 @@ public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
         Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }
+
+/// Starts something once per test process, on a thread of its own (it waits on processes, which
+/// must not hold up the test pool); every caller gets the same result.
+public actor StartedOnce<Value: Sendable> {
+    private var started: Task<Value, any Error>?
+    private let start: @Sendable () throws -> Value
+
+    public init(_ start: @escaping @Sendable () throws -> Value) {
+        self.start = start
+    }
+
+    public func value() async throws -> Value {
+        if let started { return try await started.value }
+        let start = self.start
+        let task = Task { try await onOwnThread(start) }
+        started = task
+        return try await task.value
+    }
+}

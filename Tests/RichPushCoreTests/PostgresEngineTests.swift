@@ -1,0 +1,76 @@
+import Foundation
+import MediaStore
+@testable import RichPushCore
+import RichPushTestSupport
+import SQLEngine
+import Testing
+
+@Suite("The PostgreSQL engine under the stores", .enabled(if: Postgres.available, "PostgreSQL is not installed"))
+struct PostgresEngineTests {
+    /// A fresh store on a database of its own, and that database's name.
+    func store() async throws -> (DataStore, String, URL) {
+        let url = try await Postgres.database()
+        let dir = try Fixtures.tempDirectory()
+        let data = try await DataStore.open(path: dir.path, database: url)
+        return (data, String(url.split(separator: "/").last!.split(separator: "?").first!), dir)
+    }
+
+    @Test("migrations run once, whoever starts first: eight stores opening one new database at once make one schema")
+    func migrationsOnce() async throws {
+        let url = try await Postgres.database()
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let stores = try await withThrowingTaskGroup(of: DataStore.self) { group in
+            for index in 0..<8 { group.addTask { try await DataStore.open(path: dir.appendingPathComponent("\(index)").path, database: url) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        defer { stores.forEach { $0.close() } }
+        let applied = try await stores[0].database.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM richpush_migrations ORDER BY identifier") }
+        #expect(applied == CoreDatabase.migrations.map(\.identifier).sorted())
+        try await stores[3].users(cost: 4).add(name: "alice", password: "pw")
+        #expect(try await stores[6].users.list().map(\.name) == ["alice"])
+    }
+
+    @Test("writes that race (serializable transactions, retried when they lose) lose nothing: 40 registrations of one user at once, each updated")
+    func serializableRetries() async throws {
+        let (data, _, dir) = try await store()
+        defer { data.close(); try? FileManager.default.removeItem(at: dir) }
+        try await data.users(cost: 4).add(name: "alice", password: "pw")
+        let registrations = data.registrations
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<40 {
+                group.addTask {
+                    let registration = try await registrations.create(for: "alice")
+                    _ = try await registrations.update(id: registration.id, for: "alice", with: DeviceRegistration(
+                        platform: "apns", handle: String(format: "%064x", index), tags: ["n\(index)"]))
+                }
+            }
+            try await group.waitForAll()
+        }
+        let made = try await registrations.list(for: "alice")
+        #expect(made.count == 40 && Set(made.compactMap(\.handle)).count == 40)
+    }
+
+    @Test("connections the server drops (a restart, a failover) are replaced: the next transaction works")
+    func droppedConnections() async throws {
+        let (data, name, dir) = try await store()
+        defer { data.close(); try? FileManager.default.removeItem(at: dir) }
+        try await data.users(cost: 4).add(name: "alice", password: "pw")
+        let server = try await Postgres.running()
+        let killed = try await onOwnThread {
+            try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND pid <> pg_backend_pid()")
+        }
+        #expect(killed.status == 0 && (Int(killed.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "\(killed.output)")
+        #expect(try await data.users.list().map(\.name) == ["alice"])
+        try await data.users(cost: 4).add(name: "bob", password: "pw")
+        #expect(try await data.users.list().map(\.name) == ["alice", "bob"])
+    }
+
+    @Test("text sorts byte-wise, as on SQLite, whatever the database's locale")
+    func byteOrder() async throws {
+        let (data, _, dir) = try await store()
+        defer { data.close(); try? FileManager.default.removeItem(at: dir) }
+        for name in ["b", "B", "a", "_z", "A"] { try await data.users(cost: 4).add(name: name, password: "pw") }
+        #expect(try await data.users.list().map(\.name) == ["A", "B", "_z", "a", "b"])
+    }
+}
