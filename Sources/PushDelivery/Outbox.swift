@@ -61,6 +61,9 @@ public final class OutboxDispatcher: Service, PushDispatching {
     private let holder = OutboxHolder(pid: Int(getpid()))
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
+    /// `richpush_push_duration_seconds` of this provider, by outcome: made at the first drain,
+    /// once the server has bootstrapped its metrics (a dispatcher is made before that).
+    private let durations = NIOLockedValueBox<PushDurations?>(nil)
 
     /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
     /// with jitter; after `maxAttempts` a delivery fails with its last reason.
@@ -192,6 +195,12 @@ public final class OutboxDispatcher: Service, PushDispatching {
     /// loop, and the loop is woken once for however many arrived meanwhile.
     private func sendAll(window: NIOLockedValueBox<Window>, provider: any PushProvider,
                          recordDue: @Sendable (Bool) async -> Void) async throws {
+        let durations = self.durations.withLockedValue { made in
+            if let made { return made }
+            let durations = PushDurations(platform: provider.platform)
+            made = durations
+            return durations
+        }
         let (completions, completed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         var wake = completions.makeAsyncIterator()
         var queue: [DeliveryJob] = []
@@ -216,7 +225,9 @@ public final class OutboxDispatcher: Service, PushDispatching {
                     window.withLockedValue { $0.inFlight += jobs.count }
                     inFlight += jobs.count
                     for job in jobs {
+                        let started = DispatchTime.now().uptimeNanoseconds
                         provider.start(job) { outcome, timestamp in
+                            durations.record(outcome, since: started)
                             window.withLockedValue { w in
                                 w.inFlight -= 1
                                 w.outcomes.append((job, outcome, timestamp))
@@ -293,5 +304,31 @@ public final class OutboxDispatcher: Service, PushDispatching {
     func backoff(attempt: Int) -> Double {
         let ceiling = min(backoffCap, backoffBase * pow(2, Double(attempt - 1)))
         return ceiling / 2 + Double.random(in: 0...(ceiling / 2))
+    }
+}
+
+/// `richpush_push_duration_seconds` for one platform, a histogram per outcome made once.
+struct PushDurations: Sendable {
+    let sent: Metrics.Timer
+    let failed: Metrics.Timer
+    let retried: Metrics.Timer
+
+    init(platform: String) {
+        func timer(_ outcome: String) -> Metrics.Timer {
+            Metrics.Timer(label: "richpush_push_duration_seconds", dimensions: [("platform", platform), ("outcome", outcome)],
+                          preferredDisplayUnit: .seconds)
+        }
+        sent = timer("sent")
+        failed = timer("failed")
+        retried = timer("retried")
+    }
+
+    func record(_ outcome: DeliveryOutcome, since start: UInt64) {
+        let elapsed = Int64(DispatchTime.now().uptimeNanoseconds - start)
+        switch outcome {
+        case .sent: sent.recordNanoseconds(elapsed)
+        case .failed: failed.recordNanoseconds(elapsed)
+        case .retry: retried.recordNanoseconds(elapsed)
+        }
     }
 }

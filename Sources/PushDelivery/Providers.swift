@@ -15,9 +15,13 @@ public protocol PushProvider: Sendable {
     func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void)
     /// Closes connections.
     func shutdown() async
+    /// The service it sends to, as metrics name it (`apns`, `notificationhubs`).
+    var platform: String { get }
 }
 
 extension PushProvider {
+    public var platform: String { "other" }
+
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         Task {
             let (outcome, timestamp) = await deliver(job)
@@ -38,6 +42,7 @@ public struct APNsProvider: PushProvider {
     }
 
     public var addressing: DeliveryAddressing { .perDevice }
+    public var platform: String { "apns" }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         await client.send(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
@@ -64,6 +69,7 @@ public struct NotificationHubsProvider: PushProvider {
     }
 
     public var addressing: DeliveryAddressing { .perUserTag }
+    public var platform: String { "notificationhubs" }
 
     /// A per-user row carries its tag; a per-device row (a notification queued by another process,
     /// such as `richpush notify`) goes to that device's installation, mirrored under the registration id.

@@ -59,6 +59,19 @@ public struct DeliveryStore: Sendable {
         }
     }
 
+    /// How many pushes wait in the outbox, by the platform of their device (`tag` for pushes
+    /// addressed to a user's tag, as Notification Hubs takes them).
+    public func pendingByPlatform() async throws -> [String: Int] {
+        try await database.read { db in
+            let rows = try SQLRow.fetchAll(db, sql: """
+                SELECT COALESCE(r.platform, CASE WHEN d.registrationId IS NULL THEN 'tag' ELSE 'unregistered' END) AS platform, count(*) AS pending
+                FROM deliveries d LEFT JOIN registrations r ON r.id = d.registrationId
+                WHERE d.state = 'pending' GROUP BY 1
+                """)
+            return Dictionary(rows.map { ($0["platform"] as String, $0["pending"] as Int) }, uniquingKeysWith: +)
+        }
+    }
+
     /// Maps a row of `deliveries`.
     public static func delivery(_ row: SQLRow) -> Delivery {
         Delivery(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],

@@ -75,7 +75,8 @@ public func buildApplication(
         port: configuration.port,
         maxConnections: configuration.maxConnections,
         services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger), follower,
-                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger)]
+                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger),
+                   OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, authenticator: authenticator, users: users, payloadKey: payloadKey,
                                                     dispatcher: dispatcher, logger: logger)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices,
@@ -184,11 +185,3 @@ func ensureDefaultImage(_ configuration: ServerConfiguration, media: MediaStore,
     }
 }
 
-/// The process's Prometheus registry, bootstrapped into swift-metrics once.
-enum PrometheusRegistry {
-    static let registry: PrometheusCollectorRegistry = {
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        return registry
-    }()
-}

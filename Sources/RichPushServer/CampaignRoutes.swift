@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Hummingbird
 import Logging
@@ -161,7 +162,10 @@ extension Services {
                 throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
             }
             let (response, outcome) = try ImageResponse.make(request, source: source, cacheControl: "private")
-            if outcome != .head { try await readMarks.mark(id) }
+            if outcome != .head {
+                try await readMarks.mark(id)
+                Metric.linkFetches.increment()
+            }
             return response
         }
     }

@@ -1,4 +1,5 @@
 import Crypto
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -34,8 +35,8 @@ final class FastPath: Sendable {
     let readMarks: ReadMarks
     let publicMedia: Bool
     private let mediaMetrics = RouteMetrics(route: "/media/{sha256}")
-    private let payloadMetrics = RouteMetrics(route: "/api/notifications/{id}")
-    private let linkMetrics = RouteMetrics(route: "/p/{token}")
+    private let payloadMetrics = RouteMetrics(route: "/api/notifications/{id}", fetches: Metric.credentialFetches)
+    private let linkMetrics = RouteMetrics(route: "/p/{token}", fetches: Metric.linkFetches)
 
     init(blobs: BlobCache, authenticator: Authenticator, payloads: PayloadIndex, links: PayloadLinks, readMarks: ReadMarks,
          publicMedia: Bool) {
@@ -108,12 +109,15 @@ final class FastPath: Sendable {
     }
 }
 
-/// The same metrics Hummingbird's `MetricsMiddleware` records for a 200 on a route.
+/// The same metrics Hummingbird's `MetricsMiddleware` records for a 200 on a route, and the
+/// payload fetch counter where the route serves payloads.
 struct RouteMetrics: Sendable {
     let requests: Counter
     let duration: Metrics.Timer
+    let fetches: Counter?
 
-    init(route: String) {
+    init(route: String, fetches: Counter? = nil) {
+        self.fetches = fetches
         let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", "200")]
         requests = Counter(label: "hb.requests", dimensions: dimensions)
         duration = Metrics.Timer(label: "http.server.request.duration", dimensions: dimensions)
@@ -364,6 +368,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         answered = true
         answer.metrics.requests.increment()
+        answer.metrics.fetches?.increment()
         answer.metrics.duration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
     }
 

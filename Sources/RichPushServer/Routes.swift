@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Hummingbird
 import Logging
@@ -31,17 +32,6 @@ struct Services: Sendable {
     let payloadIndex: PayloadIndex
     /// Uploads being received and decoded now.
     let uploads: Gate
-}
-
-enum Metric {
-    static func ingest(_ outcome: String) {
-        Counter(label: "richpush_media_ingest_total", dimensions: [("result", outcome)]).increment()
-    }
-
-    static func pushes(_ outcome: String, by count: Int = 1) {
-        guard count > 0 else { return }
-        Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
-    }
 }
 
 /// Counts holders up to a limit; `enter` refuses past it instead of queueing.
@@ -231,6 +221,7 @@ extension Services {
             throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
         }
         let (response, outcome) = try ImageResponse.make(request, source: source, cacheControl: "private")
+        if outcome != .head { Metric.credentialFetches.increment() }
         if !alreadyRead && outcome != .head {
             try await readMarks.mark(id)
             payloadIndex.set(id, .init(recipient: recipient, payload: payload, read: true))

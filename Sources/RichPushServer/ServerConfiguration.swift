@@ -9,7 +9,7 @@ public struct ServerConfiguration: Sendable {
     public var port = 8080
     /// The data directory.
     public var dataPath = "./data"
-    /// `--database`: nil for `<data>/richpush.sqlite`, or `sqlite:PATH`.
+    /// `--database`: nil for `<data>/richpush.sqlite`, `sqlite:PATH` or `postgres://…`.
     public var database: String?
     /// `--blobs`: nil for files in the data directory, or an `s3://` bucket.
     public var blobs: String?
@@ -25,6 +25,8 @@ public struct ServerConfiguration: Sendable {
     public var limits = MediaLimits.default
     /// How long verified credentials are cached, in seconds.
     public var credentialTTL: Double = 60
+    /// How often `richpush_outbox_pending` is sampled from the database.
+    public var outboxGaugeInterval: Duration = .seconds(5)
     /// How many bytes of hot blobs are kept in memory.
     public var blobCacheBytes = 64 << 20
     /// Event-loop threads (0: one per core).

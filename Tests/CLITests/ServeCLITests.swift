@@ -53,7 +53,7 @@ struct ServeCLITests {
         let (_, metricsBody) = exchange(keepAlive, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         close(keepAlive)
         let metrics = String(decoding: metricsBody, as: UTF8.self)
-        #expect(metrics.contains("hb_requests{http_route=\"/media/{sha256}\",http_request_method=\"GET\",http_response_status_code=\"200\"} 6\n"))
+        #expect(metrics.contains("http_server_requests_total{http_route=\"/media/{sha256}\",http_request_method=\"GET\",http_response_status_code=\"200\"} 6\n"))
 
         // A slow reader: 160 pipelined GETs (8 MB of answers from the fast path) into a 4 KB
         // receive buffer, so most of the answers still wait in the server when SIGTERM comes.

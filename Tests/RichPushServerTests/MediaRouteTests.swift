@@ -4,6 +4,8 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import MediaStore
+import PushDelivery
+@testable import RichPushCore
 import RichPushTestSupport
 @testable import RichPushServer
 import Testing
@@ -13,19 +15,51 @@ struct MediaRouteTests {
     let logo = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
     var logoID: String { MediaID(hashing: logo).hex }
 
-    @Test("health and metrics need no credentials", arguments: StoreEngine.all)
+    @Test("health and metrics need no credentials; metrics follow Prometheus naming, each with HELP, RichPush's own included", arguments: StoreEngine.all)
     func ops(engine: StoreEngine) async throws {
-        try await TestServer.run(engine: engine) { s in
+        let provider = ScriptedProvider(outcomes: [tokenB: .failed(reason: "BadDeviceToken", prune: false)])
+        try await TestServer.run(engine: engine, { $0.outboxGaugeInterval = .milliseconds(100) }, provider: provider) { s in
             let (health, object) = try await s.json(.get, "/health", as: nil)
             #expect(health.status == .ok)
             #expect(object as? [String: String] == ["status": "ok"])
             _ = try await s.request(.post, "/api/media", body: Array("GIF89a".utf8))
-            let metrics = try await s.request(.get, "/metrics", as: nil)
-            #expect(metrics.status == .ok)
-            let text = String(decoding: metrics.bytes, as: UTF8.self)
-            #expect(text.contains("hb_requests{http_route=\"/health\",http_request_method=\"GET\",http_response_status_code=\"200\"}"))
+            // A push sent, one failed, and a payload fetched.
+            _ = try await s.registerDevice(tokenA)
+            _ = try await s.registerDevice(tokenB)
+            let (_, made) = try await s.json(.post, "/api/notifications")
+            let id = try #require((made as? [String: Any])?["id"] as? Int)
+            #expect(try await s.request(.get, "/api/notifications/\(id)").status == .ok)
+            #expect(try await eventually(within: 10) {
+                try await DeliveryStore(database: s.database).list(notification: Int64(id)).allSatisfy { $0.state != .pending }
+            })
+            let scrape = { @Sendable () async throws -> String in
+                let metrics = try await s.request(.get, "/metrics", as: nil)
+                #expect(metrics.status == .ok)
+                return String(decoding: metrics.bytes, as: UTF8.self)
+            }
+            #expect(try await eventually(within: 5) {
+                let text = try await scrape()
+                return text.contains("richpush_outbox_pending{") && text.contains("outcome=\"failed\"")
+            })
+            let text = try await scrape()
+            #expect(text.contains("http_server_requests_total{http_route=\"/health\",http_request_method=\"GET\",http_response_status_code=\"200\"}"))
             #expect(text.contains("richpush_media_ingest_total{result=\"unsupported\"}"))
-            #expect(text.contains("http_server_request_duration_bucket"))
+            #expect(text.contains("http_server_request_duration_seconds_bucket"))
+            #expect(text.contains("richpush_push_duration_seconds_bucket{platform=\"other\",outcome=\"sent\""))
+            #expect(text.contains("richpush_push_duration_seconds_count{platform=\"other\",outcome=\"failed\"}"))
+            #expect(text.contains("richpush_payload_fetches_total{route=\"/api/notifications/{id}\"}"))
+            #expect(text.contains("richpush_build_info{version=\"\(RichPushBuild.version)\"} 1"))
+            // Prometheus's conventions: HELP for every metric, counters end in _total, durations in _seconds, no hb_.
+            let lines = text.split(separator: "\n").map(String.init)
+            let types = lines.filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ") }
+            #expect(types.count >= 8)
+            for type in types {
+                let name = String(type[2]), kind = String(type[3])
+                #expect(lines.contains { $0.hasPrefix("# HELP \(name) ") && $0.count > "# HELP \(name) ".count + 10 }, "no HELP for \(name)")
+                #expect(!name.hasPrefix("hb_"), "\(name)")
+                if kind == "counter" { #expect(name.hasSuffix("_total"), "\(name)") }
+                if kind == "histogram" { #expect(name.hasSuffix("_seconds"), "\(name)") }
+            }
         }
     }
 

@@ -1,0 +1,136 @@
+import CoreMetrics
+import Foundation
+import Metrics
+import Prometheus
+import Logging
+import RichPushCore
+import ServiceLifecycle
+
+/// Every metric RichPush exports, named as Prometheus would have it (`_total` on counters, the
+/// unit on measurements) and with its `# HELP` text. Hummingbird's own metrics are renamed to
+/// fit (`hb.requests` is `http_server_requests_total`).
+enum MetricCatalog {
+    /// swift-metrics labels used by Hummingbird (and the fast path, which records the same), renamed.
+    static let renamed: [String: String] = [
+        "hb.requests": "http_server_requests_total",
+        "hb.request.errors": "http_server_request_errors_total",
+        "http.server.request.duration": "http_server_request_duration_seconds",
+        "http.server.active_requests": "http_server_active_requests",
+    ]
+
+    static let help: [String: String] = [
+        "http_server_requests_total": "HTTP requests answered, by route, method and status code.",
+        "http_server_request_errors_total": "HTTP requests answered with an error, by route, method and status code (error_type).",
+        "http_server_request_duration_seconds": "Time to answer an HTTP request, by route, method and status code.",
+        "http_server_active_requests": "HTTP requests being answered now, by method.",
+        "richpush_media_ingest_total": "Image uploads, by result: stored, exists, or the rejection's kind.",
+        "richpush_pushes_total": "Pushes, by outcome: queued, sent, failed, retried, lease_lost.",
+        "richpush_push_duration_seconds": "Time from sending a push to the push service's answer, by platform and outcome.",
+        "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled every 5 seconds.",
+        "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",
+        "richpush_build_info": "The running build; always 1, the version in the labels.",
+    ]
+
+    /// The Prometheus name of a swift-metrics label, and its dimensions with valid names.
+    static func name(_ label: String, _ dimensions: [(String, String)]) -> (String, [(String, String)]) {
+        let name = renamed[label] ?? label.replacingOccurrences(of: ".", with: "_")
+        return (name, dimensions.map { ($0.0.replacingOccurrences(of: ".", with: "_"), $0.1) })
+    }
+
+    static func descriptor(_ name: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help[name] ?? "")
+    }
+}
+
+/// swift-metrics into the Prometheus registry, with `MetricCatalog`'s names and help texts.
+struct RichPushMetricsFactory: MetricsFactory {
+    let registry: PrometheusCollectorRegistry
+    private let inner: PrometheusMetricsFactory
+
+    init(registry: PrometheusCollectorRegistry) {
+        self.registry = registry
+        self.inner = PrometheusMetricsFactory(registry: registry)
+    }
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        let (name, labels) = MetricCatalog.name(label, dimensions)
+        return registry.makeCounter(descriptor: MetricCatalog.descriptor(name), labels: labels)
+    }
+
+    func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+        let (name, labels) = MetricCatalog.name(label, dimensions)
+        return registry.makeCounter(descriptor: MetricCatalog.descriptor(name), labels: labels)
+    }
+
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        let (name, labels) = MetricCatalog.name(label, dimensions)
+        guard aggregate else { return registry.makeGauge(descriptor: MetricCatalog.descriptor(name), labels: labels) }
+        return registry.makeValueHistogram(descriptor: MetricCatalog.descriptor(name), labels: labels, buckets: inner.defaultValueHistogramBuckets)
+    }
+
+    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        let (name, labels) = MetricCatalog.name(label, dimensions)
+        return registry.makeGauge(descriptor: MetricCatalog.descriptor(name), labels: labels)
+    }
+
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        let (name, labels) = MetricCatalog.name(label, dimensions)
+        return registry.makeDurationHistogram(descriptor: MetricCatalog.descriptor(name), labels: labels,
+                                              buckets: inner.defaultDurationHistogramBuckets)
+    }
+
+    func destroyCounter(_ handler: any CounterHandler) { inner.destroyCounter(handler) }
+    func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { inner.destroyFloatingPointCounter(handler) }
+    func destroyRecorder(_ handler: any RecorderHandler) { inner.destroyRecorder(handler) }
+    func destroyMeter(_ handler: any MeterHandler) { inner.destroyMeter(handler) }
+    func destroyTimer(_ handler: any TimerHandler) { inner.destroyTimer(handler) }
+}
+
+/// The process's Prometheus registry, bootstrapped into swift-metrics once, with the build's
+/// `richpush_build_info`.
+enum PrometheusRegistry {
+    static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(RichPushMetricsFactory(registry: registry))
+        Gauge(label: "richpush_build_info", dimensions: [("version", RichPushBuild.version)]).record(1)
+        return registry
+    }()
+}
+
+/// Samples `richpush_outbox_pending` every `interval`, from the database (so every node shows the
+/// whole outbox, whoever queued it).
+struct OutboxGauge: Service {
+    let deliveries: DeliveryStore
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        var seen = Set<String>()
+        for await _ in AsyncTimerSequence.repeating(every: interval).cancelOnGracefulShutdown() {
+            do {
+                let pending = try await deliveries.pendingByPlatform()
+                seen.formUnion(pending.keys)
+                for platform in seen {
+                    Gauge(label: "richpush_outbox_pending", dimensions: [("platform", platform)]).record(pending[platform] ?? 0)
+                }
+            } catch {
+                logger.warning("cannot count the outbox", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
+
+/// RichPush's own counters.
+enum Metric {
+    static func ingest(_ outcome: String) {
+        Counter(label: "richpush_media_ingest_total", dimensions: [("result", outcome)]).increment()
+    }
+
+    static func pushes(_ outcome: String, by count: Int = 1) {
+        guard count > 0 else { return }
+        Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
+    }
+
+    static let credentialFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/api/notifications/{id}")])
+    static let linkFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/p/{token}")])
+}
