@@ -53,13 +53,15 @@ public func buildApplication(
         users: users, registrations: data.registrations, notifications: notifications,
         sessions: sessions, campaigns: campaigns, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
-        payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads))
+        payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
+        accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")))
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
     let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
-                            links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia)
+                            links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia,
+                            accessLog: services.accessLog)
     let settings = data.settings
     let startLogger = logger
     let channel = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
@@ -96,7 +98,7 @@ public func buildApplication(
 func buildRouter(_ services: Services) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: MetricsMiddleware())
-    router.add(middleware: LogRequestsMiddleware(.debug))
+    router.add(middleware: AccessLogMiddleware(log: services.accessLog))
     router.add(middleware: ProblemMiddleware())
     router.get("health", use: services.health)
     router.get("metrics", use: services.metrics)

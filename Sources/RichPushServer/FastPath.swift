@@ -34,12 +34,14 @@ final class FastPath: Sendable {
     let links: PayloadLinks
     let readMarks: ReadMarks
     let publicMedia: Bool
+    let accessLog: AccessLog
     private let mediaMetrics = RouteMetrics(route: "/media/{sha256}")
     private let payloadMetrics = RouteMetrics(route: "/api/notifications/{id}", fetches: Metric.credentialFetches)
     private let linkMetrics = RouteMetrics(route: "/p/{token}", fetches: Metric.linkFetches)
 
     init(blobs: BlobCache, authenticator: Authenticator, payloads: PayloadIndex, links: PayloadLinks, readMarks: ReadMarks,
-         publicMedia: Bool) {
+         publicMedia: Bool, accessLog: AccessLog) {
+        self.accessLog = accessLog
         self.blobs = blobs
         self.authenticator = authenticator
         self.payloads = payloads
@@ -55,6 +57,8 @@ final class FastPath: Sendable {
         var metrics: RouteMetrics
         /// The client asked to close after this answer (HTTP/1.1 `Connection: close`).
         var close = false
+        /// The request's URI, for the access log.
+        var uri = ""
     }
 
     /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
@@ -330,7 +334,8 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            if routerPending == 0, let answer = fastPath.answer(head) {
+            if routerPending == 0, var answer = fastPath.answer(head) {
+                if fastPath.accessLog.fraction > 0 { answer.uri = head.uri }
                 current = .answering(answer, start: DispatchTime.now().uptimeNanoseconds)
             } else {
                 current = .forwarding
@@ -369,7 +374,12 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         answered = true
         answer.metrics.requests.increment()
         answer.metrics.fetches?.increment()
-        answer.metrics.duration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - start))
+        let elapsed = DispatchTime.now().uptimeNanoseconds - start
+        answer.metrics.duration.recordNanoseconds(Int64(elapsed))
+        if fastPath.accessLog.sampled {
+            fastPath.accessLog.record(method: "GET", uri: answer.uri, status: 200, nanoseconds: elapsed,
+                                      remote: context.remoteAddress?.ipAddress)
+        }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -32,6 +32,8 @@ struct Services: Sendable {
     let payloadIndex: PayloadIndex
     /// Uploads being received and decoded now.
     let uploads: Gate
+    /// `--access-log`.
+    let accessLog: AccessLog
 }
 
 /// Counts holders up to a limit; `enter` refuses past it instead of queueing.

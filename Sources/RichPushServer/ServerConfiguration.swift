@@ -25,6 +25,10 @@ public struct ServerConfiguration: Sendable {
     public var limits = MediaLimits.default
     /// How long verified credentials are cached, in seconds.
     public var credentialTTL: Double = 60
+    /// The share of requests written to the access log (`--access-log`): 0 off, 1 all.
+    public var accessLog: Double = 0
+    /// How log lines are written (`--log-format`).
+    public var logFormat: LogFormat = .text
     /// How often `richpush_outbox_pending` is sampled from the database.
     public var outboxGaugeInterval: Duration = .seconds(5)
     /// How many bytes of hot blobs are kept in memory.

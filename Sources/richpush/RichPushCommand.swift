@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import Logging
+import RichPushServer
 import MediaStore
 import NIOConcurrencyHelpers
 import RichPushCore
@@ -61,6 +63,32 @@ extension DataOptions {
     /// The media store of `--data`, with the whole schema migrated (the server's tables too).
     func openMediaStore(limits: MediaLimits = .default) throws -> MediaStore {
         try open(limits: limits).media
+    }
+}
+
+/// `--log-level` and `--log-format` (SPEC §14), for the commands that run as services.
+struct LogOptions: ParsableArguments {
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env RICHPUSH_LOG_LEVEL).")
+    var logLevel: String = Environment.string("RICHPUSH_LOG_LEVEL") ?? "info"
+    @Option(help: "Log lines as text (logfmt) or json, one object per line (env RICHPUSH_LOG_FORMAT).")
+    var logFormat: String = Environment.string("RICHPUSH_LOG_FORMAT") ?? "text"
+
+    var level: Logger.Level { Logger.Level(rawValue: logLevel) ?? .info }
+    var format: LogFormat { LogFormat(rawValue: logFormat) ?? .text }
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level (env RICHPUSH_LOG_LEVEL) '\(logLevel)' is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard LogFormat(rawValue: logFormat) != nil else {
+            throw ValidationError("--log-format (env RICHPUSH_LOG_FORMAT) '\(logFormat)' is not text or json")
+        }
+    }
+
+    /// Sends every logger of the process through `RichPushLogHandler` in this format.
+    func bootstrap() {
+        let (level, format) = (self.level, self.format)
+        LoggingSystem.bootstrap { label in RichPushLogHandler(label: label, level: level, format: format) }
     }
 }
 

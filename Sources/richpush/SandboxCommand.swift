@@ -28,6 +28,7 @@ struct SandboxCommand: AsyncParsableCommand {
     @Option(help: "A topic (bundle id) the key may push to; repeat for more. Without it any topic is accepted.") var topic: [String] = []
     @Option(help: "Refuse a provider token renewed sooner than this after the last (Apple: 20m; 0 turns it off).", transform: Duration.parse)
     var tokenUpdateInterval: TimeInterval = 20 * 60
+    @OptionGroup var logOptions: LogOptions
     @Option(help: "Answer each push after this long, e.g. 100ms (a slow network to Apple).", transform: Duration.parse)
     var delay: TimeInterval = 0
 
@@ -75,8 +76,8 @@ struct SandboxCommand: AsyncParsableCommand {
         for rule in fail {
             if let (token, status, reason, times) = Self.parseFailure(rule) { sandbox.fail(token: token, status: status, reason: reason, times: times) }
         }
-        var logger = Logger(label: "apns-sandbox")
-        logger.logLevel = .info
+        logOptions.bootstrap()
+        let logger = Logger(label: "apns-sandbox")
         try await sandbox.application(logger: logger).runService()
     }
 }

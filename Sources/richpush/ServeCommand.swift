@@ -33,13 +33,16 @@ struct ServeCommand: AsyncParsableCommand {
     var threads: Int = Environment.int("RICHPUSH_THREADS") ?? 0
     @Option(help: "Connections open at once; past it, new ones wait to be accepted (env RICHPUSH_MAX_CONNECTIONS).")
     var maxConnections: Int = Environment.int("RICHPUSH_MAX_CONNECTIONS") ?? 4_096
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env RICHPUSH_LOG_LEVEL).")
-    var logLevel: String = Environment.string("RICHPUSH_LOG_LEVEL") ?? "info"
+    @OptionGroup var logOptions: LogOptions
+    @Option(help: "Log each request at info: off, on, or the fraction of requests to log, e.g. 0.01 (env RICHPUSH_ACCESS_LOG).")
+    var accessLog: String = Environment.string("RICHPUSH_ACCESS_LOG") ?? "off"
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
         guard (0...256).contains(threads) else { throw ValidationError("--threads must be 0 to 256") }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level '\(logLevel)' is not a level") }
+        guard AccessLog.fraction(accessLog) != nil else {
+            throw ValidationError("--access-log (env RICHPUSH_ACCESS_LOG) '\(accessLog)' is not off, on or a fraction in (0, 1]")
+        }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
         guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
     }
@@ -55,14 +58,15 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.publicMedia = publicMedia
         configuration.defaultImage = defaultImage
         configuration.limits = limitOptions.limits
-        configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        configuration.logLevel = logOptions.level
+        configuration.logFormat = logOptions.format
+        configuration.accessLog = AccessLog.fraction(accessLog) ?? 0
         configuration.eventLoopThreads = threads
         configuration.sessionLifetime = sessionTtl
         configuration.maxConnections = maxConnections
         configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
         configuration.publicURL = urlOptions.publicUrl
-        let level = configuration.logLevel
-        LoggingSystem.bootstrap { label in RichPushLogHandler(label: label, level: level) }
+        logOptions.bootstrap()
         let logger = Logger(label: "richpush")
         let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
                                             limits: configuration.limits)
