@@ -60,13 +60,19 @@ public struct S3Credentials: Sendable {
         self.sessionToken = sessionToken
     }
 
-    /// From the environment, as every S3 tool reads them; the error names what is missing.
+    /// From the environment, as every S3 tool reads them (each also as `NAME_FILE`, a file
+    /// holding it, for Docker secrets); the error names what is missing.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Credentials {
-        guard let access = environment["AWS_ACCESS_KEY_ID"], !access.isEmpty,
-              let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty else {
-            throw S3Error.configuration("an s3:// blob store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
+        let values: [String?]
+        do {
+            values = try ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"].map { try SecretEnvironment.value($0, in: environment) }
+        } catch let error as SecretFileError {
+            throw S3Error.configuration(error.description)
         }
-        return S3Credentials(accessKey: access, secretKey: secret, sessionToken: environment["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 })
+        guard let access = values[0], let secret = values[1] else {
+            throw S3Error.configuration("an s3:// blob store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_…_FILE) in the environment")
+        }
+        return S3Credentials(accessKey: access, secretKey: secret, sessionToken: values[2])
     }
 }
 

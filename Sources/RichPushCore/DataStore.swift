@@ -98,7 +98,7 @@ public final class DataStore: Sendable {
     /// The key payload URLs are signed with: `RICHPUSH_PAYLOAD_KEY` when set, else the store's
     /// own (a file in the data directory, or a setting in PostgreSQL shared by every node).
     public func payloadKey(environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> PayloadKey {
-        if database.dialect == .postgres, (environment["RICHPUSH_PAYLOAD_KEY"] ?? "").isEmpty {
+        if database.dialect == .postgres, try SecretEnvironment.value("RICHPUSH_PAYLOAD_KEY", in: environment) == nil {
             return try await PayloadKey(settings: settings)
         }
         return try PayloadKey.configured(directory: directory, environment: environment)

@@ -49,9 +49,10 @@ public final class PayloadKey: Sendable {
         loaded = NIOLockedValueBox(try Self.read(path))
     }
 
-    /// The key from `RICHPUSH_PAYLOAD_KEY` when set, else `directory`'s key file.
+    /// The key from `RICHPUSH_PAYLOAD_KEY` (or the file `RICHPUSH_PAYLOAD_KEY_FILE` names) when
+    /// set, else `directory`'s key file.
     public static func configured(directory: DataDirectory, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PayloadKey {
-        if let secret = environment["RICHPUSH_PAYLOAD_KEY"], !secret.isEmpty { return try PayloadKey(secret: secret) }
+        if let secret = try SecretEnvironment.value("RICHPUSH_PAYLOAD_KEY", in: environment) { return try PayloadKey(secret: secret) }
         return try PayloadKey(directory: directory)
     }
 

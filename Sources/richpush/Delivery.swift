@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import MediaStore
 import Logging
 import PushDelivery
 
@@ -22,7 +23,14 @@ struct PushOptions: ParsableArguments {
     // A secret: read from the environment when used, never shown as a default by --help.
     @Option(name: .customLong("anh-connection-string"), help: "Notification Hubs connection string (env RICHPUSH_ANH_CONNECTION_STRING).")
     var anhConnectionStringValue: String?
-    var anhConnectionString: String? { anhConnectionStringValue.flatMap { $0.isEmpty ? nil : $0 } ?? Environment.string("RICHPUSH_ANH_CONNECTION_STRING") }
+    @Option(name: .customLong("anh-connection-string-file"),
+            help: ArgumentHelp("A file holding the connection string, e.g. a Docker secret (env RICHPUSH_ANH_CONNECTION_STRING_FILE).", valueName: "path"))
+    var anhConnectionStringFile: String?
+    var anhConnectionString: String? {
+        if let value = anhConnectionStringValue, !value.isEmpty { return value }
+        if let file = anhConnectionStringFile { return try? SecretEnvironment.read(file, for: "--anh-connection-string-file") }
+        return try? SecretEnvironment.value("RICHPUSH_ANH_CONNECTION_STRING")
+    }
     @Option(name: .customLong("anh-hub"), help: "Notification Hubs hub name (env RICHPUSH_ANH_HUB).")
     var anhHubValue: String = Environment.string("RICHPUSH_ANH_HUB") ?? ""
     var anhHub: String? { anhHubValue.isEmpty ? nil : anhHubValue }
@@ -30,6 +38,12 @@ struct PushOptions: ParsableArguments {
     var pushCa: [String] = Environment.string("RICHPUSH_PUSH_CA").map { [$0] } ?? []
 
     func validate() throws {
+        do {
+            if let file = anhConnectionStringFile { _ = try SecretEnvironment.read(file, for: "--anh-connection-string-file") }
+            _ = try SecretEnvironment.value("RICHPUSH_ANH_CONNECTION_STRING")
+        } catch let error as SecretFileError {
+            throw ValidationError(error.description)
+        }
         let apns = [apnsKey, apnsKeyId, apnsTeamId, apnsTopic]
         if apns.contains(where: { $0 != nil }) && apns.contains(where: { $0 == nil }) {
             throw ValidationError("APNs needs all of --apns-key, --apns-key-id, --apns-team-id and --apns-topic")

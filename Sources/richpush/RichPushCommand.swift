@@ -33,14 +33,29 @@ struct DataOptions: ParsableArguments {
         "The database: sqlite:PATH (default sqlite:<data>/richpush.sqlite) or postgres://USER:PASSWORD@HOST[:PORT]/DB[?sslmode=require&pool=N], shared by many nodes (env RICHPUSH_DATABASE).",
         valueName: "url"))
     var databaseFlag: String?
+    @Option(name: .customLong("database-file"),
+            help: ArgumentHelp("A file holding the --database URL, which may carry a password, e.g. a Docker secret (env RICHPUSH_DATABASE_FILE).",
+                               valueName: "path"))
+    var databaseFile: String?
 
-    /// `--database`, else `RICHPUSH_DATABASE`, else nil (`<data>/richpush.sqlite`).
-    var database: String? { databaseFlag ?? Environment.string("RICHPUSH_DATABASE") }
+    /// `--database`, else `--database-file`'s contents, else `RICHPUSH_DATABASE` (or
+    /// `RICHPUSH_DATABASE_FILE`'s), else nil (`<data>/richpush.sqlite`).
+    var database: String? {
+        if let databaseFlag { return databaseFlag }
+        if let databaseFile { return try? SecretEnvironment.read(databaseFile, for: "--database-file") }
+        return try? SecretEnvironment.value("RICHPUSH_DATABASE")
+    }
 
     /// `--blobs`, else `RICHPUSH_BLOBS`, else nil (files in the data directory).
     var blobs: String? { blobsFlag ?? Environment.string("RICHPUSH_BLOBS") }
 
     func validate() throws {
+        do {
+            if let databaseFile { _ = try SecretEnvironment.read(databaseFile, for: "--database-file") }
+            _ = try SecretEnvironment.value("RICHPUSH_DATABASE")
+        } catch let error as SecretFileError {
+            throw ValidationError(error.description)
+        }
         if let database {
             do { _ = try DatabaseLocation(database) } catch let error as DatabaseConfigurationError { throw ValidationError(error.description) }
         }

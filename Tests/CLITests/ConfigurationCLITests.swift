@@ -34,6 +34,50 @@ struct ConfigurationCLITests {
         #expect(!help.stdout.contains("ANOTHERSECRET"))
     }
 
+    @Test("a secret can come from a file (NAME_FILE, --…-file), as Docker secrets give it; an unreadable one is a usage error naming where it was asked for, never the value")
+    func secretFiles() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        let index = dir.appendingPathComponent("index.sqlite").path
+        let databaseFile = dir.appendingPathComponent("database.secret")
+        try "sqlite:\(index)\n".write(to: databaseFile, atomically: true, encoding: .utf8)
+        let jpeg = Fixtures.corpus.appendingPathComponent("jpeg/testorig.jpg").path
+        // The database URL from a file, by flag and by variable.
+        #expect(try await CLI.run(["media", "add", "--data", data, "--database-file", databaseFile.path, jpeg]).status == 0)
+        #expect(FileManager.default.fileExists(atPath: index))
+        let listed = try await CLI.run(["media", "list", "--data", data], environment: ["RICHPUSH_DATABASE_FILE": databaseFile.path])
+        #expect(listed.lines.count == 1, "\(listed.stderr)")
+        // The payload key from a file: the store makes no key of its own.
+        let keyFile = dir.appendingPathComponent("payload.secret")
+        try String(repeating: "k", count: 40).write(to: keyFile, atomically: true, encoding: .utf8)
+        #expect(try await CLI.run(["users", "add", "alice", "--password-stdin", "--data", data], stdin: "pw\n").status == 0)
+        let sent = try await CLI.run(["send", "--all", "--image", jpeg, "--data", data], environment: ["RICHPUSH_PAYLOAD_KEY_FILE": keyFile.path])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: "\(data)/payload.key"))
+        // Unreadable or empty files.
+        let empty = dir.appendingPathComponent("empty.secret")
+        #expect(FileManager.default.createFile(atPath: empty.path, contents: Data()))
+        for (arguments, environment, named) in [
+            (["media", "list", "--data", data, "--database-file", "/nonexistent/secret"], [String: String](), "--database-file: cannot read the file /nonexistent/secret"),
+            (["media", "list", "--data", data], ["RICHPUSH_DATABASE_FILE": empty.path], "RICHPUSH_DATABASE_FILE: the file \(empty.path) is empty"),
+            (["serve", "--data", data, "--anh-connection-string-file", "/nonexistent/anh"], [:], "--anh-connection-string-file: cannot read"),
+            (["serve", "--data", data], ["RICHPUSH_ANH_CONNECTION_STRING_FILE": "/nonexistent/anh"], "RICHPUSH_ANH_CONNECTION_STRING_FILE: cannot read"),
+            (["media", "list", "--data", data, "--blobs", "s3://bucket?endpoint=http://127.0.0.1:1"],
+             ["AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY_FILE": "/nonexistent/aws"], "AWS_SECRET_ACCESS_KEY_FILE: cannot read"),
+        ] {
+            let result = try await CLI.run(arguments, environment: environment)
+            #expect(result.status == 2, "\(arguments) \(environment): \(result.stderr)")
+            #expect(result.stderr.contains(named), "\(arguments): \(result.stderr)")
+        }
+        // A secret read from a file is no more printed than one from the environment.
+        let anhFile = dir.appendingPathComponent("anh.secret")
+        try "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Full;SharedAccessKey=FILESECRETVALUE=".write(to: anhFile, atomically: true, encoding: .utf8)
+        let help = try await CLI.run(["serve", "--help"], environment: ["RICHPUSH_ANH_CONNECTION_STRING_FILE": anhFile.path, "RICHPUSH_DATABASE": "postgres://u:DBPASSWORD@h/d"])
+        #expect(help.status == 0 && help.stdout.contains("--anh-connection-string-file") && help.stdout.contains("--database-file"))
+        #expect(!help.stdout.contains("FILESECRETVALUE") && !help.stdout.contains("DBPASSWORD"))
+    }
+
     @Test("a new data directory, its database and keys are readable by their owner alone")
     func permissions() async throws {
         let dir = try Fixtures.tempDirectory()
