@@ -64,13 +64,16 @@ public func buildApplication(
                             accessLog: services.accessLog)
     let settings = data.settings
     let startLogger = logger
+    let secure = configuration.tlsCertificatePath != nil
     let channel = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
         FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9)),
-                             idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))
+                             idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)), secure: secure)
     }
+    let tls = try TLSSetup(configuration)
     return RichPushApplication(
         responder: router.buildResponder(),
         channel: channel,
+        tls: tls,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
                              availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
         host: configuration.host,
@@ -136,11 +139,13 @@ func buildRouter(_ services: Services) -> Router<AppRequestContext> {
 final class PublicURL: Sendable {
     private let configured: String?
     private let host: String
+    private let secure: Bool
     private let port = NIOLockedValueBox<Int>(0)
 
     init(_ configuration: ServerConfiguration) {
         configured = configuration.publicURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        secure = configuration.tlsCertificatePath != nil
         port.withLockedValue { $0 = configuration.port }
     }
 
@@ -148,7 +153,8 @@ final class PublicURL: Sendable {
         if let bound { port.withLockedValue { $0 = bound } }
     }
 
-    var value: String { configured ?? "http://\(host):\(port.withLockedValue { $0 })" }
+    var value: String { configured ?? "\(scheme)://\(host):\(port.withLockedValue { $0 })" }
+    private var scheme: String { secure ? "https" : "http" }
 }
 
 /// Finishes queueing campaigns whose process died half-way, at start and then every 10 s.

@@ -257,6 +257,8 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
     let headTimeout: TimeAmount
     /// A connection with no request in flight is closed after this long (the fast path's too).
     let idleTimeout: Duration
+    /// Behind TLS (`https` requests).
+    var secure = false
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -282,7 +284,7 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
             withDecoderLimitConfiguration: Self.decoderLimits)
         try pipeline.addHandler(HeadDeadline.End(deadline))
         try pipeline.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
-        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: secure))
         try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
     }
 

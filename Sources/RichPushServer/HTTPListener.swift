@@ -8,7 +8,33 @@ import NIOExtras
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOPosix
+import NIOSSL
+import NIOTLS
+import HummingbirdHTTP2
 import ServiceLifecycle
+
+/// HTTPS for `serve --tls-cert --tls-key`: the TLS context, offering HTTP/2 and HTTP/1.1 by
+/// ALPN, and the HTTP/2 channel that serves connections which chose HTTP/2.
+struct TLSSetup: Sendable {
+    let context: NIOSSLContext
+
+    /// Nil when the configuration names no certificate.
+    init?(_ configuration: ServerConfiguration) throws {
+        guard let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath else { return nil }
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        tls.minimumTLSVersion = .tlsv12
+        context = try NIOSSLContext(configuration: tls)
+    }
+}
+
+/// An accepted connection ready for its task: HTTP/1.1 (with the fast path) or HTTP/2.
+enum AcceptedConnection: Sendable {
+    case http1(FastPathHTTP1Channel.Value)
+    case http2(HTTP2Channel.Value)
+}
 
 /// The HTTP/1.1 listener `serve` runs, in place of Hummingbird's `Server`.
 ///
@@ -26,6 +52,9 @@ import ServiceLifecycle
 /// asks every connection to finish, and the service returns when the last one has closed.
 struct HTTPListener: Service {
     let channel: FastPathHTTP1Channel
+    /// HTTPS: TLS in front, then HTTP/2 or HTTP/1.1 as the client chose by ALPN.
+    let tls: TLSSetup?
+    let http2: HTTP2Channel
     let host: String
     let port: Int
     let backlog: Int
@@ -35,7 +64,9 @@ struct HTTPListener: Service {
     let onServerRunning: @Sendable (any Channel) async -> Void
 
     func run() async throws {
-        let (connections, handedOff) = AsyncStream.makeStream(of: FastPathHTTP1Channel.Value.self)
+        let (connections, handedOff) = AsyncStream.makeStream(of: AcceptedConnection.self)
+        let tls = self.tls
+        let http2 = self.http2
         let quiescing = ServerQuiescingHelper(group: eventLoopGroup)
         let childChannel = channel
         let logger = logger
@@ -53,19 +84,37 @@ struct HTTPListener: Service {
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try childChannel.configure(channel, logger: logger)
-                    try channel.pipeline.syncOperations.addHandler(Handoff { asyncChannel in handedOff.yield(asyncChannel) })
+                    guard let tls else {
+                        try childChannel.configure(channel, logger: logger)
+                        try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
+                        return
+                    }
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+                    try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
+                        if case .negotiated("h2") = result {
+                            return http2.setup(channel: channel, logger: logger).map { handedOff.yield(.http2($0)) }
+                        }
+                        return channel.eventLoop.makeCompletedFuture {
+                            try childChannel.configure(channel, logger: logger)
+                            try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
+                        }
+                    })
                 }
             }
             .bind(host: host, port: port).get()
-        logger.info("Server started and listening on \(host):\(server.localAddress?.port ?? port)")
+        logger.info("Server started and listening on \(tls == nil ? "" : "https://")\(host):\(server.localAddress?.port ?? port)")
 
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await onServerRunning(server)
                 await withDiscardingTaskGroup { group in
                     for await connection in connections {
-                        group.addTask { await childChannel.handle(value: connection, logger: logger) }
+                        group.addTask {
+                            switch connection {
+                            case .http1(let value): await childChannel.handle(value: value, logger: logger)
+                            case .http2(let value): await http2.handle(value: value, logger: logger)
+                            }
+                        }
                     }
                 }
             } onGracefulShutdown: {
@@ -131,6 +180,7 @@ public struct RichPushApplication: ApplicationProtocol {
 
     public let responder: Responder
     let channel: @Sendable (@escaping HTTPChannelHandler.Responder) -> FastPathHTTP1Channel
+    let tls: TLSSetup?
     public let configuration: ApplicationConfiguration
     let host: String
     let port: Int
@@ -152,7 +202,7 @@ public struct RichPushApplication: ApplicationProtocol {
     /// The same application, also running `extra` once the listener is bound.
     public func onRunning(_ extra: @escaping @Sendable (any Channel) async -> Void) -> RichPushApplication {
         let running = self.running
-        return RichPushApplication(responder: responder, channel: channel, configuration: configuration, host: host, port: port, maxConnections: maxConnections,
+        return RichPushApplication(responder: responder, channel: channel, tls: tls, configuration: configuration, host: host, port: port, maxConnections: maxConnections,
                                    services: services, eventLoopGroup: eventLoopGroup, logger: logger) { channel in
             await running(channel)
             await extra(channel)
@@ -161,7 +211,9 @@ public struct RichPushApplication: ApplicationProtocol {
 
     /// Serves through `HTTPListener`, with the services beside it.
     public func run() async throws {
-        let listener = HTTPListener(channel: channel(respond), host: host, port: port, backlog: configuration.backlog,
+        let http1 = channel(respond)
+        let http2 = HTTP2Channel(responder: respond, configuration: .init(idleTimeout: http1.idleTimeout))
+        let listener = HTTPListener(channel: http1, tls: tls, http2: http2, host: host, port: port, backlog: configuration.backlog,
                                     maxConnections: maxConnections, eventLoopGroup: eventLoopGroup, logger: logger,
                                     onServerRunning: running)
         try await ServiceGroup(configuration: .init(services: services + [listener], logger: logger)).run()

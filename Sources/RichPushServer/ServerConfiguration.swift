@@ -25,6 +25,10 @@ public struct ServerConfiguration: Sendable {
     public var limits = MediaLimits.default
     /// How long verified credentials are cached, in seconds.
     public var credentialTTL: Double = 60
+    /// `--tls-cert`: the certificate chain (PEM) to serve HTTPS with, HTTP/2 and HTTP/1.1 by ALPN.
+    public var tlsCertificatePath: String?
+    /// `--tls-key`: its private key (PEM).
+    public var tlsKeyPath: String?
     /// The share of requests written to the access log (`--access-log`): 0 off, 1 all.
     public var accessLog: Double = 0
     /// How log lines are written (`--log-format`).

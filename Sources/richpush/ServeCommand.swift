@@ -33,6 +33,11 @@ struct ServeCommand: AsyncParsableCommand {
     var threads: Int = Environment.int("RICHPUSH_THREADS") ?? 0
     @Option(help: "Connections open at once; past it, new ones wait to be accepted (env RICHPUSH_MAX_CONNECTIONS).")
     var maxConnections: Int = Environment.int("RICHPUSH_MAX_CONNECTIONS") ?? 4_096
+    @Option(help: ArgumentHelp("Serve HTTPS with this certificate chain (PEM), HTTP/2 and HTTP/1.1 by ALPN; with --tls-key (env RICHPUSH_TLS_CERT).",
+                               valueName: "pem"))
+    var tlsCert: String? = Environment.string("RICHPUSH_TLS_CERT")
+    @Option(help: ArgumentHelp("The certificate's private key (PEM) (env RICHPUSH_TLS_KEY).", valueName: "pem"))
+    var tlsKey: String? = Environment.string("RICHPUSH_TLS_KEY")
     @OptionGroup var logOptions: LogOptions
     @Option(help: "Log each request at info: off, on, or the fraction of requests to log, e.g. 0.01 (env RICHPUSH_ACCESS_LOG).")
     var accessLog: String = Environment.string("RICHPUSH_ACCESS_LOG") ?? "off"
@@ -40,6 +45,12 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
         guard (0...256).contains(threads) else { throw ValidationError("--threads must be 0 to 256") }
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key (env RICHPUSH_TLS_CERT, RICHPUSH_TLS_KEY) go together")
+        }
+        for (flag, path) in [("--tls-cert", tlsCert), ("--tls-key", tlsKey)] {
+            if let path, !FileManager.default.isReadableFile(atPath: path) { throw ValidationError("\(flag): cannot read \(path)") }
+        }
         guard AccessLog.fraction(accessLog) != nil else {
             throw ValidationError("--access-log (env RICHPUSH_ACCESS_LOG) '\(accessLog)' is not off, on or a fraction in (0, 1]")
         }
@@ -58,6 +69,8 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.publicMedia = publicMedia
         configuration.defaultImage = defaultImage
         configuration.limits = limitOptions.limits
+        configuration.tlsCertificatePath = tlsCert
+        configuration.tlsKeyPath = tlsKey
         configuration.logLevel = logOptions.level
         configuration.logFormat = logOptions.format
         configuration.accessLog = AccessLog.fraction(accessLog) ?? 0

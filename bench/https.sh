@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# HTTPS benchmark (issue #13): GET of media/logo.png over TLS from `serve --tls-cert --tls-key
+# --public-media` and from nginx (nginx-light, one worker, `listen … ssl http2`) with the same
+# ECDSA P-256 certificate and the same file, alternating ROUNDS times, medians reported.
+#
+# 1. HTTP/1.1 over TLS: wrk -t1 -c32 -d SECONDS (keep-alive; the handshakes happen once), so the
+#    image fast path is measured behind TLS.
+# 2. HTTP/2: h2load -c32 -m10 -n N (ALPN h2; 32 connections with 10 streams each).
+#
+# RichPush runs one event loop (as bench/http.sh), matching nginx's single worker: on 2 cores
+# the load generator needs the other one.
+#
+# Usage: bench/https.sh [ROUNDS] [SECONDS] [N]   (env BENCH_WORK)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+seconds=${2:-5}
+n=${3:-100000}
+work=$(realpath -m "${BENCH_WORK:-bench/work}")/https
+nginx_port=18491
+rp_port=18490
+source bench/lib.sh
+install_missing nginx:nginx-light wrk:wrk h2load:nghttp2-client
+swift build -c release --product richpush >&2
+rp="$(swift build -c release --show-bin-path)/richpush"
+rm -rf "$work" && mkdir -p "$work"
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 2 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+start_nginx "$work/nginx" 18492 media/logo.png "listen 127.0.0.1:$nginx_port ssl http2; ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem; ssl_session_cache shared:SSL:1m;"
+"$rp" serve --data "$work/data" --port $rp_port --public-media --log-level warning --threads 1 \
+    --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" 2> "$work/serve.log" &
+rp_pid=$!
+trap 'kill $rp_pid $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do curl -fs --cacert "$work/cert.pem" "https://127.0.0.1:$rp_port/health" >/dev/null && break; sleep 0.1; done
+id=$(sha256sum media/logo.png | cut -c1-64)
+size=$(stat -c %s media/logo.png)
+for url in "https://127.0.0.1:$nginx_port/logo.png" "https://127.0.0.1:$rp_port/media/$id"; do
+    for version in --http1.1 --http2; do
+        [ "$(curl -fs --cacert "$work/cert.pem" $version "$url" | wc -c)" -eq "$size" ] || { echo "wrong body from $url ($version)" >&2; exit 1; }
+    done
+done
+
+h1() { # NAME URL -> "name rps p50ms"
+    wrk -t1 -c32 -d"${seconds}s" --latency "$2" | awk -v name="$1" '
+        function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+        /Requests\/sec:/ { rps = $2 } /^ +50%/ { p50 = ms($2) } /Non-2xx/ { bad += $NF }
+        END { if (bad) print "errors: " bad > "/dev/stderr"; printf "%s %.0f %.3f\n", name, rps, p50 }'
+}
+h2() { # NAME URL -> "name rps"
+    h2load -c32 -m10 -n "$n" "$2" | awk -v name="$1" '
+        /^finished in/ { gsub(/,/, ""); rps = $4 } /^requests:/ { failed = $10; errored = $12 }
+        /^status codes:/ { gsub(/,/, ""); ok = $3 }
+        END { if (failed + errored > 0) print "h2load: " failed " failed, " errored " errored" > "/dev/stderr"; printf "%s %.0f\n", name, rps }'
+}
+
+results="$work/results.txt"
+: > "$results"
+for round in $(seq 1 "$rounds"); do
+    if [ $((round % 2)) = 1 ]; then order="nginx richpush"; else order="richpush nginx"; fi
+    for who in $order; do
+        url=$([ $who = nginx ] && echo "https://127.0.0.1:$nginx_port/logo.png" || echo "https://127.0.0.1:$rp_port/media/$id")
+        h1 "h1-$who" "$url" | tee -a "$results" >&2
+        h2 "h2-$who" "$url" | tee -a "$results" >&2
+    done
+done
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+col() { awk -v k="$1" -v c="$2" '$1 == k {print $c}' "$results" | median; }
+printf '%-44s %10s %10s %7s\n' "GET ${size}-byte PNG over TLS, $rounds rounds" "nginx" "richpush" "ratio"
+printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/1.1, wrk -c32 (req/s)" "$(col h1-nginx 2)" "$(col h1-richpush 2)" "$(echo "$(col h1-richpush 2) / $(col h1-nginx 2)" | bc -l)"
+printf '%-44s %10.3f %10.3f\n' "HTTP/1.1 p50 (ms)" "$(col h1-nginx 3)" "$(col h1-richpush 3)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, h2load -c32 -m10 (req/s)" "$(col h2-nginx 2)" "$(col h2-richpush 2)" "$(echo "$(col h2-richpush 2) / $(col h2-nginx 2)" | bc -l)"
