@@ -29,13 +29,13 @@ struct PushOptions: ParsableArguments {
     var anhConnectionString: String? {
         if let value = anhConnectionStringValue, !value.isEmpty { return value }
         if let file = anhConnectionStringFile { return try? SecretEnvironment.read(file, for: "--anh-connection-string-file") }
-        return try? SecretEnvironment.value("RICHPUSH_ANH_CONNECTION_STRING")
+        return (try? SecretEnvironment.value("RICHPUSH_ANH_CONNECTION_STRING")) ?? ConfigFile.value(for: "RICHPUSH_ANH_CONNECTION_STRING")?.value
     }
     @Option(name: .customLong("anh-hub"), help: "Notification Hubs hub name (env RICHPUSH_ANH_HUB).")
     var anhHubValue: String = Environment.string("RICHPUSH_ANH_HUB") ?? ""
     var anhHub: String? { anhHubValue.isEmpty ? nil : anhHubValue }
     @Option(help: "Extra trusted root certificates (PEM) for push connections (env RICHPUSH_PUSH_CA).")
-    var pushCa: [String] = Environment.string("RICHPUSH_PUSH_CA").map { [$0] } ?? []
+    var pushCa: [String] = Environment.strings("RICHPUSH_PUSH_CA") ?? []
 
     func validate() throws {
         do {

@@ -15,6 +15,12 @@ struct RichPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush",
         abstract: "Self-hosted backend for rich push notifications.",
+        discussion: """
+            Every command also takes --config FILE (env RICHPUSH_CONFIG): a JSON object whose keys are \
+            long flag names ("port", "log-format", "apns-key-id", "push-ca": [...]), for any flag that \
+            has an environment variable. The command line wins over the environment, which wins over \
+            the file.
+            """,
         version: RichPushBuild.version,
         subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, SendCommand.self, DeliveriesCommand.self,
                       KeysCommand.self, SandboxCommand.self, HealthcheckCommand.self, MigrateCommand.self]
@@ -24,7 +30,7 @@ struct RichPushCommand: AsyncParsableCommand {
 /// `--data DIR`, shared by every command that touches state.
 struct DataOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Data directory (env RICHPUSH_DATA).", valueName: "dir"))
-    var data: String = ProcessInfo.processInfo.environment["RICHPUSH_DATA"] ?? "./data"
+    var data: String = Environment.string("RICHPUSH_DATA") ?? "./data"
     @Option(name: .customLong("blobs"), help: ArgumentHelp(
         "Where blob bytes live: file:<data>/blobs (the default) or s3://BUCKET[/PREFIX]?endpoint=URL[&region=R], credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (env RICHPUSH_BLOBS).",
         valueName: "url"))
@@ -43,7 +49,7 @@ struct DataOptions: ParsableArguments {
     var database: String? {
         if let databaseFlag { return databaseFlag }
         if let databaseFile { return try? SecretEnvironment.read(databaseFile, for: "--database-file") }
-        return try? SecretEnvironment.value("RICHPUSH_DATABASE")
+        return (try? SecretEnvironment.value("RICHPUSH_DATABASE")) ?? ConfigFile.value(for: "RICHPUSH_DATABASE")?.value
     }
 
     /// `--blobs`, else `RICHPUSH_BLOBS`, else nil (files in the data directory).
@@ -140,40 +146,58 @@ enum Environment {
         recorded.withLockedValue { if !$0.contains(line) { $0.append(line) } }
     }
 
+    /// Variable `name`, else its key in the `--config` file; with where it came from.
+    private static func lookup(_ name: String) -> (value: String, source: String)? {
+        if let value = ProcessInfo.processInfo.environment[name], !value.isEmpty { return (value, name) }
+        return ConfigFile.value(for: name)
+    }
+
     static func string(_ name: String) -> String? {
-        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
+        guard let (value, source) = lookup(name) else { return nil }
+        if value.isEmpty { problem(source, value, "a string") }
+        return value.isEmpty ? nil : value
+    }
+
+    /// A repeatable flag's values: the variable (one value), or the config file's string or array.
+    static func strings(_ name: String) -> [String]? {
+        if let value = ProcessInfo.processInfo.environment[name], !value.isEmpty { return [value] }
+        return ConfigFile.values(for: name)
     }
 
     static func int(_ name: String) -> Int? {
-        guard let text = string(name) else { return nil }
+        guard let (text, source) = lookup(name) else { return nil }
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else {
-            problem(name, text, "a whole number")
+            problem(source, text, "a whole number")
             return nil
         }
         return value
     }
 
     static func bool(_ name: String) -> Bool? {
-        guard let text = string(name) else { return nil }
+        guard let (text, source) = lookup(name) else { return nil }
         switch text.lowercased() {
         case "1", "true", "yes", "on": return true
         case "0", "false", "no", "off": return false
         default:
-            problem(name, text, "a boolean (1/0, true/false, yes/no, on/off)")
+            problem(source, text, "a boolean (1/0, true/false, yes/no, on/off)")
             return nil
         }
     }
 
     /// A duration (`90s`, `30m`, `24h`, `7d`), or `fallback` when unset.
     static func duration(_ name: String, default fallback: TimeInterval) -> TimeInterval {
-        guard let text = string(name) else { return fallback }
+        guard let (text, source) = lookup(name) else { return fallback }
         guard let value = try? Duration.parse(text) else {
-            problem(name, text, "a duration (e.g. 90s, 30m, 24h, 7d)")
+            problem(source, text, "a duration (e.g. 90s, 30m, 24h, 7d)")
             return fallback
         }
         return value
     }
 }
+
+/// A command that logs `ConfigFile.unreadWarning` itself, once its log handler is set up (so
+/// that a JSON log stays all JSON).
+protocol LogsConfigWarnings {}
 
 /// Writes to standard error.
 enum Console {
@@ -191,17 +215,30 @@ enum Console {
 
 @main
 enum Main {
+    /// Parses `arguments` (the config file already loaded) and runs the command.
+    private static func execute(_ arguments: [String]) async throws {
+        var command = try RichPushCommand.parseAsRoot(arguments)
+        if let problem = Environment.problems.first {
+            throw ValidationError(problem)
+        }
+        if !(command is any LogsConfigWarnings), let warning = ConfigFile.unreadWarning {
+            Console.error("warning: \(warning)")
+        }
+        if var asyncCommand = command as? any AsyncParsableCommand {
+            try await asyncCommand.run()
+        } else {
+            try command.run()
+        }
+    }
+
     static func main() async {
         do {
-            var command = try RichPushCommand.parseAsRoot()
-            if let problem = Environment.problems.first {
-                throw ValidationError(problem)
-            }
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
+            var arguments = Array(CommandLine.arguments.dropFirst())
+            try await ConfigFile.load(arguments: &arguments)
+            try await execute(arguments)
+        } catch let error as ConfigFileError {
+            Console.error("Error: \(error)")
+            exit(2)
         } catch {
             let code = RichPushCommand.exitCode(for: error)
             let message = RichPushCommand.fullMessage(for: error)

@@ -5,7 +5,7 @@ import Foundation
 import Hummingbird
 import Logging
 
-struct SandboxCommand: AsyncParsableCommand {
+struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
     static let configuration = CommandConfiguration(
         commandName: "apns-sandbox",
         abstract: "A local stand-in for Apple's push service: APNs' HTTP/2 provider API over TLS.",
@@ -78,6 +78,7 @@ struct SandboxCommand: AsyncParsableCommand {
         }
         logOptions.bootstrap()
         let logger = Logger(label: "apns-sandbox")
+        if let warning = ConfigFile.unreadWarning { logger.warning("\(warning)") }
         try await sandbox.application(logger: logger).runService()
     }
 }

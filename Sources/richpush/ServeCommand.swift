@@ -7,7 +7,7 @@ import PushDelivery
 import RichPushCore
 import RichPushServer
 
-struct ServeCommand: AsyncParsableCommand {
+struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Run the HTTP service (media store and the rich-push notification API).",
@@ -81,6 +81,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.publicURL = urlOptions.publicUrl
         logOptions.bootstrap()
         let logger = Logger(label: "richpush")
+        if let warning = ConfigFile.unreadWarning { logger.warning("\(warning)") }
         let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
                                             limits: configuration.limits)
         if let (provider, mirror) = try pushOptions.makeProvider() {

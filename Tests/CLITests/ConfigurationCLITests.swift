@@ -78,6 +78,56 @@ struct ConfigurationCLITests {
         #expect(!help.stdout.contains("FILESECRETVALUE") && !help.stdout.contains("DBPASSWORD"))
     }
 
+    @Test("--config FILE (JSON, env RICHPUSH_CONFIG) carries any flag that has a variable; flags win over the environment, which wins over the file; bad files and values are usage errors")
+    func configFile() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        let index = dir.appendingPathComponent("elsewhere.sqlite").path
+        let jpeg = Fixtures.corpus.appendingPathComponent("jpeg/testorig.jpg").path
+        let config = dir.appendingPathComponent("richpush.json")
+        try #"{"data": "\#(data)", "database": "sqlite:\#(index)", "max-bytes": 100000, "log-format": "json", "log-level": "info", "typo-key": 1}"#
+            .write(to: config, atomically: true, encoding: .utf8)
+        let added = try await CLI.run(["media", "add", "--config", config.path, jpeg])
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(FileManager.default.fileExists(atPath: index) && FileManager.default.fileExists(atPath: "\(data)/blobs"))
+        #expect(added.stderr.contains(#"warning: --config: no flag of this command reads "log-format", "log-level", "typo-key""#), "\(added.stderr)")
+        let listed = try await CLI.run(["media", "list"], environment: ["RICHPUSH_CONFIG": config.path])
+        #expect(listed.lines.count == 1, "\(listed.stderr)")
+        // A flag wins over the file, and so does the environment: the default database is empty.
+        #expect(try await CLI.run(["media", "list", "--config", config.path, "--database", "sqlite:\(data)/richpush.sqlite"]).lines.isEmpty)
+        #expect(try await CLI.run(["media", "list", "--config", config.path], environment: ["RICHPUSH_DATABASE": "sqlite:\(data)/other.sqlite"]).lines.isEmpty)
+        // The file's limit applies: a 5,770-byte JPEG passes 100,000; a tighter file refuses it.
+        let tight = dir.appendingPathComponent("tight.json")
+        try #"{"data": "\#(data)", "max-bytes": 1000}"#.write(to: tight, atomically: true, encoding: .utf8)
+        let refused = try await CLI.run(["media", "add", "--config=\(tight.path)", jpeg])
+        #expect(refused.status == 1 && refused.stderr.contains("too_large"), "\(refused.stderr)")
+        // serve takes the log format from the file.
+        let port = freePort()
+        let served = dir.appendingPathComponent("serve.log")
+        let server = try startProcess(["serve", "--config", config.path, "--port", String(port)], cwd: dir, log: served)
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(port))
+        kill(server.processIdentifier, SIGTERM)
+        server.waitUntilExit()
+        let lines = ((try? String(contentsOf: served, encoding: .utf8)) ?? "").split(separator: "\n")
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("{\"time\":") }, "\(lines.prefix(3))")
+        // What is wrong is said, with exit 2.
+        let bad = dir.appendingPathComponent("bad.json")
+        try #"{"data": "\#(data)", "max-bytes": "ten"}"#.write(to: bad, atomically: true, encoding: .utf8)
+        let notJSON = dir.appendingPathComponent("not.json")
+        try "port = 8080".write(to: notJSON, atomically: true, encoding: .utf8)
+        for (arguments, words) in [
+            (["media", "add", "--config", bad.path, jpeg], "\"max-bytes\" in \(bad.path)='ten' is not a whole number"),
+            (["media", "list", "--config", notJSON.path], "not a JSON object"),
+            (["media", "list", "--config", "/nonexistent.json"], "cannot read /nonexistent.json"),
+        ] {
+            let result = try await CLI.run(arguments)
+            #expect(result.status == 2, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains(words), "\(arguments): \(result.stderr)")
+        }
+    }
+
     @Test("a new data directory, its database and keys are readable by their owner alone")
     func permissions() async throws {
         let dir = try Fixtures.tempDirectory()
