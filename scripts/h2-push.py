@@ -16,7 +16,7 @@ import h2.events
 
 port, ca, jwt, topic, token, payload = sys.argv[1:7]
 context = ssl.create_default_context(cafile=ca)  # no set_alpn_protocols: no ALPN, as aioapns
-sock = context.wrap_socket(socket.create_connection(("127.0.0.1", int(port)), timeout=10), server_hostname="localhost")
+sock = context.wrap_socket(socket.create_connection(("127.0.0.1", int(port)), timeout=60), server_hostname="localhost")
 conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
 conn.initiate_connection()
 sock.sendall(conn.data_to_send())

@@ -60,8 +60,8 @@ final class PostgresSession {
     /// Runs a query and returns its rows.
     func query(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
         let result = try run(sql, values)
-        guard let first = result.rows.first else { return [] }
-        let columns = SQLColumns(first.makeRandomAccess().indices.map { first.makeRandomAccess()[$0].columnName })
+        guard let first = result.rows.first?.makeRandomAccess() else { return [] }
+        let columns = SQLColumns(first.indices.map { first[$0].columnName })
         return try result.rows.map { row in
             let cells = row.makeRandomAccess()
             return SQLRow(values: try cells.indices.map { try Self.value(of: cells[$0]) }, columns: columns)

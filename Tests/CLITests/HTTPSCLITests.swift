@@ -10,18 +10,7 @@ import Glibc
 
 /// Runs curl (a client nobody here wrote, with nghttp2) on a thread of its own.
 func curl(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-    try await onOwnThread {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["curl", "-s", "--max-time", "20"] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+    try await onOwnThread { try runCapturing("/usr/bin/env", ["curl", "-s", "--max-time", "20"] + arguments) }
 }
 
 @Suite("serve --tls-cert --tls-key: HTTPS, HTTP/2 and HTTP/1.1 by ALPN (SPEC §14)")

@@ -72,20 +72,8 @@ public struct Postgres: Sendable {
             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400",
             "-c", "shared_buffers=64MB",
         ].joined(separator: " ")
-        let script = """
-            \(asServer)\(server) > '\(dir.path)/postgres.log' 2>&1 &
-            p=$!
-            alive() { s=$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null) && [ "$s" != Z ]; }
-            while alive \(getpid()) && alive $p; do sleep 1; done
-            kill -INT $p 2>/dev/null; sleep 3; kill -9 $p 2>/dev/null; pkill -9 -f -- '-D \(dir.path)/data' 2>/dev/null; rm -rf '\(dir.path)'
-            """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        try startWatched("\(asServer)\(server) > '\(dir.path)/postgres.log' 2>&1",
+                         stop: "kill -INT $p 2>/dev/null; sleep 3; kill -9 $p 2>/dev/null; pkill -9 -f -- '-D \(dir.path)/data' 2>/dev/null; rm -rf '\(dir.path)'")
         let deadline = Date().addingTimeInterval(60)
         var last = ""
         while Date() < deadline {
@@ -99,17 +87,7 @@ public struct Postgres: Sendable {
     }
 
     private func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try runCapturing(arguments[0], Array(arguments.dropFirst()))
     }
 
     private final class Counter: @unchecked Sendable {

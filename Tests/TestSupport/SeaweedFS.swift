@@ -59,22 +59,8 @@ public struct SeaweedFS: Sendable {
             "-s3.config=\(config.path)", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
         ].map { "'\($0)'" }.joined(separator: " ")
         // The watchdog: weed runs as long as this test process does.
-        let script = """
-            '\(weed)' \(arguments) > '\(dir.path)/weed.log' 2>&1 &
-            w=$!
-            alive() { s=$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null) && [ "$s" != Z ]; }
-            while alive \(getpid()) && alive $w; do sleep 1; done
-            kill $w 2>/dev/null; sleep 2; kill -9 $w 2>/dev/null; rm -rf '\(dir.path)'
-            """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script]
-        // Not the test process's pipes: `swift test` waits for them to close before it reaps the
-        // test process, and the watchdog waits for that process to go.
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        try startWatched("'\(weed)' \(arguments) > '\(dir.path)/weed.log' 2>&1",
+                         stop: "kill $p 2>/dev/null; sleep 2; kill -9 $p 2>/dev/null; rm -rf '\(dir.path)'")
         // Up when the gateway answers (403 without credentials), then the bucket.
         let deadline = Date().addingTimeInterval(60)
         var lastError = ""
@@ -104,16 +90,7 @@ public struct SeaweedFS: Sendable {
     }
 
     static func pythonBlocking(_ script: String) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try runCapturing("/usr/bin/env", ["python3", "-c", script])
     }
 }
 

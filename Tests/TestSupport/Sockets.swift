@@ -127,3 +127,41 @@ public actor StartedOnce<Value: Sendable> {
         return try await task.value
     }
 }
+
+/// Runs `executable arguments…` to completion on the calling thread; its status and its stdout
+/// and stderr together.
+public func runCapturing(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Starts `command` (a shell command that runs an engine in the background as `$!`-able job)
+/// under a watchdog: the engine runs as long as this test process does, then `stop` (shell, with
+/// the engine's pid in `$p`) ends it, so a crashed test run leaves nothing behind.
+func startWatched(_ command: String, stop: String) throws {
+    let script = """
+        \(command) &
+        p=$!
+        alive() { s=$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null) && [ "$s" != Z ]; }
+        while alive \(getpid()) && alive $p; do sleep 1; done
+        \(stop)
+        """
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", script]
+    // Not the test process's pipes: `swift test` waits for them to close before it reaps the
+    // test process, and the watchdog waits for that process to go.
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+}
