@@ -75,7 +75,7 @@ public struct OutboxStore: Sendable {
     /// On PostgreSQL the rows are locked with `FOR UPDATE SKIP LOCKED`: nodes claiming at once
     /// get different rows and never wait for each other. SQLite has one writer at a time.
     public func claim(limit: Int, lease: Double, holder: OutboxHolder) async throws -> [DeliveryJob] {
-        let now = Date().timeIntervalSince1970
+        let now = database.now()
         return try await database.write(isolation: .readCommitted) { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
@@ -111,22 +111,25 @@ public struct OutboxStore: Sendable {
     /// Says that `holder` is alive (a shared database has no pid to look at): its leases are
     /// safe while it says so at least every `OutboxStore.holderTimeout` seconds.
     public func heartbeat(holder: OutboxHolder) async throws {
-        let now = Date().timeIntervalSince1970
+        let now = database.now()
         try await database.write(isolation: .readCommitted) { db in
             try db.execute(sql: """
                 INSERT INTO outbox_holders (tag, pid, host, seenAt) VALUES (?, ?, ?, ?)
                 ON CONFLICT (tag) DO UPDATE SET seenAt = excluded.seenAt
-                """, arguments: [holder.tag, holder.pid, ProcessInfo.processInfo.hostName, now])
+                """, arguments: [holder.tag, holder.pid, Self.hostName, now])
         }
     }
+
+    /// This machine's name, read once (it may take a DNS lookup), for `outbox_holders`.
+    private static let hostName = ProcessInfo.processInfo.hostName
 
     /// How long a holder may go without a heartbeat before its leases are taken back.
     public static let holderTimeout: Double = 15
 
     /// Extends every lease `holder` still has by `lease` seconds from now.
     public func renew(holder: OutboxHolder, lease: Double) async throws {
-        let now = Date().timeIntervalSince1970
-        try await database.write { db in
+        let now = database.now()
+        try await database.write(isolation: .readCommitted) { db in
             try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
                            arguments: [now + lease, holder.tag, now])
         }
@@ -139,16 +142,18 @@ public struct OutboxStore: Sendable {
     /// this machine, when its process no longer exists (`isAlive` says, given a pid) or is an
     /// earlier process that had `holder`'s pid.
     public func reclaimDeadLeases(holder: OutboxHolder, isAlive: @Sendable (Int) -> Bool) async throws -> [String] {
-        let now = Date().timeIntervalSince1970
+        let now = database.now()
         var gone: [String] = []
         let silent = try await database.write(isolation: .readCommitted) { db -> [String] in
-            let stale = try SQLRow.fetchAll(db, sql: "SELECT tag, pid, host FROM outbox_holders WHERE seenAt < ? AND tag != ?",
-                                            arguments: [now - Self.holderTimeout, holder.tag])
+            // Deleting the holder's row re-checks it under its row lock: a heartbeat that lands
+            // meanwhile keeps the holder (and its leases) alive.
+            let stale = try SQLRow.fetchAll(db, sql: """
+                DELETE FROM outbox_holders WHERE seenAt < ? AND tag != ? RETURNING tag, pid, host
+                """, arguments: [now - Self.holderTimeout, holder.tag])
             for row in stale {
                 try db.execute(sql: """
                     UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
                     """, arguments: [now, row["tag"] as Int64])
-                try db.execute(sql: "DELETE FROM outbox_holders WHERE tag = ?", arguments: [row["tag"] as Int64])
             }
             return stale.map { "\($0["host"] as String)/\($0["pid"] as Int)" }
         }
@@ -179,7 +184,7 @@ public struct OutboxStore: Sendable {
     /// took it after the lease lapsed: its outcome stands, nothing is overwritten or pruned).
     /// Pushes sent take one statement per 500 (the common case, and on PostgreSQL one round trip).
     public func record(_ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder) async throws -> [String] {
-        let now = Date().timeIntervalSince1970
+        let now = database.now()
         return try await database.write(isolation: .readCommitted) { db in
             var recordedSent = Set<Int64>()
             let sent = results.filter { $0.1 == .sent }.map(\.0.id)
@@ -219,7 +224,7 @@ public struct OutboxStore: Sendable {
             return "failed"
         case .retry(let reason, let at):
             try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                           arguments: [attempts, reason, at.timeIntervalSince1970, now, job.id, holder.tag])
+                           arguments: [attempts, reason, at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970), now, job.id, holder.tag])
             return db.changesCount > 0 ? "retried" : "lease_lost"
         }
     }

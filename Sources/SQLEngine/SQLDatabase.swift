@@ -145,7 +145,7 @@ public final class SQLDatabase: Sendable {
                 return result!
             }
         case .postgres(let pool):
-            let begin = isolation == .serializable ? "BEGIN ISOLATION LEVEL SERIALIZABLE" : "BEGIN"
+            let begin = isolation == .serializable ? "BEGIN ISOLATION LEVEL SERIALIZABLE" : "BEGIN ISOLATION LEVEL READ COMMITTED"
             return try await pool.transaction(begin: begin, body)
         }
     }
@@ -156,6 +156,14 @@ public final class SQLDatabase: Sendable {
     public func listen(_ channels: [String]) -> AsyncStream<String>? {
         guard case .postgres(let pool) = engine else { return nil }
         return pool.listen(channels)
+    }
+
+    /// The time by the database's clock, in seconds since 1970: leases and heartbeats written by
+    /// nodes whose clocks disagree are compared on one clock, PostgreSQL's (measured at open and
+    /// every minute after); on SQLite, this machine's.
+    public func now() -> Double {
+        guard case .postgres(let pool) = engine else { return Date().timeIntervalSince1970 }
+        return Date().timeIntervalSince1970 + pool.clockOffset()
     }
 
     /// Closes PostgreSQL connections (SQLite's close with the last reference).
@@ -170,6 +178,8 @@ final class PostgresPool: Sendable {
     private let configuration: PostgresConnection.Configuration
     private let threads: NIOThreadPool
     private let idle = NIOLockedValueBox([PostgresConnection]())
+    /// The server's clock minus this machine's, and when that was measured.
+    private let offset = NIOLockedValueBox<(seconds: Double, measuredAt: Double)>((0, -.infinity))
     private let nextID = NIOLockedValueBox(0)
     private let logger: Logger
 
@@ -225,9 +235,8 @@ final class PostgresPool: Sendable {
 
     func transaction<T: Sendable>(begin: String, _ body: @escaping @Sendable (SQLConnection) throws -> T) async throws -> T {
         try await threads.runIfActive { [self] in
-            var attempt = 0
+            var attempt = 0, reconnects = 0
             while true {
-                attempt += 1
                 let connection = try checkout()
                 let session = PostgresSession(connection: connection, logger: logger)
                 do {
@@ -236,9 +245,11 @@ final class PostgresPool: Sendable {
                     // A pooled connection the server dropped (a restart, a failover): nothing was
                     // done on it, so take a fresh one.
                     checkin(connection, healthy: false)
-                    if attempt < 3 { continue }
+                    reconnects += 1
+                    if reconnects < 3 { continue }
                     throw error
                 }
+                attempt += 1
                 do {
                     let result = try body(SQLConnection(postgres: session))
                     _ = try session.execute("COMMIT", [])
@@ -269,6 +280,10 @@ final class PostgresPool: Sendable {
                     let connection = try await PostgresConnection.connect(
                         on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration, id: 0, logger: logger).get()
                     current.withLockedValue { $0 = connection }
+                    if Task.isCancelled { // the stream ended while this connected
+                        if let connection = current.withLockedValue({ c in defer { c = nil }; return c }) { Self.close(connection) }
+                        break
+                    }
                     for channel in channels {
                         connection.addListener(channel: channel) { _, message in continuation.yield(message.channel) }
                         _ = try await connection.query(PostgresQuery(unsafeSQL: "LISTEN \"\(channel)\""), logger: logger)
@@ -290,6 +305,29 @@ final class PostgresPool: Sendable {
             if let connection = current.withLockedValue({ c in defer { c = nil }; return c }) { Self.close(connection) }
         }
         return stream
+    }
+
+    /// The server's clock minus this machine's (half a round trip at most off), measured again
+    /// when a minute old; until the first measure, 0. Never blocks the caller.
+    func clockOffset() -> Double {
+        let local = Date().timeIntervalSince1970
+        let (known, stale) = offset.withLockedValue { offset -> (Double, Bool) in
+            let stale = local - offset.measuredAt > 60
+            if stale { offset.measuredAt = local } // one measure at a time
+            return (offset.seconds, stale)
+        }
+        if stale {
+            threads.submit { [self] state in
+                guard state == .active, let connection = try? checkout() else { return }
+                let session = PostgresSession(connection: connection, logger: logger)
+                let before = Date().timeIntervalSince1970
+                let server = try? session.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS now", []).first.map { $0["now"] as Double }
+                let after = Date().timeIntervalSince1970
+                checkin(connection, healthy: server != nil)
+                if let server { offset.withLockedValue { $0 = (server - (before + after) / 2, after) } }
+            }
+        }
+        return known
     }
 
     /// Applies what `migrations` holds that the database has not seen, under an advisory lock.

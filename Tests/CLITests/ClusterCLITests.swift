@@ -122,7 +122,7 @@ struct ClusterCLITests {
             waited += 1
         }
         kill(b.processIdentifier, SIGKILL)
-        b.waitUntilExit()
+        await waitForExit(b)
         let atKill = lines().count
         #expect(atKill < Self.deviceCount, "the campaign was over before the kill: \(atKill) pushes")
 
@@ -151,7 +151,7 @@ struct ClusterCLITests {
         #expect(resent <= 200, "\(resent) pushes resent")
         print("cluster: \(atKill) pushes before the kill, \(resent) resent with the same apns-id, users refused after \(refusedAfter) s")
         kill(a.processIdentifier, SIGTERM)
-        a.waitUntilExit()
+        await waitForExit(a)
     }
 }
 

@@ -109,7 +109,7 @@ struct ConfigurationCLITests {
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))
         kill(server.processIdentifier, SIGTERM)
-        server.waitUntilExit()
+        await waitForExit(server)
         let lines = ((try? String(contentsOf: served, encoding: .utf8)) ?? "").split(separator: "\n")
         #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("{\"time\":") }, "\(lines.prefix(3))")
         // What is wrong is said, with exit 2.

@@ -51,6 +51,12 @@ func prepareNodeDirectory(_ dir: URL) throws {
     try tlsKey.write(to: dir.appendingPathComponent("cert.key"), atomically: true, encoding: .utf8)
 }
 
+/// Waits for `process` to exit on a thread of its own: a server's graceful shutdown can take
+/// seconds, and the test pool has only a few threads (one per core) for the whole suite.
+func waitForExit(_ process: Process) async {
+    _ = try? await onOwnThread { process.waitUntilExit() }
+}
+
 func waitForPort(_ port: Int) async throws -> Bool {
     for _ in 0..<150 {
         if let fd = try? connectTo(port: port) { close(fd); return true }
@@ -93,7 +99,7 @@ struct DurabilityCLITests {
         let pending = try await CLI.run(["deliveries", "--json"], cwd: dir, environment: environment).stdout
         #expect(pending.contains("\"state\":\"pending\""), "\(pending)")
         kill(server.processIdentifier, SIGKILL)
-        server.waitUntilExit()
+        await waitForExit(server)
 
         let pushes = dir.appendingPathComponent("pushes.jsonl")
         let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
@@ -117,8 +123,8 @@ struct DurabilityCLITests {
         let sent = try await CLI.run(["deliveries", "--json"], cwd: dir, environment: environment).stdout
         #expect(sent.contains("\"state\":\"sent\""), "\(sent)")
         kill(server.processIdentifier, SIGTERM)
-        server.waitUntilExit()
+        await waitForExit(server)
         kill(sandbox.processIdentifier, SIGTERM)
-        sandbox.waitUntilExit()
+        await waitForExit(sandbox)
     }
 }

@@ -46,7 +46,7 @@ struct HTTPSCLITests {
         let plain = try await curl(["-w", "%{http_code}", "http://127.0.0.1:\(port)/health"])
         #expect(plain.output.hasSuffix("000"), "\(plain.output)")
         kill(server.processIdentifier, SIGTERM)
-        server.waitUntilExit()
+        await waitForExit(server)
     }
 
     @Test("--tls-cert without --tls-key, or an unreadable file, is a usage error")

@@ -27,7 +27,7 @@ struct LoggingCLITests {
         _ = try await http(port, "GET", "/p/\(token)", auth: "")
         _ = try await http(port, "GET", "/api/notifications", auth: Data("nobody:x".utf8).base64EncodedString())
         kill(server.processIdentifier, SIGTERM)
-        server.waitUntilExit()
+        await waitForExit(server)
         let objects = try lines(log).map { line in
             try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
         }
@@ -52,7 +52,7 @@ struct LoggingCLITests {
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))
         kill(sandbox.processIdentifier, SIGTERM)
-        sandbox.waitUntilExit()
+        await waitForExit(sandbox)
         let written = lines(log)
         #expect(!written.isEmpty)
         for line in written {
@@ -64,7 +64,7 @@ struct LoggingCLITests {
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(servePort))
         kill(server.processIdentifier, SIGTERM)
-        server.waitUntilExit()
+        await waitForExit(server)
         let started = try #require(lines(serveLog).first { $0.contains("msg=\"Server started") })
         #expect(started.hasPrefix("time=") && started.contains(" level=info logger=richpush msg="))
     }
