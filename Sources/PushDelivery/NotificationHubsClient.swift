@@ -67,12 +67,15 @@ public final class NotificationHubsClient: Sendable {
     private let hub: String
     private let http: HTTPClient
 
-    /// Creates a client for `hub`; `extraRoots` (PEM files, `--push-ca`) are trusted in addition to the system's.
-    public init(connection: NotificationHubsConnection, hub: String, extraRoots: [String] = []) throws {
+    /// Creates a client for `hub`; `extraRoots` (PEM files, `--push-ca`) are trusted in addition to
+    /// the system's. A connection that takes longer than `connectTimeout` to open, or an answer
+    /// longer than `readTimeout`, is a retryable failure.
+    public init(connection: NotificationHubsConnection, hub: String, extraRoots: [String] = [],
+                connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(30)) throws {
         self.connection = connection
         self.hub = hub
         var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
-        configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
+        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
         self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import MediaStore
 @testable import RichPushCore
 import RichPushTestSupport
+import SQLEngine
 import Testing
 
 #if canImport(Glibc)
@@ -15,7 +16,7 @@ import Glibc
 @Suite("Two serve nodes on one database and one bucket", .enabled(if: Postgres.available && SeaweedFS.available,
                                                                     "PostgreSQL or SeaweedFS is not installed"))
 struct ClusterCLITests {
-    static let deviceCount = 1200
+    static let deviceCount = 600
 
     @Test("media stored through one node is served by the other; a user removed is refused by both within a second; a campaign reaches every device, with one apns-id each, though a node is SIGKILLed in the middle")
     func twoNodes() async throws {
@@ -39,7 +40,7 @@ struct ClusterCLITests {
                 + names.map { .init(name: $0, secret: .password("pw"), admin: false) })
         func token(_ name: String) -> String { SHA256.hash(data: Data(name.utf8)).map { String(format: "%02x", $0) }.joined() }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for slice in stride(from: 0, to: names.count, by: 100).map({ names[$0..<min($0 + 100, names.count)] }) {
+            for slice in stride(from: 0, to: names.count, by: 150).map({ names[$0..<min($0 + 150, names.count)] }) {
                 group.addTask {
                     for name in slice {
                         let registration = try await setup.registrations.create(for: name)
@@ -50,6 +51,8 @@ struct ClusterCLITests {
             }
             try await group.waitForAll()
         }
+        let registered = try await setup.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM registrations WHERE handle IS NOT NULL") }
+        #expect(registered == Self.deviceCount, "registered \(registered ?? -1)")
 
         let apnsPort = freePort(), portA = freePort(), portB = freePort()
         let pushes = dir.appendingPathComponent("pushes.jsonl")

@@ -108,7 +108,8 @@ final class MisbehavingServer: Sendable {
     var resets: Int { counts.withLockedValue { $0.resets } }
     var maxConcurrent: Int { counts.withLockedValue { $0.maxConcurrent } }
 
-    static func with(timeout: TimeAmount = .seconds(10), _ body: (MisbehavingServer, HTTP2PushClient) async throws -> Void) async throws {
+    /// The client's per-request timeout is generous by default: the whole suite shares two cores.
+    static func with(timeout: TimeAmount = .seconds(60), _ body: (MisbehavingServer, HTTP2PushClient) async throws -> Void) async throws {
         let (certificatePEM, keyPEM) = try APNsSandbox.selfSignedCertificate()
         var serverTLS = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) },

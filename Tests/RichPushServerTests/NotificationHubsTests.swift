@@ -218,9 +218,12 @@ struct NotificationHubsTests {
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(key.utf8), format: .pem)))
         try await HubStandIn.run(tls: tls) { hub, base in
             let endpoint = hub.connectionString(base)
-            let trusting = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: [caPath])
+            // Generous timeouts: the whole suite shares two cores, and this is not about speed.
+            let trusting = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: [caPath],
+                                                      connectTimeout: .seconds(60), readTimeout: .seconds(60))
             #expect(await trusting.upsertInstallation(id: "r1", deviceToken: tokenA, tags: ["username:alice"]) == .sent(id: nil))
-            let plain = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1")
+            let plain = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1",
+                                                   connectTimeout: .seconds(60), readTimeout: .seconds(60))
             let refused = await plain.upsertInstallation(id: "r2", deviceToken: tokenA, tags: ["username:alice"])
             try await trusting.shutdown()
             try await plain.shutdown()

@@ -41,8 +41,8 @@ public enum StoreEngine: String, Sendable, CustomStringConvertible {
             var env = environment
             env["AWS_ACCESS_KEY_ID"] = weed.accessKey
             env["AWS_SECRET_ACCESS_KEY"] = weed.secretKey
-            // Four connections per store: the suite runs dozens of stores at once.
-            return Locations(database: try await database + "?pool=4", blobs: "s3://\(weed.bucket)/\(prefix)?endpoint=\(weed.endpoint)", environment: env)
+            // Two connections per store: the suite runs dozens of stores at once on two cores.
+            return Locations(database: try await database + "?pool=2", blobs: "s3://\(weed.bucket)/\(prefix)?endpoint=\(weed.endpoint)", environment: env)
         }
     }
 }
