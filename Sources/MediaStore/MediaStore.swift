@@ -124,8 +124,11 @@ public final class MediaStore: Sendable {
         let id = MediaID(digest: hasher.finalize())
         let limits = self.limits
         let total = size
+        // The temp file becomes the blob on the file store (synced first); for a bucket it is only
+        // read back for the PUT and removed.
+        let durable = remote == nil
         let bytes = try await threadPool.runIfActive { () throws -> [UInt8] in
-            try file.sync()
+            if durable { try file.sync() }
             guard case .bytes(let bytes) = try FileOps.readFile(path, limit: limits.maxBytes) else {
                 throw limits.checkSize(total)!
             }

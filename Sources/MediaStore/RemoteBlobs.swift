@@ -21,8 +21,10 @@ public enum DatabaseLocation: Sendable, Equatable {
             guard !path.isEmpty else { throw DatabaseConfigurationError(description: "--database sqlite:PATH needs a path, got '\(text)'") }
             self = .sqlite(path: path)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
-            guard let components = URLComponents(string: text), let host = components.host, !host.isEmpty else {
-                throw DatabaseConfigurationError(description: "--database: expected postgres://USER:PASSWORD@HOST[:PORT]/DATABASE")
+            do {
+                _ = try PostgresURL(text)
+            } catch let error as SQLEngineError {
+                throw DatabaseConfigurationError(description: error.message)
             }
             self = .postgres(url: text)
         } else {
@@ -101,7 +103,7 @@ struct RemoteBlobs: Sendable {
     func beginUpload(_ id: MediaID, database: SQLDatabase) async throws {
         for _ in 0..<300 {
             let started = try await database.write { db -> Bool in
-                let now = Date().timeIntervalSince1970
+                let now = db.now
                 let mark = try SQLRow.fetchOne(db, sql: "SELECT state, at FROM media_pending WHERE sha256 = ?", arguments: [id.hex])
                 if let mark, mark["state"] as String == "deleting", (mark["at"] as Double) > now - Self.markExpiry { return false }
                 try db.execute(sql: """
@@ -121,7 +123,7 @@ struct RemoteBlobs: Sendable {
     func abandonUpload(_ id: MediaID, database: SQLDatabase) async {
         _ = try? await database.write { db in
             try db.execute(sql: "UPDATE media_pending SET state = 'removed', at = ? WHERE sha256 = ? AND state = 'uploading'",
-                           arguments: [Date().timeIntervalSince1970, id.hex])
+                           arguments: [db.now, id.hex])
         }
     }
 
@@ -141,7 +143,7 @@ struct RemoteBlobs: Sendable {
         try db.execute(sql: """
             INSERT INTO media_pending (sha256, state, at) VALUES (?, 'removed', ?)
             ON CONFLICT(sha256) DO UPDATE SET state = 'removed', at = excluded.at WHERE media_pending.state != 'uploading'
-            """, arguments: [id.hex, Date().timeIntervalSince1970])
+            """, arguments: [id.hex, db.now])
     }
 
     /// Deletes the objects of removed blobs (marks older than `removalGrace`) and orphan objects
@@ -153,8 +155,10 @@ struct RemoteBlobs: Sendable {
             if let id = Self.id(fromKey: object.key) { listed[id.hex] = (object.size, object.lastModified) }
         }
         let sizes = listed
-        let cutoff = now.timeIntervalSince1970
+        // `now` is this machine's time (a test may move it ahead); the marks keep the database's.
+        let ahead = now.timeIntervalSince1970 - Date().timeIntervalSince1970
         let claimed: [MediaID] = try await database.write { db in
+            let cutoff = db.now + ahead
             var claimed: [MediaID] = []
             let marks = try SQLRow.fetchAll(db, sql: "SELECT sha256, state, at FROM media_pending")
             var marked = Set<String>()

@@ -159,9 +159,9 @@ public struct CampaignStore: Sendable {
             let writer = try NotificationWriter(db, draft: draft.content, defaultImage: defaultImage, links: links, now: now)
             if case .users(let names) = draft.audience {
                 var unknown: [String] = []
-                for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
-                    let known = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(Self.placeholders(chunk.count)))",
-                                                        arguments: SQLArguments(chunk)))
+                for chunk in names.sqlBatches() {
+                    let known = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(sqlPlaceholders(chunk.count)))",
+                                                        arguments: SQLArguments(Array(chunk))))
                     unknown += chunk.filter { !known.contains($0) }
                 }
                 if !unknown.isEmpty {
@@ -271,7 +271,7 @@ public struct CampaignStore: Sendable {
             let start = listed.firstIndex { $0 > cursor } ?? listed.count
             let slice = Array(listed[start..<min(start + limit, listed.count)])
             // Accounts removed since the campaign was made are skipped.
-            let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(placeholders(slice.count)))",
+            let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(sqlPlaceholders(slice.count)))",
                                                    arguments: SQLArguments(slice)))
             return (slice.filter(existing.contains), slice.last ?? cursor, start + slice.count >= listed.count)
         case .tags:
@@ -335,9 +335,5 @@ public struct CampaignStore: Sendable {
                         richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .alert,
                         createdBy: row["createdBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
                         recipients: row["recipients"], devices: row["devices"], queued: row["queued"])
-    }
-
-    static func placeholders(_ count: Int) -> String {
-        Array(repeating: "?", count: count).joined(separator: ",")
     }
 }

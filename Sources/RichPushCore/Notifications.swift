@@ -136,13 +136,13 @@ struct NotificationWriter {
             """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), time])
         let id: Int64 = inserted!["id"]
         let (push, richUrl) = try self.push(id: id)
-        try db.execute(cached: "UPDATE notifications SET push = ? WHERE id = ?", arguments: [push, id])
+        try db.execute(sql: "UPDATE notifications SET push = ? WHERE id = ?", arguments: [push, id], cached: true)
         if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         for target in targets {
-            try db.execute(cached: """
+            try db.execute(sql: """
                 INSERT INTO deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)
                 VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)
-                """, arguments: [id, campaignId, target.registration, target.target, UUID().uuidString, time, time, time])
+                """, arguments: [id, campaignId, target.registration, target.target, UUID().uuidString, time, time, time], cached: true)
         }
         return made(id: id, recipient: recipient, push: push, richUrl: richUrl, deliveries: targets.count)
     }
@@ -180,8 +180,7 @@ struct NotificationWriter {
 
     /// One multi-row INSERT per 500 rows.
     private static func insertRows(_ db: SQLConnection, _ into: String, _ rows: [[SQLValue]]) throws {
-        for start in stride(from: 0, to: rows.count, by: 500) {
-            let chunk = rows[start..<min(start + 500, rows.count)]
+        for chunk in rows.sqlBatches() {
             let tuple = "(" + Array(repeating: "?", count: chunk.first!.count).joined(separator: ", ") + ")"
             try db.execute(sql: "INSERT INTO \(into) VALUES " + Array(repeating: tuple, count: chunk.count).joined(separator: ", "),
                            arguments: SQLArguments(values: chunk.flatMap { $0 }))
@@ -284,7 +283,7 @@ public struct NotificationStore: Sendable {
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
         try await database.write { db in
             for id in ids {
-                try db.execute(cached: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0", arguments: [now.timeIntervalSince1970, id])
+                try db.execute(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0", arguments: [now.timeIntervalSince1970, id], cached: true)
             }
         }
     }

@@ -90,33 +90,22 @@ public struct OutboxStore: Sendable {
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
             }
-            for chunk in Self.chunks(jobs.map(\.id)) {
-                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id IN (\(Self.placeholders(chunk.count)))",
+            for chunk in jobs.map(\.id).sqlBatches() {
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id IN (\(sqlPlaceholders(chunk.count)))",
                                arguments: SQLArguments([now + lease, holder.pid, holder.tag] + chunk.map { $0 as any SQLValueConvertible }))
             }
             return jobs
         }
     }
 
-    /// `count` comma-separated placeholders.
-    static func placeholders(_ count: Int) -> String {
-        Array(repeating: "?", count: count).joined(separator: ", ")
-    }
-
-    /// Runs of at most 500 ids, for `IN (…)` lists.
-    static func chunks(_ ids: [Int64]) -> [[Int64]] {
-        stride(from: 0, to: ids.count, by: 500).map { Array(ids[$0..<min($0 + 500, ids.count)]) }
-    }
-
     /// Says that `holder` is alive (a shared database has no pid to look at): its leases are
     /// safe while it says so at least every `OutboxStore.holderTimeout` seconds.
     public func heartbeat(holder: OutboxHolder) async throws {
-        let now = database.now()
         try await database.write(isolation: .readCommitted) { db in
             try db.execute(sql: """
                 INSERT INTO outbox_holders (tag, pid, host, seenAt) VALUES (?, ?, ?, ?)
                 ON CONFLICT (tag) DO UPDATE SET seenAt = excluded.seenAt
-                """, arguments: [holder.tag, holder.pid, Self.hostName, now])
+                """, arguments: [holder.tag, holder.pid, Self.hostName, db.now])
         }
     }
 
@@ -188,44 +177,47 @@ public struct OutboxStore: Sendable {
         return try await database.write(isolation: .readCommitted) { db in
             var recordedSent = Set<Int64>()
             let sent = results.filter { $0.1 == .sent }.map(\.0.id)
-            for chunk in Self.chunks(sent) {
+            for chunk in sent.sqlBatches() {
                 let ids = try Int64.fetchAll(db, sql: """
                     UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
-                    WHERE id IN (\(Self.placeholders(chunk.count))) AND leaseTag = ? AND state = 'pending' RETURNING id
+                    WHERE id IN (\(sqlPlaceholders(chunk.count))) AND leaseTag = ? AND state = 'pending' RETURNING id
                     """, arguments: SQLArguments([now] + chunk.map { $0 as any SQLValueConvertible } + [holder.tag]))
                 recordedSent.formUnion(ids)
             }
             return try results.map { job, result in
-                if result == .sent { return recordedSent.contains(job.id) ? "sent" : "lease_lost" }
-                return try Self.record(db, job, result, holder: holder, now: now)
+                switch result {
+                case .sent:
+                    return recordedSent.contains(job.id) ? "sent" : "lease_lost"
+                case .failed(let reason, let prune, let deadSince):
+                    return try Self.recordFailure(db, job, reason: reason, prune: prune, deadSince: deadSince, holder: holder, now: now)
+                case .retry(let reason, let at):
+                    // `at` is this machine's time; the row keeps the database's.
+                    let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
+                    try db.execute(sql: """
+                        UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                        WHERE id = ? AND leaseTag = ? AND state = 'pending'
+                        """, arguments: [job.attempts + 1, reason, due, now, job.id, holder.tag])
+                    return db.changesCount > 0 ? "retried" : "lease_lost"
+                }
             }
         }
     }
 
-    private static func record(_ db: SQLConnection, _ job: DeliveryJob, _ result: OutboxResult, holder: OutboxHolder, now: Double) throws -> String {
-        let attempts = job.attempts + 1
-        let held = "AND leaseTag = ? AND state = 'pending'"
-        switch result {
-        case .sent:
-            preconditionFailure("sent outcomes are recorded together")
-        case .failed(let reason, let prune, let deadSince):
-            try db.execute(cached: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                           arguments: [attempts, reason, now, job.id, holder.tag])
-            guard db.changesCount > 0 else { return "lease_lost" }
-            // 410 only prunes a registration that has not been renewed since Apple saw the token die,
-            // and that nobody changed since this push was claimed (a device may have registered again meanwhile).
-            let renewedSince = deadSince.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
-            if prune, let registration = job.registrationId, let claimedVersion = job.registrationUpdatedAt, !renewedSince {
-                guard try RegistrationStore.prune(db, id: registration, ifUpdatedAt: claimedVersion) else { return "failed" }
-                try db.execute(
-                    sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
-                    arguments: ["device registration removed after \(reason)", now, registration])
-            }
-            return "failed"
-        case .retry(let reason, let at):
-            try db.execute(sql: "UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? \(held)",
-                           arguments: [attempts, reason, at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970), now, job.id, holder.tag])
-            return db.changesCount > 0 ? "retried" : "lease_lost"
+    /// A push refused for good, pruning its registration where `prune` says so.
+    private static func recordFailure(_ db: SQLConnection, _ job: DeliveryJob, reason: String, prune: Bool, deadSince: Date?,
+                                      holder: OutboxHolder, now: Double) throws -> String {
+        try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = ? AND state = 'pending'",
+                       arguments: [job.attempts + 1, reason, now, job.id, holder.tag], cached: true)
+        guard db.changesCount > 0 else { return "lease_lost" }
+        // 410 only prunes a registration that has not been renewed since Apple saw the token die,
+        // and that nobody changed since this push was claimed (a device may have registered again meanwhile).
+        let renewedSince = deadSince.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
+        if prune, let registration = job.registrationId, let claimedVersion = job.registrationUpdatedAt, !renewedSince {
+            guard try RegistrationStore.prune(db, id: registration, ifUpdatedAt: claimedVersion) else { return "failed" }
+            try db.execute(
+                sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
+                arguments: ["device registration removed after \(reason)", now, registration])
         }
+        return "failed"
     }
 }

@@ -97,11 +97,7 @@ public final class PayloadKey: Sendable {
 
     /// The key file of `directory` as its 64 hex digits (for copying it to another store).
     static func storedHex(directory: DataDirectory) throws -> String {
-        let path = Self.path(directory)
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CoreError(.notFound, "no payload key at \(path)") }
-        let hex = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard hex.count == 64, hexBytes(hex) != nil else { throw CoreError(.invalid, "\(path) is not a payload key") }
-        return hex
+        try read(path(directory)).key.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() }
     }
 
     private static func read(_ settings: SettingsStore) async throws -> Loaded {

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import MediaStore
 import NIOCore
@@ -68,9 +67,9 @@ extension DataStore {
                     continue
                 }
                 let bytes = Array(buffer.readableBytesView)
-                let actual = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
-                guard actual == hex else {
-                    report.blobProblems.append("\(hex): damaged in the source, its bytes hash to \(actual)")
+                let actual = MediaID(hashing: bytes)
+                guard actual == id else {
+                    report.blobProblems.append("\(hex): damaged in the source, its bytes hash to \(actual.hex)")
                     continue
                 }
                 let stored = try await target.media.ingest(bytes: bytes)

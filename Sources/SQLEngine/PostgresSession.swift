@@ -15,8 +15,6 @@ public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
 
     public var description: String { sqlState.map { "\(message) (SQLSTATE \($0))" } ?? message }
 
-    /// A unique or primary key constraint refused the row.
-    public var isUniqueViolation: Bool { sqlState == "23505" }
     /// The transaction lost a race with another and may be run again.
     var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
 

@@ -18,6 +18,9 @@ public final class SQLConnection {
     public let dialect: SQLDialect
     /// Rows changed by the last `execute`.
     public private(set) var changesCount = 0
+    /// The time at the transaction's start by the database's clock (`SQLDatabase.now()`), in
+    /// seconds since 1970: what every node compares leases and marks on.
+    public let now: Double
     private let backend: Backend
 
     enum Backend {
@@ -28,29 +31,22 @@ public final class SQLConnection {
     init(sqlite db: GRDB.Database) {
         self.dialect = .sqlite
         self.backend = .sqlite(db)
+        self.now = Date().timeIntervalSince1970
     }
 
-    init(postgres session: PostgresSession) {
+    init(postgres session: PostgresSession, now: Double) {
         self.dialect = .postgres
         self.backend = .postgres(session)
+        self.now = now
     }
 
-    /// Runs one statement.
-    public func execute(sql: String, arguments: SQLArguments = []) throws {
+    /// Runs one statement; `cached` keeps SQLite's compiled statement for the next call (for
+    /// statements run often whose text does not vary).
+    public func execute(sql: String, arguments: SQLArguments = [], cached: Bool = false) throws {
         switch backend {
         case .sqlite(let db):
-            try db.execute(sql: sql, arguments: StatementArguments(arguments))
-            changesCount = db.changesCount
-        case .postgres(let session):
-            changesCount = try session.execute(sql, arguments.values)
-        }
-    }
-
-    /// Runs one statement that is run often, from SQLite's statement cache.
-    public func execute(cached sql: String, arguments: SQLArguments = []) throws {
-        switch backend {
-        case .sqlite(let db):
-            try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments))
+            let statement = cached ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+            try statement.execute(arguments: StatementArguments(arguments))
             changesCount = db.changesCount
         case .postgres(let session):
             changesCount = try session.execute(sql, arguments.values)
@@ -62,14 +58,6 @@ public final class SQLConnection {
     public func notify(_ channel: String) throws {
         if case .postgres(let session) = backend {
             _ = try session.execute("SELECT pg_notify(?, '')", [.text(channel)])
-        }
-    }
-
-    /// Runs several statements without arguments (a migration).
-    public func executeScript(_ sql: String) throws {
-        switch backend {
-        case .sqlite(let db): try db.execute(sql: sql)
-        case .postgres(let session): try session.script(sql)
         }
     }
 
@@ -107,6 +95,19 @@ public final class SQLConnection {
         case .postgres(let session):
             for row in try session.query(sql, arguments.values) { try body(row) }
         }
+    }
+}
+
+/// `count` comma-separated placeholders, for `IN (…)` lists.
+public func sqlPlaceholders(_ count: Int) -> String {
+    Array(repeating: "?", count: count).joined(separator: ", ")
+}
+
+extension Array {
+    /// The array in runs of at most `size` (500 by default: an `IN (…)` list or a multi-row
+    /// INSERT of that many stays far under both engines' limits on parameters).
+    public func sqlBatches(of size: Int = 500) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }
 

@@ -48,6 +48,51 @@ public struct SQLMigration: Sendable {
     }
 }
 
+/// A `--database postgres://USER:PASSWORD@HOST[:PORT]/DATABASE[?sslmode=…&pool=N]` URL,
+/// checked whole: the flags check it with this before anything connects.
+public struct PostgresURL: Sendable {
+    /// `sslmode`: as libpq's values of the same names.
+    public enum SSLMode: String, Sendable {
+        case disable
+        case require
+        case verifyFull = "verify-full"
+    }
+
+    public let host: String
+    public let port: Int
+    public let user: String
+    public let password: String?
+    public let database: String?
+    public let sslMode: SSLMode
+    /// Connections (and threads waiting on them), 1 to 64.
+    public let pool: Int
+
+    /// Parses `text`; the error says what is wrong, never the password.
+    public init(_ text: String) throws {
+        guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+              let host = components.host, !host.isEmpty
+        else { throw SQLEngineError("--database: expected postgres://USER:PASSWORD@HOST[:PORT]/DATABASE") }
+        let items = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        for name in items.keys where name != "sslmode" && name != "pool" {
+            throw SQLEngineError("--database: unknown parameter '\(name.prefix(40))' (sslmode and pool are known)")
+        }
+        guard let mode = SSLMode(rawValue: items["sslmode"] ?? "disable") else {
+            throw SQLEngineError("--database: sslmode must be disable, require or verify-full")
+        }
+        guard let pool = Int(items["pool"] ?? "8"), (1...64).contains(pool) else {
+            throw SQLEngineError("--database: pool must be 1 to 64 connections")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        self.host = host
+        self.port = components.port ?? 5432
+        self.user = components.user ?? "postgres"
+        self.password = components.password
+        self.database = database.isEmpty ? nil : database
+        self.sslMode = mode
+        self.pool = pool
+    }
+}
+
 /// Transaction isolation for a PostgreSQL write (SQLite's writes are always serialised).
 public enum SQLIsolation: Sendable {
     /// As if transactions ran one at a time, like SQLite; a transaction that loses a race is
@@ -184,23 +229,21 @@ final class PostgresPool: Sendable {
     private let logger: Logger
 
     init(url: String, logger: Logger) throws {
-        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
-              let host = components.host, !host.isEmpty
-        else { throw SQLEngineError("--database: expected postgres://USER:PASSWORD@HOST[:PORT]/DATABASE") }
-        let items = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        let parsed = try PostgresURL(url)
         var tls = PostgresConnection.Configuration.TLS.disable
-        switch items["sslmode"] ?? "disable" {
-        case "disable": break
-        case "require", "verify-full":
+        switch parsed.sslMode {
+        case .disable: break
+        case .require:
+            // As libpq's `require`: encrypted, the server's certificate not checked.
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .none
+            tls = .require(try NIOSSLContext(configuration: configuration))
+        case .verifyFull:
             tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        case let other: throw SQLEngineError("--database: sslmode '\(other)' is not supported (use disable or require)")
         }
-        let size = Int(items["pool"] ?? "8") ?? 0
-        guard (1...64).contains(size) else { throw SQLEngineError("--database: pool must be 1 to 64 connections") }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let size = parsed.pool
         self.configuration = PostgresConnection.Configuration(
-            host: host, port: components.port ?? 5432, username: components.user ?? "postgres", password: components.password,
-            database: database.isEmpty ? nil : database, tls: tls)
+            host: parsed.host, port: parsed.port, username: parsed.user, password: parsed.password, database: parsed.database, tls: tls)
         self.logger = logger
         self.threads = NIOThreadPool(numberOfThreads: size)
         threads.start()
@@ -251,7 +294,7 @@ final class PostgresPool: Sendable {
                 }
                 attempt += 1
                 do {
-                    let result = try body(SQLConnection(postgres: session))
+                    let result = try body(SQLConnection(postgres: session, now: Date().timeIntervalSince1970 + clockOffset()))
                     _ = try session.execute("COMMIT", [])
                     checkin(connection, healthy: true)
                     return result

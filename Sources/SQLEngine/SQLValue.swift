@@ -134,9 +134,6 @@ public struct SQLRow: Sendable {
         return value
     }
 
-    /// True when the row has a column named `column`.
-    public func has(_ column: String) -> Bool { columns.index(of: column) != nil }
-
     /// The column names, in order (as the engine spells them).
     public var columnNames: [String] { columns.names }
 
