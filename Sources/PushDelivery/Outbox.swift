@@ -94,7 +94,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
 
     public func run() async throws {
         try await outbox.heartbeat(holder: holder)
-        try await reclaimDeadLeases()
+        try await reclaimDeadLeases(checkingPids: true)
         let pollInterval = self.pollInterval
         let wake = self.wake
         let ticker = Task {
@@ -112,7 +112,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                 guard !Task.isCancelled else { return }
                 do {
                     try await outbox.heartbeat(holder: holder)
-                    try await self.reclaimDeadLeases()
+                    try await self.reclaimDeadLeases(checkingPids: false)
                 } catch {
                     logger.warning("outbox heartbeat failed", metadata: ["error": "\(error)"])
                 }
@@ -256,16 +256,20 @@ public final class OutboxDispatcher: Service, PushDispatching {
         try await outbox.claim(limit: limit, lease: lease, holder: holder)
     }
 
-    /// Leases of holders that stopped their heartbeat become due now; on SQLite also those of
-    /// processes that no longer exist, and of an earlier process that had this one's pid.
-    private func reclaimDeadLeases() async throws {
-        let dead = try await outbox.reclaimDeadLeases(holder: holder) { pid in
-            kill(pid_t(pid), 0) == 0 || errno != ESRCH
-        }
+    /// Leases of holders that stopped their heartbeat become due now; with `checkingPids` (once,
+    /// at start), on SQLite also those of processes that no longer exist, and of an earlier
+    /// process that had this one's pid.
+    private func reclaimDeadLeases(checkingPids: Bool) async throws {
+        let dead = try await outbox.reclaimDeadLeases(holder: holder, isAlive: checkingPids ? Self.processExists : nil)
         if !dead.isEmpty {
             logger.info("took back deliveries leased by dispatchers that died", metadata: ["holders": "\(dead)"])
             wake.yield()
         }
+    }
+
+    /// Whether process `pid` exists (a process we may not signal does).
+    @Sendable private static func processExists(_ pid: Int) -> Bool {
+        kill(pid_t(pid), 0) == 0 || errno != ESRCH
     }
 
     private func record(_ results: [(DeliveryJob, DeliveryOutcome, Date?)]) async throws {

@@ -127,10 +127,10 @@ public struct OutboxStore: Sendable {
     /// Makes due now the deliveries leased by holders that are gone, and returns who they were.
     ///
     /// A holder is gone when its heartbeat is older than `holderTimeout` (any engine: this is
-    /// how one node takes back a dead node's work), or, on SQLite where every holder runs on
-    /// this machine, when its process no longer exists (`isAlive` says, given a pid) or is an
-    /// earlier process that had `holder`'s pid.
-    public func reclaimDeadLeases(holder: OutboxHolder, isAlive: @Sendable (Int) -> Bool) async throws -> [String] {
+    /// how one node takes back a dead node's work). Given `isAlive` (at a dispatcher's start), on
+    /// SQLite, where every holder runs on this machine, also when its process no longer exists
+    /// (`isAlive` says, given a pid) or is an earlier process that had `holder`'s pid.
+    public func reclaimDeadLeases(holder: OutboxHolder, isAlive: (@Sendable (Int) -> Bool)? = nil) async throws -> [String] {
         let now = database.now()
         var gone: [String] = []
         let silent = try await database.write(isolation: .readCommitted) { db -> [String] in
@@ -147,7 +147,7 @@ public struct OutboxStore: Sendable {
             return stale.map { "\($0["host"] as String)/\($0["pid"] as Int)" }
         }
         gone += silent
-        guard database.dialect == .sqlite else { return gone }
+        guard database.dialect == .sqlite, let isAlive else { return gone }
         try await database.write { db in
             try db.execute(sql: """
                 UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL

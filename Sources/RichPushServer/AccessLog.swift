@@ -54,15 +54,17 @@ struct AccessLogMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
         guard log.sampled else { return try await next(request, context) }
         let start = DispatchTime.now().uptimeNanoseconds
-        do {
-            let response = try await next(request, context)
-            log.record(method: request.method.rawValue, uri: request.uri.description, status: response.status.code,
-                       nanoseconds: DispatchTime.now().uptimeNanoseconds - start, remote: context.remoteAddress?.ipAddress)
-            return response
-        } catch {
-            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+        var status = 500
+        defer {
             log.record(method: request.method.rawValue, uri: request.uri.description, status: status,
                        nanoseconds: DispatchTime.now().uptimeNanoseconds - start, remote: context.remoteAddress?.ipAddress)
+        }
+        do {
+            let response = try await next(request, context)
+            status = response.status.code
+            return response
+        } catch {
+            status = (error as? any HTTPResponseError)?.status.code ?? 500
             throw error
         }
     }

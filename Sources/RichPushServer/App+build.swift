@@ -64,12 +64,13 @@ public func buildApplication(
                             accessLog: services.accessLog)
     let settings = data.settings
     let startLogger = logger
-    let secure = configuration.tlsCertificatePath != nil
+    let tls = try TLSSetup(configuration)
+    let secure = tls != nil
+    let epochs = authenticator.epochWatcher(payloadKey: payloadKey, logger: logger)
     let channel = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
         FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9)),
                              idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)), secure: secure)
     }
-    let tls = try TLSSetup(configuration)
     return RichPushApplication(
         responder: router.buildResponder(),
         channel: channel,
@@ -79,11 +80,10 @@ public func buildApplication(
         host: configuration.host,
         port: configuration.port,
         maxConnections: configuration.maxConnections,
-        services: [authenticator.epochWatcher(payloadKey: payloadKey, logger: logger), follower,
+        services: [epochs, follower,
                    CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
-            + (data.changes().map { [ChangeListener(changes: $0, authenticator: authenticator, users: users, payloadKey: payloadKey,
-                                                    dispatcher: dispatcher, logger: logger)] } ?? [])
+            + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices,
         eventLoopGroup: configuration.eventLoopThreads > 0
             ? MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads) : MultiThreadedEventLoopGroup.singleton,

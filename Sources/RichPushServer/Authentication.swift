@@ -305,7 +305,7 @@ public final class Authenticator: Sendable {
     }
 
     /// Watches the users epoch in the database (another process may remove a user).
-    func epochWatcher(interval: Duration = .milliseconds(500), payloadKey: PayloadKey?, logger: Logger) -> some Service {
+    func epochWatcher(interval: Duration = .milliseconds(500), payloadKey: PayloadKey?, logger: Logger) -> EpochWatcher {
         EpochWatcher(authenticator: self, users: users, payloadKey: payloadKey, interval: interval, logger: logger)
     }
 
@@ -348,12 +348,17 @@ struct EpochWatcher: Service {
 
     func run() async throws {
         for await _ in AsyncTimerSequence.repeating(every: interval).cancelOnGracefulShutdown() {
-            do {
-                authenticator.observe(epochs: try await users.epochs())
-                _ = try await payloadKey?.reloadIfChanged()
-            } catch {
-                logger.warning("cannot read the users epoch or the payload key", metadata: ["error": "\(error)"])
-            }
+            await check()
+        }
+    }
+
+    /// Reads the epochs and the payload key once.
+    func check() async {
+        do {
+            authenticator.observe(epochs: try await users.epochs())
+            _ = try await payloadKey?.reloadIfChanged()
+        } catch {
+            logger.warning("cannot read the users epoch or the payload key", metadata: ["error": "\(error)"])
         }
     }
 }
@@ -363,22 +368,15 @@ struct EpochWatcher: Service {
 /// start at once; the pollers stay as the fallback.
 struct ChangeListener: Service {
     let changes: AsyncStream<DataChange>
-    let authenticator: Authenticator
-    let users: UserStore
-    let payloadKey: PayloadKey?
+    /// What a `.users` change makes this node check at once.
+    let epochs: EpochWatcher
     let dispatcher: any PushDispatching
-    let logger: Logger
 
     func run() async throws {
         for await change in changes.cancelOnGracefulShutdown() {
             switch change {
             case .users:
-                do {
-                    authenticator.observe(epochs: try await users.epochs())
-                    _ = try await payloadKey?.reloadIfChanged()
-                } catch {
-                    logger.warning("cannot read the users epoch or the payload key", metadata: ["error": "\(error)"])
-                }
+                await epochs.check()
             case .outbox:
                 dispatcher.outboxChanged()
             }

@@ -57,8 +57,8 @@ final class FastPath: Sendable {
         var metrics: RouteMetrics
         /// The client asked to close after this answer (HTTP/1.1 `Connection: close`).
         var close = false
-        /// The request's URI, for the access log.
-        var uri = ""
+        /// The request's URI when this answer is one the access log samples.
+        var logged: String?
     }
 
     /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
@@ -337,7 +337,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             if routerPending == 0, var answer = fastPath.answer(head) {
-                if fastPath.accessLog.fraction > 0 { answer.uri = head.uri }
+                if fastPath.accessLog.sampled { answer.logged = head.uri }
                 current = .answering(answer, start: DispatchTime.now().uptimeNanoseconds)
             } else {
                 current = .forwarding
@@ -378,8 +378,8 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         answer.metrics.fetches?.increment()
         let elapsed = DispatchTime.now().uptimeNanoseconds - start
         answer.metrics.duration.recordNanoseconds(Int64(elapsed))
-        if fastPath.accessLog.sampled {
-            fastPath.accessLog.record(method: "GET", uri: answer.uri, status: 200, nanoseconds: elapsed,
+        if let uri = answer.logged {
+            fastPath.accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed,
                                       remote: context.remoteAddress?.ipAddress)
         }
     }

@@ -83,21 +83,19 @@ struct HTTPListener: Service {
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    guard let tls else {
-                        try childChannel.configure(channel, logger: logger)
-                        try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
-                        return
-                    }
+                // HTTP/1.1 with the fast path: plain, or once TLS and ALPN chose it.
+                @Sendable func http1(_ channel: any Channel) throws {
+                    try childChannel.configure(channel, logger: logger)
+                    try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    guard let tls else { return try http1(channel) }
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
                     try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
                         if case .negotiated("h2") = result {
                             return http2.setup(channel: channel, logger: logger).map { handedOff.yield(.http2($0)) }
                         }
-                        return channel.eventLoop.makeCompletedFuture {
-                            try childChannel.configure(channel, logger: logger)
-                            try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
-                        }
+                        return channel.eventLoop.makeCompletedFuture { try http1(channel) }
                     })
                 }
             }

@@ -24,7 +24,6 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var discarded = 0
     private var timer: Scheduled<Void>?
     private var idleTimer: Scheduled<Void>?
-    private var context: NIOLoopBound<ChannelHandlerContext>?
 
     init(linger: TimeAmount = .seconds(30), idle: TimeAmount = .seconds(5), limit: Int = 32 << 20) {
         self.linger = linger
@@ -40,7 +39,6 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
         lingering = true
         context.close(mode: .output, promise: promise)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        self.context = bound
         timer = context.eventLoop.scheduleTask(in: linger) { bound.value.close(promise: nil) }
         armIdleTimer(context)
         context.read() // the reader above has stopped asking; keep the socket draining
@@ -57,7 +55,7 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     private func armIdleTimer(_ context: ChannelHandlerContext) {
         idleTimer?.cancel()
-        guard let bound = self.context else { return }
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         idleTimer = context.eventLoop.scheduleTask(in: idle) { bound.value.close(promise: nil) }
     }
 
@@ -81,7 +79,6 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         idleTimer?.cancel()
-        self.context = nil
         context.fireChannelInactive()
     }
 }

@@ -26,7 +26,7 @@ enum MetricCatalog {
         "richpush_media_ingest_total": "Image uploads, by result: stored, exists, or the rejection's kind.",
         "richpush_pushes_total": "Pushes, by outcome: queued, sent, failed, retried, lease_lost.",
         "richpush_push_duration_seconds": "Time from sending a push to the push service's answer, by platform and outcome.",
-        "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled every 5 seconds.",
+        "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled from the database every few seconds.",
         "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",
         "richpush_build_info": "The running build; always 1, the version in the labels.",
     ]

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Configuration
 import Foundation
 import NIOConcurrencyHelpers
@@ -23,7 +24,7 @@ enum ConfigFile {
         var path = ProcessInfo.processInfo.environment["RICHPUSH_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         if let index = arguments.firstIndex(where: { $0 == "--config" || $0.hasPrefix("--config=") }) {
             if arguments[index] == "--config" {
-                guard index + 1 < arguments.count else { throw ConfigFileError("--config needs a file") }
+                guard index + 1 < arguments.count else { throw ValidationError("--config needs a file") }
                 path = arguments[index + 1]
                 arguments.removeSubrange(index...(index + 1))
             } else {
@@ -32,16 +33,16 @@ enum ConfigFile {
             }
         }
         guard let path else { return }
-        guard FileManager.default.isReadableFile(atPath: path) else { throw ConfigFileError("--config (env RICHPUSH_CONFIG): cannot read \(path)") }
+        guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationError("--config (env RICHPUSH_CONFIG): cannot read \(path)") }
         // The keys, for the error on one that no flag has.
         guard let data = FileManager.default.contents(atPath: path),
               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { throw ConfigFileError("--config \(path): not a JSON object of flag names and values") }
+        else { throw ValidationError("--config \(path): not a JSON object of flag names and values") }
         let provider: FileProvider<JSONSnapshot>
         do {
             provider = try await FileProvider<JSONSnapshot>(filePath: FilePath(path))
         } catch {
-            throw ConfigFileError("--config \(path): \(error)")
+            throw ValidationError("--config \(path): \(error)")
         }
         loaded.withLockedValue { $0 = Loaded(reader: ConfigReader(provider: provider), path: path, keys: Set(object.keys)) }
     }
@@ -84,9 +85,4 @@ enum ConfigFile {
         let configKey = ConfigKey([key])
         return file.reader.stringArray(forKey: configKey) ?? file.reader.string(forKey: configKey).map { [$0] }
     }
-}
-
-struct ConfigFileError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

@@ -27,9 +27,8 @@ struct PushOptions: ParsableArguments {
             help: ArgumentHelp("A file holding the connection string, e.g. a Docker secret (env RICHPUSH_ANH_CONNECTION_STRING_FILE).", valueName: "path"))
     var anhConnectionStringFile: String?
     var anhConnectionString: String? {
-        if let value = anhConnectionStringValue, !value.isEmpty { return value }
-        if let file = anhConnectionStringFile { return try? SecretEnvironment.read(file, for: "--anh-connection-string-file") }
-        return (try? SecretEnvironment.value("RICHPUSH_ANH_CONNECTION_STRING")) ?? ConfigFile.value(for: "RICHPUSH_ANH_CONNECTION_STRING")?.value
+        try? Environment.secret(anhConnectionStringValue, file: anhConnectionStringFile, fileFlag: "--anh-connection-string-file",
+                                variable: "RICHPUSH_ANH_CONNECTION_STRING")
     }
     @Option(name: .customLong("anh-hub"), help: "Notification Hubs hub name (env RICHPUSH_ANH_HUB).")
     var anhHubValue: String = Environment.string("RICHPUSH_ANH_HUB") ?? ""
@@ -38,12 +37,8 @@ struct PushOptions: ParsableArguments {
     var pushCa: [String] = Environment.strings("RICHPUSH_PUSH_CA") ?? []
 
     func validate() throws {
-        do {
-            if let file = anhConnectionStringFile { _ = try SecretEnvironment.read(file, for: "--anh-connection-string-file") }
-            _ = try SecretEnvironment.value("RICHPUSH_ANH_CONNECTION_STRING")
-        } catch let error as SecretFileError {
-            throw ValidationError(error.description)
-        }
+        _ = try Environment.secret(anhConnectionStringValue, file: anhConnectionStringFile, fileFlag: "--anh-connection-string-file",
+                                   variable: "RICHPUSH_ANH_CONNECTION_STRING")
         let apns = [apnsKey, apnsKeyId, apnsTeamId, apnsTopic]
         if apns.contains(where: { $0 != nil }) && apns.contains(where: { $0 == nil }) {
             throw ValidationError("APNs needs all of --apns-key, --apns-key-id, --apns-team-id and --apns-topic")

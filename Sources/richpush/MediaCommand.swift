@@ -62,7 +62,7 @@ extension MediaCommand {
         }
 
         func run() async throws {
-            let store = try dataOptions.openMediaStore(limits: limitOptions.limits)
+            let store = try await dataOptions.openMediaStore(limits: limitOptions.limits)
             var files: [String] = []
             var failed = false
             for path in paths {
@@ -147,7 +147,7 @@ extension MediaCommand {
         @Flag(help: "One JSON object per image.") var json = false
 
         func run() async throws {
-            let store = try dataOptions.openMediaStore()
+            let store = try await dataOptions.openMediaStore()
             for item in try await store.list() {
                 if json {
                     print(JSONOut.line(item.json))
@@ -166,7 +166,7 @@ extension MediaCommand {
         @Argument(help: "Media id (64 hex) or name.") var key: String
 
         func run() async throws {
-            let store = try dataOptions.openMediaStore()
+            let store = try await dataOptions.openMediaStore()
             guard let item = try await store.resolve(key) else {
                 Console.error("error: no media with id or name '\(key)'")
                 throw ExitCode(1)
@@ -200,7 +200,7 @@ extension MediaCommand {
         @Argument(help: "Media id (64 hex) or name.") var key: String
 
         func run() async throws {
-            let store = try dataOptions.openMediaStore()
+            let store = try await dataOptions.openMediaStore()
             do {
                 let removal = try await store.remove(key)
                 if let name = removal.name { print("removed name \(name)") }
@@ -218,7 +218,7 @@ extension MediaCommand {
         @OptionGroup var dataOptions: DataOptions
 
         func run() async throws {
-            let store = try dataOptions.openMediaStore()
+            let store = try await dataOptions.openMediaStore()
             let (checked, problems) = try await store.verify()
             for problem in problems { Console.error("problem: \(problem)") }
             print("\(checked) blobs checked, \(problems.count) problem\(problems.count == 1 ? "" : "s")")
@@ -235,7 +235,7 @@ extension MediaCommand {
         var grace: TimeInterval = 24 * 3600
 
         func run() async throws {
-            let store = try dataOptions.openMediaStore()
+            let store = try await dataOptions.openMediaStore()
             let report = try await store.collectGarbage(grace: grace)
             for id in report.removed { print("removed \(id.hex)") }
             print("\(report.removed.count) blobs and \(report.orphansRemoved) orphan files removed, \(report.freedBytes) bytes freed")

@@ -36,7 +36,7 @@ struct MigrateCommand: AsyncParsableCommand {
     private var targetData: String { toData ?? "\(dataOptions.data)/migrate-target" }
 
     func run() async throws {
-        let source = try dataOptions.open()
+        let source = try await dataOptions.open()
         defer { source.close() }
         let target = try await DataStore.open(path: targetData, database: toDatabase, blobs: toBlobs)
         defer { target.close() }

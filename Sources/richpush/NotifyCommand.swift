@@ -20,7 +20,7 @@ struct NotifyCommand: AsyncParsableCommand {
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
 
     func run() async throws {
-        let data = try dataOptions.open()
+        let data = try await dataOptions.open()
         var payload = image
         if let image, FileManager.default.fileExists(atPath: image) {
             let store = data.media
@@ -67,7 +67,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try dataOptions.open().deliveries
+        let store = try await dataOptions.open().deliveries
         if let campaign {
             // A page at a time: a campaign may have a hundred thousand deliveries.
             var after: Int64 = 0

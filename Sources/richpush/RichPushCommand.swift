@@ -47,22 +47,14 @@ struct DataOptions: ParsableArguments {
     /// `--database`, else `--database-file`'s contents, else `RICHPUSH_DATABASE` (or
     /// `RICHPUSH_DATABASE_FILE`'s), else nil (`<data>/richpush.sqlite`).
     var database: String? {
-        if let databaseFlag { return databaseFlag }
-        if let databaseFile { return try? SecretEnvironment.read(databaseFile, for: "--database-file") }
-        return (try? SecretEnvironment.value("RICHPUSH_DATABASE")) ?? ConfigFile.value(for: "RICHPUSH_DATABASE")?.value
+        try? Environment.secret(databaseFlag, file: databaseFile, fileFlag: "--database-file", variable: "RICHPUSH_DATABASE")
     }
 
     /// `--blobs`, else `RICHPUSH_BLOBS`, else nil (files in the data directory).
     var blobs: String? { blobsFlag ?? Environment.string("RICHPUSH_BLOBS") }
 
     func validate() throws {
-        do {
-            if let databaseFile { _ = try SecretEnvironment.read(databaseFile, for: "--database-file") }
-            _ = try SecretEnvironment.value("RICHPUSH_DATABASE")
-        } catch let error as SecretFileError {
-            throw ValidationError(error.description)
-        }
-        if let database {
+        if let database = try Environment.secret(databaseFlag, file: databaseFile, fileFlag: "--database-file", variable: "RICHPUSH_DATABASE") {
             do { _ = try DatabaseLocation(database) } catch let error as DatabaseConfigurationError { throw ValidationError(error.description) }
         }
         if let blobs {
@@ -76,14 +68,15 @@ struct DataOptions: ParsableArguments {
 }
 
 extension DataOptions {
-    /// The store of `--data`, opened once, with the whole schema migrated.
-    func open(limits: MediaLimits = .default) throws -> DataStore {
-        try DataStore.open(path: data, database: database, blobs: blobs, limits: limits)
+    /// The store of `--data`, opened once, with the whole schema migrated (off the concurrency
+    /// pool: connecting to PostgreSQL blocks).
+    func open(limits: MediaLimits = .default) async throws -> DataStore {
+        try await DataStore.open(path: data, database: database, blobs: blobs, limits: limits)
     }
 
     /// The media store of `--data`, with the whole schema migrated (the server's tables too).
-    func openMediaStore(limits: MediaLimits = .default) throws -> MediaStore {
-        try open(limits: limits).media
+    func openMediaStore(limits: MediaLimits = .default) async throws -> MediaStore {
+        try await open(limits: limits).media
     }
 }
 
@@ -146,6 +139,20 @@ enum Environment {
         recorded.withLockedValue { if !$0.contains(line) { $0.append(line) } }
     }
 
+    /// A secret: `value` (its flag), else the file `file` names (`fileFlag`), else the variable
+    /// (or the file `VARIABLE_FILE` names), else the `--config` file's key. A file that cannot be
+    /// read is a usage error naming where it was asked for.
+    static func secret(_ value: String?, file: String?, fileFlag: String, variable: String) throws -> String? {
+        if let value, !value.isEmpty { return value }
+        do {
+            if let file { return try SecretEnvironment.read(file, for: fileFlag) }
+            if let value = try SecretEnvironment.value(variable) { return value }
+        } catch let error as SecretFileError {
+            throw ValidationError(error.description)
+        }
+        return ConfigFile.value(for: variable)?.value
+    }
+
     /// Variable `name`, else its key in the `--config` file; with where it came from.
     private static func lookup(_ name: String) -> (value: String, source: String)? {
         if let value = ProcessInfo.processInfo.environment[name], !value.isEmpty { return (value, name) }
@@ -188,7 +195,7 @@ enum Environment {
     static func duration(_ name: String, default fallback: TimeInterval) -> TimeInterval {
         guard let (text, source) = lookup(name) else { return fallback }
         guard let value = try? Duration.parse(text) else {
-            problem(source, text, "a duration (e.g. 90s, 30m, 24h, 7d)")
+            problem(source, text, "a duration (e.g. 250ms, 90s, 30m, 24h, 7d)")
             return fallback
         }
         return value
@@ -236,9 +243,6 @@ enum Main {
             var arguments = Array(CommandLine.arguments.dropFirst())
             try await ConfigFile.load(arguments: &arguments)
             try await execute(arguments)
-        } catch let error as ConfigFileError {
-            Console.error("Error: \(error)")
-            exit(2)
         } catch {
             let code = RichPushCommand.exitCode(for: error)
             let message = RichPushCommand.fullMessage(for: error)

@@ -69,7 +69,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let data = try dataOptions.open()
+        let data = try await dataOptions.open()
         let audience: Audience
         do {
             audience = all ? .all : try tags.map { .tags(try TagExpression($0)) } ?? .listing(users)
@@ -135,7 +135,7 @@ struct KeysCommand: AsyncParsableCommand {
             if Environment.string("RICHPUSH_PAYLOAD_KEY") != nil {
                 Console.error("warning: RICHPUSH_PAYLOAD_KEY is set; servers started with it keep using it, not the rotated file")
             }
-            let data = try dataOptions.open()
+            let data = try await dataOptions.open()
             defer { data.close() }
             print("rotated the payload key in \(try await data.rotatePayloadKey())")
         }

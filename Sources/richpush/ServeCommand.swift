@@ -82,8 +82,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         logOptions.bootstrap()
         let logger = Logger(label: "richpush")
         if let warning = ConfigFile.unreadWarning { logger.warning("\(warning)") }
-        let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
-                                            limits: configuration.limits)
+        let data = try await dataOptions.open(limits: configuration.limits)
         if let (provider, mirror) = try pushOptions.makeProvider() {
             let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
             let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,

@@ -26,7 +26,7 @@ struct UsersCommand: AsyncParsableCommand {
 
         func run() async throws {
             let password = try Terminal.password(for: name, fromStdin: passwordStdin)
-            let users = try dataOptions.open().users
+            let users = try await dataOptions.open().users
             do {
                 try await users.add(name: name, password: password, admin: admin)
             } catch let error as CoreError {
@@ -59,7 +59,7 @@ struct UsersCommand: AsyncParsableCommand {
                 }
                 handle = opened
             }
-            let users = try dataOptions.open().users
+            let users = try await dataOptions.open().users
             var summary = UserStore.ImportSummary()
             var bad = 0
             var batch: [UserImport.Entry] = []
@@ -97,7 +97,7 @@ struct UsersCommand: AsyncParsableCommand {
 
         func run() async throws {
             let password = try Terminal.password(for: name, fromStdin: passwordStdin)
-            let users = try dataOptions.open().users
+            let users = try await dataOptions.open().users
             do {
                 try await users.setPassword(name: name, password: password)
             } catch let error as CoreError {
@@ -113,7 +113,7 @@ struct UsersCommand: AsyncParsableCommand {
         @OptionGroup var dataOptions: DataOptions
 
         func run() async throws {
-            let users = try dataOptions.open().users
+            let users = try await dataOptions.open().users
             let formatter = ISO8601DateFormatter()
             for user in try await users.list() { print("\(user.name) \(user.admin ? "admin" : "user") \(formatter.string(from: user.createdAt))") }
         }
@@ -126,7 +126,7 @@ struct UsersCommand: AsyncParsableCommand {
         @Argument var name: String
 
         func run() async throws {
-            let users = try dataOptions.open().users
+            let users = try await dataOptions.open().users
             do {
                 try await users.remove(name: name)
             } catch let error as CoreError {
