@@ -123,7 +123,10 @@ echo "user removed: 200 ms later A answers $sa, B answers $sb"
 
 campaign=$(curl -s -H "$root" -H 'Content-Type: application/json' -d '{"audience":{"all":true},"message":"cluster","mode":"silent"}' \
     "http://127.0.0.1:$a/api/admin/campaigns" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-while [ "$(wc -l < pushes.jsonl 2>/dev/null || echo 0)" -lt $((devices / 5)) ]; do sleep 0.05; done
+for _ in $(seq 1 1200); do
+    [ "$(wc -l < pushes.jsonl 2>/dev/null || echo 0)" -ge $((devices / 5)) ] && break
+    sleep 0.05
+done
 kill -9 "$pidb"
 echo "campaign $campaign: B killed after $(wc -l < pushes.jsonl) pushes"
 for _ in $(seq 1 1200); do

@@ -26,9 +26,7 @@ struct ClusterCLITests {
 
         // One database and one bucket prefix, named to every process by the environment.
         let shared = try await StoreEngine.shared.locations()
-        var environment = shared.environment
-        environment["RICHPUSH_DATABASE"] = shared.database
-        environment["RICHPUSH_BLOBS"] = shared.blobs
+        let environment = shared.processEnvironment
 
         // Accounts and devices, as an import and the apps would make them.
         let setup = try await DataStore.open(path: dir.appendingPathComponent("setup").path, database: shared.database, blobs: shared.blobs,
@@ -116,14 +114,17 @@ struct ClusterCLITests {
                                       body: #"{"audience":{"all":true},"message":"to everyone","mode":"silent"}"#)
         #expect(campaign.hasPrefix("HTTP/1.1 202"), "\(campaign)")
         let campaignID = try #require(campaign.range(of: #""id":\d+"#, options: .regularExpression).map { Int(campaign[$0].dropFirst(5))! })
-        func lines() -> [String] {
+        @Sendable func lines() -> [String] {
             ((try? String(contentsOf: pushes, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }
-        var waited = 0
-        while lines().count < Self.deviceCount / 5 && waited < 600 {
-            try await Task.sleep(for: .milliseconds(50))
-            waited += 1
-        }
+        // Both nodes are sending (each holds leases) before B is killed: B's share is what A takes back.
+        let database = setup.database
+        #expect(try await eventually(within: 30) {
+            try await database.read { db in
+                try Int.fetchOne(db, sql: "SELECT count(DISTINCT leaseTag) FROM deliveries WHERE state = 'pending' AND leaseTag IS NOT NULL")
+            } == 2
+        })
+        #expect(try await eventually(within: 30) { lines().count >= Self.deviceCount / 5 })
         kill(b.processIdentifier, SIGKILL)
         await waitForExit(b)
         let atKill = lines().count
@@ -164,17 +165,7 @@ func httpBytes(_ port: Int, _ method: String, _ path: String, auth: String, body
         let fd = try connectTo(port: port)
         defer { close(fd) }
         sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(auth)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body)
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            response += buffer[0..<n]
-        }
-        let separator: [UInt8] = Array("\r\n\r\n".utf8)
-        guard let end = (0..<max(0, response.count - 3)).first(where: { Array(response[$0..<$0 + 4]) == separator }) else { return (0, []) }
-        let head = String(decoding: response[..<end], as: UTF8.self)
-        let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
-        return (status, Array(response[(end + 4)...]))
+        guard let response = splitResponses(receiveAllBytes(fd)).first else { return (0, []) }
+        return (Int(response.head.split(separator: " ").dropFirst().first ?? "") ?? 0, response.body)
     }
 }

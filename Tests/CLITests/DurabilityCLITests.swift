@@ -71,13 +71,7 @@ struct DurabilityCLITests {
           arguments: StoreEngine.all)
     func killAndRestart(engine: StoreEngine) async throws {
         // The store named to every process by the environment (nothing for the embedded one).
-        var environment: [String: String] = [:]
-        if engine == .shared {
-            let locations = try await engine.locations()
-            environment = locations.environment
-            environment["RICHPUSH_DATABASE"] = locations.database
-            environment["RICHPUSH_BLOBS"] = locations.blobs
-        }
+        let environment = engine == .shared ? try await engine.locations().processEnvironment : [:]
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         try prepareNodeDirectory(dir)

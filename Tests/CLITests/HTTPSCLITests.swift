@@ -1,5 +1,5 @@
 import APNsSandbox
-import Crypto
+import MediaStore
 import Foundation
 import RichPushTestSupport
 import Testing
@@ -28,7 +28,7 @@ struct HTTPSCLITests {
         let base = "https://127.0.0.1:\(port)"
         let cert = dir.appendingPathComponent("cert.pem").path
         let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
-        let id = SHA256.hash(data: logo).map { String(format: "%02x", $0) }.joined()
+        let id = MediaID(hashing: logo).hex
         for version in ["--http2", "--http1.1"] {
             let health = try await curl(["--cacert", cert, version, "-w", " %{http_version} %{http_code}", "\(base)/health"])
             #expect(health.output == "{\"status\":\"ok\"} \(version == "--http2" ? "2" : "1.1") 200", "\(health.output)")

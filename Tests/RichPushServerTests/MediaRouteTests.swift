@@ -318,7 +318,7 @@ struct MediaRouteTests {
             let outcome = try await onOwnThread { () throws -> (sent: Int, answer: String) in
                 let fd = try connectTo(port: port, timeout: 10)
                 defer { close(fd) }
-                var tv = timeval(tv_sec: 5, tv_usec: 0) // a send that blocks this long means nobody reads
+                var tv = timeval(tv_sec: 30, tv_usec: 0) // a send that blocks this long means nobody reads (generous: the suite loads 2 cores)
                 setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
                 let size = 11 << 20
                 let basic = Data("alice:wonderland".utf8).base64EncodedString()

@@ -73,12 +73,3 @@ func requireValue<T>(_ value: T?) throws -> T {
     return value
 }
 
-/// Polls `condition` every 20 ms for up to `seconds`; returns whether it became true.
-func eventually(within seconds: Double = 10, _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}

@@ -18,8 +18,6 @@ struct TestServer {
     let dir: URL
     let database: SQLDatabase
     let client: LiveClient
-    /// The server's store.
-    let data: DataStore
     let configuration: ServerConfiguration
     let environment: [String: String]
 
@@ -68,7 +66,7 @@ struct TestServer {
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
         let (finalConfiguration, finalEnvironment) = (configuration, environment)
         try await app.serve { client in
-            try await body(TestServer(dir: dir, database: database, client: client, data: data, configuration: finalConfiguration,
+            try await body(TestServer(dir: dir, database: database, client: client, configuration: finalConfiguration,
                                       environment: finalEnvironment))
         }
     }

@@ -165,3 +165,13 @@ func startWatched(_ command: String, stop: String) throws {
     process.standardError = FileHandle.nullDevice
     try process.run()
 }
+
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; its last answer.
+public func eventually(within seconds: Double = 10, _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}

@@ -26,6 +26,15 @@ public enum StoreEngine: String, Sendable, CustomStringConvertible {
         public var database: String?
         public var blobs: String?
         public var environment: [String: String]
+
+        /// `environment` with the store named too (`RICHPUSH_DATABASE`, `RICHPUSH_BLOBS`), for a
+        /// `richpush` process.
+        public var processEnvironment: [String: String] {
+            var environment = self.environment
+            environment["RICHPUSH_DATABASE"] = database
+            environment["RICHPUSH_BLOBS"] = blobs
+            return environment
+        }
     }
 
     /// A new, empty store: its own database, and its own prefix in the test bucket.
