@@ -112,8 +112,9 @@ final class PostgresSession {
     }
 }
 
-/// Rewrites SQLite's `?` placeholders as PostgreSQL's `$1, $2, …`, leaving quoted strings,
-/// quoted names and comments alone. Results are remembered per statement text.
+/// Rewrites SQLite's `?` placeholders as PostgreSQL's `$1, $2, …`, and splits scripts into
+/// statements, looking only at SQL itself: quoted strings, quoted names, `--` comments and `$$`
+/// bodies are left alone. Rewritten statements are remembered per text.
 enum Placeholders {
     private static let cache = NIOLockedValueBox([String: String]())
 
@@ -122,26 +123,13 @@ enum Placeholders {
         var result = ""
         result.reserveCapacity(sql.utf8.count + 8)
         var number = 0
-        var quote: Character?
-        var lineComment = false
-        var previous: Character = " "
-        for character in sql {
-            if lineComment {
-                if character == "\n" { lineComment = false }
-            } else if let open = quote {
-                if character == open { quote = nil }
-            } else if character == "'" || character == "\"" {
-                quote = character
-            } else if character == "-" && previous == "-" {
-                lineComment = true
-            } else if character == "?" {
+        scan(sql) { character, inCode in
+            if inCode && character == "?" {
                 number += 1
                 result += "$\(number)"
-                previous = character
-                continue
+            } else {
+                result.append(character)
             }
-            result.append(character)
-            previous = character
         }
         cache.withLockedValue { cache in
             if cache.count > 4096 { cache.removeAll() }
@@ -150,20 +138,35 @@ enum Placeholders {
         return result
     }
 
-    /// The statements of a script: split at semicolons outside quotes, comments and `$$` bodies.
+    /// The statements of a script: split at semicolons in the SQL itself.
     static func statements(_ script: String) -> [String] {
         var statements: [String] = []
         var current = ""
+        func finish() {
+            let trimmed = current.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !trimmed.isEmpty { statements.append(trimmed) }
+            current = ""
+        }
+        scan(script) { character, inCode in
+            if inCode && character == ";" { finish() } else { current.append(character) }
+        }
+        finish()
+        return statements
+    }
+
+    /// Calls `visit` with each character of `sql` and whether it is SQL itself (not inside a
+    /// quoted string or name, a `--` comment or a `$$` body; the delimiters count as inside).
+    private static func scan(_ sql: String, _ visit: (Character, Bool) -> Void) {
         var quote: Character?
         var dollar = false
         var lineComment = false
         var previous: Character = " "
-        for character in script {
-            current.append(character)
+        for character in sql {
+            var inCode = false
             if lineComment {
                 if character == "\n" { lineComment = false }
             } else if dollar {
-                if character == "$" && previous == "$" { dollar = false; previous = " "; continue }
+                if character == "$" && previous == "$" { dollar = false; previous = " "; visit(character, false); continue }
             } else if let open = quote {
                 if character == open { quote = nil }
             } else if character == "'" || character == "\"" {
@@ -173,17 +176,13 @@ enum Placeholders {
             } else if character == "$" && previous == "$" {
                 dollar = true
                 previous = " "
+                visit(character, false)
                 continue
-            } else if character == ";" {
-                current.removeLast()
-                let trimmed = current.trimmingCharacters(in: .whitespacesAndNewlines)
-                if !trimmed.isEmpty { statements.append(trimmed) }
-                current = ""
+            } else {
+                inCode = true
             }
+            visit(character, inCode)
             previous = character
         }
-        let trimmed = current.trimmingCharacters(in: .whitespacesAndNewlines)
-        if !trimmed.isEmpty { statements.append(trimmed) }
-        return statements
     }
 }
