@@ -276,12 +276,13 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
         try pipeline.addHandler(LingeringCloseHandler())
         try pipeline.addHandler(HeadDeadline.Start(deadline))
         try pipeline.addHandler(outlet)
-        try pipeline.configureHTTPServerPipeline(
-            withPipeliningAssistance: false,
-            withErrorHandling: false,
-            withOutboundHeaderValidation: false,
-            withEncoderConfiguration: .init(),
-            withDecoderLimitConfiguration: Self.decoderLimits)
+        // The HTTP/1 codec, unpaired: `configureHTTPServerPipeline` has the decoder queue each
+        // request's method in the encoder, which pops one per response head to leave the bodies of
+        // HEAD responses out. The fast path answers below the encoder, so that queue would fall out
+        // of step, and a later GET's body would be dropped as a HEAD's. `FastPathHandler` keeps
+        // the same queue for the requests it forwards instead.
+        try pipeline.addHandler(HTTPResponseEncoder(configuration: .init()))
+        try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: Self.decoderLimits)))
         try pipeline.addHandler(HeadDeadline.End(deadline))
         try pipeline.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
         try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: secure))
@@ -323,6 +324,10 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Requests handed to the router whose response has not ended: while any is, nothing is
     /// answered here (a pipelined request must not overtake an earlier one).
     private var routerPending = 0
+    /// Whether each request handed to the router whose response head is not written yet is a
+    /// `HEAD`, in order: a HEAD's response head goes out, its body parts do not (RFC 9110 §9.3.2).
+    private var forwardedHeads = CircularBuffer<Bool>()
+    private var suppressingBody = false
     /// Whether this connection has had an answer from here (then a graceful close waits for
     /// the socket to take every byte written before it).
     private var answered = false
@@ -342,6 +347,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 current = .forwarding
                 routerPending += 1
+                forwardedHeads.append(head.method == .HEAD)
                 context.fireChannelRead(data)
             }
         case .body:
@@ -385,7 +391,20 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { routerPending = max(0, routerPending - 1) }
+        switch unwrapOutboundIn(data) {
+        case .head(let head):
+            // A 1xx other than 101 is followed by the final head of the same request.
+            if !((100..<200).contains(head.status.code) && head.status.code != 101) {
+                suppressingBody = forwardedHeads.popFirst() ?? false
+            }
+        case .body where suppressingBody:
+            promise?.succeed()
+            return
+        case .body:
+            break
+        case .end:
+            routerPending = max(0, routerPending - 1)
+        }
         context.write(data, promise: promise)
     }
 
