@@ -92,7 +92,7 @@ public struct CampaignDraft: Sendable {
 /// A campaign and how far it got.
 public struct Campaign: Sendable, Equatable {
     /// `sending` until every recipient is queued and no push is pending, then `done`.
-    public enum Status: String, Sendable, Codable { case sending, done }
+    public enum Status: String, Sendable, Codable, CaseIterable { case sending, done }
 
     public var id: Int64
     public var audience: Audience
@@ -166,7 +166,7 @@ public struct CampaignStore: Sendable {
                 }
                 if !unknown.isEmpty {
                     let shown = unknown.prefix(10).joined(separator: ", ") + (unknown.count > 10 ? " and \(unknown.count - 10) more" : "")
-                    throw CoreError(.invalid, "audience.users names \(unknown.count) unknown user(s): \(shown)")
+                    throw CoreError(.unprocessable, "audience.users names \(unknown.count) unknown user(s): \(shown)")
                 }
             }
             let inserted = try db.fetchOne(sql: """

@@ -38,6 +38,7 @@ public func buildApplication(
     let sessions = data.sessions
     let payloadIndex = PayloadIndex()
     let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL,
+                                      failedSignIns: configuration.failedSignInLimit,
                                       usersChanged: { payloadIndex.removeAll() })
     try await authenticator.start()
     let payloadKey = try await data.payloadKey()
@@ -54,7 +55,8 @@ public func buildApplication(
         sessions: sessions, campaigns: campaigns, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
-        accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")))
+        accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
+        openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration))
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
@@ -73,6 +75,7 @@ public func buildApplication(
     }
     return RichPushApplication(
         responder: router.buildResponder(),
+        routes: router.routes.map { "\($0.method) \($0.path)" },
         channel: channel,
         tls: tls,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
@@ -97,41 +100,27 @@ public func buildApplication(
         })
 }
 
-/// The routes of SPEC §5.
+/// The routes of `Endpoint.all`, each behind the middleware its access asks for.
 func buildRouter(_ services: Services) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: AccessLogMiddleware(log: services.accessLog))
     router.add(middleware: ProblemMiddleware())
-    router.get("health", use: services.health)
-    router.get("metrics", use: services.metrics)
-
+    router.add(middleware: MethodNotAllowedMiddleware(endpoints: Endpoint.all))
     let auth = AuthMiddleware(authenticator: services.authenticator)
-    let media = router.group("media")
-    if !services.configuration.publicMedia { media.add(middleware: auth) }
-    media.get(":sha256", use: services.serveMedia)
-    media.head(":sha256", use: services.serveMedia)
-
-    let api = router.group("api").add(middleware: auth)
-    api.post("media", use: services.uploadMedia)
-    api.post("register", use: services.createRegistration)
-    api.put("register/:id", use: services.updateRegistration)
-    api.delete("register/:id", use: services.deleteRegistration)
-    api.post("notifications", use: services.createNotification)
-    api.get("notifications", use: services.listNotifications)
-    api.get("notifications/:id", use: services.fetchPayload)
-    api.head("notifications/:id", use: services.fetchPayload)
-    api.post("sessions", use: services.createSession)
-    api.delete("sessions/current", use: services.deleteCurrentSession)
-
-    let admin = api.group("admin").add(middleware: AdminMiddleware())
-    admin.post("campaigns", use: services.createCampaign)
-    admin.get("campaigns", use: services.listCampaigns)
-    admin.get("campaigns/:id", use: services.showCampaign)
-
-    // Payload URLs carry their own proof (SPEC §11): no credentials.
-    router.get("p/:token", use: services.fetchPayloadByLink)
-    router.head("p/:token", use: services.fetchPayloadByLink)
+    let open = router.group()
+    let user = router.group().add(middleware: auth)
+    let admin = router.group().add(middleware: auth).add(middleware: AdminMiddleware())
+    for endpoint in Endpoint.all {
+        let group = switch endpoint.access {
+        case .open: open
+        case .media: services.configuration.publicMedia ? open : user
+        case .user, .password, .session: user
+        case .admin: admin
+        }
+        let handler = endpoint.handler
+        group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in try await handler(services, request, context) }
+    }
     return router
 }
 

@@ -68,7 +68,7 @@ public final class Authenticator: Sendable {
     /// itself): differently spelled headers for the same credentials share one entry.
     private let cache = NIOLockedValueBox<[CredentialKey: Entry]>([:])
     private let inFlight = InFlightVerifications()
-    private let throttle = LoginThrottle()
+    private let throttle: LoginThrottle
     /// A hash of the default cost, checked against for names that have no account.
     static let dummyHash = Bcrypt.hash("no such user: \(UInt64.random(in: .min ... .max))", cost: 12)
     /// How many unknown names were checked against the dummy hash (for tests).
@@ -79,8 +79,10 @@ public final class Authenticator: Sendable {
 
     /// Creates an authenticator over the user and session stores. `usersChanged` runs when a
     /// user was removed or changed (by any process), after the cached credentials are dropped.
+    /// `failedSignIns` is the throttle's limit per user name (0: no throttle).
     public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double, cacheCapacity: Int = 100_000,
-                usersChanged: @escaping @Sendable () -> Void = {}) {
+                failedSignIns: Int = LoginThrottle.defaultPerUser, usersChanged: @escaping @Sendable () -> Void = {}) {
+        self.throttle = LoginThrottle(perUser: failedSignIns)
         self.users = users
         self.sessions = sessions
         self.demoAuth = demoAuth
@@ -429,10 +431,14 @@ struct AsyncTimerSequence: AsyncSequence {
 /// Counts failed sign-ins per user name and per client address over a sliding window; past a
 /// limit, further attempts are refused (429) before any bcrypt runs, until the oldest failure
 /// in the window ages out. A success clears the user's count. Both tables are bounded.
-final class LoginThrottle: Sendable {
+public final class LoginThrottle: Sendable {
     static let window: Double = 300
-    static let perUser = 10
-    static let perAddress = 50
+    /// Failures per user name allowed in the window by default.
+    public static let defaultPerUser = 10
+    /// Failures per user name allowed in the window; 0 turns the throttle off.
+    let perUser: Int
+    /// Failures per client address: many users may share one (a NAT, a proxy).
+    var perAddress: Int { perUser * 5 }
     private static let capacity = 100_000
     private struct State {
         var users: [String: [Double]] = [:]
@@ -440,20 +446,25 @@ final class LoginThrottle: Sendable {
     }
     private let state = NIOLockedValueBox(State())
 
+    init(perUser: Int = LoginThrottle.defaultPerUser) { self.perUser = perUser }
+
     /// Seconds to wait before the next attempt, or nil when one may go ahead now.
     func wait(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) -> Int? {
-        state.withLockedValue { state in
+        guard perUser > 0 else { return nil }
+        return state.withLockedValue { state in
             var wait: Double = 0
-            if let user, let failures = state.users[user] { wait = max(wait, Self.wait(failures, limit: Self.perUser, now: now)) }
-            if let address, let failures = state.addresses[address] { wait = max(wait, Self.wait(failures, limit: Self.perAddress, now: now)) }
+            if let user, let failures = state.users[user] { wait = max(wait, Self.wait(failures, limit: perUser, now: now)) }
+            if let address, let failures = state.addresses[address] { wait = max(wait, Self.wait(failures, limit: perAddress, now: now)) }
             return wait > 0 ? Int(wait.rounded(.up)) : nil
         }
     }
 
     func failed(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) {
+        guard perUser > 0 else { return }
+        let keep = perAddress
         state.withLockedValue { state in
-            if let user { Self.record(&state.users, user, now: now) }
-            if let address { Self.record(&state.addresses, address, now: now) }
+            if let user { Self.record(&state.users, user, keep: keep, now: now) }
+            if let address { Self.record(&state.addresses, address, keep: keep, now: now) }
         }
     }
 
@@ -467,11 +478,11 @@ final class LoginThrottle: Sendable {
         return oldest + window - now
     }
 
-    private static func record(_ table: inout [String: [Double]], _ key: String, now: Double) {
+    private static func record(_ table: inout [String: [Double]], _ key: String, keep: Int, now: Double) {
         if table.count >= capacity { table = table.filter { $0.value.contains { now - $0 < window } } }
         if table.count >= capacity { table.removeAll() }
         var failures = (table[key] ?? []).filter { now - $0 < window }
         failures.append(now)
-        table[key] = Array(failures.suffix(perAddress))
+        table[key] = Array(failures.suffix(keep))
     }
 }

@@ -20,51 +20,6 @@ enum PayloadLinkCheck: Equatable {
     }
 }
 
-/// `201` of `POST /api/sessions`.
-struct SessionResponse: Codable, Sendable {
-    var token: String
-    /// ISO 8601.
-    var expires: String
-}
-
-/// A campaign and its counts, as `/api/admin/campaigns…` answer (SPEC §10).
-struct CampaignResponse: Codable, Sendable {
-    var id: Int64
-    var status: Campaign.Status
-    var recipients: Int
-    var devices: Int
-    var pending: Int
-    var sent: Int
-    var failed: Int
-    var fetched: Int
-    var audience: String
-    var message: String
-    var title: String?
-    var payload: String
-    var mode: PushMode
-    var createdBy: String
-    var created: String
-
-    init(_ progress: CampaignProgress) {
-        let c = progress.campaign
-        id = c.id
-        status = progress.status
-        recipients = c.recipients
-        devices = c.devices
-        pending = progress.pending
-        sent = progress.sent
-        failed = progress.failed
-        fetched = progress.fetched
-        audience = c.audience.summary
-        message = c.message
-        title = c.title
-        payload = c.payload.hex
-        mode = c.mode
-        createdBy = c.createdBy
-        created = ISO8601DateFormatter().string(from: c.createdAt)
-    }
-}
-
 extension Services {
     // MARK: sessions (SPEC §9)
 
@@ -82,7 +37,8 @@ extension Services {
     func deleteCurrentSession(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let principal = try principal(context)
         guard let token = principal.sessionToken else {
-            throw Problem(.badRequest, "send the session's own token (Authorization: Bearer …) to revoke it")
+            throw Problem(.unauthorized, "send the session's own token (Authorization: Bearer …) to revoke it",
+                          headers: [.wwwAuthenticate: "Bearer realm=\"RichPush\""])
         }
         try await sessions.revoke(token)
         if let header = request.headers[.authorization] { authenticator.forget(header) }
@@ -94,16 +50,11 @@ extension Services {
     func createCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let admin = try principal(context)
         let body = try await request.body.collect(upTo: 1 << 20)
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
-            throw Problem(.badRequest, "the body must be a JSON object {\"audience\":{…},\"message\",\"title\",\"payload\",\"richType\",\"mode\"}")
-        }
-        guard let audienceObject = object["audience"] as? [String: Any] else {
-            throw Problem(.badRequest, "\"audience\" is missing: {\"all\":true}, {\"users\":[names]} or {\"tags\":\"expression\"}")
-        }
-        let audience = try Audience(json: audienceObject)
-        var content = try Self.parseContent(object, defaultMode: .alert)
-        content.richType = content.richType ?? NotificationDraft.defaultRichType
-        let campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content), by: admin.user)
+        let request = try RequestBody.decode(CampaignRequest.self, from: Data(body.readableBytesView),
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\"}")
+        let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
+                                        payload: request.payload, title: request.title, mode: request.mode ?? .alert)
+        let campaign = try await campaigns.create(CampaignDraft(audience: try request.audience.audience, content: content), by: admin.user)
         let dispatcher = self.dispatcher
         _ = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
         guard let progress = try await campaigns.progress(campaign.id) else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
@@ -115,9 +66,7 @@ extension Services {
     }
 
     func listCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 50
-        guard (1...500).contains(limit) else { throw Problem(.badRequest, "limit must be 1 to 500") }
-        let before = request.uri.queryParameters.get("before", as: Int64.self)
+        let (limit, before) = try Self.page(request, defaultLimit: 50)
         return try encode(try await campaigns.list(limit: limit, before: before).map(CampaignResponse.init))
     }
 
@@ -127,23 +76,6 @@ extension Services {
             throw Problem(.notFound, "no campaign \(raw.prefix(40))")
         }
         return try encode(CampaignResponse(progress))
-    }
-
-    /// `message`, `title`, `payload`, `richType` and `mode` of a JSON body (keys in any case).
-    static func parseContent(_ object: [String: Any], defaultMode: PushMode) throws -> NotificationDraft {
-        let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
-        func string(_ key: String, _ name: String) throws -> String? {
-            guard let value = fields[key], !(value is NSNull) else { return nil }
-            guard let string = value as? String else { throw Problem(.badRequest, "\"\(name)\" must be a string") }
-            return string
-        }
-        var mode = defaultMode
-        if let text = try string("mode", "mode") {
-            guard let parsed = PushMode(rawValue: text.lowercased()) else { throw Problem(.badRequest, "\"mode\" must be \"alert\" or \"silent\"") }
-            mode = parsed
-        }
-        return NotificationDraft(message: try string("message", "message"), richType: try string("richtype", "richType"),
-                                 payload: try string("payload", "payload"), title: try string("title", "title"), mode: mode)
     }
 
     // MARK: payload URLs (SPEC §11)

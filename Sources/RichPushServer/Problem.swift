@@ -20,8 +20,9 @@ public struct Problem: HTTPResponseError {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let body: [String: Any] = ["type": "about:blank", "title": status.reasonPhrase, "status": status.code, "detail": detail]
-        let data = try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(ProblemDetails(type: "about:blank", title: status.reasonPhrase, status: status.code, detail: detail))
         var headers = self.headers
         headers[.contentType] = "application/problem+json"
         headers[.contentLength] = String(data.count)

@@ -34,6 +34,8 @@ struct Services: Sendable {
     let uploads: Gate
     /// `--access-log`.
     let accessLog: AccessLog
+    /// `/openapi.json`, made once.
+    let openAPI: Data
 }
 
 /// Counts holders up to a limit; `enter` refuses past it instead of queueing.
@@ -57,8 +59,8 @@ final class Gate: Sendable {
 extension Services {
     // MARK: ops
 
-    func health(_ request: Request, _ context: AppRequestContext) -> Response {
-        json(["status": "ok"])
+    func health(_ request: Request, _ context: AppRequestContext) throws -> Response {
+        try encode(HealthResponse(status: "ok"))
     }
 
     func metrics(_ request: Request, _ context: AppRequestContext) -> Response {
@@ -66,6 +68,11 @@ extension Services {
         prometheus.emit(into: &buffer)
         return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                         body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+    }
+
+    func openAPIResponse() -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json", .contentLength: String(openAPI.count)],
+                 body: .init(byteBuffer: ByteBuffer(bytes: openAPI)))
     }
 
     // MARK: media
@@ -100,10 +107,9 @@ extension Services {
         Metric.ingest(result.status.rawValue)
         let item = result.item
         let url = "/media/\(item.id.hex)"
-        var response = json([
-            "sha256": item.id.hex, "contentType": item.info.contentType, "width": item.info.width,
-            "height": item.info.height, "size": item.size, "url": url,
-        ], status: result.status == .stored ? .created : .ok)
+        var response = try encode(MediaResponse(sha256: item.id.hex, contentType: item.info.contentType, width: item.info.width,
+                                                height: item.info.height, size: Int64(item.size), url: url),
+                                  status: result.status == .stored ? .created : .ok)
         response.headers[.location] = url
         return response
     }
@@ -123,29 +129,24 @@ extension Services {
     func createRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let handle = request.uri.queryParameters.get("handle")
         let registration = try await registrations.create(for: try user(context), replacingHandle: handle)
-        return json(["registrationId": registration.id])
+        return try encode(RegistrationCreated(registrationId: registration.id))
     }
 
     func updateRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         let body = try await request.body.collect(upTo: 64 * 1024)
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
-            throw Problem(.badRequest, "the body must be a JSON object {\"platform\":\"apns\",\"handle\":\"<hex token>\",\"tags\":[...]}")
-        }
-        let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
-        guard let platform = fields["platform"] as? String else { throw Problem(.badRequest, "\"platform\" is missing (use \"apns\")") }
-        guard let handle = fields["handle"] as? String else { throw Problem(.badRequest, "\"handle\" is missing (the APNs device token in hex)") }
-        let tagsValue = fields["tags"] ?? [String]()
-        guard let tags = tagsValue as? [String] else { throw Problem(.badRequest, "\"tags\" must be an array of strings") }
-        let replaces = fields["replaces"] as? String
+        let update = try RequestBody.decode(RegistrationUpdate.self, from: Data(body.readableBytesView),
+                                            shape: "{\"platform\":\"apns\",\"handle\":\"<hex token>\",\"tags\":[...]}")
         let registration = try await registrations.update(id: id, for: try user(context),
-                                                          with: DeviceRegistration(platform: platform, handle: handle, tags: tags, replaces: replaces))
+                                                          with: DeviceRegistration(platform: update.platform, handle: update.handle,
+                                                                                   tags: update.tags ?? [], replaces: update.replaces))
         if let mirror {
             do { try await mirror.upsert(registration) } catch {
                 throw Problem(.badGateway, "registration \(id) is saved, but the push service did not take it: \(error); PUT it again")
             }
         }
-        return json(["registrationId": registration.id, "platform": registration.platform ?? "", "handle": registration.handle ?? "", "tags": registration.tags])
+        return try encode(RegistrationResponse(registrationId: registration.id, platform: registration.platform ?? "",
+                                               handle: registration.handle ?? "", tags: registration.tags))
     }
 
     func deleteRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
@@ -156,7 +157,7 @@ extension Services {
                 context.logger.warning("registration deleted here but not in the hub", metadata: ["id": "\(id)", "error": "\(error)"])
             }
         }
-        return json(["registrationId": id, "deleted": true])
+        return try encode(RegistrationDeleted(registrationId: id, deleted: true))
     }
 
     // MARK: notifications
@@ -170,37 +171,35 @@ extension Services {
         dispatcher.enqueued(created, logger: context.logger)
         let n = created.notification
         payloadIndex.made([QueuedNotification(id: n.id, recipient: n.recipient, payload: n.payload)])
-        var object: [String: Any] = ["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex, "read": n.read,
-                                     "mode": n.mode.rawValue]
-        if let title = n.title { object["title"] = title }
-        if let url = created.richUrl { object["richUrl"] = url }
-        return json(object, status: .created)
+        return try encode(NotificationCreated(id: n.id, message: n.message, richType: n.richType, payload: n.payload.hex, read: n.read,
+                                              mode: n.mode, title: n.title, richUrl: created.richUrl), status: .created)
     }
 
     /// Empty body, a JSON string (the message), or `{"message","richType","payload","title","mode"}`.
     static func parseDraft(_ body: Data) throws -> NotificationDraft {
-        if body.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) { return NotificationDraft() }
-        guard let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
-            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\",\"title\",\"mode\"}")
+        let shape = "{\"message\",\"richType\",\"payload\",\"title\",\"mode\"}"
+        let text = body.drop { [0x20, 0x09, 0x0A, 0x0D].contains($0) }
+        if text.isEmpty { return NotificationDraft() }
+        if text.first == UInt8(ascii: "\"") {
+            guard let message = try? JSONDecoder().decode(String.self, from: body) else {
+                throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or \(shape)")
+            }
+            return NotificationDraft(message: message)
         }
-        if let message = value as? String { return NotificationDraft(message: message) }
-        guard let object = value as? [String: Any] else {
-            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or {\"message\",\"richType\",\"payload\",\"title\",\"mode\"}")
+        guard text.first == UInt8(ascii: "{") else {
+            throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or \(shape)")
         }
-        return try parseContent(object, defaultMode: .silent)
+        return try RequestBody.decode(NotificationRequest.self, from: body, shape: shape).draft(defaultMode: .silent)
     }
 
     func listNotifications(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 100
-        guard (1...500).contains(limit) else { throw Problem(.badRequest, "limit must be 1 to 500") }
-        let before = request.uri.queryParameters.get("before", as: Int64.self)
+        let (limit, before) = try Self.page(request, defaultLimit: 100)
         let list = try await notifications.list(for: try user(context), limit: limit, before: before)
         let formatter = ISO8601DateFormatter()
-        let array: [[String: Any]] = list.map {
-            ["id": $0.id, "message": $0.message, "richType": $0.richType, "payload": $0.payload.hex, "read": $0.read,
-             "created": formatter.string(from: $0.createdAt)]
-        }
-        return json(array)
+        return try encode(list.map {
+            NotificationSummary(id: $0.id, message: $0.message, richType: $0.richType, payload: $0.payload.hex, read: $0.read,
+                                created: formatter.string(from: $0.createdAt))
+        })
     }
 
     func fetchPayload(_ request: Request, _ context: AppRequestContext) async throws -> Response {
@@ -233,14 +232,21 @@ extension Services {
 
     // MARK: helpers
 
+    /// `?limit=1…500&before=ID` of a list; a value that is not a whole number is a 400, not the default.
+    static func page(_ request: Request, defaultLimit: Int) throws -> (limit: Int, before: Int64?) {
+        func number(_ name: String) throws -> Int64? {
+            let values = request.uri.queryParameters.getAll(name)
+            guard let text = values.first else { return nil }
+            guard values.count == 1, let value = Int64(text) else { throw Problem(.badRequest, "\(name) must be one whole number, got '\(text.prefix(40))'") }
+            return value
+        }
+        let limit = try number("limit") ?? Int64(defaultLimit)
+        guard (1...500).contains(limit) else { throw Problem(.badRequest, "limit must be 1 to 500") }
+        return (Int(limit), try number("before"))
+    }
+
     func user(_ context: AppRequestContext) throws -> String {
         guard let user = context.user else { throw Authenticator.unauthorized("credentials are required") }
         return user
-    }
-
-    func json(_ object: Any, status: HTTPResponse.Status = .ok) -> Response {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return Response(status: status, headers: [.contentType: "application/json", .contentLength: String(data.count)],
-                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }

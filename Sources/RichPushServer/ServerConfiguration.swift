@@ -53,6 +53,9 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections = 4_096
     /// Uploads decoded at once; past it, `POST /api/media` answers 503 with `Retry-After`.
     public var maxConcurrentUploads = 16
+    /// Failed sign-ins per user name in 5 minutes before further attempts get 429 (per client
+    /// address: five times as many); 0 turns the throttle off (`--failed-sign-ins`).
+    public var failedSignInLimit = 10
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
 

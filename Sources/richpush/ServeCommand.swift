@@ -19,6 +19,8 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     @OptionGroup var urlOptions: PayloadURLOptions
     @Option(help: "How long a session token from POST /api/sessions works, e.g. 30d (env RICHPUSH_SESSION_TTL).", transform: Duration.parse)
     var sessionTtl: TimeInterval = Environment.duration("RICHPUSH_SESSION_TTL", default: 90 * 86_400)
+    @Option(help: "Failed sign-ins per user name in 5 minutes before further attempts get 429 (per client address: five times as many); 0 turns the throttle off, e.g. behind a proxy that limits sign-ins itself (env RICHPUSH_FAILED_SIGN_INS).")
+    var failedSignIns: Int = Environment.int("RICHPUSH_FAILED_SIGN_INS") ?? 10
     @Option(help: "Address to listen on (env RICHPUSH_HOST).")
     var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
     @Option(help: "Port to listen on (env RICHPUSH_PORT).")
@@ -35,9 +37,12 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     var maxConnections: Int = Environment.int("RICHPUSH_MAX_CONNECTIONS") ?? 4_096
     @Option(help: ArgumentHelp("Serve HTTPS with this certificate chain (PEM), HTTP/2 and HTTP/1.1 by ALPN; with --tls-key (env RICHPUSH_TLS_CERT).",
                                valueName: "pem"))
-    var tlsCert: String? = Environment.string("RICHPUSH_TLS_CERT")
+    var tlsCert: String?
     @Option(help: ArgumentHelp("The certificate's private key (PEM) (env RICHPUSH_TLS_KEY).", valueName: "pem"))
-    var tlsKey: String? = Environment.string("RICHPUSH_TLS_KEY")
+    var tlsKey: String?
+    /// `--tls-cert`, else its variable (an optional flag's default cannot be read from the environment).
+    private var certificatePath: String? { tlsCert ?? Environment.string("RICHPUSH_TLS_CERT") }
+    private var keyPath: String? { tlsKey ?? Environment.string("RICHPUSH_TLS_KEY") }
     @OptionGroup var logOptions: LogOptions
     @Option(help: "Log each request at info: off, on, or the fraction of requests to log, e.g. 0.01 (env RICHPUSH_ACCESS_LOG).")
     var accessLog: String = Environment.string("RICHPUSH_ACCESS_LOG") ?? "off"
@@ -45,15 +50,16 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
         guard (0...256).contains(threads) else { throw ValidationError("--threads must be 0 to 256") }
-        guard (tlsCert == nil) == (tlsKey == nil) else {
+        guard (certificatePath == nil) == (keyPath == nil) else {
             throw ValidationError("--tls-cert and --tls-key (env RICHPUSH_TLS_CERT, RICHPUSH_TLS_KEY) go together")
         }
-        for (flag, path) in [("--tls-cert", tlsCert), ("--tls-key", tlsKey)] {
+        for (flag, path) in [("--tls-cert", certificatePath), ("--tls-key", keyPath)] {
             if let path, !FileManager.default.isReadableFile(atPath: path) { throw ValidationError("\(flag): cannot read \(path)") }
         }
         guard AccessLog.fraction(accessLog) != nil else {
             throw ValidationError("--access-log (env RICHPUSH_ACCESS_LOG) '\(accessLog)' is not off, on or a fraction in (0, 1]")
         }
+        guard failedSignIns >= 0 else { throw ValidationError("--failed-sign-ins must be 0 (off) or more") }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
         guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
     }
@@ -69,13 +75,14 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         configuration.publicMedia = publicMedia
         configuration.defaultImage = defaultImage
         configuration.limits = limitOptions.limits
-        configuration.tlsCertificatePath = tlsCert
-        configuration.tlsKeyPath = tlsKey
+        configuration.tlsCertificatePath = certificatePath
+        configuration.tlsKeyPath = keyPath
         configuration.logLevel = logOptions.level
         configuration.logFormat = logOptions.format
         configuration.accessLog = AccessLog.fraction(accessLog) ?? 0
         configuration.eventLoopThreads = threads
         configuration.sessionLifetime = sessionTtl
+        configuration.failedSignInLimit = failedSignIns
         configuration.maxConnections = maxConnections
         configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
         configuration.publicURL = urlOptions.publicUrl

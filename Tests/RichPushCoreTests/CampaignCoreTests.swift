@@ -217,7 +217,7 @@ struct CampaignCoreTests {
         let names = try await f.importUsers(5)
         let store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
         await #expect { try await store.create(CampaignDraft(audience: try .listing([names[0], "ghost", "nobody"]), content: NotificationDraft()), by: "a") }
-            throws: { ($0 as? CoreError)?.kind == .invalid && ($0 as? CoreError)?.message.contains("ghost, nobody") == true }
+            throws: { ($0 as? CoreError)?.kind == .unprocessable && ($0 as? CoreError)?.message.contains("ghost, nobody") == true }
         #expect(try await f.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM campaigns") } == 0)
         let c = try await store.create(CampaignDraft(audience: try .listing([names[1], names[3], names[1]]), content: NotificationDraft()), by: "a")
         #expect(try await store.queue(c.id, addressing: .perDevice).recipients == 2)

@@ -113,7 +113,7 @@ struct AuthenticatorTests {
         let authenticator = authenticator(users, ttl: 60)
         #expect(try await authenticator.authenticate(header, from: "10.0.0.1").user == "alice")
         let wrong = "Basic " + Data("bob:wrong".utf8).base64EncodedString()
-        for _ in 0..<LoginThrottle.perUser {
+        for _ in 0..<LoginThrottle.defaultPerUser {
             await #expect { try await authenticator.authenticate(wrong, from: "10.0.0.2") } throws: { ($0 as? Problem)?.status == .unauthorized }
         }
         // Now even the right password waits (from any address), with Retry-After.
@@ -124,12 +124,19 @@ struct AuthenticatorTests {
         }
         #expect(try await authenticator.authenticate(header, from: "10.0.0.2").user == "alice") // cached: never throttled
         // Per address: unknown names from one address, until it is refused for everyone it sends.
-        for i in 0..<LoginThrottle.perAddress {
+        for i in 0..<LoginThrottle.defaultPerUser * 5 {
             _ = try? await authenticator.authenticate("Basic " + Data("guess\(i):x".utf8).base64EncodedString(), from: "10.0.0.9")
         }
         _ = try await users.add(name: "carol", password: "c")
         await #expect { try await authenticator.authenticate("Basic " + Data("carol:c".utf8).base64EncodedString(), from: "10.0.0.9") }
             throws: { ($0 as? Problem)?.status == .tooManyRequests }
         #expect(try await authenticator.authenticate("Basic " + Data("carol:c".utf8).base64EncodedString(), from: "10.0.0.10").user == "carol")
+
+        // --failed-sign-ins 0: no throttle (a proxy in front limits sign-ins, or a fuzzer runs): every wrong password is a 401.
+        let open = Authenticator(users: users, sessions: SessionStore(database: users.database), demoAuth: false, ttl: 60, failedSignIns: 0)
+        for _ in 0...LoginThrottle.defaultPerUser {
+            await #expect { try await open.authenticate(wrong, from: "10.0.0.2") } throws: { ($0 as? Problem)?.status == .unauthorized }
+        }
+        #expect(try await open.authenticate(right, from: "10.0.0.2").user == "bob")
     }
 }

@@ -20,6 +20,8 @@ struct TestServer {
     let client: LiveClient
     let configuration: ServerConfiguration
     let environment: [String: String]
+    /// The router's routes, `METHOD /path`.
+    let routes: [String]
 
     /// The same store opened again, as another process (another node) would.
     func openStoreAgain() async throws -> DataStore {
@@ -64,10 +66,10 @@ struct TestServer {
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, data: data,
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
-        let (finalConfiguration, finalEnvironment) = (configuration, environment)
+        let (finalConfiguration, finalEnvironment, routes) = (configuration, environment, app.routes)
         try await app.serve { client in
             try await body(TestServer(dir: dir, database: database, client: client, configuration: finalConfiguration,
-                                      environment: finalEnvironment))
+                                      environment: finalEnvironment, routes: routes))
         }
     }
 

@@ -1,0 +1,284 @@
+import Foundation
+import Hummingbird
+import MediaStore
+import RichPushCore
+
+// The JSON bodies of the HTTP API (SPEC §5, §9, §10). Handlers encode and decode these types, and
+// `/openapi.json` describes them by reading the same types (`JSONSchema.of`).
+
+/// The values the stores check, as patterns (`RegistrationStore.normalizeHandle` and `update`,
+/// `UserStore.validateName`, `MediaIndex.validateName`, `TagExpression`).
+enum ValuePattern {
+    /// An APNs device token in hex (the store also takes spaces and angle brackets, as iOS prints tokens).
+    static let deviceToken = "^([0-9a-fA-F]{2}){8,200}$"
+    static let tag = "^[A-Za-z0-9_@#.:-]{1,120}$"
+    static let userName = "^[A-Za-z0-9_@#.-]{1,64}$"
+    /// No control characters; 64 hex digits would read as a media id (at most 255 UTF-8 bytes).
+    static let mediaName = "^[^\\u0000-\\u001F\\u007F-\\u009F]{1,255}$"
+    /// Up to six tags joined by && or ||, each maybe negated: a subset of Notification Hubs' grammar
+    /// (parentheses and longer || lists are accepted too) that is always within its limits.
+    static let tagExpression = "^!?[A-Za-z0-9_@#.:-]{1,120}( (&&|\\|\\|) !?[A-Za-z0-9_@#.:-]{1,120}){0,5}$"
+
+    static func string(_ pattern: String) -> JSONSchema { JSONSchema.string.with { $0.pattern = pattern } }
+}
+
+/// `200` of `GET /health`.
+struct HealthResponse: Codable, Sendable {
+    var status: String
+}
+
+/// `201`/`200` of `POST /api/media`.
+struct MediaResponse: Codable, Sendable {
+    /// The media id: the SHA-256 of the bytes, in hex.
+    var sha256: String
+    var contentType: String
+    var width: Int
+    var height: Int
+    var size: Int64
+    /// Where the image is served.
+    var url: String
+}
+
+/// `200` of `POST /api/register`.
+struct RegistrationCreated: Codable, Sendable {
+    var registrationId: String
+}
+
+/// The body of `PUT /api/register/{id}`.
+struct RegistrationUpdate: Codable, Sendable {
+    var platform: String
+    var handle: String
+    var tags: [String]?
+    /// The registration this device held before, when its token moves to this account.
+    var replaces: String?
+}
+
+extension RegistrationUpdate: SchemaRefining {
+    static func refine(_ schema: inout JSONSchema) {
+        schema.properties?["platform"]?.enumeration = ["apns"]
+        schema.properties?["handle"]?.pattern = ValuePattern.deviceToken
+        schema.properties?["tags"]?.items = [ValuePattern.string(ValuePattern.tag)]
+        schema.properties?["tags"]?.maxItems = 59 // 60 with the username:<user> tag the server adds
+    }
+}
+
+/// `200` of `PUT /api/register/{id}`.
+struct RegistrationResponse: Codable, Sendable {
+    var registrationId: String
+    var platform: String
+    var handle: String
+    /// The caller's tags and the `username:<user>` tag the server adds.
+    var tags: [String]
+}
+
+/// `200` of `DELETE /api/register/{id}`.
+struct RegistrationDeleted: Codable, Sendable {
+    var registrationId: String
+    var deleted: Bool
+}
+
+/// The object form of `POST /api/notifications`' body; every field may be left out.
+struct NotificationRequest: Codable, Sendable {
+    var message: String?
+    var richType: String?
+    /// A media id or name.
+    var payload: String?
+    var title: String?
+    var mode: PushMode?
+
+    func draft(defaultMode: PushMode) -> NotificationDraft {
+        NotificationDraft(message: message, richType: richType, payload: payload, title: title, mode: mode ?? defaultMode)
+    }
+}
+
+/// `201` of `POST /api/notifications`.
+struct NotificationCreated: Codable, Sendable {
+    var id: Int64
+    var message: String
+    var richType: String
+    var payload: String
+    var read: Bool
+    var mode: PushMode
+    var title: String?
+    /// The signed payload URL an alert push carries.
+    var richUrl: String?
+}
+
+/// An element of `GET /api/notifications`.
+struct NotificationSummary: Codable, Sendable {
+    var id: Int64
+    var message: String
+    var richType: String
+    var payload: String
+    var read: Bool
+    /// ISO 8601.
+    var created: String
+}
+
+/// `201` of `POST /api/sessions`.
+struct SessionResponse: Codable, Sendable {
+    var token: String
+    /// ISO 8601.
+    var expires: String
+}
+
+/// `audience` of a campaign: exactly one of the three.
+struct AudienceRequest: Codable, Sendable {
+    var all: Bool?
+    var users: [String]?
+    var tags: String?
+
+    /// Checked as the stored form is (`Audience(json:)`): one key, `all` true, names valid, the expression parsed.
+    var audience: Audience {
+        get throws {
+            var object: [String: Any] = [:]
+            if let all { object["all"] = all }
+            if let users { object["users"] = users }
+            if let tags { object["tags"] = tags }
+            return try Audience(json: object)
+        }
+    }
+}
+
+extension AudienceRequest: DeclaredSchema {
+    static var declaredSchema: JSONSchema {
+        func only(_ key: String, _ schema: JSONSchema) -> JSONSchema {
+            JSONSchema.type("object").with { $0.properties = [key: schema]; $0.required = [key]; $0.additionalProperties = false }
+        }
+        return .oneOf([
+            only("all", JSONSchema.boolean.with { $0.constant = true }),
+            only("users", JSONSchema.array(of: ValuePattern.string(ValuePattern.userName)).with {
+                $0.minItems = 1
+                $0.maxItems = Campaign.maxListedUsers
+            }),
+            only("tags", ValuePattern.string(ValuePattern.tagExpression)),
+        ])
+    }
+
+    static var schemaExample: AudienceRequest { AudienceRequest(all: true) }
+}
+
+/// The body of `POST /api/admin/campaigns`.
+struct CampaignRequest: Codable, Sendable {
+    var audience: AudienceRequest
+    var message: String?
+    var title: String?
+    var payload: String?
+    var richType: String?
+    var mode: PushMode?
+}
+
+/// A campaign and its counts, as `/api/admin/campaigns…` answer (SPEC §10).
+struct CampaignResponse: Codable, Sendable {
+    var id: Int64
+    var status: Campaign.Status
+    var recipients: Int
+    var devices: Int
+    var pending: Int
+    var sent: Int
+    var failed: Int
+    var fetched: Int
+    var audience: String
+    var message: String
+    var title: String?
+    var payload: String
+    var mode: PushMode
+    var createdBy: String
+    var created: String
+
+    init(_ progress: CampaignProgress) {
+        let c = progress.campaign
+        id = c.id
+        status = progress.status
+        recipients = c.recipients
+        devices = c.devices
+        pending = progress.pending
+        sent = progress.sent
+        failed = progress.failed
+        fetched = progress.fetched
+        audience = c.audience.summary
+        message = c.message
+        title = c.title
+        payload = c.payload.hex
+        mode = c.mode
+        createdBy = c.createdBy
+        created = ISO8601DateFormatter().string(from: c.createdAt)
+    }
+}
+
+/// Every error's body, `application/problem+json` (RFC 9457).
+struct ProblemDetails: Codable, Sendable {
+    var type: String
+    var title: String
+    var status: Int
+    /// What was wrong and what to do about it.
+    var detail: String
+}
+
+/// Decodes request bodies into the types above, as tolerantly as the tutorial's clients need:
+/// keys in any case; a wrong or missing field is a 400 that names it.
+enum RequestBody {
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data, shape: String) throws -> T {
+        let schema = try JSONSchema.of(type)
+        let canonical = Dictionary((schema.properties ?? [:]).keys.map { ($0.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .custom { path in
+            let key = path.last!
+            // Only the top level's keys are folded; nested objects (audience) have lower-case keys anyway.
+            guard path.count == 1, let name = canonical[key.stringValue.lowercased()] else { return key }
+            return AnyKey(name)
+        }
+        do {
+            return try decoder.decode(type, from: data)
+        } catch let error as DecodingError {
+            throw Problem(.badRequest, explain(error, schema: schema, shape: shape))
+        }
+    }
+
+    /// What was wrong, by the field's name.
+    static func explain(_ error: DecodingError, schema: JSONSchema, shape: String) -> String {
+        func name(_ path: [any CodingKey]) -> String { path.map(\.stringValue).joined(separator: ".") }
+        func property(_ path: [any CodingKey]) -> JSONSchema? {
+            var current: JSONSchema? = schema
+            for key in path {
+                let here = current
+                current = here?.properties?[key.stringValue] ?? here?.oneOf?.lazy.compactMap { $0.properties?[key.stringValue] }.first
+            }
+            return current
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "\"\(name(context.codingPath + [key]))\" is missing; the body is \(shape)"
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty, .dataCorrupted(let context) where context.codingPath.isEmpty:
+            return "the body must be a JSON object \(shape)"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            let path = context.codingPath.filter { $0.intValue == nil }
+            let expected = property(path).map(describe) ?? "of another type"
+            return "\"\(name(path))\" must be \(expected)"
+        @unknown default:
+            return "the body must be a JSON object \(shape)"
+        }
+    }
+
+    /// "a string", "an array of strings", "\"alert\" or \"silent\"".
+    static func describe(_ schema: JSONSchema) -> String {
+        if let values = schema.enumeration { return values.map { "\"\($0)\"" }.joined(separator: " or ") }
+        switch schema.type {
+        case "string": return "a string"
+        case "integer": return "an integer"
+        case "number": return "a number"
+        case "boolean": return "true or false"
+        case "array": return schema.items?.first?.type == "string" ? "an array of strings" : "an array"
+        case "object": return "an object"
+        default: return "of another type"
+        }
+    }
+
+    struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ string: String) { stringValue = string }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import Hummingbird
+import RichPushCore
+
+extension Endpoint {
+    /// Every route of SPEC §5, §9–§11 and §14, in the order `/openapi.json` lists them.
+    static let all: [Endpoint] = ops + media + registrations + notifications + sessions + campaigns + payloadLinks
+
+    static let ops: [Endpoint] = [
+        Endpoint(method: .get, path: "/health", access: .open, summary: "Liveness: 200 while the server runs.",
+                 responses: [200: .json(HealthResponse.self, "The server is up.")]) { s, r, c in try s.health(r, c) },
+        Endpoint(method: .get, path: "/metrics", access: .open, summary: "Metrics in Prometheus' text format.",
+                 responses: [200: APIResponse(description: "Prometheus text format 0.0.4.", content: [("text/plain", .string)])]) { s, r, c in
+            s.metrics(r, c)
+        },
+        Endpoint(method: .get, path: "/openapi.json", access: .open, summary: "This document.",
+                 responses: [200: APIResponse(description: "OpenAPI 3.1.", content: [("application/json", .type("object"))])]) { s, _, _ in
+            s.openAPIResponse()
+        },
+    ]
+
+    static let media: [Endpoint] = [
+        Endpoint(method: .get, path: "/media/{sha256}", access: .media, summary: "An image, by its media id.",
+                 parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits.")),
+                 responses: imageResponses(notFound: "No such media.")) { s, r, c in try await s.serveMedia(r, c) },
+        Endpoint(method: .head, path: "/media/{sha256}", access: .media, summary: "An image's headers, by its media id.",
+                 parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits.")),
+                 responses: imageResponses(notFound: "No such media.")) { s, r, c in try await s.serveMedia(r, c) },
+        Endpoint(method: .post, path: "/api/media", access: .user, summary: "Store an image (PNG or JPEG), checked by decoding it whole.",
+                 parameters: [.query("name", ValuePattern.string(ValuePattern.mediaName), "A name for the image (admins only); a name of other bytes is 409.")],
+                 requestBody: APIRequestBody(required: true, content: [("image/png", .binary), ("image/jpeg", .binary), ("application/octet-stream", .binary)],
+                                             description: "The image's bytes."),
+                 responses: [
+                     201: .json(MediaResponse.self, "Stored.", headers: ["Location": "Where the image is served."]),
+                     200: .json(MediaResponse.self, "Already stored.", headers: ["Location": "Where the image is served."]),
+                     400: .problem("The upload broke off, or the name is not valid."),
+                     403: .problem("Only admins may name media."),
+                     409: .problem("The name already names other bytes."),
+                     411: .problem("The upload has no length."),
+                     413: .problem("too_large: over the size or pixel limits."),
+                     415: .problem("unsupported: not a PNG or JPEG."),
+                     422: .problem("corrupt: it does not decode."),
+                     503: .problem("Too many uploads are being checked; try again.", headers: ["Retry-After": "Seconds to wait."]),
+                 ]) { s, r, c in try await s.uploadMedia(r, c) },
+    ]
+
+    static let registrations: [Endpoint] = [
+        Endpoint(method: .post, path: "/api/register", access: .user, summary: "A new registration id for a device (the tutorial's first step).",
+                 parameters: [.query("handle", ValuePattern.string(ValuePattern.deviceToken), "The device's current token: its stale registrations are removed first.")],
+                 responses: [
+                     200: APIResponse.json(RegistrationCreated.self, "The new id.")
+                         .linking("SetRegistration", to: "putApiRegisterId", parameter: "id", from: "registrationId")
+                         .linking("DeleteRegistration", to: "deleteApiRegisterId", parameter: "id", from: "registrationId"),
+                     400: .problem("The handle is not a device token."),
+                     409: .problem("The account has the most registrations allowed."),
+                 ]) { s, r, c in try await s.createRegistration(r, c) },
+        Endpoint(method: .put, path: "/api/register/{id}", access: .user, summary: "Set a registration's platform, device token and tags.",
+                 parameters: [.path("id", .string, "A registration id from POST /api/register.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("RegistrationUpdate"))],
+                                             description: "Keys in any case; the server adds username:<user> to the tags."),
+                 responses: [
+                     200: .json(RegistrationResponse.self, "Saved."),
+                     400: .problem("A field is missing or malformed, or a tag is not valid."),
+                     403: .problem("A tag names another user."),
+                     404: .problem("No such registration for this user."),
+                     409: .problem("The device token is registered to another account, or the account has the most registrations allowed."),
+                     410: .problem("The registration expired; POST /api/register again."),
+                     413: .problem("The body is over 64 KiB."),
+                     422: .problem("The platform is not supported."),
+                     502: .problem("Saved here, but the push service did not take it."),
+                 ]) { s, r, c in try await s.updateRegistration(r, c) },
+        Endpoint(method: .delete, path: "/api/register/{id}", access: .user, summary: "Remove a registration.",
+                 parameters: [.path("id", .string, "A registration id.")],
+                 responses: [
+                     200: .json(RegistrationDeleted.self, "Removed."),
+                     404: .problem("No such registration for this user."),
+                 ]) { s, r, c in try await s.deleteRegistration(r, c) },
+    ]
+
+    static let notifications: [Endpoint] = [
+        Endpoint(method: .post, path: "/api/notifications", access: .user,
+                 summary: "Create a rich notification for the caller and send its push to each of the caller's devices.",
+                 parameters: [.query("pns", .string, "Ignored (the tutorial's client sends it)."),
+                              .query("to_tag", .string, "Ignored (the tutorial's client sends it).")],
+                 requestBody: APIRequestBody(required: false, content: [("application/json", .oneOf([
+                     JSONSchema.string.with { $0.description = "The message (the tutorial's body)." }, .ref("NotificationRequest"),
+                 ]))], description: "Empty (every default), a JSON string (the message), or an object; keys in any case."),
+                 responses: [
+                     201: APIResponse.json(NotificationCreated.self, "Created and queued.")
+                         .linking("FetchPayload", to: "getApiNotificationsId", parameter: "id", from: "id")
+                         .linking("PayloadHeaders", to: "headApiNotificationsId", parameter: "id", from: "id"),
+                     400: .problem("The body is not one of the accepted shapes, or a field has the wrong type."),
+                     404: .problem("No media of that id or name."),
+                     413: .problem("The body is over 64 KiB."),
+                     422: .problem("The push would be too large, or the notification cannot be made as asked."),
+                 ]) { s, r, c in try await s.createNotification(r, c) },
+        Endpoint(method: .get, path: "/api/notifications", access: .user, summary: "The caller's notifications, newest first.",
+                 parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 100)."),
+                              .query("before", .integer, "Only notifications with smaller ids (the next page).")],
+                 responses: [
+                     200: .jsonArray(of: NotificationSummary.self, "The notifications."),
+                     400: .problem("limit is out of range."),
+                 ]) { s, r, c in try await s.listNotifications(r, c) },
+        Endpoint(method: .get, path: "/api/notifications/{id}", access: .user,
+                 summary: "The notification's payload image, for its recipient alone; marks it read.",
+                 parameters: imageParameters(.path("id", notificationID, "The notification id.")),
+                 responses: imageResponses(notFound: "No such notification for this user, or its payload is gone.")) { s, r, c in
+            try await s.fetchPayload(r, c)
+        },
+        Endpoint(method: .head, path: "/api/notifications/{id}", access: .user, summary: "The payload image's headers.",
+                 parameters: imageParameters(.path("id", notificationID, "The notification id.")),
+                 responses: imageResponses(notFound: "No such notification for this user, or its payload is gone.")) { s, r, c in
+            try await s.fetchPayload(r, c)
+        },
+    ]
+
+    static let sessions: [Endpoint] = [
+        Endpoint(method: .post, path: "/api/sessions", access: .password, summary: "A session token for a device, made with Basic credentials.",
+                 responses: [
+                     201: .json(SessionResponse.self, "The token and when it expires."),
+                     403: .problem("Sessions are made with Basic credentials, not with another session."),
+                 ]) { s, r, c in try await s.createSession(r, c) },
+        Endpoint(method: .delete, path: "/api/sessions/current", access: .session, summary: "Revoke the session token this request carries.",
+                 responses: [
+                     204: APIResponse(description: "Revoked."),
+                     401: .problem("No session token (Basic credentials have no session to revoke), or an unknown one.",
+                                   headers: ["WWW-Authenticate": "How to authenticate."]),
+                 ]) { s, r, c in try await s.deleteCurrentSession(r, c) },
+    ]
+
+    static let campaigns: [Endpoint] = [
+        Endpoint(method: .post, path: "/api/admin/campaigns", access: .admin,
+                 summary: "Send one rich notification to everyone, to listed users, or to the devices a tag expression matches.",
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("CampaignRequest"))],
+                                             description: "audience holds exactly one of all (true), users or tags."),
+                 responses: [
+                     202: APIResponse.json(CampaignResponse.self, "Queued.", headers: ["Location": "The campaign's progress."])
+                         .linking("Progress", to: "getApiAdminCampaignsId", parameter: "id", from: "id"),
+                     400: .problem("The body, the audience or the tag expression is not valid, or a listed user does not exist."),
+                     404: .problem("No media of that id or name."),
+                     413: .problem("The body is over 1 MiB."),
+                     422: .problem("The push would be too large, or the payload cannot be used."),
+                 ]) { s, r, c in try await s.createCampaign(r, c) },
+        Endpoint(method: .get, path: "/api/admin/campaigns", access: .admin, summary: "Campaigns, newest first, with their counts.",
+                 parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50)."),
+                              .query("before", .integer, "Only campaigns with smaller ids (the next page).")],
+                 responses: [
+                     200: .jsonArray(of: CampaignResponse.self, "The campaigns."),
+                     400: .problem("limit is out of range."),
+                 ]) { s, r, c in try await s.listCampaigns(r, c) },
+        Endpoint(method: .get, path: "/api/admin/campaigns/{id}", access: .admin, summary: "A campaign's progress.",
+                 parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
+                 responses: [
+                     200: .json(CampaignResponse.self, "The campaign and its counts."),
+                     404: .problem("No such campaign."),
+                 ]) { s, r, c in try await s.showCampaign(r, c) },
+    ]
+
+    static let payloadLinks: [Endpoint] = [
+        Endpoint(method: .get, path: "/p/{token}", access: .open, summary: "A payload image through a signed, expiring payload URL (no credentials).",
+                 parameters: imageParameters(.path("token", .string, "The token of an alert push's richUrl.")),
+                 responses: imageResponses(notFound: "The token is not valid (changed, or its key was rotated).", gone: true)) { s, r, c in
+            try await s.fetchPayloadByLink(r, c)
+        },
+        Endpoint(method: .head, path: "/p/{token}", access: .open, summary: "A payload image's headers through a payload URL.",
+                 parameters: imageParameters(.path("token", .string, "The token of an alert push's richUrl.")),
+                 responses: imageResponses(notFound: "The token is not valid (changed, or its key was rotated).", gone: true)) { s, r, c in
+            try await s.fetchPayloadByLink(r, c)
+        },
+    ]
+
+    private static let mediaID = JSONSchema.string.with { $0.pattern = "^[0-9a-fA-F]{64}$" }
+    private static let notificationID = JSONSchema.integer.with { $0.minimum = 1 }
+
+    private static func imageParameters(_ id: APIParameter) -> [APIParameter] {
+        [id, .header("Range", "bytes=FIRST-LAST, FIRST- or -SUFFIX: one range."),
+         .header("If-None-Match", "The ETag held; 304 when it is still the image's.")]
+    }
+
+    /// SPEC §5: every image response has the same headers, and honours If-None-Match, Range and HEAD.
+    private static func imageResponses(notFound: String, gone: Bool = false) -> [Int: APIResponse] {
+        let headers = ["ETag": "The SHA-256, strong.", "Cache-Control": "private, or public with --public-media for /media.",
+                       "Accept-Ranges": "bytes", "X-Content-Type-Options": "nosniff"]
+        var responses: [Int: APIResponse] = [
+            200: .image("The image, with its stored type.", headers: headers),
+            206: .image("One range of it.", headers: headers.merging(["Content-Range": "The range sent."]) { a, _ in a }),
+            304: APIResponse(description: "If-None-Match named this image.", headers: ["ETag": "The SHA-256, strong."]),
+            404: .problem(notFound),
+            416: .problem("The range is outside the image.", headers: ["Content-Range": "bytes */SIZE"]),
+        ]
+        if gone { responses[410] = .problem("The payload URL expired; the app fetches with its credentials instead.") }
+        return responses
+    }
+}
