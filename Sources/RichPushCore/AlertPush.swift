@@ -12,6 +12,16 @@ public enum PushMode: String, Sendable, Codable, CaseIterable {
     public var apnsPushType: String { self == .alert ? "alert" : "background" }
     /// The `apns-priority` header (Apple requires 5 for background pushes).
     public var apnsPriority: String { self == .alert ? "10" : "5" }
+
+    /// Reads the name in any case (`"Alert"`), as the HTTP API always has.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let mode = PushMode(rawValue: text.lowercased()) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text.prefix(40))' is not alert or silent")
+        }
+        self = mode
+    }
 }
 
 /// The alert push of SPEC §11, keys in the order the SPEC writes them:

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import MediaStore
+import NIOConcurrencyHelpers
 import RichPushCore
 
 // The JSON bodies of the HTTP API (SPEC §5, §9, §10). Handlers encode and decode these types, and
@@ -128,6 +129,26 @@ struct AudienceRequest: Codable, Sendable {
     var users: [String]?
     var tags: String?
 
+    init(all: Bool? = nil, users: [String]? = nil, tags: String? = nil) {
+        self.all = all
+        self.users = users
+        self.tags = tags
+    }
+
+    /// Exactly one key, and no other: `{"all":true,"foo":1}` is refused, as the stored form's parser would.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: RequestBody.AnyKey.self)
+        guard container.allKeys.count == 1, let key = container.allKeys.first else {
+            throw CoreError(.invalid, "audience must have exactly one of \"all\", \"users\" or \"tags\"")
+        }
+        switch key.stringValue {
+        case "all": all = try container.decode(Bool.self, forKey: key)
+        case "users": users = try container.decode([String].self, forKey: key)
+        case "tags": tags = try container.decode(String.self, forKey: key)
+        default: throw CoreError(.invalid, "audience must be {\"all\":true}, {\"users\":[names]} or {\"tags\":\"expression\"}")
+        }
+    }
+
     /// Checked as the stored form is (`Audience(json:)`): one key, `all` true, names valid, the expression parsed.
     var audience: Audience {
         get throws {
@@ -218,8 +239,16 @@ struct ProblemDetails: Codable, Sendable {
 /// Decodes request bodies into the types above, as tolerantly as the tutorial's clients need:
 /// keys in any case; a wrong or missing field is a 400 that names it.
 enum RequestBody {
+    /// Each body type's schema, read once.
+    private static let schemas = NIOLockedValueBox<[ObjectIdentifier: JSONSchema]>([:])
+
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, shape: String) throws -> T {
-        let schema = try JSONSchema.of(type)
+        let schema = try schemas.withLockedValue { cache in
+            if let known = cache[ObjectIdentifier(type)] { return known }
+            let schema = try JSONSchema.of(type)
+            cache[ObjectIdentifier(type)] = schema
+            return schema
+        }
         let canonical = Dictionary((schema.properties ?? [:]).keys.map { ($0.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .custom { path in
@@ -249,7 +278,8 @@ enum RequestBody {
         switch error {
         case .keyNotFound(let key, let context):
             return "\"\(name(context.codingPath + [key]))\" is missing; the body is \(shape)"
-        case .typeMismatch(_, let context) where context.codingPath.isEmpty, .dataCorrupted(let context) where context.codingPath.isEmpty:
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty, .dataCorrupted(let context) where context.codingPath.isEmpty,
+             .valueNotFound(_, let context) where context.codingPath.isEmpty:
             return "the body must be a JSON object \(shape)"
         case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
             let path = context.codingPath.filter { $0.intValue == nil }
@@ -263,6 +293,7 @@ enum RequestBody {
     /// "a string", "an array of strings", "\"alert\" or \"silent\"".
     static func describe(_ schema: JSONSchema) -> String {
         if let values = schema.enumeration { return values.map { "\"\($0)\"" }.joined(separator: " or ") }
+        if schema.oneOf != nil { return "an object as the body's shape says" }
         switch schema.type {
         case "string": return "a string"
         case "integer": return "an integer"

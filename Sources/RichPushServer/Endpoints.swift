@@ -62,7 +62,6 @@ extension Endpoint {
                      200: .json(RegistrationResponse.self, "Saved."),
                      400: .problem("A field is missing or malformed, or a tag is not valid."),
                      403: .problem("A tag names another user."),
-                     404: .problem("No such registration for this user."),
                      409: .problem("The device token is registered to another account, or the account has the most registrations allowed."),
                      410: .problem("The registration expired; POST /api/register again."),
                      413: .problem("The body is over 64 KiB."),
@@ -90,9 +89,8 @@ extension Endpoint {
                          .linking("FetchPayload", to: "getApiNotificationsId", parameter: "id", from: "id")
                          .linking("PayloadHeaders", to: "headApiNotificationsId", parameter: "id", from: "id"),
                      400: .problem("The body is not one of the accepted shapes, or a field has the wrong type."),
-                     404: .problem("No media of that id or name."),
                      413: .problem("The body is over 64 KiB."),
-                     422: .problem("The push would be too large, or the notification cannot be made as asked."),
+                     422: .problem("No media of that id or name, the push would be too large, or the notification cannot be made as asked."),
                  ]) { s, r, c in try await s.createNotification(r, c) },
         Endpoint(method: .get, path: "/api/notifications", access: .user, summary: "The caller's notifications, newest first.",
                  parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 100)."),
@@ -136,10 +134,9 @@ extension Endpoint {
                  responses: [
                      202: APIResponse.json(CampaignResponse.self, "Queued.", headers: ["Location": "The campaign's progress."])
                          .linking("Progress", to: "getApiAdminCampaignsId", parameter: "id", from: "id"),
-                     400: .problem("The body, the audience or the tag expression is not valid, or a listed user does not exist."),
-                     404: .problem("No media of that id or name."),
+                     400: .problem("The body, the audience or the tag expression is not valid."),
                      413: .problem("The body is over 1 MiB."),
-                     422: .problem("The push would be too large, or the payload cannot be used."),
+                     422: .problem("A listed user or the payload does not exist, or the push would be too large."),
                  ]) { s, r, c in try await s.createCampaign(r, c) },
         Endpoint(method: .get, path: "/api/admin/campaigns", access: .admin, summary: "Campaigns, newest first, with their counts.",
                  parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50)."),

@@ -404,6 +404,13 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             break
         case .end:
             routerPending = max(0, routerPending - 1)
+            if suppressingBody {
+                // Nothing more of a HEAD's answer goes out: a chunked head's terminator would be read as the next answer.
+                suppressingBody = false
+                promise?.succeed()
+                context.flush()
+                return
+            }
         }
         context.write(data, promise: promise)
     }

@@ -74,7 +74,7 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
 
     private enum CodingKeys: String, CodingKey {
         case type, format, description, properties, required, items, oneOf, minimum, maximum, minLength, maxLength
-        case minItems, maxItems, pattern, additionalProperties
+        case minItems, maxItems, pattern, additionalProperties, anyOf
         case enumeration = "enum"
         case constant = "const"
         case reference = "$ref"
@@ -82,6 +82,11 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        if nullable && (type == nil || constant != nil) {
+            // A $ref, a oneOf or a const has no type to widen: null is the other choice.
+            try container.encode([with { $0.nullable = false }, .type("null")], forKey: .anyOf)
+            return
+        }
         try container.encodeIfPresent(reference, forKey: .reference)
         if nullable, let type {
             try container.encode([type, "null"], forKey: .type)
@@ -142,9 +147,14 @@ private final class SchemaReader: Decoder {
     var userInfo: [CodingUserInfoKey: Any] = [:]
     /// Set by the container the value asked for.
     var schema = JSONSchema()
+    /// How deep in the value this reader is: a type that contains itself is refused, not recursed into forever.
+    let depth: Int
+
+    init(depth: Int) { self.depth = depth }
 
     /// The schema of `type` and a value of it.
-    static func read<T: Decodable>(_ type: T.Type) throws -> (value: T, schema: JSONSchema) {
+    static func read<T: Decodable>(_ type: T.Type, depth: Int = 0) throws -> (value: T, schema: JSONSchema) {
+        guard depth < 16 else { throw SchemaReaderError("\(type) nests 16 deep: a recursive type is not described") }
         switch type {
         case is String.Type: return ("" as! T, .string)
         case is Bool.Type: return (false as! T, .boolean)
@@ -160,15 +170,17 @@ private final class SchemaReader: Decoder {
         if let declared = type as? any DeclaredSchema.Type {
             return (declared.schemaExample as! T, declared.declaredSchema)
         }
-        let reader = SchemaReader()
+        let reader = SchemaReader(depth: depth)
         let value = try T(from: reader)
         if let refining = type as? any SchemaRefining.Type { refining.refine(&reader.schema) }
         return (value, reader.schema)
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        schema = .type("object")
-        schema.properties = [:]
+        if schema.type != "object" { // a second keyed container adds to the first
+            schema = .type("object")
+            schema.properties = [:]
+        }
         return KeyedDecodingContainer(Keyed<Key>(reader: self))
     }
 
@@ -182,7 +194,7 @@ private final class SchemaReader: Decoder {
     /// A property found: required unless asked for with `decodeIfPresent`.
     func property(_ key: String, _ property: JSONSchema, required: Bool) {
         schema.properties?[key] = required ? property : property.with { $0.nullable = true }
-        if required { schema.required = ((schema.required ?? []) + [key]).sorted() }
+        if required { schema.required = Array(Set((schema.required ?? []) + [key])).sorted() }
     }
 
     struct Keyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
@@ -193,7 +205,7 @@ private final class SchemaReader: Decoder {
         func decodeNil(forKey key: Key) throws -> Bool { false }
 
         private func decode<T: Decodable>(_ type: T.Type, _ key: Key, required: Bool) throws -> T {
-            let (value, schema) = try SchemaReader.read(type)
+            let (value, schema) = try SchemaReader.read(type, depth: reader.depth + 1)
             reader.property(key.stringValue, schema, required: required)
             return value
         }
@@ -252,9 +264,9 @@ private final class SchemaReader: Decoder {
         mutating func decodeNil() throws -> Bool { false }
 
         private mutating func element<T: Decodable>(_ type: T.Type) throws -> T {
-            let (value, schema) = try SchemaReader.read(type)
+            currentIndex += 1 // first: a decoder that skips elements it cannot read must still reach the end
+            let (value, schema) = try SchemaReader.read(type, depth: reader.depth + 1)
             reader.schema.items = [schema]
-            currentIndex += 1
             return value
         }
 
@@ -291,7 +303,7 @@ private final class SchemaReader: Decoder {
         func decodeNil() -> Bool { false }
 
         private func value<T: Decodable>(_ type: T.Type) throws -> T {
-            let (value, schema) = try SchemaReader.read(type)
+            let (value, schema) = try SchemaReader.read(type, depth: reader.depth + 1)
             reader.schema = schema
             return value
         }

@@ -61,7 +61,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound && error.body == nil {
             let allowed = Endpoint.methods(at: request.uri.path, in: endpoints)
-            guard !allowed.isEmpty else { throw error }
+            guard !allowed.isEmpty, !allowed.contains(request.method) else { throw error }
             let list = allowed.map(\.rawValue).joined(separator: ", ")
             throw Problem(.methodNotAllowed, "\(request.uri.path.prefix(200)) answers \(list), not \(request.method.rawValue.prefix(20))",
                           headers: [.allow: list])
@@ -146,6 +146,11 @@ enum OpenAPIDocument {
 
     /// The document for a server with this configuration (it says whether `/media/…` needs credentials).
     static func make(_ endpoints: [Endpoint], configuration: ServerConfiguration) throws -> Data {
+        let ids = endpoints.map(\.operationID)
+        guard Set(ids).count == ids.count else { throw SchemaReaderError("two endpoints share an operationId: \(ids)") }
+        for case let (_, link) in endpoints.flatMap({ $0.responses.values.flatMap(\.links) }) where !ids.contains(link.operationID) {
+            throw SchemaReaderError("a link leads to no operation: \(link.operationID)")
+        }
         var paths: [String: [String: Any]] = [:]
         for endpoint in endpoints {
             paths[endpoint.path, default: [:]][endpoint.method.rawValue.lowercased()] = try operation(endpoint, configuration: configuration)

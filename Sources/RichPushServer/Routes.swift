@@ -178,6 +178,7 @@ extension Services {
     /// Empty body, a JSON string (the message), or `{"message","richType","payload","title","mode"}`.
     static func parseDraft(_ body: Data) throws -> NotificationDraft {
         let shape = "{\"message\",\"richType\",\"payload\",\"title\",\"mode\"}"
+        let body = body.starts(with: [0xEF, 0xBB, 0xBF]) ? body.dropFirst(3) : body // a UTF-8 byte order mark
         let text = body.drop { [0x20, 0x09, 0x0A, 0x0D].contains($0) }
         if text.isEmpty { return NotificationDraft() }
         if text.first == UInt8(ascii: "\"") {

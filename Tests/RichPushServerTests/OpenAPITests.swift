@@ -115,5 +115,14 @@ struct OpenAPITests {
         #expect(refusal(CampaignRequest.self, #"{"audience":{"users":"alice"}}"#) == "\"audience.users\" must be an array of strings")
         #expect(refusal(CampaignRequest.self, "[1]").hasPrefix("the body must be a JSON object"))
         #expect(refusal(CampaignRequest.self, "{").hasPrefix("the body must be a JSON object"))
+        #expect(refusal(CampaignRequest.self, "null").hasPrefix("the body must be a JSON object"))
+        // Values in any case where they always were; an audience of more than its one key is refused.
+        #expect(try RequestBody.decode(NotificationRequest.self, from: Data(#"{"MODE":"Alert"}"#.utf8), shape: shape).mode == .alert)
+        #expect(throws: CoreError.self) {
+            try RequestBody.decode(CampaignRequest.self, from: Data(#"{"audience":{"all":true,"foo":1}}"#.utf8), shape: shape)
+        }
+        #expect(throws: CoreError.self) {
+            try RequestBody.decode(CampaignRequest.self, from: Data(#"{"audience":{}}"#.utf8), shape: shape)
+        }
     }
 }
