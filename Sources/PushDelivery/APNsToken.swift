@@ -1,20 +1,7 @@
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
-
-/// base64url without padding (RFC 7515).
-enum Base64URL {
-    static func encode(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
-    static func decode(_ text: some StringProtocol) -> Data? {
-        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while s.count % 4 != 0 { s += "=" }
-        return Data(base64Encoded: s)
-    }
-}
+import RichPushCore
 
 /// The credentials of APNs token authentication: the `.p8` key, its key id and the team id.
 public struct APNsCredentials: Sendable {
