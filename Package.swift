@@ -111,6 +111,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "WebPushSandbox",
+            dependencies: [
+                "PushDelivery", "RichPushCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "APNsSandbox",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -224,6 +236,7 @@ let package = Package(
             name: "RichPushServerTests",
             dependencies: [
                 "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
+                "WebPushSandbox",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
