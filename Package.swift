@@ -111,10 +111,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "WebPushSandbox",
+            name: "PushSandboxes",
             dependencies: [
                 "PushDelivery", "RichPushCore",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -236,7 +237,7 @@ let package = Package(
             name: "RichPushServerTests",
             dependencies: [
                 "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
-                "WebPushSandbox",
+                "PushSandboxes",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -8,7 +8,7 @@ import NIOHTTP1
 import PushDelivery
 import RichPushCore
 import Testing
-import WebPushSandbox
+import PushSandboxes
 
 /// The Web Push sender against the local push service, which checks what real ones check.
 @Suite("Web Push delivery through the sandbox (SPEC §12)")

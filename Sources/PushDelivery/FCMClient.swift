@@ -1,0 +1,115 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import RichPushCore
+
+/// Sends through FCM HTTP v1 (`POST /v1/projects/<project>/messages:send`) with an OAuth 2 access
+/// token from the service account, and reads Google's error model: `UNREGISTERED` prunes the
+/// registration, `INVALID_ARGUMENT` and other refusals fail it, `QUOTA_EXCEEDED`, `UNAVAILABLE`,
+/// `INTERNAL` and other 429s and 5xx are retried after `Retry-After`, and a 401 renews the token.
+public final class FCMClient: Sendable {
+    public let account: FCMServiceAccount
+    /// `--fcm-endpoint`: `https://fcm.googleapis.com`, or a stand-in.
+    public let endpoint: String
+    private let http: HTTPClient
+    private let tokens: FCMTokenManager
+
+    /// `extraRoots` (PEM files, `--push-ca`) are trusted beside the system's, for FCM and the token endpoint.
+    public init(account: FCMServiceAccount, endpoint: String = "https://fcm.googleapis.com", extraRoots: [String] = [],
+                connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(30)) throws {
+        self.account = account
+        self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
+        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
+        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        tokens = FCMTokenManager(account: account, http: http)
+    }
+
+    /// Closes the connections.
+    public func shutdown() async throws {
+        try await http.shutdown()
+    }
+
+    /// How many access tokens were fetched.
+    public var tokenExchanges: Int { get async { await tokens.exchanges } }
+
+    /// The message FCM takes (`{"message":{...}}`): `data` always (string values, the app reads
+    /// them in the background), and a `notification` with the image in alert mode.
+    public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?) -> Data {
+        var message: [String: Any] = ["token": token, "data": data]
+        if let notification {
+            var shown: [String: Any] = ["body": notification.body]
+            if let title = notification.title { shown["title"] = title }
+            if let image = notification.image { shown["image"] = image }
+            message["notification"] = shown
+        }
+        return try! JSONSerialization.data(withJSONObject: ["message": message], options: [.sortedKeys, .withoutEscapingSlashes])
+    }
+
+    /// Sends one message body made by `message(…)`.
+    public func send(_ body: Data) async -> DeliveryOutcome {
+        await send(body, renewed: false)
+    }
+
+    private func send(_ body: Data, renewed: Bool) async -> DeliveryOutcome {
+        let token: String
+        do {
+            token = try await tokens.token()
+        } catch {
+            return .retry(reason: "no FCM access token: \(error)", after: nil)
+        }
+        var request = HTTPClientRequest(url: "\(endpoint)/v1/projects/\(account.projectID)/messages:send")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: "Bearer \(token)")
+        request.headers.add(name: "content-type", value: "application/json; charset=utf-8")
+        request.body = .bytes(ByteBuffer(data: body))
+        do {
+            let response = try await http.execute(request, timeout: .seconds(30))
+            let answer = try await response.body.collect(upTo: 64 * 1024)
+            let status = Int(response.status.code)
+            if status == 200 {
+                let name = (try? JSONSerialization.jsonObject(with: Data(buffer: answer)) as? [String: Any])?["name"] as? String
+                return .sent(id: name)
+            }
+            let error = FCMError(status: status, body: Data(buffer: answer))
+            let retryAfter = response.headers.first(name: "retry-after").flatMap(Double.init)
+            if status == 401 && !renewed {
+                // The access token was revoked or expired early: one more try with a new one.
+                await tokens.invalidate()
+                return await send(body, renewed: true)
+            }
+            switch error.code {
+            case "UNREGISTERED":
+                return .failed(reason: error.description, prune: true)
+            case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
+                return .retry(reason: error.description, after: retryAfter)
+            default:
+                if status == 429 || status >= 500 { return .retry(reason: error.description, after: retryAfter) }
+                return .failed(reason: error.description, prune: false)
+            }
+        } catch {
+            return .retry(reason: "\(endpoint): \(error)", after: nil)
+        }
+    }
+}
+
+/// Google's error body: `{"error":{"code","message","status","details":[{"errorCode":…}]}}`.
+struct FCMError: CustomStringConvertible {
+    let status: Int
+    /// FCM's `errorCode` (`UNREGISTERED`, `QUOTA_EXCEEDED`, …), else Google's `status` (`INVALID_ARGUMENT`, …).
+    let code: String
+    let message: String
+
+    init(status: Int, body: Data) {
+        self.status = status
+        let error = (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["error"] as? [String: Any]
+        let details = error?["details"] as? [[String: Any]] ?? []
+        let fcmCode = details.lazy.compactMap { $0["errorCode"] as? String }.first
+        code = fcmCode ?? (error?["status"] as? String) ?? "HTTP_\(status)"
+        message = (error?["message"] as? String) ?? String(decoding: body.prefix(200), as: UTF8.self)
+    }
+
+    var description: String { "\(status) \(code): \(message.prefix(300))" }
+}

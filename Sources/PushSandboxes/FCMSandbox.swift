@@ -1,0 +1,238 @@
+import CryptoExtras
+import Foundation
+import Hummingbird
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// A local FCM HTTP v1 with its OAuth token endpoint, for development and tests: it checks what
+/// Google checks.
+///
+/// `POST /token` takes a JWT-bearer grant and verifies the RS256 assertion against the service
+/// account's public key: issuer, audience (this endpoint), the FCM scope, `iat` not in the future
+/// and `exp` at most an hour after it and not past. `POST /v1/projects/<id>/messages:send` needs
+/// one of its access tokens and the account's project, and a message with exactly one `token`
+/// it issued, `data` of string values without reserved keys, and a `notification` whose `image`
+/// is an https URL; it answers with Google's error model.
+public final class FCMSandbox: Sendable {
+    /// What the sandbox knows of the service account.
+    public struct Account: Sendable {
+        public var projectID: String
+        public var clientEmail: String
+        public var publicKey: _RSA.Signing.PublicKey
+        public init(projectID: String, clientEmail: String, publicKey: _RSA.Signing.PublicKey) {
+            self.projectID = projectID
+            self.clientEmail = clientEmail
+            self.publicKey = publicKey
+        }
+    }
+
+    /// A message that passed every check.
+    public struct AcceptedMessage: Sendable {
+        public var token: String
+        public var data: [String: String]
+        public var notification: [String: String]?
+        public var name: String
+    }
+
+    private struct State {
+        var accessTokens: [String: Date] = [:]
+        var devices: Set<String> = []
+        var unregistered: Set<String> = []
+        var failures: [String: [(status: Int, code: String, retryAfter: Int?)]] = [:]
+        var accepted: [AcceptedMessage] = []
+        var acceptedCount = 0
+        var exchanges = 0
+    }
+
+    public let account: Account
+    private let state = NIOLockedValueBox(State())
+    private let origin = NIOLockedValueBox("http://127.0.0.1")
+    private let tokenLifetime: TimeInterval
+    private let logLine: (@Sendable (String) -> Void)?
+
+    /// Access tokens live `tokenLifetime` seconds (Google's: 3,600).
+    public init(account: Account, tokenLifetime: TimeInterval = 3600, logLine: (@Sendable (String) -> Void)? = nil) {
+        self.account = account
+        self.tokenLifetime = tokenLifetime
+        self.logLine = logLine
+    }
+
+    /// Where this service is reached; the assertion's audience is `<origin>/token`.
+    public func bound(origin: String) { self.origin.withLockedValue { $0 = origin } }
+    public var tokenURI: String { "\(origin.withLockedValue { $0 })/token" }
+
+    /// A registration token for a new app install, as the Firebase SDK gets one.
+    public func register() -> String {
+        let token = Base64URL.encode((0..<24).map { _ in UInt8.random(in: 0...255) }) + ":APA91b" + Base64URL.encode((0..<96).map { _ in UInt8.random(in: 0...255) })
+        state.withLockedValue { _ = $0.devices.insert(token) }
+        return token
+    }
+
+    /// The app was uninstalled: messages to `token` get 404 UNREGISTERED.
+    public func unregister(_ token: String) { state.withLockedValue { _ = $0.unregistered.insert(token) } }
+
+    /// The next `times` messages to `token` get `status` with FCM error `code`.
+    public func fail(_ token: String, status: Int, code: String, retryAfter: Int? = nil, times: Int = 1) {
+        state.withLockedValue { $0.failures[token, default: []] += Array(repeating: (status, code, retryAfter), count: times) }
+    }
+
+    /// Makes every access token issued so far invalid (FCM then answers 401).
+    public func revokeAccessTokens() { state.withLockedValue { $0.accessTokens.removeAll() } }
+
+    public var accepted: [AcceptedMessage] { state.withLockedValue { $0.accepted } }
+    public var acceptedCount: Int { state.withLockedValue { $0.acceptedCount } }
+    public var exchanges: Int { state.withLockedValue { $0.exchanges } }
+
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.post("token") { [self] request, _ -> Response in
+            let body = try await request.body.collect(upTo: 64 * 1024)
+            return tokenVerdict(form: String(buffer: body))
+        }
+        router.post("v1/projects/:project/messages:send") { [self] request, context -> Response in
+            let project = try context.parameters.require("project")
+            let body = try await request.body.collect(upTo: 64 * 1024)
+            return sendVerdict(project: project, authorization: request.headers[.authorization], body: Data(body.readableBytesView))
+        }
+        return router
+    }
+
+    func tokenVerdict(form: String, now: Date = Date()) -> Response {
+        let fields = Dictionary(form.split(separator: "&").map { pair -> (String, String) in
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            return (String(kv[0]), kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : "")
+        }, uniquingKeysWith: { a, _ in a })
+        func refuse(_ description: String) -> Response {
+            Self.json(400, ["error": "invalid_grant", "error_description": description])
+        }
+        guard fields["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" else {
+            return Self.json(400, ["error": "unsupported_grant_type", "error_description": "grant_type must be the JWT bearer grant"])
+        }
+        guard let jwt = fields["assertion"] else { return refuse("no assertion") }
+        let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let header = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
+              let signature = Base64URL.decode(parts[2]),
+              (try? JSONSerialization.jsonObject(with: header) as? [String: Any])?["alg"] as? String == "RS256",
+              account.publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8),
+                                                 padding: .insecurePKCS1v1_5) else {
+            return refuse("Invalid JWT Signature.")
+        }
+        guard let claims = try? JSONSerialization.jsonObject(with: claimsData) as? [String: Any] else { return refuse("unreadable claims") }
+        guard claims["iss"] as? String == account.clientEmail else { return refuse("Invalid issuer") }
+        guard claims["aud"] as? String == tokenURI else { return refuse("Invalid JWT audience: must be \(tokenURI)") }
+        guard let scope = claims["scope"] as? String, scope.split(separator: " ").contains("https://www.googleapis.com/auth/firebase.messaging") else {
+            return refuse("the scope does not include firebase.messaging")
+        }
+        let seconds = now.timeIntervalSince1970
+        guard let iat = claims["iat"] as? Double, let exp = claims["exp"] as? Double, iat <= seconds + 60, exp > seconds, exp - iat <= 3600 else {
+            return refuse("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe")
+        }
+        let token = "ya29.sandbox-" + Base64URL.encode((0..<24).map { _ in UInt8.random(in: 0...255) })
+        state.withLockedValue { state in
+            state.exchanges += 1
+            state.accessTokens = state.accessTokens.filter { $0.value > now }
+            state.accessTokens[token] = now.addingTimeInterval(tokenLifetime)
+        }
+        return Self.json(200, ["access_token": token, "expires_in": Int(tokenLifetime), "token_type": "Bearer"])
+    }
+
+    func sendVerdict(project: String, authorization: String?, body: Data, now: Date = Date()) -> Response {
+        guard let authorization, authorization.hasPrefix("Bearer "),
+              state.withLockedValue({ $0.accessTokens[String(authorization.dropFirst(7))] }).map({ $0 > now }) == true else {
+            return Self.error(401, "UNAUTHENTICATED", nil, "Request had invalid authentication credentials.")
+        }
+        guard project == account.projectID else { return Self.error(403, "PERMISSION_DENIED", nil, "Permission denied on project \(project)") }
+        guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let message = object["message"] as? [String: Any],
+              Set(object.keys).isSubset(of: ["message", "validate_only"]) else {
+            return Self.invalid("the body must be {\"message\": {...}}")
+        }
+        let known: Set<String> = ["token", "topic", "condition", "data", "notification", "android", "webpush", "apns", "fcm_options", "name"]
+        if let unknown = Set(message.keys).subtracting(known).first { return Self.invalid("Invalid JSON payload received. Unknown name \"\(unknown)\" at 'message'") }
+        guard let token = message["token"] as? String, message["topic"] == nil, message["condition"] == nil else {
+            return Self.invalid("exactly one of token, topic or condition is needed; RichPush sends token")
+        }
+        var data: [String: String] = [:]
+        if let raw = message["data"] {
+            guard let map = raw as? [String: Any] else { return Self.invalid("data must be a map") }
+            for (key, value) in map {
+                guard let text = value as? String else { return Self.invalid("Invalid value at 'message.data[\(key)]' (TYPE_STRING)") }
+                if ["from", "notification", "message_type"].contains(key) || key.hasPrefix("google.") || key.hasPrefix("gcm.") {
+                    return Self.invalid("data key '\(key)' is reserved")
+                }
+                data[key] = text
+            }
+        }
+        var notification: [String: String]?
+        if let raw = message["notification"] {
+            guard let map = raw as? [String: Any], Set(map.keys).isSubset(of: ["title", "body", "image"]) else {
+                return Self.invalid("notification takes title, body and image")
+            }
+            var shown: [String: String] = [:]
+            for (key, value) in map {
+                guard let text = value as? String else { return Self.invalid("notification.\(key) must be a string") }
+                shown[key] = text
+            }
+            if let image = shown["image"], !(image.hasPrefix("https://") || image.hasPrefix("http://127.") || image.hasPrefix("http://localhost")) {
+                return Self.invalid("notification.image must be an https URL")
+            }
+            notification = shown
+        }
+        let size = data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count } + (notification?.values.reduce(0) { $0 + $1.utf8.count } ?? 0)
+        guard size <= 4096 else { return Self.invalid("Android message is too big: \(size) bytes, at most 4096") }
+        let verdict: (failure: (status: Int, code: String, retryAfter: Int?)?, known: Bool, gone: Bool) = state.withLockedValue { state in
+            var failure: (status: Int, code: String, retryAfter: Int?)?
+            if var queue = state.failures[token], !queue.isEmpty {
+                failure = queue.removeFirst()
+                state.failures[token] = queue
+            }
+            return (failure, state.devices.contains(token), state.unregistered.contains(token))
+        }
+        if let failure = verdict.failure {
+            var response = Self.error(failure.status, Self.googleStatus(failure.status), failure.code, "scripted failure")
+            if let retryAfter = failure.retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+            return response
+        }
+        guard verdict.known else { return Self.error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token") }
+        if verdict.gone { return Self.error(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.") }
+        let name = "projects/\(project)/messages/0:\(UInt64.random(in: 1...UInt64.max))"
+        let accepted = AcceptedMessage(token: token, data: data, notification: notification, name: name)
+        state.withLockedValue { state in
+            state.acceptedCount += 1
+            state.accepted.append(accepted)
+            if state.accepted.count > 100_000 { state.accepted.removeFirst(state.accepted.count - 100_000) }
+        }
+        if let logLine, let line = try? JSONSerialization.data(withJSONObject: ["token": token, "data": data, "notification": notification ?? [:], "name": name],
+                                                               options: [.sortedKeys, .withoutEscapingSlashes]) {
+            logLine(String(decoding: line, as: UTF8.self))
+        }
+        return Self.json(200, ["name": name])
+    }
+
+    static func googleStatus(_ status: Int) -> String {
+        switch status {
+        case 400: "INVALID_ARGUMENT"
+        case 401: "UNAUTHENTICATED"
+        case 403: "PERMISSION_DENIED"
+        case 404: "NOT_FOUND"
+        case 429: "RESOURCE_EXHAUSTED"
+        case 503: "UNAVAILABLE"
+        default: "INTERNAL"
+        }
+    }
+
+    static func invalid(_ message: String) -> Response { error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", message) }
+
+    static func error(_ status: Int, _ googleStatus: String, _ fcmCode: String?, _ message: String) -> Response {
+        var error: [String: Any] = ["code": status, "message": message, "status": googleStatus]
+        if let fcmCode { error["details"] = [["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": fcmCode]] }
+        return json(status, ["error": error])
+    }
+
+    static func json(_ status: Int, _ object: [String: Any]) -> Response {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return Response(status: .init(code: status), headers: [.contentType: "application/json; charset=UTF-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
