@@ -63,7 +63,8 @@ public final class OutboxDispatcher: Service, PushDispatching {
     private let wakeups: AsyncStream<Void>
     /// `richpush_push_duration_seconds` of this provider, by outcome: made at the first drain,
     /// once the server has bootstrapped its metrics (a dispatcher is made before that).
-    private let durations = NIOLockedValueBox<PushDurations?>(nil)
+    /// Per platform, made on first use.
+    private let durations = NIOLockedValueBox<[String: PushDurations]>([:])
 
     /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
     /// with jitter; after `maxAttempts` a delivery fails with its last reason.
@@ -195,11 +196,17 @@ public final class OutboxDispatcher: Service, PushDispatching {
     /// loop, and the loop is woken once for however many arrived meanwhile.
     private func sendAll(window: NIOLockedValueBox<Window>, provider: any PushProvider,
                          recordDue: @Sendable (Bool) async -> Void) async throws {
-        let durations = self.durations.withLockedValue { made in
-            if let made { return made }
-            let durations = PushDurations(platform: provider.platform)
-            made = durations
-            return durations
+        let durationsByPlatform = self.durations
+        func durations(_ job: DeliveryJob) -> PushDurations {
+            // Through a router, the device's platform (nil: an APNs device registered before
+            // platforms were recorded); otherwise the one service the provider sends to.
+            let platform = provider is PlatformRouter ? job.platform ?? "apns" : provider.platform
+            return durationsByPlatform.withLockedValue { made in
+                if let known = made[platform] { return known }
+                let durations = PushDurations(platform: platform)
+                made[platform] = durations
+                return durations
+            }
         }
         let (completions, completed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         var wake = completions.makeAsyncIterator()
@@ -226,8 +233,9 @@ public final class OutboxDispatcher: Service, PushDispatching {
                     inFlight += jobs.count
                     for job in jobs {
                         let started = DispatchTime.now().uptimeNanoseconds
+                        let timers = durations(job)
                         provider.start(job) { outcome, timestamp in
-                            durations.record(outcome, since: started)
+                            timers.record(outcome, since: started)
                             window.withLockedValue { w in
                                 w.inFlight -= 1
                                 w.outcomes.append((job, outcome, timestamp))

@@ -149,3 +149,98 @@ public struct MirrorReconciler: Service {
         }
     }
 }
+
+/// FCM HTTP v1: one message per registration token, `data` always and a `notification` with the
+/// image in alert mode (SPEC §12).
+public struct FCMProvider: PushProvider {
+    public let client: FCMClient
+
+    /// Wraps a client.
+    public init(client: FCMClient) {
+        self.client = client
+    }
+
+    public var addressing: DeliveryAddressing { .perDevice }
+    public var platform: String { "fcm" }
+
+    public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        guard let content = job.content else { return (.failed(reason: "the push has no content for FCM", prune: false), nil) }
+        let notification = job.mode == .alert ? (title: content.title, body: content.message, image: content.richUrl) : nil
+        return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification)), nil)
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+}
+
+/// Web Push: each message encrypted for its subscription and sent with VAPID; alert pushes are
+/// `Urgency: high`, silent ones `normal`, and both live 24 hours in the push service (SPEC §12).
+public struct WebPushProvider: PushProvider {
+    public let client: WebPushClient
+    /// How long the push service keeps a message for an offline browser.
+    public var ttl = 24 * 3600
+
+    /// Wraps a client.
+    public init(client: WebPushClient) {
+        self.client = client
+    }
+
+    public var addressing: DeliveryAddressing { .perDevice }
+    public var platform: String { "web" }
+
+    public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        guard let content = job.content else { return (.failed(reason: "the push has no content for Web Push", prune: false), nil) }
+        guard let subscription = try? WebPushSubscription(jsonText: job.target) else {
+            return (.failed(reason: "the registration's handle is not a PushSubscription", prune: true), nil)
+        }
+        let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: ttl,
+                                        urgency: job.mode == .alert ? .high : .normal)
+        return (outcome, nil)
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+}
+
+/// Sends each push through the provider of its device's platform (`apns` for devices registered
+/// before platforms were recorded). A platform this server has no credentials for fails the push,
+/// saying which flags would send it.
+public struct PlatformRouter: PushProvider {
+    /// Platform → provider.
+    public let providers: [String: any PushProvider]
+
+    /// Routes to `providers` by platform.
+    public init(_ providers: [String: any PushProvider]) {
+        self.providers = providers
+    }
+
+    public var addressing: DeliveryAddressing { .perDevice }
+    public var platform: String { providers.keys.sorted().joined(separator: "+") }
+
+    private func provider(for job: DeliveryJob) -> (any PushProvider)? { providers[job.platform ?? "apns"] }
+
+    private static func missing(_ job: DeliveryJob) -> DeliveryOutcome {
+        let flags = switch job.platform ?? "apns" {
+        case "fcm": "--fcm-service-account"
+        case "web": "--vapid-key and --vapid-subject"
+        default: "--apns-key, --apns-key-id, --apns-team-id and --apns-topic"
+        }
+        return .failed(reason: "this server sends no \(job.platform ?? "apns") pushes: start serve with \(flags)", prune: false)
+    }
+
+    public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        guard let provider = provider(for: job) else { return (Self.missing(job), nil) }
+        return await provider.deliver(job)
+    }
+
+    public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
+        guard let provider = provider(for: job) else { return completion(Self.missing(job), nil) }
+        provider.start(job, completion: completion)
+    }
+
+    public func shutdown() async {
+        for provider in providers.values { await provider.shutdown() }
+    }
+}

@@ -85,8 +85,16 @@ public final class FCMSandbox: Sendable {
     public var acceptedCount: Int { state.withLockedValue { $0.acceptedCount } }
     public var exchanges: Int { state.withLockedValue { $0.exchanges } }
 
+    /// A router with the service's routes: `POST /token` and `POST /v1/projects/{id}/messages:send`.
     public func router() -> Router<BasicRequestContext> {
         let router = Router()
+        addRoutes(to: router)
+        return router
+    }
+
+    /// Adds the service's routes under `prefix` (bind the origin with the prefix too).
+    public func addRoutes(to router: Router<BasicRequestContext>, at prefix: String = "") {
+        let router = router.group(RouterPath(prefix))
         router.post("token") { [self] request, _ -> Response in
             let body = try await request.body.collect(upTo: 64 * 1024)
             return tokenVerdict(form: String(buffer: body))
@@ -96,7 +104,6 @@ public final class FCMSandbox: Sendable {
             let body = try await request.body.collect(upTo: 64 * 1024)
             return sendVerdict(project: project, authorization: request.headers[.authorization], body: Data(body.readableBytesView))
         }
-        return router
     }
 
     func tokenVerdict(form: String, now: Date = Date()) -> Response {

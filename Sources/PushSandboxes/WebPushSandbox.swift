@@ -91,15 +91,21 @@ public final class WebPushSandbox: Sendable {
         String(subscription.endpoint.split(separator: "/").last ?? "")
     }
 
-    /// The service's routes: `POST /push/{id}`.
+    /// A router with the service's route: `POST /push/{id}`.
     public func router() -> Router<BasicRequestContext> {
         let router = Router()
+        addRoutes(to: router)
+        return router
+    }
+
+    /// Adds the service's route under `prefix` (bind the origin with the prefix too).
+    public func addRoutes(to router: Router<BasicRequestContext>, at prefix: String = "") {
+        let router = router.group(RouterPath(prefix))
         router.post("push/:id") { [self] request, context -> Response in
             let id = try context.parameters.require("id")
             let body = try await request.body.collect(upTo: 64 * 1024)
             return verdict(id: id, headers: request.headers, body: Array(body.readableBytesView))
         }
-        return router
     }
 
     /// Checks one message; the response a push service would give.
@@ -177,7 +183,11 @@ public final class WebPushSandbox: Sendable {
             return (403, "the VAPID token is not an ES256 JWT signed by k")
         }
         guard let claims = try? JSONSerialization.jsonObject(with: claimsData) as? [String: Any] else { return (403, "unreadable VAPID claims") }
-        guard claims["aud"] as? String == origin.withLockedValue({ $0 }) else { return (403, "aud must be this push service's origin") }
+        // The origin: scheme, host and port of where the service is bound, without its path.
+        let audience = URL(string: origin.withLockedValue { $0 }).map { url in
+            "\(url.scheme ?? "http")://\(url.host ?? "")" + (url.port.map { ":\($0)" } ?? "")
+        }
+        guard claims["aud"] as? String == audience else { return (403, "aud must be this push service's origin, \(audience ?? "")") }
         guard let exp = claims["exp"] as? Double, exp > now.timeIntervalSince1970, exp <= now.timeIntervalSince1970 + 24 * 3600 else {
             return (403, "exp must be in the future and at most 24 hours away")
         }

@@ -289,7 +289,7 @@ public struct CampaignStore: Sendable {
         let wanted = Set(names)
         var devices: [String: [PushTarget]] = [:]
         try db.forEach(sql: """
-            SELECT id, username, handle, tags FROM registrations
+            SELECT id, username, handle, platform, tags FROM registrations
             WHERE username BETWEEN ? AND ? AND handle IS NOT NULL ORDER BY username, createdAt
             """, arguments: [first, last]) { row in
             let name: String = row["username"]
@@ -298,7 +298,7 @@ public struct CampaignStore: Sendable {
                 let tags = RegistrationStore.decodeTags(row["tags"])
                 guard expression.matches(tags) else { return }
             }
-            devices[name, default: []].append(PushTarget(registration: row["id"], target: row["handle"]))
+            devices[name, default: []].append(PushTarget(registration: row["id"], target: row["handle"], platform: row["platform"]))
         }
         return devices
     }

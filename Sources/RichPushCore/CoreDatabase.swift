@@ -132,6 +132,12 @@ public enum CoreDatabase {
                     seenAt REAL NOT NULL
                 );
                 """),
+        // SPEC §12: a delivery names its device's platform (NULL: APNs, or a hub's tag), and a
+        // notification keeps its payload URL for the platforms whose pushes carry it in both modes.
+        SQLMigration("core-v7-platforms", sqlite: """
+                ALTER TABLE deliveries ADD COLUMN platform TEXT;
+                ALTER TABLE notifications ADD COLUMN richUrl TEXT;
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -64,7 +64,8 @@ public struct DeliveryStore: Sendable {
     public func pendingByPlatform() async throws -> [String: Int] {
         try await database.read { db in
             let rows = try SQLRow.fetchAll(db, sql: """
-                SELECT COALESCE(r.platform, CASE WHEN d.registrationId IS NULL THEN 'tag' ELSE 'unregistered' END) AS platform, count(*) AS pending
+                SELECT COALESCE(d.platform, r.platform, CASE WHEN d.registrationId IS NULL THEN 'tag' ELSE 'unregistered' END) AS platform,
+                       count(*) AS pending
                 FROM deliveries d LEFT JOIN registrations r ON r.id = d.registrationId
                 WHERE d.state = 'pending' GROUP BY 1
                 """)

@@ -87,6 +87,8 @@ public enum DeliveryAddressing: Sendable {
 struct PushTarget {
     var registration: String?
     var target: String
+    /// The registration's platform (`apns`, `fcm`, `web`); nil for a hub's tag.
+    var platform: String? = nil
 }
 
 /// The content every recipient of a notification or campaign shares, checked once; writes
@@ -135,14 +137,14 @@ struct NotificationWriter {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
             """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), time])
         let id: Int64 = inserted!["id"]
-        let (push, richUrl) = try self.push(id: id)
-        try db.execute(sql: "UPDATE notifications SET push = ? WHERE id = ?", arguments: [push, id], cached: true)
+        let (push, richUrl) = try self.push(id: id, targets: targets)
+        try db.execute(sql: "UPDATE notifications SET push = ?, richUrl = ? WHERE id = ?", arguments: [push, richUrl, id], cached: true)
         if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         for target in targets {
             try db.execute(sql: """
-                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)
-                VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)
-                """, arguments: [id, campaignId, target.registration, target.target, UUID().uuidString, time, time, time], cached: true)
+                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, state, pushId, nextAttemptAt, createdAt, updatedAt)
+                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                """, arguments: [id, campaignId, target.registration, target.target, target.platform, UUID().uuidString, time, time, time], cached: true)
         }
         return made(id: id, recipient: recipient, push: push, richUrl: richUrl, deliveries: targets.count)
     }
@@ -162,17 +164,19 @@ struct NotificationWriter {
         var deliveryRows: [[SQLValue]] = []
         for (index, recipient) in recipients.enumerated() {
             let id = ids[index]
-            let (push, richUrl) = try self.push(id: id)
-            let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, time]
+            let (push, richUrl) = try self.push(id: id, targets: recipient.targets)
+            let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, richUrl, time]
             notificationRows.append(fields.map(\.sqlValue))
             for target in recipient.targets {
-                let delivery: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, "pending", UUID().uuidString, time, time, time]
+                let delivery: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, target.platform, "pending", UUID().uuidString,
+                                                           time, time, time]
                 deliveryRows.append(delivery.map(\.sqlValue))
             }
             created.append(made(id: id, recipient: recipient.name, push: push, richUrl: richUrl, deliveries: recipient.targets.count))
         }
-        try Self.insertRows(db, "notifications (id, recipient, message, title, richType, payload, mode, campaignId, push, createdAt)", notificationRows)
-        try Self.insertRows(db, "deliveries (notificationId, campaignId, registrationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)",
+        try Self.insertRows(db, "notifications (id, recipient, message, title, richType, payload, mode, campaignId, push, richUrl, createdAt)",
+                            notificationRows)
+        try Self.insertRows(db, "deliveries (notificationId, campaignId, registrationId, target, platform, state, pushId, nextAttemptAt, createdAt, updatedAt)",
                             deliveryRows)
         if !deliveryRows.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         return created
@@ -187,8 +191,10 @@ struct NotificationWriter {
         }
     }
 
-    /// The push of notification `id`, and its payload URL in alert mode; 422 past APNs' 4096 bytes.
-    private func push(id: Int64) throws -> (Data, String?) {
+    /// The APNs push of notification `id`, and its payload URL (in both modes when this process
+    /// can sign one: FCM and Web Push carry it even in silent mode); 422 past APNs' 4,096 bytes,
+    /// or past Web Push's 3,993 when a target is a browser.
+    private func push(id: Int64, targets: [PushTarget]) throws -> (Data, String?) {
         let richUrl = links?.url(notification: id, payload: media.id, now: now)
         let push: Data = switch mode {
         case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
@@ -196,6 +202,12 @@ struct NotificationWriter {
         }
         guard push.count <= SilentPush.maxBytes else {
             throw CoreError(.unprocessable, "the push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
+        }
+        if targets.contains(where: { $0.platform == "web" }) {
+            let size = PushContent(id: id, message: message, title: title, richType: richType, richUrl: richUrl).webPushPlaintext.count
+            guard size <= PushContent.webPushMaxBytes else {
+                throw CoreError(.unprocessable, "the Web Push message would be \(size) bytes, over its limit of \(PushContent.webPushMaxBytes); shorten the message or title")
+            }
         }
         return (push, richUrl)
     }
@@ -232,7 +244,7 @@ public struct NotificationStore: Sendable {
             let targets: [PushTarget] = switch addressing {
             case .perDevice:
                 try RegistrationStore.registrations(db, username: recipient).compactMap { r in
-                    r.handle.map { PushTarget(registration: r.id, target: $0) }
+                    r.handle.map { PushTarget(registration: r.id, target: $0, platform: r.platform) }
                 }
             case .perUserTag:
                 [PushTarget(registration: nil, target: "username:\(recipient)")]

@@ -18,10 +18,17 @@ public struct DeliveryJob: Sendable {
     public var attempts: Int
     /// When the device's registration last changed (410 prunes only registrations older than Apple's timestamp).
     public var registrationUpdatedAt: Date?
+    /// The device's platform (`apns`, `fcm`, `web`); nil for APNs devices registered before
+    /// platforms were recorded and for a hub's tag.
+    public var platform: String?
+    /// What the push says, for the platforms that build their own message from it.
+    public var content: PushContent?
 
     /// Creates a job.
     public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, mode: PushMode = .silent,
-                pushId: String, attempts: Int = 0, registrationUpdatedAt: Date? = nil) {
+                pushId: String, attempts: Int = 0, registrationUpdatedAt: Date? = nil, platform: String? = nil, content: PushContent? = nil) {
+        self.platform = platform
+        self.content = content
         self.id = id
         self.notificationId = notificationId
         self.registrationId = registrationId
@@ -79,7 +86,8 @@ public struct OutboxStore: Sendable {
         return try await database.write(isolation: .readCommitted) { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
-                SELECT d.id, d.notificationId, d.registrationId, d.target, d.pushId, d.attempts, n.push, n.mode, r.updatedAt AS registrationUpdatedAt
+                SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.pushId, d.attempts, n.push, n.mode,
+                       n.message, n.title, n.richType, n.richUrl, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ?
@@ -88,7 +96,10 @@ public struct OutboxStore: Sendable {
             let jobs = rows.map { row in
                 DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
-                            registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
+                            registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                            platform: row["platform"],
+                            content: PushContent(id: row["notificationId"], message: row["message"], title: row["title"], richType: row["richType"],
+                                                 richUrl: row["richUrl"]))
             }
             for chunk in jobs.map(\.id).sqlBatches() {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id IN (\(sqlPlaceholders(chunk.count)))",

@@ -51,8 +51,8 @@ public struct RegistrationStore: Sendable {
     /// notification writes one outbox row per registration.
     public static let maxPerUser = 100
 
-    /// The platforms RichPush can deliver to.
-    public static let platforms = ["apns"]
+    /// The platforms RichPush can deliver to (SPEC §12).
+    public static let platforms = ["apns", "fcm", "web"]
 
     /// Creates an empty registration for `username`; with `handle`, any registration of that
     /// device token is removed first (the device changed hands), as the tutorial's backend does.
@@ -60,7 +60,12 @@ public struct RegistrationStore: Sendable {
         var random = SystemRandomNumberGenerator()
         let id = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max, using: &random)) }.joined()
         let now = Date()
-        let normalized = try handle.map(Self.normalizeHandle)
+        let normalized = try handle.map { handle in
+            // The tutorial's query parameter is an APNs token; an FCM token is taken too.
+            if let apns = try? Self.normalizeHandle(handle) { return apns }
+            if let fcm = try? Self.normalizeHandle(handle, platform: "fcm") { return fcm }
+            throw CoreError(.invalid, "handle must be the APNs device token in hex (e.g. 64 hex digits) or an FCM registration token, got '\(handle.prefix(80))'")
+        }
         return try await database.write { db in
             if let normalized {
                 // The caller's own earlier registration of this device goes; another account's stays.
@@ -85,10 +90,11 @@ public struct RegistrationStore: Sendable {
     /// which the tutorial's app answers by asking for a new id). A device token registered
     /// under another id moves to this one.
     public func update(id: String, for username: String, with device: DeviceRegistration) async throws -> Registration {
-        guard Self.platforms.contains(device.platform.lowercased()) else {
-            throw CoreError(.unprocessable, "platform '\(device.platform)' is not supported; use \"apns\"")
+        let platform = device.platform.lowercased()
+        guard Self.platforms.contains(platform) else {
+            throw CoreError(.unprocessable, "platform '\(device.platform.prefix(40))' is not supported; use \"apns\", \"fcm\" or \"web\"")
         }
-        let handle = try Self.normalizeHandle(device.handle)
+        let handle = try Self.normalizeHandle(device.handle, platform: platform)
         var tags = [String]()
         for tag in device.tags {
             if tag.hasPrefix("username:") && tag != "username:\(username)" {
@@ -111,7 +117,7 @@ public struct RegistrationStore: Sendable {
             // The token may be registered elsewhere: the caller's own other registration gives it up;
             // another account's only when the device proves it held that registration.
             for other in try SQLRow.fetchAll(db, sql: "SELECT id, username FROM registrations WHERE handle = ? AND platform = ? AND id != ?",
-                                          arguments: [handle, "apns", id]) {
+                                          arguments: [handle, platform, id]) {
                 let otherID: String = other["id"], owner: String = other["username"]
                 guard owner == username || device.replaces == otherID else {
                     throw CoreError(.conflict, "this device token is registered to another account; a device moving it sends \"replaces\": \"<the registration id it held>\"")
@@ -119,9 +125,9 @@ public struct RegistrationStore: Sendable {
                 try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [otherID])
             }
             try db.execute(
-                sql: "UPDATE registrations SET platform = 'apns', handle = ?, tags = ?, updatedAt = ? WHERE id = ?",
-                arguments: [handle, encodedTags, now.timeIntervalSince1970, id])
-            return Registration(id: id, username: username, platform: "apns", handle: handle, tags: finalTags,
+                sql: "UPDATE registrations SET platform = ?, handle = ?, tags = ?, updatedAt = ? WHERE id = ?",
+                arguments: [platform, handle, encodedTags, now.timeIntervalSince1970, id])
+            return Registration(id: id, username: username, platform: platform, handle: handle, tags: finalTags,
                                 createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: now)
         }
     }
@@ -188,6 +194,23 @@ public struct RegistrationStore: Sendable {
             throw CoreError(.invalid, "handle must be the APNs device token in hex (e.g. 64 hex digits), got '\(handle.prefix(80))'")
         }
         return trimmed
+    }
+
+    /// The stored form of a device handle: APNs tokens as lowercase hex; FCM registration tokens
+    /// as given (20 to 4,096 of A-Z a-z 0-9 _ : . -); Web Push subscriptions as canonical JSON.
+    public static func normalizeHandle(_ handle: String, platform: String) throws -> String {
+        switch platform {
+        case "fcm":
+            guard (20...4096).contains(handle.utf8.count),
+                  handle.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "_:.-".contains($0)) }) else {
+                throw CoreError(.invalid, "handle must be the FCM registration token (20 to 4096 of A-Z a-z 0-9 _ : . -), got '\(handle.prefix(80))'")
+            }
+            return handle
+        case "web":
+            return try WebPushSubscription(jsonText: handle).handle
+        default:
+            return try normalizeHandle(handle)
+        }
     }
 
     static func encodeTags(_ tags: [String]) -> String {

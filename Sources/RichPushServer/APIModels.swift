@@ -12,6 +12,8 @@ import RichPushCore
 enum ValuePattern {
     /// An APNs device token in hex (the store also takes spaces and angle brackets, as iOS prints tokens).
     static let deviceToken = "^([0-9a-fA-F]{2}){8,200}$"
+    /// An FCM registration token.
+    static let fcmToken = "^[A-Za-z0-9_:.-]{20,4096}$"
     static let tag = "^[A-Za-z0-9_@#.:-]{1,120}$"
     static let userName = "^[A-Za-z0-9_@#.-]{1,64}$"
     /// No control characters; 64 hex digits would read as a media id (at most 255 UTF-8 bytes).
@@ -45,21 +47,72 @@ struct RegistrationCreated: Codable, Sendable {
     var registrationId: String
 }
 
+/// A registration's handle: a device token, or a browser's PushSubscription as an object or as
+/// its JSON text (SPEC §12); kept as text, which the store checks for the platform.
+struct DeviceHandle: Codable, Sendable, DeclaredSchema {
+    var text: String
+
+    init(_ text: String) { self.text = text }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            self.text = text
+        } else {
+            let subscription = try container.decode(PushSubscriptionBody.self)
+            let data = try JSONEncoder().encode(subscription)
+            text = String(decoding: data, as: UTF8.self)
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+
+    static var declaredSchema: JSONSchema {
+        .oneOf([JSONSchema.string.with { $0.description = "An APNs device token in hex, an FCM registration token, or a PushSubscription's JSON text." },
+                try! JSONSchema.of(PushSubscriptionBody.self)])
+    }
+
+    static var schemaExample: DeviceHandle { DeviceHandle("") }
+}
+
+/// A browser's `PushSubscription.toJSON()`.
+struct PushSubscriptionBody: Codable, Sendable {
+    struct Keys: Codable, Sendable {
+        var p256dh: String
+        var auth: String
+    }
+    var endpoint: String
+    var keys: Keys
+    var expirationTime: Double?
+}
+
 /// The body of `PUT /api/register/{id}`.
 struct RegistrationUpdate: Codable, Sendable {
     var platform: String
-    var handle: String
+    var handle: DeviceHandle
     var tags: [String]?
     /// The registration this device held before, when its token moves to this account.
     var replaces: String?
 }
 
 extension RegistrationUpdate: SchemaRefining {
+    /// One shape per platform, each with its handle: an APNs token in hex, an FCM token, a PushSubscription.
     static func refine(_ schema: inout JSONSchema) {
-        schema.properties?["platform"]?.enumeration = ["apns"]
-        schema.properties?["handle"]?.pattern = ValuePattern.deviceToken
         schema.properties?["tags"]?.items = [ValuePattern.string(ValuePattern.tag)]
         schema.properties?["tags"]?.maxItems = 59 // 60 with the username:<user> tag the server adds
+        let subscription = try! JSONSchema.of(PushSubscriptionBody.self)
+        let handles: [(String, JSONSchema)] = [("apns", ValuePattern.string(ValuePattern.deviceToken)),
+                                               ("fcm", ValuePattern.string(ValuePattern.fcmToken)), ("web", subscription)]
+        let base = schema
+        schema = .oneOf(handles.map { platform, handle in
+            base.with {
+                $0.properties?["platform"] = JSONSchema.string.with { $0.enumeration = [platform] }
+                $0.properties?["handle"] = handle
+            }
+        })
     }
 }
 
@@ -114,6 +167,12 @@ struct NotificationSummary: Codable, Sendable {
     var read: Bool
     /// ISO 8601.
     var created: String
+}
+
+/// `200` of `GET /api/webpush/key`.
+struct WebPushKeyResponse: Codable, Sendable {
+    /// The VAPID public key, an uncompressed P-256 point in base64url: `applicationServerKey` for `pushManager.subscribe`.
+    var publicKey: String
 }
 
 /// `201` of `POST /api/sessions`.
@@ -249,7 +308,8 @@ enum RequestBody {
             cache[ObjectIdentifier(type)] = schema
             return schema
         }
-        let canonical = Dictionary((schema.properties ?? [:]).keys.map { ($0.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
+        let keys = (schema.properties ?? [:]).keys + (schema.oneOf ?? []).flatMap { ($0.properties ?? [:]).keys }
+        let canonical = Dictionary(keys.map { ($0.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .custom { path in
             let key = path.last!

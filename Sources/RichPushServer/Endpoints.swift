@@ -4,7 +4,15 @@ import RichPushCore
 
 extension Endpoint {
     /// Every route of SPEC §5, §9–§11 and §14, in the order `/openapi.json` lists them.
-    static let all: [Endpoint] = ops + media + registrations + notifications + sessions + campaigns + payloadLinks
+    static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + payloadLinks
+
+    static let webPush: [Endpoint] = [
+        Endpoint(method: .get, path: "/api/webpush/key", access: .open, summary: "The VAPID public key a browser subscribes with (SPEC §12).",
+                 responses: [
+                     200: .json(WebPushKeyResponse.self, "The key, for pushManager.subscribe({applicationServerKey})."),
+                     404: .problem("This server sends no Web Push (no --vapid-key)."),
+                 ]) { s, _, _ in try s.webPushKey() },
+    ]
 
     static let ops: [Endpoint] = [
         Endpoint(method: .get, path: "/health", access: .open, summary: "Liveness: 200 while the server runs.",
@@ -57,10 +65,10 @@ extension Endpoint {
         Endpoint(method: .put, path: "/api/register/{id}", access: .user, summary: "Set a registration's platform, device token and tags.",
                  parameters: [.path("id", .string, "A registration id from POST /api/register.")],
                  requestBody: APIRequestBody(required: true, content: [("application/json", .ref("RegistrationUpdate"))],
-                                             description: "Keys in any case; the server adds username:<user> to the tags."),
+                                             description: "Keys in any case; the server adds username:<user> to the tags. The handle is an APNs token in hex (apns), an FCM registration token (fcm), or a browser's PushSubscription as an object or its JSON text (web)."),
                  responses: [
                      200: .json(RegistrationResponse.self, "Saved."),
-                     400: .problem("A field is missing or malformed, or a tag is not valid."),
+                     400: .problem("A field is missing or malformed, the handle is not one of its platform, or a tag is not valid."),
                      403: .problem("A tag names another user."),
                      409: .problem("The device token is registered to another account, or the account has the most registrations allowed."),
                      410: .problem("The registration expired; POST /api/register again."),

@@ -139,7 +139,7 @@ enum OpenAPIDocument {
     static var bodyTypes: [any Decodable.Type] { [
         HealthResponse.self, MediaResponse.self, RegistrationCreated.self, RegistrationUpdate.self, RegistrationResponse.self,
         RegistrationDeleted.self, NotificationRequest.self, NotificationCreated.self, NotificationSummary.self,
-        SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self,
+        SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self,
     ] }
 
     static func name(of type: any Decodable.Type) -> String { String(describing: type) }

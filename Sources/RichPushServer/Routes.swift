@@ -138,7 +138,7 @@ extension Services {
         let update = try RequestBody.decode(RegistrationUpdate.self, from: Data(body.readableBytesView),
                                             shape: "{\"platform\":\"apns\",\"handle\":\"<hex token>\",\"tags\":[...]}")
         let registration = try await registrations.update(id: id, for: try user(context),
-                                                          with: DeviceRegistration(platform: update.platform, handle: update.handle,
+                                                          with: DeviceRegistration(platform: update.platform, handle: update.handle.text,
                                                                                    tags: update.tags ?? [], replaces: update.replaces))
         if let mirror {
             do { try await mirror.upsert(registration) } catch {
@@ -158,6 +158,13 @@ extension Services {
             }
         }
         return try encode(RegistrationDeleted(registrationId: id, deleted: true))
+    }
+
+    func webPushKey() throws -> Response {
+        guard let key = configuration.vapidPublicKey else {
+            throw Problem(.notFound, "this server sends no Web Push; start serve with --vapid-key and --vapid-subject")
+        }
+        return try encode(WebPushKeyResponse(publicKey: key))
     }
 
     // MARK: notifications

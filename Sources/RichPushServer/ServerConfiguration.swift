@@ -56,6 +56,8 @@ public struct ServerConfiguration: Sendable {
     /// Failed sign-ins per user name in 5 minutes before further attempts get 429 (per client
     /// address: five times as many); 0 turns the throttle off (`--failed-sign-ins`).
     public var failedSignInLimit = 10
+    /// The VAPID public key browsers subscribe with (`GET /api/webpush/key`); nil without Web Push.
+    public var vapidPublicKey: String?
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
 

@@ -33,6 +33,17 @@ struct PushOptions: ParsableArguments {
     @Option(name: .customLong("anh-hub"), help: "Notification Hubs hub name (env RICHPUSH_ANH_HUB).")
     var anhHubValue: String = Environment.string("RICHPUSH_ANH_HUB") ?? ""
     var anhHub: String? { anhHubValue.isEmpty ? nil : anhHubValue }
+    @Option(help: ArgumentHelp("FCM HTTP v1: the Firebase service account's JSON key file (env RICHPUSH_FCM_SERVICE_ACCOUNT).", valueName: "file"))
+    var fcmServiceAccount: String?
+    @Option(help: "FCM's base URL, or a stand-in's (env RICHPUSH_FCM_ENDPOINT).")
+    var fcmEndpoint: String = Environment.string("RICHPUSH_FCM_ENDPOINT") ?? "https://fcm.googleapis.com"
+    @Option(help: ArgumentHelp("Web Push: the VAPID signing key, P-256 in PEM (env RICHPUSH_VAPID_KEY).", valueName: "pem"))
+    var vapidKey: String?
+    @Option(help: "Web Push: a mailto: or https: contact for the push services (env RICHPUSH_VAPID_SUBJECT).")
+    var vapidSubject: String = Environment.string("RICHPUSH_VAPID_SUBJECT") ?? ""
+    /// The flags, else their variables (an optional flag's default cannot come from the environment).
+    var fcmAccountPath: String? { fcmServiceAccount ?? Environment.string("RICHPUSH_FCM_SERVICE_ACCOUNT") }
+    var vapidKeyPath: String? { vapidKey ?? Environment.string("RICHPUSH_VAPID_KEY") }
     @Option(help: "Extra trusted root certificates (PEM) for push connections (env RICHPUSH_PUSH_CA).")
     var pushCa: [String] = Environment.strings("RICHPUSH_PUSH_CA") ?? []
 
@@ -49,20 +60,43 @@ struct PushOptions: ParsableArguments {
         if apnsKey != nil && anhConnectionString != nil {
             throw ValidationError("choose one push provider: APNs (--apns-…) or Notification Hubs (--anh-…)")
         }
+        if anhConnectionString != nil && (fcmAccountPath != nil || vapidKeyPath != nil) {
+            throw ValidationError("Notification Hubs sends to APNs here; FCM and Web Push go direct, beside APNs (--apns-…), not beside a hub")
+        }
+        if (vapidKeyPath == nil) != vapidSubject.isEmpty {
+            throw ValidationError("Web Push needs both --vapid-key and --vapid-subject (env RICHPUSH_VAPID_KEY, RICHPUSH_VAPID_SUBJECT)")
+        }
+        guard fcmEndpoint.hasPrefix("https://") || fcmEndpoint.hasPrefix("http://127.") || fcmEndpoint.hasPrefix("http://localhost") else {
+            throw ValidationError("--fcm-endpoint must be https (http only on loopback, for a stand-in), got '\(fcmEndpoint.prefix(80))'")
+        }
         _ = try APNsEnvironment(apnsEnv)
     }
 
-    /// The configured provider and, for a hub, the registration mirror; nil when none is configured.
-    func makeProvider() throws -> (provider: any PushProvider, mirror: (any RegistrationMirror)?)? {
-        if let key = apnsKey, let keyID = apnsKeyId, let teamID = apnsTeamId, let topic = apnsTopic {
-            let credentials = try APNsCredentials(p8: key, keyID: keyID, teamID: teamID)
-            let client = try APNsClient(credentials: credentials, topic: topic, environment: try APNsEnvironment(apnsEnv), extraRoots: pushCa)
-            return (APNsProvider(client: client), nil)
-        }
+    /// The VAPID signer, when Web Push is configured.
+    func makeVAPID() throws -> VAPID? {
+        try vapidKeyPath.map { try VAPID(pem: $0, subject: vapidSubject) }
+    }
+
+    /// The configured provider (a router by platform when more than APNs is configured) and, for
+    /// a hub, the registration mirror; nil when none is configured.
+    func makeProvider(vapid: VAPID?) throws -> (provider: any PushProvider, mirror: (any RegistrationMirror)?)? {
         if let connection = anhConnectionString, let hub = anhHub {
             let client = try NotificationHubsClient(connection: try NotificationHubsConnection(connection), hub: hub, extraRoots: pushCa)
             return (NotificationHubsProvider(client: client), client)
         }
-        return nil
+        var providers: [String: any PushProvider] = [:]
+        if let key = apnsKey, let keyID = apnsKeyId, let teamID = apnsTeamId, let topic = apnsTopic {
+            let credentials = try APNsCredentials(p8: key, keyID: keyID, teamID: teamID)
+            let client = try APNsClient(credentials: credentials, topic: topic, environment: try APNsEnvironment(apnsEnv), extraRoots: pushCa)
+            providers["apns"] = APNsProvider(client: client)
+        }
+        if let path = fcmAccountPath {
+            providers["fcm"] = FCMProvider(client: try FCMClient(account: try FCMServiceAccount(file: path), endpoint: fcmEndpoint, extraRoots: pushCa))
+        }
+        if let vapid {
+            providers["web"] = WebPushProvider(client: try WebPushClient(vapid: vapid, extraRoots: pushCa))
+        }
+        if providers.count == 1, let apns = providers["apns"] { return (apns, nil) }
+        return providers.isEmpty ? nil : (PlatformRouter(providers), nil)
     }
 }

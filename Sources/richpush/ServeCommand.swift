@@ -90,13 +90,15 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         let logger = Logger(label: "richpush")
         if let warning = ConfigFile.unreadWarning { logger.warning("\(warning)") }
         let data = try await dataOptions.open(limits: configuration.limits)
-        if let (provider, mirror) = try pushOptions.makeProvider() {
+        let vapid = try pushOptions.makeVAPID()
+        configuration.vapidPublicKey = vapid?.publicKey
+        if let (provider, mirror) = try pushOptions.makeProvider(vapid: vapid) {
             let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
             let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,
                                                  extraServices: [dispatcher], logger: logger)
             try await app.runService()
         } else {
-            logger.warning("no push provider configured (--apns-key… or --anh-connection-string…): pushes stay pending in the outbox")
+            logger.warning("no push provider configured (--apns-key…, --fcm-service-account, --vapid-key… or --anh-connection-string…): pushes stay pending in the outbox")
             let app = try await buildApplication(configuration, data: data, logger: logger)
             try await app.runService()
         }

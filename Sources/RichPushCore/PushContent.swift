@@ -1,0 +1,40 @@
+import Foundation
+
+/// What a push says whatever the platform: the fields of FCM's `data` and of Web Push's message
+/// (SPEC §12). APNs takes the exact bytes stored with the notification instead.
+public struct PushContent: Sendable, Equatable {
+    /// The notification id (`richId`).
+    public var id: Int64
+    public var message: String
+    public var title: String?
+    public var richType: String
+    /// The signed payload URL; nil where the notification was made without a payload key.
+    public var richUrl: String?
+
+    /// The most a Web Push message may hold (one 4,096-byte aes128gcm record).
+    public static let webPushMaxBytes = 3993
+
+    /// Creates the content.
+    public init(id: Int64, message: String, title: String?, richType: String, richUrl: String?) {
+        self.id = id
+        self.message = message
+        self.title = title
+        self.richType = richType
+        self.richUrl = richUrl
+    }
+
+    /// `richId`, `richMessage`, `richType` and `richUrl`, all strings, as FCM's `data` must be.
+    public var fcmData: [String: String] {
+        var data = ["richId": String(id), "richMessage": message, "richType": richType]
+        if let richUrl { data["richUrl"] = richUrl }
+        return data
+    }
+
+    /// `{"richId","richMessage","richType","richUrl","title"}`, the plaintext of a Web Push message.
+    public var webPushPlaintext: Data {
+        var object: [String: Any] = ["richId": String(id), "richMessage": message, "richType": richType]
+        if let richUrl { object["richUrl"] = richUrl }
+        if let title { object["title"] = title }
+        return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+    }
+}

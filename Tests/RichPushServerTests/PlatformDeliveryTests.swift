@@ -1,0 +1,150 @@
+import APNsSandbox
+import Crypto
+import CryptoExtras
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PushDelivery
+import PushSandboxes
+@testable import RichPushCore
+import RichPushServer
+import RichPushTestSupport
+import Testing
+
+/// One audience on iPhones, Android phones and browsers: each device gets its own platform's
+/// shape through its own (stand-in) service (SPEC §12).
+@Suite("Campaigns and notifications across APNs, FCM and Web Push")
+struct PlatformDeliveryTests {
+    /// The three stand-ins, and a router over senders to them.
+    func withPlatforms(_ body: @Sendable (RunningSandbox, FCMSandbox, WebPushSandbox, VAPID, PlatformRouter) async throws -> Void) async throws {
+        let fcm = FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
+                                            publicKey: FCMAuthTests.key.publicKey))
+        let web = WebPushSandbox()
+        let router = Router()
+        fcm.addRoutes(to: router, at: "fcm")
+        web.addRoutes(to: router, at: "web")
+        let services = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await services.test(.live) { client in
+            let origin = "http://127.0.0.1:\(try #require(client.port))"
+            fcm.bound(origin: "\(origin)/fcm")
+            web.bound(origin: "\(origin)/web")
+            try await RunningSandbox.with { apns in
+                let account = try FCMServiceAccount(json: FCMAuthTests.accountJSON(tokenURI: fcm.tokenURI))
+                let vapid = try VAPID(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")
+                let platforms = PlatformRouter([
+                    "apns": APNsProvider(client: try apns.client()),
+                    "fcm": FCMProvider(client: try FCMClient(account: account, endpoint: "\(origin)/fcm")),
+                    "web": WebPushProvider(client: try WebPushClient(vapid: vapid)),
+                ])
+                try await body(apns, fcm, web, vapid, platforms)
+            }
+        }
+    }
+
+    func register(_ s: TestServer, platform: String, handle: String, as user: String) async throws -> String {
+        let (_, created) = try await s.json(.post, "/api/register", as: user)
+        let id = try #require((created as? [String: Any])?["registrationId"] as? String)
+        let (response, object) = try await s.json(.put, "/api/register/\(id)", as: user, body: #"{"platform":"\#(platform)","handle":\#(handle)}"#)
+        #expect(response.status == .ok, "\(platform): \(String(describing: object))")
+        return id
+    }
+
+    @Test("an alert campaign reaches each platform in its own shape; a silent notification too, with richUrl for FCM and Web Push", arguments: StoreEngine.all)
+    func shapes(engine: StoreEngine) async throws {
+        try await withPlatforms { apns, fcm, web, vapid, platforms in
+            try await TestServer.run(engine: engine, provider: platforms) { s in
+                let apnsToken = String(repeating: "ab", count: 32)
+                let fcmToken = fcm.register()
+                let subscription = try web.subscribe(applicationServerKey: vapid.publicKey)
+                _ = try await register(s, platform: "apns", handle: "\"\(apnsToken)\"", as: "alice")
+                _ = try await register(s, platform: "fcm", handle: "\"\(fcmToken)\"", as: "alice")
+                // As the browser's subscription.toJSON() gives it: an object.
+                let object = #"{"endpoint":"\#(subscription.endpoint)","expirationTime":null,"keys":{"p256dh":"\#(Base64URL.encode(subscription.p256dh))","auth":"\#(Base64URL.encode(subscription.auth))"}}"#
+                _ = try await register(s, platform: "web", handle: object, as: "alice")
+
+                let (response, campaign) = try await s.campaign(#"{"audience":{"users":["alice"]},"title":"Sale","message":"50% off"}"#)
+                #expect(response.status == .accepted && campaign["devices"] as? Int == 3)
+                #expect(try await eventually { apns.sandbox.acceptedCount == 1 && fcm.acceptedCount == 1 && web.acceptedCount == 1 })
+
+                let apnsAccepted = try #require(apns.sandbox.accepted.first)
+                let apnsPush = try #require(try JSONSerialization.jsonObject(with: apnsAccepted.payload) as? [String: Any])
+                let richUrl = try #require(apnsPush["richUrl"] as? String)
+                let id = try #require(apnsPush["richId"] as? String)
+                let android = try #require(fcm.accepted.first)
+                #expect(android.token == fcmToken)
+                #expect(android.data == ["richId": id, "richMessage": "50% off", "richType": "img", "richUrl": richUrl])
+                #expect(android.notification == ["title": "Sale", "body": "50% off", "image": richUrl])
+                let webAccepted = try #require(web.accepted.first)
+                let browser = try #require(try JSONSerialization.jsonObject(with: Data(webAccepted.plaintext)) as? [String: String])
+                #expect(browser == ["richId": id, "richMessage": "50% off", "richType": "img", "richUrl": richUrl, "title": "Sale"])
+                #expect(web.accepted.first?.urgency == "high")
+                // The payload URL every platform got fetches the image, with no credentials.
+                #expect(try await s.request(.get, String(richUrl.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" }), as: nil).status == .ok)
+
+                // Silent: FCM gets data only and the browser a normal-urgency message, both with the payload URL.
+                let (created, _) = try await s.json(.post, "/api/notifications", body: #""psst""#)
+                #expect(created.status == .created)
+                #expect(try await eventually { fcm.acceptedCount == 2 && web.acceptedCount == 2 && apns.sandbox.acceptedCount == 2 })
+                #expect(fcm.accepted.last?.notification == nil && fcm.accepted.last?.data["richUrl"]?.contains("/p/") == true)
+                #expect(web.accepted.last?.urgency == "normal")
+            }
+        }
+    }
+
+    @Test("UNREGISTERED and 410 remove the FCM and Web Push registrations; a platform without credentials fails its pushes, saying which flags")
+    func pruning() async throws {
+        try await withPlatforms { _, fcm, web, vapid, platforms in
+            try await TestServer.run(provider: platforms) { s in
+                let fcmToken = fcm.register()
+                let subscription = try web.subscribe(applicationServerKey: vapid.publicKey)
+                _ = try await register(s, platform: "fcm", handle: "\"\(fcmToken)\"", as: "bob")
+                // The subscription's JSON text is taken too.
+                let text = subscription.handle.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                _ = try await register(s, platform: "web", handle: "\"\(text)\"", as: "bob")
+                fcm.unregister(fcmToken)
+                web.unsubscribe(subscription)
+                _ = try await s.json(.post, "/api/notifications", as: "bob", body: #""gone""#)
+                let store = try await s.openStoreAgain()
+                defer { store.close() }
+                #expect(try await eventually { try await store.registrations.list(for: "bob").isEmpty })
+            }
+        }
+        // Web Push without --vapid-key: the push fails with the reason, the registration stays.
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(provider: PlatformRouter(["apns": APNsProvider(client: try apns.client())])) { s in
+                let point = Array(P256.KeyAgreement.PrivateKey().publicKey.x963Representation)
+                let handle = #"{"endpoint":"https://push.example.net/p/1","keys":{"p256dh":"\#(Base64URL.encode(point))","auth":"\#(Base64URL.encode([UInt8](repeating: 1, count: 16)))"}}"#
+                _ = try await register(s, platform: "web", handle: handle, as: "bob")
+                _ = try await s.json(.post, "/api/notifications", as: "bob", body: #""x""#)
+                let store = try await s.openStoreAgain()
+                defer { store.close() }
+                #expect(try await eventually {
+                    try await store.deliveries.list().contains { $0.reason?.contains("--vapid-key") == true }
+                })
+                #expect(try await store.registrations.list(for: "bob").count == 1)
+            }
+        }
+    }
+
+    @Test("handles are checked for their platform: an FCM token, a PushSubscription with a point on P-256; GET /api/webpush/key needs --vapid-key")
+    func handles() async throws {
+        try await TestServer.run { s in
+            let (_, created) = try await s.json(.post, "/api/register")
+            let id = try #require((created as? [String: Any])?["registrationId"] as? String)
+            let bad = [#"{"platform":"fcm","handle":"short"}"#, #"{"platform":"web","handle":"{}"}"#,
+                       #"{"platform":"web","handle":{"endpoint":"https://p.example/1","keys":{"p256dh":"BBBB","auth":"AAAAAAAAAAAAAAAAAAAAAA"}}}"#,
+                       #"{"platform":"web","handle":{"endpoint":"http://p.example/1","keys":{"p256dh":"BBBB","auth":"AAAA"}}}"#]
+            for body in bad {
+                let (response, _) = try await s.json(.put, "/api/register/\(id)", body: body)
+                #expect(response.status == .badRequest, "\(body)")
+            }
+            let (unknown, problem) = try await s.json(.put, "/api/register/\(id)", body: #"{"platform":"wns","handle":"x"}"#)
+            #expect(unknown.status == .unprocessableContent && "\(String(describing: problem))".contains("fcm"))
+            #expect(try await s.request(.get, "/api/webpush/key", as: nil).status == .notFound)
+        }
+        try await TestServer.run({ $0.vapidPublicKey = "BKey" }) { s in
+            let (response, object) = try await s.json(.get, "/api/webpush/key", as: nil)
+            #expect(response.status == .ok && (object as? [String: Any])?["publicKey"] as? String == "BKey")
+        }
+    }
+}
