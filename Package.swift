@@ -178,6 +178,8 @@ let package = Package(
                 "RichPushServer",
                 "PushDelivery",
                 "APNsSandbox",
+                "PushSandboxes",
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -257,6 +259,7 @@ let package = Package(
                 "richpush", "MediaStore", "RichPushCore", "RichPushTestSupport", "APNsSandbox", "SQLEngine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -18,6 +18,8 @@ public struct FCMServiceAccount: Sendable {
     /// The key's id, sent as the assertion's `kid`.
     public let keyID: String?
     let key: _RSA.Signing.PrivateKey
+    /// The public half, which Google (or a stand-in) checks assertions with.
+    public var publicKey: _RSA.Signing.PublicKey { key.publicKey }
 
     /// The scope of FCM's send API.
     public static let scope = "https://www.googleapis.com/auth/firebase.messaging"

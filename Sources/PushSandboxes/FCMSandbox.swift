@@ -95,6 +95,10 @@ public final class FCMSandbox: Sendable {
     /// Adds the service's routes under `prefix` (bind the origin with the prefix too).
     public func addRoutes(to router: Router<BasicRequestContext>, at prefix: String = "") {
         let router = router.group(RouterPath(prefix))
+        // What the Firebase SDK does on an app's first start, for development: a new registration token.
+        router.post("register") { [self] _, _ -> Response in
+            Self.json(201, ["token": register()])
+        }
         router.post("token") { [self] request, _ -> Response in
             let body = try await request.body.collect(upTo: 64 * 1024)
             return tokenVerdict(form: String(buffer: body))

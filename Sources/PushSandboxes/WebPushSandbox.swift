@@ -101,6 +101,16 @@ public final class WebPushSandbox: Sendable {
     /// Adds the service's route under `prefix` (bind the origin with the prefix too).
     public func addRoutes(to router: Router<BasicRequestContext>, at prefix: String = "") {
         let router = router.group(RouterPath(prefix))
+        // What a browser's pushManager.subscribe does, for development: {"applicationServerKey"} → a PushSubscription.
+        router.post("subscribe") { [self] request, _ -> Response in
+            let body = try await request.body.collect(upTo: 16 * 1024)
+            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+                  let key = object["applicationServerKey"] as? String, let subscription = try? subscribe(applicationServerKey: key) else {
+                return Self.answer(400, "send {\"applicationServerKey\":\"<the VAPID public key, base64url>\"} (GET /api/webpush/key on RichPush)")
+            }
+            return Response(status: .created, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: subscription.handle)))
+        }
         router.post("push/:id") { [self] request, context -> Response in
             let id = try context.parameters.require("id")
             let body = try await request.body.collect(upTo: 64 * 1024)

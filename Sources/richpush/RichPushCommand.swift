@@ -23,7 +23,8 @@ struct RichPushCommand: AsyncParsableCommand {
             """,
         version: RichPushBuild.version,
         subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, SendCommand.self, DeliveriesCommand.self,
-                      KeysCommand.self, SandboxCommand.self, HealthcheckCommand.self, MigrateCommand.self]
+                      KeysCommand.self, SandboxCommand.self, FCMSandboxCommand.self, WebPushSandboxCommand.self, HealthcheckCommand.self,
+                      MigrateCommand.self]
     )
 }
 

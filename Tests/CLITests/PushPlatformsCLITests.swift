@@ -1,0 +1,73 @@
+import Crypto
+import CryptoExtras
+import Foundation
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("serve with FCM and Web Push, against fcm-sandbox and webpush-sandbox (SPEC §12)")
+struct PushPlatformsCLITests {
+    func body(_ response: String) -> String {
+        response.range(of: "\r\n\r\n").map { String(response[$0.upperBound...]) } ?? ""
+    }
+
+    @Test("an Android app and a browser registered through the API each get an alert, logged by their stand-ins as JSON lines")
+    func endToEnd() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try prepareNodeDirectory(dir)
+        let (fcmPort, webPort) = (freePort(), freePort())
+        let account: [String: Any] = [
+            "type": "service_account", "project_id": "rich-push-cli", "private_key_id": "k1",
+            "private_key": try _RSA.Signing.PrivateKey(keySize: .bits2048).pkcs8PEMRepresentation,
+            "client_email": "sender@rich-push-cli.iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:\(fcmPort)/token",
+        ]
+        try JSONSerialization.data(withJSONObject: account).write(to: dir.appendingPathComponent("service-account.json"))
+        try P256.Signing.PrivateKey().pemRepresentation.write(to: dir.appendingPathComponent("vapid.pem"), atomically: true, encoding: .utf8)
+        let fcm = try startProcess(["fcm-sandbox", "--port", String(fcmPort), "--service-account", "service-account.json", "--log", "fcm.jsonl"],
+                                   cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
+        let web = try startProcess(["webpush-sandbox", "--port", String(webPort), "--log", "web.jsonl"],
+                                   cwd: dir, log: dir.appendingPathComponent("webpush-sandbox.log"))
+        defer {
+            kill(fcm.processIdentifier, SIGKILL)
+            kill(web.processIdentifier, SIGKILL)
+        }
+        let fcmUp = try await waitForPort(fcmPort)
+        let webUp = try await waitForPort(webPort)
+        #expect(fcmUp && webUp)
+        let added = try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n")
+        #expect(added.status == 0, "\(added.stderr)")
+        let (server, port) = try await CLI.startServe(["--fcm-service-account", "service-account.json", "--fcm-endpoint", "http://127.0.0.1:\(fcmPort)",
+                                                       "--vapid-key", "vapid.pem", "--vapid-subject", "mailto:ops@example.com"], cwd: dir)
+        defer { kill(server.processIdentifier, SIGKILL) }
+        let auth = Data("alice:pw".utf8).base64EncodedString()
+
+        let key = try #require(try JSONSerialization.jsonObject(with: Data(body(try await http(port, "GET", "/api/webpush/key", auth: auth)).utf8))
+                                as? [String: String])["publicKey"]
+        // The "browser" subscribes with the server's key; the "app" gets a registration token.
+        let subscription = body(try await http(webPort, "POST", "/subscribe", auth: "", body: #"{"applicationServerKey":"\#(key ?? "")"}"#))
+        #expect(subscription.contains("\"endpoint\":\"http://127.0.0.1:\(webPort)/push/"), "\(subscription)")
+        let token = try #require(try JSONSerialization.jsonObject(with: Data(body(try await http(fcmPort, "POST", "/register", auth: "")).utf8))
+                                  as? [String: String])["token"]
+        for (platform, handle) in [("fcm", "\"\(token ?? "")\""), ("web", subscription)] {
+            let created = body(try await http(port, "POST", "/api/register", auth: auth))
+            let id = try #require(try JSONSerialization.jsonObject(with: Data(created.utf8)) as? [String: Any])["registrationId"] as? String
+            let saved = try await http(port, "PUT", "/api/register/\(id ?? "")", auth: auth, body: #"{"platform":"\#(platform)","handle":\#(handle)}"#)
+            #expect(saved.hasPrefix("HTTP/1.1 200"), "\(platform): \(saved)")
+        }
+        let sent = try await http(port, "POST", "/api/notifications", auth: auth, body: #"{"message":"Half price","title":"Sale","mode":"alert"}"#)
+        #expect(sent.hasPrefix("HTTP/1.1 201"), "\(sent)")
+        @Sendable func log(_ name: String) -> String { (try? String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)) ?? "" }
+        let arrived = try await eventually(within: 20) { log("fcm.jsonl").contains("Half price") && log("web.jsonl").contains("Half price") }
+        #expect(arrived, "fcm: \(log("fcm.jsonl")) web: \(log("web.jsonl")) fcm-sandbox: \(log("fcm-sandbox.log"))")
+        let android = try #require(try JSONSerialization.jsonObject(with: Data(log("fcm.jsonl").split(separator: "\n")[0].utf8)) as? [String: Any])
+        let shown = try #require(android["notification"] as? [String: String])
+        #expect(shown["title"] == "Sale" && shown["body"] == "Half price" && shown["image"]?.contains("/p/") == true)
+        let browser = try #require(try JSONSerialization.jsonObject(with: Data(log("web.jsonl").split(separator: "\n")[0].utf8)) as? [String: Any])
+        let message = try #require(try JSONSerialization.jsonObject(with: Data((browser["payload"] as? String ?? "").utf8)) as? [String: String])
+        #expect(message["title"] == "Sale" && message["richMessage"] == "Half price" && message["richUrl"] == shown["image"])
+    }
+}
