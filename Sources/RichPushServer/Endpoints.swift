@@ -12,6 +12,14 @@ extension Endpoint {
                      200: .json(WebPushKeyResponse.self, "The key, for pushManager.subscribe({applicationServerKey})."),
                      404: .problem("This server sends no Web Push (no --vapid-key)."),
                  ]) { s, _, _ in try s.webPushKey() },
+        Endpoint(method: .get, path: "/webpush-demo", access: .open, summary: "A page where a browser subscribes for an account.",
+                 responses: [200: APIResponse(description: "HTML, no external resources.", content: [("text/html", .string)])]) { _, _, _ in
+            WebPushDemo.response(WebPushDemo.page, contentType: "text/html; charset=utf-8")
+        },
+        Endpoint(method: .get, path: "/webpush-sw.js", access: .open, summary: "The demo page's service worker: shows each message with its image.",
+                 responses: [200: APIResponse(description: "JavaScript.", content: [("text/javascript", .string)])]) { _, _, _ in
+            WebPushDemo.response(WebPushDemo.serviceWorker, contentType: "text/javascript; charset=utf-8")
+        },
     ]
 
     static let ops: [Endpoint] = [
