@@ -36,7 +36,8 @@ struct OpenAPICLITests {
         let seed = ProcessInfo.processInfo.environment["RICHPUSH_SCHEMATHESIS_SEED"] ?? "20261123"
         let arguments = ["--config-file", Self.config, "run", "http://127.0.0.1:\(port)/openapi.json", "--auth", "root:schema-pw",
                          "--checks", "all", "--max-examples", "25", "--seed", seed, "--request-timeout", "20", "--no-color"]
-        let (status, output) = try await onOwnThread { try runCapturing(schemathesis, arguments) }
+        // Bounded: a run that hangs must fail this test, not the whole suite.
+        let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["600", schemathesis] + arguments) }
         #expect(status == 0, "schemathesis \(arguments.joined(separator: " ")):\n\(output.suffix(6000))")
         // Every operation of the document was tested.
         func count(after label: String) -> Int? {

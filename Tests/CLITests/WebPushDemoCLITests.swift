@@ -16,8 +16,9 @@ struct WebPushDemoCLITests {
         let chromium = try #require(Self.chromium)
         let common = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
                       "--virtual-time-budget=15000", "--window-size=412,860"]
-        let (_, dom) = try await onOwnThread { try runCapturing(chromium, common + ["--dump-dom", url]) }
-        _ = try await onOwnThread { try runCapturing(chromium, common + ["--screenshot=\(screenshot.path)", url]) }
+        // Bounded: a browser that hangs must fail this test, not the whole run.
+        let (_, dom) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["60", chromium] + common + ["--dump-dom", url]) }
+        _ = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["60", chromium] + common + ["--screenshot=\(screenshot.path)", url]) }
         return dom
     }
 
