@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOFoundationCompat
@@ -37,6 +38,14 @@ public enum APNsEnvironment: Sendable, Equatable {
 
 /// The TLS every outgoing push connection uses: the system's roots plus `--push-ca`.
 enum PushTLS {
+    /// An HTTP/1.1 and HTTP/2 client for a push service or token endpoint: the system roots and
+    /// `extraRoots` trusted, connect and read bounded.
+    static func httpClient(extraRoots: [String], connectTimeout: TimeAmount, readTimeout: TimeAmount) throws -> HTTPClient {
+        var configuration = HTTPClient.Configuration(tlsConfiguration: try configuration(extraRoots: extraRoots))
+        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
     /// A client configuration trusting the system roots and the PEM files `extraRoots`.
     static func configuration(extraRoots: [String]) throws -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()

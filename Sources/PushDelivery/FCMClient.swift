@@ -21,9 +21,7 @@ public final class FCMClient: Sendable {
                 connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(30)) throws {
         self.account = account
         self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
-        var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
-        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
-        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        http = try PushTLS.httpClient(extraRoots: extraRoots, connectTimeout: connectTimeout, readTimeout: readTimeout)
         tokens = FCMTokenManager(account: account, http: http)
     }
 

@@ -74,9 +74,7 @@ public final class NotificationHubsClient: Sendable {
                 connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(30)) throws {
         self.connection = connection
         self.hub = hub
-        var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
-        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
-        self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.http = try PushTLS.httpClient(extraRoots: extraRoots, connectTimeout: connectTimeout, readTimeout: readTimeout)
     }
 
     /// Closes the connections.

@@ -18,9 +18,7 @@ public final class WebPushClient: Sendable {
     /// `extraRoots` (PEM files, `--push-ca`) are trusted beside the system's roots.
     public init(vapid: VAPID, extraRoots: [String] = [], connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(30)) throws {
         self.vapid = vapid
-        var configuration = HTTPClient.Configuration(tlsConfiguration: try PushTLS.configuration(extraRoots: extraRoots))
-        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
-        self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.http = try PushTLS.httpClient(extraRoots: extraRoots, connectTimeout: connectTimeout, readTimeout: readTimeout)
     }
 
     /// Closes the connections.

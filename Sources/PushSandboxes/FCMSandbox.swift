@@ -15,7 +15,7 @@ import RichPushCore
 /// one of its access tokens and the account's project, and a message with exactly one `token`
 /// it issued, `data` of string values without reserved keys, and a `notification` whose `image`
 /// is an https URL; it answers with Google's error model.
-public final class FCMSandbox: Sendable {
+public final class FCMSandbox: PushStandIn {
     /// What the sandbox knows of the service account.
     public struct Account: Sendable {
         public var projectID: String
@@ -85,14 +85,8 @@ public final class FCMSandbox: Sendable {
     public var acceptedCount: Int { state.withLockedValue { $0.acceptedCount } }
     public var exchanges: Int { state.withLockedValue { $0.exchanges } }
 
-    /// A router with the service's routes: `POST /token` and `POST /v1/projects/{id}/messages:send`.
-    public func router() -> Router<BasicRequestContext> {
-        let router = Router()
-        addRoutes(to: router)
-        return router
-    }
-
-    /// Adds the service's routes under `prefix` (bind the origin with the prefix too).
+    /// Adds `POST /register`, `POST /token` and `POST /v1/projects/{id}/messages:send` under
+    /// `prefix` (bind the origin with the prefix too).
     public func addRoutes(to router: Router<BasicRequestContext>, at prefix: String = "") {
         let router = router.group(RouterPath(prefix))
         // What the Firebase SDK does on an app's first start, for development: a new registration token.

@@ -15,7 +15,7 @@ import RichPushCore
 /// service's origin, whose `exp` is in the future and at most 24 h away and whose `sub` is a
 /// `mailto:` or `https:` URI; a `TTL`, a valid `Urgency`, `Content-Encoding: aes128gcm`, at most
 /// 4,096 bytes, and a body that decrypts (RFC 8291) with the subscription's private key.
-public final class WebPushSandbox: Sendable {
+public final class WebPushSandbox: PushStandIn {
     /// A message that passed every check, decrypted.
     public struct AcceptedMessage: Sendable {
         public var subscriptionID: String
@@ -91,14 +91,7 @@ public final class WebPushSandbox: Sendable {
         String(subscription.endpoint.split(separator: "/").last ?? "")
     }
 
-    /// A router with the service's route: `POST /push/{id}`.
-    public func router() -> Router<BasicRequestContext> {
-        let router = Router()
-        addRoutes(to: router)
-        return router
-    }
-
-    /// Adds the service's route under `prefix` (bind the origin with the prefix too).
+    /// Adds `POST /subscribe` and `POST /push/{id}` under `prefix` (bind the origin with the prefix too).
     public func addRoutes(to router: Router<BasicRequestContext>, at prefix: String = "") {
         let router = router.group(RouterPath(prefix))
         // What a browser's pushManager.subscribe does, for development: {"applicationServerKey"} → a PushSubscription.
