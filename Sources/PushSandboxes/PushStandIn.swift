@@ -4,6 +4,8 @@ import Hummingbird
 public protocol PushStandIn: Sendable {
     /// Adds the service's routes under `prefix`.
     func addRoutes(to router: Router<BasicRequestContext>, at prefix: String)
+    /// Where the service is reached, prefix included: the origin of its endpoints and audiences.
+    func bound(origin: String)
 }
 
 extension PushStandIn {

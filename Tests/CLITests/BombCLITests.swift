@@ -16,17 +16,10 @@ struct BombCLITests {
             let file = dir.appendingPathComponent(name)
             try Data(bytes).write(to: file)
             // GNU time reports this child's own peak resident set, in kB, as the last line of stderr.
-            let output = try await onOwnThread { () throws -> (Int32, String) in
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-                process.arguments = ["-f", "%M", CLI.executable.path, "media", "add", file.path, "--data", dir.appendingPathComponent("data").path]
-                let err = Pipe()
-                process.standardError = err
-                process.standardOutput = FileHandle.nullDevice
-                try process.run()
-                let data = err.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+            // (time writes after the child has exited, so its line comes last even with stdout mixed in.)
+            let output = try await onOwnThread {
+                try runCapturing("/usr/bin/time", ["-f", "%M", CLI.executable.path, "media", "add", file.path,
+                                                   "--data", dir.appendingPathComponent("data").path])
             }
             #expect([0, 1].contains(output.0), "\(name): \(output.1)")
             let peak = Int(output.1.split(separator: "\n").last ?? "") ?? -1

@@ -10,14 +10,9 @@ import Glibc
 struct OpenAPICLITests {
     static let config = Fixtures.packageRoot.appendingPathComponent("Tests/OpenAPI/schemathesis.toml").path
 
-    static func which(_ name: String) -> String? {
-        (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
-            .map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
-
     @Test("every schemathesis check passes against /openapi.json: examples, boundaries, fuzzing and linked calls, as an admin")
     func schemathesis() async throws {
-        guard let schemathesis = Self.which("schemathesis") else {
+        guard let schemathesis = which("schemathesis") else {
             // .ci/run installs it (PyPI); elsewhere the test says it did not run.
             #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1", "schemathesis is not installed (pip install schemathesis)")
             return

@@ -9,7 +9,7 @@ import Glibc
 
 @Suite("/webpush-demo in headless Chromium (SPEC §12)")
 struct WebPushDemoCLITests {
-    static var chromium: String? { OpenAPICLITests.which("chromium") ?? OpenAPICLITests.which("chromium-browser") }
+    static var chromium: String? { which("chromium") ?? which("chromium-browser") }
 
     /// The page's DOM after its scripts ran, and a screenshot, as headless Chromium renders them.
     func render(_ url: String, screenshot: URL, profile: URL) async throws -> String {

@@ -140,7 +140,7 @@ struct S3ClientTests {
         let s3 = try await client(prefix)
         let ours = Array("written by RichPush \u{1F4E6}".utf8)
         try await s3.put(key: "ours", body: ByteBuffer(bytes: ours), sha256Hex: sha256(ours))
-        let result = try await SeaweedFS.python("""
+        let result = try await python("""
             import boto3, hashlib, sys
             s3 = boto3.client("s3", endpoint_url="\(weed.endpoint)", aws_access_key_id="\(weed.accessKey)",
                               aws_secret_access_key="\(weed.secretKey)", region_name="us-east-1")

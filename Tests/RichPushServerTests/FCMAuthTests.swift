@@ -55,7 +55,7 @@ struct FCMAuthTests {
             key.verify(b("\(parts[2])"), b"\(parts[0]).\(parts[1])", padding.PKCS1v15(), hashes.SHA256())
             print("verified")
             """
-        let (status, output) = try await SeaweedFS.python(script)
+        let (status, output) = try await python(script)
         #expect(status == 0 && output.contains("verified"), "\(output)")
     }
 

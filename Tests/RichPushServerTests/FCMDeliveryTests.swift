@@ -14,19 +14,11 @@ struct FCMDeliveryTests {
                      _ body: @Sendable (FCMSandbox, FCMClient) async throws -> Void) async throws {
         let sandbox = FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
                                                 publicKey: FCMAuthTests.key.publicKey))
-        let app = Application(router: sandbox.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-        try await app.test(.live) { client in
-            let origin = "http://127.0.0.1:\(try #require(client.port))"
-            sandbox.bound(origin: origin)
+        try await serving([(sandbox, "")]) { origin in
             let account = try FCMServiceAccount(json: FCMAuthTests.accountJSON(tokenURI: sandbox.tokenURI, key: key.pkcs8PEMRepresentation))
-            let sender = try FCMClient(account: account, endpoint: origin)
-            do {
+            try await using(try FCMClient(account: account, endpoint: origin), shutdown: { try await $0.shutdown() }) { sender in
                 try await body(sandbox, sender)
-            } catch {
-                try? await sender.shutdown()
-                throw error
             }
-            try await sender.shutdown()
         }
     }
 

@@ -20,14 +20,7 @@ struct PlatformDeliveryTests {
         let fcm = FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
                                             publicKey: FCMAuthTests.key.publicKey))
         let web = WebPushSandbox()
-        let router = Router()
-        fcm.addRoutes(to: router, at: "fcm")
-        web.addRoutes(to: router, at: "web")
-        let services = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-        try await services.test(.live) { client in
-            let origin = "http://127.0.0.1:\(try #require(client.port))"
-            fcm.bound(origin: "\(origin)/fcm")
-            web.bound(origin: "\(origin)/web")
+        try await serving([(fcm, "fcm"), (web, "web")]) { origin in
             try await RunningSandbox.with { apns in
                 let account = try FCMServiceAccount(json: FCMAuthTests.accountJSON(tokenURI: fcm.tokenURI))
                 let vapid = try VAPID(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")

@@ -28,7 +28,7 @@ struct S3MediaRouteTests {
             let again = try await s.request(.get, "/media/\(id)", headers: [.ifNoneMatch: "\"\(id)\""])
             #expect(again.status == .notModified)
             // The object is where SPEC §13 says: [PREFIX/]sha256/<2>/<64>.
-            let listed = try await SeaweedFS.python("""
+            let listed = try await python("""
                 import boto3
                 s3 = boto3.client("s3", endpoint_url="\(weed.endpoint)", aws_access_key_id="\(weed.accessKey)",
                                   aws_secret_access_key="\(weed.secretKey)", region_name="us-east-1")

@@ -5,7 +5,9 @@ import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import HummingbirdTesting
 import PushDelivery
+import PushSandboxes
 import RichPushTestSupport
 import ServiceLifecycle
 
@@ -73,3 +75,28 @@ func requireValue<T>(_ value: T?) throws -> T {
     return value
 }
 
+
+/// Serves `standIns` on one free port, each under its prefix (none: at the root) and bound to
+/// its origin, while `body` runs with the server's origin (`http://127.0.0.1:<port>`).
+func serving(_ standIns: [(standIn: any PushStandIn, prefix: String)], _ body: @Sendable (String) async throws -> Void) async throws {
+    let router = Router()
+    for (standIn, prefix) in standIns { standIn.addRoutes(to: router, at: prefix) }
+    let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+    try await app.test(.live) { client in
+        guard let port = client.port else { throw FixtureError("the stand-ins have no port") }
+        let origin = "http://127.0.0.1:\(port)"
+        for (standIn, prefix) in standIns { standIn.bound(origin: prefix.isEmpty ? origin : "\(origin)/\(prefix)") }
+        try await body(origin)
+    }
+}
+
+/// Runs `body` with a client, and shuts the client down however `body` ends.
+func using<Client: Sendable>(_ client: Client, shutdown: (Client) async throws -> Void, _ body: (Client) async throws -> Void) async throws {
+    do {
+        try await body(client)
+    } catch {
+        try? await shutdown(client)
+        throw error
+    }
+    try await shutdown(client)
+}

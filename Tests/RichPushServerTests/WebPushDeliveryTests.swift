@@ -13,21 +13,13 @@ import PushSandboxes
 /// The Web Push sender against the local push service, which checks what real ones check.
 @Suite("Web Push delivery through the sandbox (SPEC §12)")
 struct WebPushDeliveryTests {
-    func withSandbox(_ body: @Sendable (WebPushSandbox, VAPID, WebPushClient, Int) async throws -> Void) async throws {
+    func withSandbox(_ body: @Sendable (WebPushSandbox, VAPID, WebPushClient, String) async throws -> Void) async throws {
         let sandbox = WebPushSandbox()
-        let app = Application(router: sandbox.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-        try await app.test(.live) { client in
-            let port = try #require(client.port)
-            sandbox.bound(origin: "http://127.0.0.1:\(port)")
+        try await serving([(sandbox, "")]) { origin in
             let vapid = try VAPID(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")
-            let sender = try WebPushClient(vapid: vapid)
-            do {
-                try await body(sandbox, vapid, sender, port)
-            } catch {
-                try? await sender.shutdown()
-                throw error
+            try await using(try WebPushClient(vapid: vapid), shutdown: { try await $0.shutdown() }) { sender in
+                try await body(sandbox, vapid, sender, origin)
             }
-            try await sender.shutdown()
         }
     }
 
@@ -48,7 +40,7 @@ struct WebPushDeliveryTests {
 
     @Test("404 and 410 prune the subscription; 413 and 403 fail it; 429 and 5xx are retried after Retry-After; too large never leaves")
     func errors() async throws {
-        try await withSandbox { sandbox, vapid, sender, port in
+        try await withSandbox { sandbox, vapid, sender, origin in
             let subscription = try sandbox.subscribe(applicationServerKey: vapid.publicKey)
             let message = Array("hi".utf8)
             sandbox.fail(subscription, status: 429, retryAfter: 7)
@@ -68,7 +60,7 @@ struct WebPushDeliveryTests {
             #expect(refusal.hasPrefix("403"))
             try await stranger.shutdown()
 
-            let unknown = try WebPushSubscription(endpoint: "http://127.0.0.1:\(port)/push/nobody", p256dh: subscription.p256dh, auth: subscription.auth)
+            let unknown = try WebPushSubscription(endpoint: "\(origin)/push/nobody", p256dh: subscription.p256dh, auth: subscription.auth)
             guard case .failed(_, true) = await sender.send(message, to: unknown) else { Issue.record("404 does not prune"); return }
             sandbox.unsubscribe(subscription)
             guard case .failed(let gone, true) = await sender.send(message, to: subscription) else { Issue.record("410 does not prune"); return }

@@ -108,7 +108,7 @@ struct WebPushTests {
             sys.stdout.write(plain.decode("utf-8") + "\\n")
             print("vapid", py_vapid.Vapid02.verify("\(header)"))
             """
-        let (status, output) = try await SeaweedFS.python(script)
+        let (status, output) = try await python(script)
         #expect(status == 0, "\(output)")
         #expect(output.contains(message), "\(output)")
         #expect(output.contains("vapid True"), "\(output)")

