@@ -41,7 +41,7 @@ public struct FCMServiceAccount: Sendable {
         projectID = try field("project_id")
         clientEmail = try field("client_email")
         tokenURI = (object["token_uri"] as? String) ?? "https://oauth2.googleapis.com/token"
-        guard tokenURI.hasPrefix("https://") || tokenURI.hasPrefix("http://127.") || tokenURI.hasPrefix("http://localhost") else {
+        guard Loopback.isSecureOrLoopback(tokenURI) else {
             throw PushError.configuration("the FCM service account's token_uri must be https, got '\(tokenURI.prefix(80))'")
         }
         keyID = object["private_key_id"] as? String

@@ -73,7 +73,7 @@ public final class FCMClient: Sendable {
             }
             let error = FCMError(status: status, body: Data(buffer: answer))
             let retryAfter = response.headers.first(name: "retry-after").flatMap(Double.init)
-            if status == 401 && !renewed {
+            if status == 401 && !renewed && error.code == "UNAUTHENTICATED" {
                 // The access token was revoked or expired early: one more try with a new one.
                 await tokens.invalidate()
                 return await send(body, renewed: true)

@@ -30,9 +30,7 @@ public struct NotificationHubsConnection: Sendable, Equatable {
         while endpoint.hasSuffix("/") { endpoint.removeLast() }
         // Plain http:// only where nothing can listen in: the loopback interface (a stand-in, a local proxy).
         if endpoint.hasPrefix("http://") {
-            let host = URL(string: endpoint)?.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-            let loopbackV4 = host.map { h in h.hasPrefix("127.") && h.split(separator: ".").count == 4 && h.split(separator: ".").allSatisfy { UInt8($0) != nil } } ?? false
-            guard let host, ["localhost", "::1"].contains(host) || loopbackV4 else {
+            guard Loopback.isSecureOrLoopback(endpoint) else {
                 throw PushError.configuration("the connection string's Endpoint may be http:// only on loopback (127.0.0.1, localhost, ::1); use sb:// or https://, got '\(endpoint)'")
             }
         }

@@ -192,7 +192,8 @@ public struct WebPushProvider: PushProvider {
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         guard let content = job.content else { return (.failed(reason: "the push has no content for Web Push", prune: false), nil) }
         guard let subscription = try? WebPushSubscription(jsonText: job.target) else {
-            return (.failed(reason: "the registration's handle is not a PushSubscription", prune: true), nil)
+            // Not pruned: a stored handle that no longer reads is this server's problem, not the browser's.
+            return (.failed(reason: "the registration's handle is not a PushSubscription", prune: false), nil)
         }
         let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: ttl,
                                         urgency: job.mode == .alert ? .high : .normal)

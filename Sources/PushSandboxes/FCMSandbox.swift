@@ -179,7 +179,7 @@ public final class FCMSandbox: PushStandIn {
                 guard let text = value as? String else { return Self.invalid("notification.\(key) must be a string") }
                 shown[key] = text
             }
-            if let image = shown["image"], !(image.hasPrefix("https://") || image.hasPrefix("http://127.") || image.hasPrefix("http://localhost")) {
+            if let image = shown["image"], !Loopback.isSecureOrLoopback(image) {
                 return Self.invalid("notification.image must be an https URL")
             }
             notification = shown

@@ -16,8 +16,7 @@ public struct WebPushSubscription: Sendable, Equatable {
 
     /// Checks every part: an absolute https URL, a point on P-256, a 16-byte secret.
     public init(endpoint: String, p256dh: [UInt8], auth: [UInt8]) throws {
-        guard endpoint.utf8.count <= Self.maxEndpointLength, let url = URL(string: endpoint), let host = url.host, !host.isEmpty,
-              url.scheme == "https" || (url.scheme == "http" && Self.isLoopback(host)) else {
+        guard endpoint.utf8.count <= Self.maxEndpointLength, Loopback.isSecureOrLoopback(endpoint) else {
             throw CoreError(.invalid, "the subscription's endpoint must be an https URL of at most \(Self.maxEndpointLength) bytes, got '\(endpoint.prefix(80))'")
         }
         guard p256dh.count == 65, p256dh.first == 0x04, (try? P256.KeyAgreement.PublicKey(x963Representation: p256dh)) != nil else {
@@ -70,9 +69,5 @@ public struct WebPushSubscription: Sendable, Equatable {
     static func base64URL(_ text: String) -> [UInt8]? {
         let trimmed = text.hasSuffix("==") ? String(text.dropLast(2)) : text.hasSuffix("=") ? String(text.dropLast()) : text
         return Base64URL.decodeBytes(trimmed)
-    }
-
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
     }
 }

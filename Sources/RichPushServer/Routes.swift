@@ -136,7 +136,10 @@ extension Services {
         let id = try context.parameters.require("id")
         let body = try await request.body.collect(upTo: 64 * 1024)
         let update = try RequestBody.decode(RegistrationUpdate.self, from: Data(body.readableBytesView),
-                                            shape: "{\"platform\":\"apns\",\"handle\":\"<hex token>\",\"tags\":[...]}")
+                                            shape: "{\"platform\":\"apns\"|\"fcm\"|\"web\",\"handle\":<APNs hex token, FCM token or PushSubscription>,\"tags\":[...]}")
+        if mirror != nil && update.platform.lowercased() != "apns" {
+            throw Problem(.unprocessableContent, "this server delivers through Notification Hubs, which RichPush uses for APNs only; platform '\(update.platform.prefix(20))' needs serve with --fcm-service-account or --vapid-key instead")
+        }
         let registration = try await registrations.update(id: id, for: try user(context),
                                                           with: DeviceRegistration(platform: update.platform, handle: update.handle.text,
                                                                                    tags: update.tags ?? [], replaces: update.replaces))

@@ -3,6 +3,7 @@ import Foundation
 import MediaStore
 import Logging
 import PushDelivery
+import RichPushCore
 
 /// The push-provider flags of `serve` (SPEC §7); each also reads `RICHPUSH_<FLAG>`.
 struct PushOptions: ParsableArguments {
@@ -63,10 +64,13 @@ struct PushOptions: ParsableArguments {
         if anhConnectionString != nil && (fcmAccountPath != nil || vapidKeyPath != nil) {
             throw ValidationError("Notification Hubs sends to APNs here; FCM and Web Push go direct, beside APNs (--apns-…), not beside a hub")
         }
+        if !vapidSubject.isEmpty && !(vapidSubject.hasPrefix("mailto:") && vapidSubject.count > 7 || vapidSubject.hasPrefix("https://") && vapidSubject.count > 8) {
+            throw ValidationError("--vapid-subject (env RICHPUSH_VAPID_SUBJECT) must be a mailto: or https: URI, got '\(vapidSubject.prefix(80))'")
+        }
         if (vapidKeyPath == nil) != vapidSubject.isEmpty {
             throw ValidationError("Web Push needs both --vapid-key and --vapid-subject (env RICHPUSH_VAPID_KEY, RICHPUSH_VAPID_SUBJECT)")
         }
-        guard fcmEndpoint.hasPrefix("https://") || fcmEndpoint.hasPrefix("http://127.") || fcmEndpoint.hasPrefix("http://localhost") else {
+        guard Loopback.isSecureOrLoopback(fcmEndpoint) else {
             throw ValidationError("--fcm-endpoint must be https (http only on loopback, for a stand-in), got '\(fcmEndpoint.prefix(80))'")
         }
         _ = try APNsEnvironment(apnsEnv)
@@ -96,7 +100,7 @@ struct PushOptions: ParsableArguments {
         if let vapid {
             providers["web"] = WebPushProvider(client: try WebPushClient(vapid: vapid, extraRoots: pushCa))
         }
-        if providers.count == 1, let apns = providers["apns"] { return (apns, nil) }
+        // Always through the router: a browser's or Android device's handle never goes to Apple.
         return providers.isEmpty ? nil : (PlatformRouter(providers), nil)
     }
 }

@@ -60,6 +60,7 @@ struct WebPushTests {
         offCurve[64] ^= 1
         let refused: [(String, [UInt8], [UInt8])] = [
             ("http://push.example/x", point, auth), ("ftp://push.example/x", point, auth), ("not a url", point, auth),
+            ("http://127.evil.example/x", point, auth), ("http://localhost.evil/x", point, auth),
             ("https://push.example/x", offCurve, auth), ("https://push.example/x", Array(point.prefix(33)), auth),
             ("https://push.example/x", point, Array(auth.prefix(15))),
         ]
