@@ -198,9 +198,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                          recordDue: @Sendable (Bool) async -> Void) async throws {
         let durationsByPlatform = self.durations
         func durations(_ job: DeliveryJob) -> PushDurations {
-            // Through a router, the device's platform (nil: an APNs device registered before
-            // platforms were recorded); otherwise the one service the provider sends to.
-            let platform = provider is PlatformRouter ? job.platform ?? "apns" : provider.platform
+            let platform = provider.platform(of: job)
             return durationsByPlatform.withLockedValue { made in
                 if let known = made[platform] { return known }
                 let durations = PushDurations(platform: platform)
@@ -261,7 +259,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
     }
 
     private func claim(limit: Int) async throws -> [DeliveryJob] {
-        try await outbox.claim(limit: limit, lease: lease, holder: holder)
+        try await outbox.claim(limit: limit, lease: lease, holder: holder, platforms: provider.platforms)
     }
 
     /// Leases of holders that stopped their heartbeat become due now; with `checkingPids` (once,

@@ -17,10 +17,17 @@ public protocol PushProvider: Sendable {
     func shutdown() async
     /// The service it sends to, as metrics name it (`apns`, `notificationhubs`).
     var platform: String { get }
+    /// The device platforms whose pushes it sends (`apns`, `fcm`, `web`), which are the outbox
+    /// rows this node claims; nil for every row (a hub, whose rows name no platform).
+    var platforms: Set<String>? { get }
+    /// The platform a push's duration is counted under.
+    func platform(of job: DeliveryJob) -> String
 }
 
 extension PushProvider {
     public var platform: String { "other" }
+    public var platforms: Set<String>? { nil }
+    public func platform(of job: DeliveryJob) -> String { platform }
 
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         Task {
@@ -218,7 +225,9 @@ public struct PlatformRouter: PushProvider {
     }
 
     public var addressing: DeliveryAddressing { .perDevice }
-    public var platform: String { providers.keys.sorted().joined(separator: "+") }
+    public var platforms: Set<String>? { Set(providers.keys) }
+    /// The device's platform; nil is an APNs device registered before platforms were recorded.
+    public func platform(of job: DeliveryJob) -> String { job.platform ?? "apns" }
 
     private func provider(for job: DeliveryJob) -> (any PushProvider)? { providers[job.platform ?? "apns"] }
 

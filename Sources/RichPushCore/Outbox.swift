@@ -81,8 +81,18 @@ public struct OutboxStore: Sendable {
     ///
     /// On PostgreSQL the rows are locked with `FOR UPDATE SKIP LOCKED`: nodes claiming at once
     /// get different rows and never wait for each other. SQLite has one writer at a time.
-    public func claim(limit: Int, lease: Double, holder: OutboxHolder) async throws -> [DeliveryJob] {
+    ///
+    /// With `platforms`, only pushes to devices of those platforms (a row with none is an APNs
+    /// device registered before platforms were recorded): a node that sends no FCM leaves FCM
+    /// pushes to the nodes that do, and they wait, counted in `richpush_outbox_pending`, while no
+    /// node does (a rolling restart that adds FCM, say).
+    public func claim(limit: Int, lease: Double, holder: OutboxHolder, platforms: Set<String>? = nil) async throws -> [DeliveryJob] {
         let now = database.now()
+        let known = platforms.map { $0.filter { $0.allSatisfy(\.isLetter) }.sorted() }
+        let only = known.map { names in
+            let listed = names.isEmpty ? "FALSE" : "d.platform IN (\(names.map { "'\($0)'" }.joined(separator: ", ")))"
+            return names.contains("apns") ? "AND (d.platform IS NULL OR \(listed))" : "AND \(listed)"
+        } ?? ""
         return try await database.write(isolation: .readCommitted) { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
@@ -90,7 +100,7 @@ public struct OutboxStore: Sendable {
                        n.message, n.title, n.richType, n.richUrl, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
-                WHERE d.state = 'pending' AND d.nextAttemptAt <= ?
+                WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
                 """, arguments: [now, limit], cached: true)
             let jobs = rows.map { row in
