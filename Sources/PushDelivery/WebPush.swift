@@ -10,8 +10,8 @@ import RichPushCore
 public enum WebPushEncryption {
     /// The record size written in the header: the push service's 4,096-byte limit.
     public static let recordSize = 4096
-    /// What fits in one record: 4,096 − 86 (header) − 16 (tag) − 1 (padding delimiter) = 3,993.
-    public static let maxPlaintext = recordSize - 86 - 16 - 1
+    /// What fits in one record (3,993 bytes).
+    public static let maxPlaintext = PushContent.webPushMaxBytes
 
     /// Encrypts `plaintext` for `subscription`. The header carries `salt`, the record size and
     /// the sender's public key; the single record is the plaintext, the last-record delimiter 0x02,
@@ -119,10 +119,9 @@ public final class VAPID: Sendable {
             return "vapid t=\(cached.token),k=\(publicKey)"
         }
         let expires = seconds + Self.lifetime
-        let claims = try JSONSerialization.data(withJSONObject: ["aud": audience, "exp": expires, "sub": subject],
-                                                options: [.sortedKeys, .withoutEscapingSlashes])
-        let input = Base64URL.encode(Array(#"{"typ":"JWT","alg":"ES256"}"#.utf8)) + "." + Base64URL.encode(claims)
-        let token = input + "." + Base64URL.encode(try key.signature(for: Data(input.utf8)).rawRepresentation)
+        let token = try CompactJWT.make(header: ["typ": "JWT", "alg": "ES256"], claims: ["aud": audience, "exp": expires, "sub": subject]) {
+            try key.signature(for: $0).rawRepresentation
+        }
         tokens.withLockedValue { cache in
             if cache.count > 1000 { cache.removeAll() } // audiences are a handful of push services
             cache[audience] = (token, expires)

@@ -128,6 +128,12 @@ struct NotificationWriter {
         self.now = now
     }
 
+    /// Refuses (422) content that would not fit a push to every platform with the longest id: a
+    /// campaign checks this once, before it queues anyone, so no batch is refused halfway.
+    func checkFitsEveryPlatform() throws {
+        _ = try push(id: .max, targets: [PushTarget(registration: nil, target: "", platform: "web")])
+    }
+
     /// Inserts `recipient`'s notification with its push and one pending delivery per target.
     /// Throws 422 when the push would exceed APNs' 4096 bytes.
     func insert(_ db: SQLConnection, recipient: String, targets: [PushTarget]) throws -> CreatedNotification {

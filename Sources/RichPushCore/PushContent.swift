@@ -11,8 +11,9 @@ public struct PushContent: Sendable, Equatable {
     /// The signed payload URL; nil where the notification was made without a payload key.
     public var richUrl: String?
 
-    /// The most a Web Push message may hold (one 4,096-byte aes128gcm record).
-    public static let webPushMaxBytes = 3993
+    /// The most a Web Push message may hold: one 4,096-byte aes128gcm record less its 86-byte
+    /// header, 16-byte tag and 1-byte padding delimiter.
+    public static let webPushMaxBytes = 4096 - 86 - 16 - 1
 
     /// Creates the content.
     public init(id: Int64, message: String, title: String?, richType: String, richUrl: String?) {

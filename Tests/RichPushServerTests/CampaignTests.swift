@@ -230,6 +230,10 @@ struct CampaignTests {
                 #expect(unknownImage.status == .unprocessableContent)
                 let (unknownUser, _) = try await s.campaign(#"{"audience":{"users":["alice","ghost"]}}"#)
                 #expect(unknownUser.status == .unprocessableContent && unknownUser.detail.contains("ghost"), "\(unknownUser.detail)")
+                // Content that fits APNs but not a browser's push is refused before anyone is queued,
+                // not by the first batch that meets a browser.
+                let (tooLong, _) = try await s.campaign(#"{"audience":{"all":true},"mode":"silent","message":"\#(String(repeating: "x", count: 3950))"}"#)
+                #expect(tooLong.status == .unprocessableContent && tooLong.detail.contains("Web Push"), "\(tooLong.detail)")
                 let (_, list) = try await s.json(.get, "/api/admin/campaigns", as: "root")
                 #expect((list as? [[String: Any]])?.count == 1) // refused campaigns leave nothing behind
             }
