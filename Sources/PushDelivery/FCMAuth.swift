@@ -71,12 +71,7 @@ public struct FCMServiceAccount: Sendable {
         var header: [String: Any] = ["alg": "RS256", "typ": "JWT"]
         if let keyID { header["kid"] = keyID }
         let claims: [String: Any] = ["iss": clientEmail, "scope": Self.scope, "aud": tokenURI, "iat": issued, "exp": issued + 3600]
-        func part(_ object: [String: Any]) throws -> String {
-            Base64URL.encode(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-        }
-        let input = try part(header) + "." + part(claims)
-        let signature = try key.signature(for: Data(input.utf8), padding: .insecurePKCS1v1_5)
-        return input + "." + Base64URL.encode(signature.rawRepresentation)
+        return try CompactJWT.make(header: header, claims: claims) { try key.signature(for: $0, padding: .insecurePKCS1v1_5).rawRepresentation }
     }
 }
 
@@ -87,8 +82,6 @@ public actor FCMTokenManager {
     private let http: HTTPClient
     private var current: (token: String, expires: Date)?
     private var exchanging: Task<(token: String, expires: Date), any Error>?
-    /// How many exchanges were made (for tests and metrics).
-    public private(set) var exchanges = 0
 
     /// `http` is the client the pushes use (its TLS trusts `--push-ca`).
     public init(account: FCMServiceAccount, http: HTTPClient) {
@@ -108,11 +101,13 @@ public actor FCMTokenManager {
         return fresh.token
     }
 
-    /// Forgets the token (FCM answered 401 with it).
-    public func invalidate() { current = nil }
+    /// Forgets `token` (FCM answered 401 with it) unless it was already replaced: of many pushes
+    /// refused with the same token, only the first makes a new one.
+    public func invalidate(_ token: String) {
+        if current?.token == token { current = nil }
+    }
 
     private func exchange(now: Date) async throws -> (token: String, expires: Date) {
-        exchanges += 1
         var request = HTTPClientRequest(url: account.tokenURI)
         request.method = .POST
         request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")

@@ -30,9 +30,6 @@ public final class FCMClient: Sendable {
         try await http.shutdown()
     }
 
-    /// How many access tokens were fetched.
-    public var tokenExchanges: Int { get async { await tokens.exchanges } }
-
     /// The message FCM takes (`{"message":{...}}`): `data` always (string values, the app reads
     /// them in the background), and a `notification` with the image in alert mode.
     public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?) -> Data {
@@ -75,7 +72,7 @@ public final class FCMClient: Sendable {
             let retryAfter = response.headers.first(name: "retry-after").flatMap(Double.init)
             if status == 401 && !renewed && error.code == "UNAUTHENTICATED" {
                 // The access token was revoked or expired early: one more try with a new one.
-                await tokens.invalidate()
+                await tokens.invalidate(token)
                 return await send(body, renewed: true)
             }
             switch error.code {

@@ -107,7 +107,10 @@ struct FCMAuthTests {
             #expect(Set(tokens) == ["ya29.token1"] && exchanges.withLockedValue { $0 } == 1)
             #expect(try await manager.token(now: start.addingTimeInterval(290)) == "ya29.token1") // 310 s left
             #expect(try await manager.token(now: start.addingTimeInterval(310)) == "ya29.token2") // 290 s left: renewed
-            await manager.invalidate()
+            // A push refused with an older token does not drop the newer one; one refused with it does.
+            await manager.invalidate("ya29.token1")
+            #expect(try await manager.token(now: start.addingTimeInterval(320)) == "ya29.token2" && exchanges.withLockedValue { $0 } == 2)
+            await manager.invalidate("ya29.token2")
             refuse.withLockedValue { $0 = true }
             await #expect { try await manager.token(now: start.addingTimeInterval(320)) } throws: { error in
                 "\(error)".contains("127.0.0.1:\(port)/token") && "\(error)".contains("invalid_grant")
