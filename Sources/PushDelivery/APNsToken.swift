@@ -31,11 +31,9 @@ public struct APNsCredentials: Sendable {
 
     /// A signed provider token issued at `date`: `{"alg":"ES256","kid":…}.{"iss":…,"iat":…}`.
     public func makeToken(issuedAt date: Date) throws -> String {
-        let header = #"{"alg":"ES256","kid":"\#(keyID)"}"#
-        let claims = #"{"iss":"\#(teamID)","iat":\#(Int(date.timeIntervalSince1970))}"#
-        let signingInput = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
-        let signature = try key.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+        try CompactJWT.make(header: ["alg": "ES256", "kid": keyID], claims: ["iss": teamID, "iat": Int(date.timeIntervalSince1970)]) {
+            try key.signature(for: $0).rawRepresentation
+        }
     }
 }
 

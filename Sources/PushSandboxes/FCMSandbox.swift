@@ -4,6 +4,7 @@ import Hummingbird
 import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
+import PushDelivery
 import RichPushCore
 
 /// A local FCM HTTP v1 with its OAuth token endpoint, for development and tests: it checks what
@@ -41,8 +42,6 @@ public final class FCMSandbox: PushStandIn {
         var devices: Set<String> = []
         var unregistered: Set<String> = []
         var failures: [String: [(status: Int, code: String, retryAfter: Int?)]] = [:]
-        var accepted: [AcceptedMessage] = []
-        var acceptedCount = 0
         var exchanges = 0
     }
 
@@ -50,13 +49,14 @@ public final class FCMSandbox: PushStandIn {
     private let state = NIOLockedValueBox(State())
     private let origin = NIOLockedValueBox("http://127.0.0.1")
     private let tokenLifetime: TimeInterval
-    private let logLine: (@Sendable (String) -> Void)?
+    private let recorded: AcceptedMessages<AcceptedMessage>
 
     /// Access tokens live `tokenLifetime` seconds (Google's: 3,600).
-    public init(account: Account, tokenLifetime: TimeInterval = 3600, logLine: (@Sendable (String) -> Void)? = nil) {
+    /// `keepAccepted` bounds the messages kept for `accepted` (the count keeps going).
+    public init(account: Account, tokenLifetime: TimeInterval = 3600, keepAccepted: Int = 100_000, logLine: (@Sendable (String) -> Void)? = nil) {
         self.account = account
         self.tokenLifetime = tokenLifetime
-        self.logLine = logLine
+        recorded = AcceptedMessages(keep: keepAccepted, logLine: logLine)
     }
 
     /// Where this service is reached; the assertion's audience is `<origin>/token`.
@@ -81,8 +81,8 @@ public final class FCMSandbox: PushStandIn {
     /// Makes every access token issued so far invalid (FCM then answers 401).
     public func revokeAccessTokens() { state.withLockedValue { $0.accessTokens.removeAll() } }
 
-    public var accepted: [AcceptedMessage] { state.withLockedValue { $0.accepted } }
-    public var acceptedCount: Int { state.withLockedValue { $0.acceptedCount } }
+    public var accepted: [AcceptedMessage] { recorded.all }
+    public var acceptedCount: Int { recorded.count }
     public var exchanges: Int { state.withLockedValue { $0.exchanges } }
 
     /// Adds `POST /register`, `POST /token` and `POST /v1/projects/{id}/messages:send` under
@@ -116,18 +116,15 @@ public final class FCMSandbox: PushStandIn {
             return Self.json(400, ["error": "unsupported_grant_type", "error_description": "grant_type must be the JWT bearer grant"])
         }
         guard let jwt = fields["assertion"] else { return refuse("no assertion") }
-        let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let header = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
-              let signature = Base64URL.decode(parts[2]),
-              (try? JSONSerialization.jsonObject(with: header) as? [String: Any])?["alg"] as? String == "RS256",
-              account.publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8),
+        guard let parts = CompactJWT.parse(jwt), parts.algorithm == "RS256",
+              account.publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: parts.signature), for: parts.signingInput,
                                                  padding: .insecurePKCS1v1_5) else {
             return refuse("Invalid JWT Signature.")
         }
-        guard let claims = try? JSONSerialization.jsonObject(with: claimsData) as? [String: Any] else { return refuse("unreadable claims") }
+        let claims = parts.claims
         guard claims["iss"] as? String == account.clientEmail else { return refuse("Invalid issuer") }
         guard claims["aud"] as? String == tokenURI else { return refuse("Invalid JWT audience: must be \(tokenURI)") }
-        guard let scope = claims["scope"] as? String, scope.split(separator: " ").contains("https://www.googleapis.com/auth/firebase.messaging") else {
+        guard let scope = claims["scope"] as? String, scope.split(separator: " ").contains(Substring(FCMServiceAccount.scope)) else {
             return refuse("the scope does not include firebase.messaging")
         }
         let seconds = now.timeIntervalSince1970
@@ -202,15 +199,8 @@ public final class FCMSandbox: PushStandIn {
         guard verdict.known else { return Self.error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token") }
         if verdict.gone { return Self.error(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.") }
         let name = "projects/\(project)/messages/0:\(UInt64.random(in: 1...UInt64.max))"
-        let accepted = AcceptedMessage(token: token, data: data, notification: notification, name: name)
-        state.withLockedValue { state in
-            state.acceptedCount += 1
-            state.accepted.append(accepted)
-            if state.accepted.count > 100_000 { state.accepted.removeFirst(state.accepted.count - 100_000) }
-        }
-        if let logLine, let line = try? JSONSerialization.data(withJSONObject: ["token": token, "data": data, "notification": notification ?? [:], "name": name],
-                                                               options: [.sortedKeys, .withoutEscapingSlashes]) {
-            logLine(String(decoding: line, as: UTF8.self))
+        recorded.record(AcceptedMessage(token: token, data: data, notification: notification, name: name)) {
+            ["token": token, "data": data, "notification": notification ?? [:], "name": name]
         }
         return Self.json(200, ["name": name])
     }

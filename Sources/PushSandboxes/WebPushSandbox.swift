@@ -38,20 +38,15 @@ public final class WebPushSandbox: PushStandIn {
 
     private struct State {
         var subscribers: [String: Subscriber] = [:]
-        var accepted: [AcceptedMessage] = []
-        var acceptedCount = 0
     }
 
     private let state = NIOLockedValueBox(State())
     private let origin = NIOLockedValueBox("http://127.0.0.1")
-    private let keepAccepted: Int
-    /// One JSON line per accepted message, when set.
-    private let logLine: (@Sendable (String) -> Void)?
+    private let recorded: AcceptedMessages<AcceptedMessage>
 
     /// `keepAccepted` bounds the messages kept for `accepted` (the count keeps going).
     public init(keepAccepted: Int = 100_000, logLine: (@Sendable (String) -> Void)? = nil) {
-        self.keepAccepted = keepAccepted
-        self.logLine = logLine
+        recorded = AcceptedMessages(keep: keepAccepted, logLine: logLine)
     }
 
     /// Where this service is reached (`http://127.0.0.1:<port>`); subscriptions' endpoints start with it.
@@ -84,8 +79,8 @@ public final class WebPushSandbox: PushStandIn {
         state.withLockedValue { $0.subscribers[id]?.gone = true }
     }
 
-    public var accepted: [AcceptedMessage] { state.withLockedValue { $0.accepted } }
-    public var acceptedCount: Int { state.withLockedValue { $0.acceptedCount } }
+    public var accepted: [AcceptedMessage] { recorded.all }
+    public var acceptedCount: Int { recorded.count }
 
     static func id(_ subscription: WebPushSubscription) -> String {
         String(subscription.endpoint.split(separator: "/").last ?? "")
@@ -143,17 +138,8 @@ public final class WebPushSandbox: PushStandIn {
         }
         let messageID = UUID().uuidString.lowercased()
         let message = AcceptedMessage(subscriptionID: id, plaintext: plaintext, ttl: ttl, urgency: urgency, topic: topic, messageID: messageID)
-        state.withLockedValue { state in
-            state.acceptedCount += 1
-            state.accepted.append(message)
-            if state.accepted.count > keepAccepted { state.accepted.removeFirst(state.accepted.count - keepAccepted) }
-        }
-        if let logLine {
-            let object: [String: Any] = ["subscription": id, "ttl": ttl, "urgency": urgency, "message": messageID,
-                                         "payload": String(decoding: plaintext, as: UTF8.self)]
-            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) {
-                logLine(String(decoding: data, as: UTF8.self))
-            }
+        recorded.record(message) {
+            ["subscription": id, "ttl": ttl, "urgency": urgency, "message": messageID, "payload": String(decoding: plaintext, as: UTF8.self)]
         }
         var response = Response(status: .created)
         response.headers[.location] = "\(origin.withLockedValue { $0 })/message/\(messageID)"
@@ -177,15 +163,12 @@ public final class WebPushSandbox: PushStandIn {
         guard key == subscriber.applicationServerKey else {
             return (403, "k is not the applicationServerKey this subscription was made with")
         }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
-              let signatureData = Base64URL.decode(parts[2]),
-              let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any], header["alg"] as? String == "ES256",
-              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
-              publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)) else {
+        guard let parts = CompactJWT.parse(token), parts.algorithm == "ES256",
+              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: parts.signature),
+              publicKey.isValidSignature(signature, for: parts.signingInput) else {
             return (403, "the VAPID token is not an ES256 JWT signed by k")
         }
-        guard let claims = try? JSONSerialization.jsonObject(with: claimsData) as? [String: Any] else { return (403, "unreadable VAPID claims") }
+        let claims = parts.claims
         // The origin: scheme, host and port of where the service is bound, without its path.
         let audience = URL(string: origin.withLockedValue { $0 }).map { url in
             "\(url.scheme ?? "http")://\(url.host ?? "")" + (url.port.map { ":\($0)" } ?? "")

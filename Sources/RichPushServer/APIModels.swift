@@ -103,7 +103,11 @@ extension RegistrationUpdate: SchemaRefining {
     static func refine(_ schema: inout JSONSchema) {
         schema.properties?["tags"]?.items = [ValuePattern.string(ValuePattern.tag)]
         schema.properties?["tags"]?.maxItems = 59 // 60 with the username:<user> tag the server adds
-        let subscription = try! JSONSchema.of(PushSubscriptionBody.self)
+        // The subscription's JSON text in a string is taken too (tolerated, as the tutorial's
+        // loose bodies are), but documented as the object, so generated clients send that.
+        let subscription = try! JSONSchema.of(PushSubscriptionBody.self).with {
+            $0.description = "The browser's PushSubscription.toJSON(). Its JSON text, as a string, is accepted too."
+        }
         let handles: [(String, JSONSchema)] = [("apns", ValuePattern.string(ValuePattern.deviceToken)),
                                                ("fcm", ValuePattern.string(ValuePattern.fcmToken)), ("web", subscription)]
         let base = schema

@@ -31,7 +31,7 @@ struct FCMSandboxCommand: AsyncParsableCommand {
     func run() async throws {
         let account = try FCMServiceAccount(file: serviceAccount)
         let sandbox = FCMSandbox(account: .init(projectID: account.projectID, clientEmail: account.clientEmail, publicKey: account.publicKey),
-                                 tokenLifetime: TimeInterval(tokenLifetime), logLine: JSONLines.writer(log))
+                                 tokenLifetime: TimeInterval(tokenLifetime), keepAccepted: 1000, logLine: try JSONLines.writer(log))
         sandbox.bound(origin: "http://\(host):\(port)")
         logOptions.bootstrap()
         let app = Application(router: sandbox.router(), configuration: .init(address: .hostname(host, port: port), serverName: "fcm-sandbox"),
@@ -59,7 +59,7 @@ struct WebPushSandboxCommand: AsyncParsableCommand {
     @OptionGroup var logOptions: LogOptions
 
     func run() async throws {
-        let sandbox = WebPushSandbox(keepAccepted: 1000, logLine: JSONLines.writer(log))
+        let sandbox = WebPushSandbox(keepAccepted: 1000, logLine: try JSONLines.writer(log))
         sandbox.bound(origin: "http://\(host):\(port)")
         logOptions.bootstrap()
         let app = Application(router: sandbox.router(), configuration: .init(address: .hostname(host, port: port), serverName: "webpush-sandbox"),
@@ -70,10 +70,11 @@ struct WebPushSandboxCommand: AsyncParsableCommand {
 
 /// Appends lines to a file (the sandboxes' logs of accepted messages).
 enum JSONLines {
-    static func writer(_ path: String?) -> (@Sendable (String) -> Void)? {
+    /// A writer to `path`, made if missing; a file that cannot be written is a usage error (exit 2).
+    static func writer(_ path: String?) throws -> (@Sendable (String) -> Void)? {
         guard let path else { return nil }
         if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
+        guard let handle = FileHandle(forWritingAtPath: path) else { throw ValidationError("--log \(path): cannot open it for writing") }
         let box = LockedHandle(handle)
         return { line in box.append(line + "\n") }
     }
