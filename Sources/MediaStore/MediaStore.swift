@@ -22,6 +22,8 @@ public struct IngestResult: Sendable {
     public var item: MediaItem
     /// `stored` when this call wrote the blob, `exists` when it was already there.
     public var status: IngestStatus
+    /// What was stripped from the upload before it was stored (SPEC §16), sorted.
+    public var stripped: [StrippedMetadata] = []
 }
 
 /// The content-addressed media store: validated images in SHA-256-named blobs, indexed in SQLite.
@@ -78,10 +80,18 @@ public final class MediaStore: Sendable {
     public func ingest(bytes: [UInt8], name: String? = nil) async throws -> IngestResult {
         if let name { try MediaIndex.validateName(name) }
         let limits = self.limits
-        let (id, info) = try await DecodePool.shared.runIfActive { () throws -> (MediaID, ImageInfo) in
-            let info = try ImageInspector.inspect(bytes, limits: limits)
-            return (MediaID(hashing: bytes), info)
+        let (bytes, stripped, id, info) = try await DecodePool.shared.runIfActive { () throws -> ([UInt8], [StrippedMetadata], MediaID, ImageInfo) in
+            let (kept, stripped) = limits.keepMetadata ? (bytes, []) : MetadataStripper.strip(bytes)
+            let info = try ImageInspector.inspect(kept, limits: limits)
+            return (kept, stripped, MediaID(hashing: kept), info)
         }
+        var result = try await store(bytes, id: id, info: info, name: name)
+        result.stripped = stripped
+        return result
+    }
+
+    /// Writes validated `bytes` durably (unless the blob is there) and records them.
+    private func store(_ bytes: [UInt8], id: MediaID, info: ImageInfo, name: String?) async throws -> IngestResult {
         if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name) }
         let blobPath = directory.blobPath(id)
         let alreadyThere = try await database.read { db in try MediaIndex.item(db, id: id) != nil }
@@ -134,8 +144,18 @@ public final class MediaStore: Sendable {
             }
             return bytes
         }
-        let info = try await DecodePool.shared.runIfActive { try ImageInspector.inspect(bytes, limits: limits) }
         guard bytes.count == size else { throw MediaStoreError.io("upload changed while reading", path: path, errno: EIO) }
+        let (kept, stripped, strippedID, info) = try await DecodePool.shared.runIfActive {
+            () throws -> ([UInt8], [StrippedMetadata], MediaID?, ImageInfo) in
+            let (kept, stripped) = limits.keepMetadata ? (bytes, []) : MetadataStripper.strip(bytes)
+            return (kept, stripped, stripped.isEmpty ? nil : MediaID(hashing: kept), try ImageInspector.inspect(kept, limits: limits))
+        }
+        if let strippedID {
+            // What is stored is the stripped image, written anew; the streamed file goes with the upload.
+            var result = try await store(kept, id: strippedID, info: info, name: name)
+            result.stripped = stripped
+            return result
+        }
         if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name) }
         return try await commit(id: id, size: size, info: info, tmpPath: path, name: name)
     }

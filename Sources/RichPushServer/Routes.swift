@@ -108,7 +108,8 @@ extension Services {
         let item = result.item
         let url = "/media/\(item.id.hex)"
         var response = try encode(MediaResponse(sha256: item.id.hex, contentType: item.info.contentType, width: item.info.width,
-                                                height: item.info.height, size: Int64(item.size), url: url),
+                                                height: item.info.height, size: Int64(item.size), url: url,
+                                                stripped: result.stripped.map(\.rawValue)),
                                   status: result.status == .stored ? .created : .ok)
         response.headers[.location] = url
         return response

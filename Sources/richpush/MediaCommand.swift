@@ -103,7 +103,7 @@ extension MediaCommand {
                     Console.out(JSONOut.line([
                         "path": path, "sha256": r.item.id.hex, "contentType": r.item.info.contentType,
                         "width": r.item.info.width, "height": r.item.info.height, "size": r.item.size,
-                        "status": r.status.rawValue,
+                        "status": r.status.rawValue, "stripped": r.stripped.map(\.rawValue),
                     ]))
                 } else {
                     Console.out("\(r.item.id.hex) \(r.item.info.contentType) \(r.item.info.width)x\(r.item.info.height) \(r.item.size) \(path)")

@@ -115,6 +115,8 @@ struct LimitOptions: ParsableArguments {
     var maxPixels: UInt64 = Environment.int("RICHPUSH_MAX_PIXELS").map { UInt64(clamping: $0) } ?? 40_000_000
     @Option(help: "Largest accepted width or height (env RICHPUSH_MAX_SIDE).")
     var maxSide: UInt32 = Environment.int("RICHPUSH_MAX_SIDE").map { UInt32(clamping: $0) } ?? 16_384
+    @Flag(help: "Store images byte for byte, EXIF (GPS included), XMP, IPTC and comments kept; by default they are stripped losslessly (env RICHPUSH_KEEP_METADATA).")
+    var keepMetadata: Bool = Environment.bool("RICHPUSH_KEEP_METADATA") ?? false
 
     func validate() throws {
         guard maxBytes > 0, maxPixels > 0, maxSide > 0 else {
@@ -122,7 +124,7 @@ struct LimitOptions: ParsableArguments {
         }
     }
 
-    var limits: MediaLimits { MediaLimits(maxBytes: maxBytes, maxPixels: maxPixels, maxSide: maxSide) }
+    var limits: MediaLimits { MediaLimits(maxBytes: maxBytes, maxPixels: maxPixels, maxSide: maxSide, keepMetadata: keepMetadata) }
 }
 
 /// Defaults from `RICHPUSH_*` environment variables.

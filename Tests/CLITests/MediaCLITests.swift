@@ -52,7 +52,7 @@ struct MediaCLITests {
         #expect(r.status == 1)
         let objects = try r.lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
         #expect(objects.count == 3)
-        #expect(Set(objects[0].keys) == ["path", "sha256", "contentType", "width", "height", "size", "status"])
+        #expect(Set(objects[0].keys) == ["path", "sha256", "contentType", "width", "height", "size", "status", "stripped"])
         #expect(objects[0]["contentType"] as? String == "image/png")
         #expect(Set([objects[0]["status"] as? String, objects[1]["status"] as? String]) == ["stored", "exists"])
         let error = objects[2]["error"] as? [String: Any]

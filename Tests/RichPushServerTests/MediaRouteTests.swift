@@ -77,6 +77,12 @@ struct MediaRouteTests {
             #expect(object["size"] as? Int == jpeg.count)
             #expect(object["url"] as? String == "/media/\(id)")
             #expect(first.headers[.location] == "/media/\(id)")
+            #expect(object["stripped"] as? [String] == [])
+            // The same photo with a comment: the comment is stripped, and what is left is the same image, the same id.
+            let commented = Array(jpeg[0..<2]) + [0xFF, 0xFE, 0x00, 0x07] + Array("hello".utf8) + Array(jpeg[2...])
+            let withComment = try await s.request(.post, "/api/media", body: commented)
+            let strippedObject = try JSONSerialization.jsonObject(with: Data(withComment.bytes)) as! [String: Any]
+            #expect(withComment.status == .ok && strippedObject["sha256"] as? String == id && strippedObject["stripped"] as? [String] == ["comment"])
             let second = try await s.request(.post, "/api/media", headers: [.contentType: "image/gif"], body: jpeg)
             #expect(second.status == .ok)
             let fetched = try await s.request(.get, "/media/\(id)")
