@@ -65,28 +65,35 @@ extension CLI {
     /// Starts `richpush serve --port <free port> args…` in `cwd` and waits until /health answers;
     /// the caller kills the process (a `defer` with `SIGKILL` is fine).
     static func startServe(_ args: [String] = [], cwd: URL) async throws -> (process: Process, port: Int) {
-        let port = freePort()
-        let server = Process()
-        server.executableURL = executable
-        server.arguments = ["serve", "--port", String(port)] + args
-        server.currentDirectoryURL = cwd
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        var up = false
-        for _ in 0..<100 where !up {
-            try await Task.sleep(for: .milliseconds(100))
-            if let fd = try? connectTo(port: port, timeout: 2) {
-                sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-                up = receiveAll(fd).contains("{\"status\":\"ok\"}")
-                close(fd)
+        // A free port can be taken by another test before serve binds it: then serve exits at
+        // once, and another port is tried.
+        var exited: [Int] = []
+        for _ in 0..<3 {
+            let port = freePort()
+            let server = Process()
+            server.executableURL = executable
+            server.arguments = ["serve", "--port", String(port)] + args
+            server.currentDirectoryURL = cwd
+            server.standardOutput = FileHandle.nullDevice
+            server.standardError = FileHandle.nullDevice
+            try server.run()
+            var up = false
+            for _ in 0..<200 where !up && server.isRunning {
+                try await Task.sleep(for: .milliseconds(100))
+                if let fd = try? connectTo(port: port, timeout: 2) {
+                    sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+                    up = receiveAll(fd).contains("{\"status\":\"ok\"}")
+                    close(fd)
+                }
             }
+            if up { return (server, port) }
+            guard !server.isRunning else {
+                kill(server.processIdentifier, SIGKILL)
+                throw CLIError(message: "serve did not come up on port \(port) in 20 seconds")
+            }
+            exited.append(port)
         }
-        guard up else {
-            kill(server.processIdentifier, SIGKILL)
-            throw CLIError(message: "serve did not come up on port \(port)")
-        }
-        return (server, port)
+        throw CLIError(message: "serve exited at once on ports \(exited) (taken?)")
     }
 }
 
