@@ -51,6 +51,18 @@ public enum MediaIndex {
                 ) WITHOUT ROWID;
                 """),
         RemoteBlobs.migration,
+        // Variants (SPEC §16): each is a media row and blob of its own, kept from gc by a
+        // `variant:<source>` reference, and found here by its source and kind.
+        SQLMigration("media-v3-variants", sqlite: """
+                CREATE TABLE media_variants (
+                    source    TEXT NOT NULL REFERENCES media(sha256) ON DELETE CASCADE,
+                    kind      TEXT NOT NULL,
+                    variant   TEXT NOT NULL,
+                    createdAt REAL NOT NULL,
+                    PRIMARY KEY (source, kind)
+                ) WITHOUT ROWID;
+                CREATE INDEX media_variants_variant ON media_variants(variant);
+                """),
     ]
 
     /// Checks that `name` can be used as a media name.

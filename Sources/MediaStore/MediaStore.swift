@@ -42,6 +42,8 @@ public final class MediaStore: Sendable {
     let remote: RemoteBlobs?
     private let threadPool: NIOThreadPool
     private let tmpCounter = TmpCounter()
+    /// Variants being made by this process: concurrent first requests wait for one maker.
+    private let variantsInFlight = NIOLockedValueBox<[String: Task<MediaItem, any Error>]>([:])
 
     /// Opens the store over an already opened database (see `StoreDatabase.open`); `DataStore`
     /// does this for the whole schema.
@@ -263,6 +265,57 @@ public final class MediaStore: Sendable {
         return try await threadPool.runIfActive { FileOps.readRange(path, offset: offset, length: length) }
     }
 
+    // MARK: Variants
+
+    /// The `kind` variant of image `id` (SPEC §16): made on its first request, stored
+    /// content-addressed and recorded against its source; the source itself when it already is
+    /// that variant. Concurrent first requests in this process make it once; two processes may
+    /// both make it, and, the bytes being the same, store one blob.
+    public func variant(_ kind: MediaVariant, of id: MediaID) async throws -> MediaItem {
+        if let known = try await recordedVariant(kind, of: id) { return known }
+        let key = "\(id.hex):\(kind.rawValue)"
+        let task = variantsInFlight.withLockedValue { flights in
+            if let running = flights[key] { return running }
+            let task = Task { try await self.makeVariant(kind, of: id) }
+            flights[key] = task
+            return task
+        }
+        defer { _ = variantsInFlight.withLockedValue { $0.removeValue(forKey: key) } }
+        return try await task.value
+    }
+
+    private func recordedVariant(_ kind: MediaVariant, of id: MediaID) async throws -> MediaItem? {
+        try await database.read { db in
+            guard let hex = try String.fetchOne(db, sql: "SELECT variant FROM media_variants WHERE source = ? AND kind = ?",
+                                                arguments: [id.hex, kind.rawValue]),
+                  let variant = MediaID(hex) else { return nil }
+            return try MediaIndex.item(db, id: variant)
+        }
+    }
+
+    private func makeVariant(_ kind: MediaVariant, of id: MediaID) async throws -> MediaItem {
+        if let known = try await recordedVariant(kind, of: id) { return known }
+        guard let source = try await item(id) else { throw MediaStoreError.notFound(id.hex) }
+        guard let buffer = try await read(id, length: source.size) else { throw MediaStoreError.notFound(id.hex) }
+        let bytes = Array(buffer.readableBytesView)
+        let limits = self.limits
+        let made = try await DecodePool.shared.runIfActive { () throws -> ([UInt8], MediaID, ImageInfo)? in
+            guard let variant = try VariantMaker.make(kind, of: bytes, info: source.info) else { return nil }
+            return (variant, MediaID(hashing: variant), try ImageInspector.inspect(variant, limits: limits))
+        }
+        guard let (variant, variantID, info) = made else { return source }
+        _ = try await store(variant, id: variantID, info: info, name: nil)
+        return try await database.write { db in
+            guard try MediaIndex.item(db, id: id) != nil else { throw MediaStoreError.notFound(id.hex) } // removed meanwhile
+            try MediaIndex.addReference(db, id: variantID, owner: "variant:\(id.hex)")
+            try db.execute(sql: """
+                INSERT INTO media_variants (source, kind, variant, createdAt) VALUES (?, ?, ?, ?)
+                ON CONFLICT (source, kind) DO UPDATE SET variant = excluded.variant
+                """, arguments: [id.hex, kind.rawValue, variantID.hex, db.now])
+            return try MediaIndex.item(db, id: variantID)!
+        }
+    }
+
     // MARK: Removal
 
     /// What `remove` did.
@@ -291,15 +344,29 @@ public final class MediaStore: Sendable {
             }
             if deleteBlob {
                 if item.references > 0 { throw MediaStoreError.inUse(item.id.hex, item.references) }
-                try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [item.id.hex])
-                if remote {
-                    try RemoteBlobs.removed(db, item.id)
-                } else {
-                    try Self.unlinkBlob(directory, item.id)
-                }
+                try Self.delete(db, item.id, directory: directory, remote: remote)
                 removal.deletedBlob = item.id
             }
             return removal
+        }
+    }
+
+    /// Deletes the row and blob of `id`, and its variants that nothing else names or uses
+    /// (a variant of a variant too: `depth` bounds the walk).
+    private static func delete(_ db: SQLConnection, _ id: MediaID, directory: DataDirectory, remote: Bool, depth: Int = 0) throws {
+        let variants = try String.fetchAll(db, sql: "SELECT variant FROM media_variants WHERE source = ?", arguments: [id.hex])
+            .compactMap(MediaID.init)
+        for variant in Set(variants) where variant != id {
+            try MediaIndex.removeReference(db, id: variant, owner: "variant:\(id.hex)")
+            if depth < 3, let left = try MediaIndex.item(db, id: variant), left.names.isEmpty, left.references == 0 {
+                try delete(db, variant, directory: directory, remote: remote, depth: depth + 1)
+            }
+        }
+        try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [id.hex])
+        if remote {
+            try RemoteBlobs.removed(db, id)
+        } else {
+            try unlinkBlob(directory, id)
         }
     }
 
@@ -428,12 +495,7 @@ public final class MediaStore: Sendable {
                 """, arguments: [cutoff])
             for row in rows {
                 guard let id = MediaID(row["sha256"] as String) else { continue }
-                try db.execute(sql: "DELETE FROM media WHERE sha256 = ?", arguments: [id.hex])
-                if remote != nil {
-                    try RemoteBlobs.removed(db, id)
-                } else {
-                    try Self.unlinkBlob(directory, id)
-                }
+                try Self.delete(db, id, directory: directory, remote: remote != nil) // its variants go with it
                 report.removed.append(id)
                 report.freedBytes += row["size"] as Int
             }

@@ -90,7 +90,8 @@ extension Services {
         case .expired(let id):
             throw Problem(.gone, "this payload URL expired; the app can fetch the payload with its credentials at /api/notifications/\(id)")
         case .valid(let id, let payload):
-            guard let source = try await blobs.servable(payload) else {
+            let served = try await variantOrSelf(request, payload)
+            guard let source = try await blobs.servable(served) else {
                 throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
             }
             let (response, outcome) = try ImageResponse.make(request, source: source, cacheControl: "private")

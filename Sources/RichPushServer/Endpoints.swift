@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import MediaStore
 import RichPushCore
 
 extension Endpoint {
@@ -37,11 +38,11 @@ extension Endpoint {
 
     static let media: [Endpoint] = [
         Endpoint(method: .get, path: "/media/{sha256}", access: .media, summary: "An image, by its media id.",
-                 parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits.")),
-                 responses: imageResponses(notFound: "No such media.")) { s, r, c in try await s.serveMedia(r, c) },
+                 parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits."), variants: true),
+                 responses: imageResponses(notFound: "No such media.", variants: true)) { s, r, c in try await s.serveMedia(r, c) },
         Endpoint(method: .head, path: "/media/{sha256}", access: .media, summary: "An image's headers, by its media id.",
-                 parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits.")),
-                 responses: imageResponses(notFound: "No such media.")) { s, r, c in try await s.serveMedia(r, c) },
+                 parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits."), variants: true),
+                 responses: imageResponses(notFound: "No such media.", variants: true)) { s, r, c in try await s.serveMedia(r, c) },
         Endpoint(method: .post, path: "/api/media", access: .user, summary: "Store an image (PNG or JPEG), checked by decoding it whole.",
                  parameters: [.query("name", ValuePattern.string(ValuePattern.mediaName), "A name for the image (admins only); a name of other bytes is 409.")],
                  requestBody: APIRequestBody(required: true, content: [("image/png", .binary), ("image/jpeg", .binary), ("application/octet-stream", .binary)],
@@ -171,13 +172,13 @@ extension Endpoint {
 
     static let payloadLinks: [Endpoint] = [
         Endpoint(method: .get, path: "/p/{token}", access: .open, summary: "A payload image through a signed, expiring payload URL (no credentials).",
-                 parameters: imageParameters(.path("token", .string, "The token of an alert push's richUrl.")),
-                 responses: imageResponses(notFound: "The token is not valid (changed, or its key was rotated).", gone: true)) { s, r, c in
+                 parameters: imageParameters(.path("token", .string, "The token of an alert push's richUrl."), variants: true),
+                 responses: imageResponses(notFound: "The token is not valid (changed, or its key was rotated).", gone: true, variants: true)) { s, r, c in
             try await s.fetchPayloadByLink(r, c)
         },
         Endpoint(method: .head, path: "/p/{token}", access: .open, summary: "A payload image's headers through a payload URL.",
-                 parameters: imageParameters(.path("token", .string, "The token of an alert push's richUrl.")),
-                 responses: imageResponses(notFound: "The token is not valid (changed, or its key was rotated).", gone: true)) { s, r, c in
+                 parameters: imageParameters(.path("token", .string, "The token of an alert push's richUrl."), variants: true),
+                 responses: imageResponses(notFound: "The token is not valid (changed, or its key was rotated).", gone: true, variants: true)) { s, r, c in
             try await s.fetchPayloadByLink(r, c)
         },
     ]
@@ -185,13 +186,16 @@ extension Endpoint {
     private static let mediaID = JSONSchema.string.with { $0.pattern = "^[0-9a-fA-F]{64}$" }
     private static let notificationID = JSONSchema.integer.with { $0.minimum = 1 }
 
-    private static func imageParameters(_ id: APIParameter) -> [APIParameter] {
+    private static func imageParameters(_ id: APIParameter, variants: Bool = false) -> [APIParameter] {
         [id, .header("Range", "bytes=FIRST-LAST, FIRST- or -SUFFIX: one range."),
          .header("If-None-Match", "The ETag held; 304 when it is still the image's.")]
+            + (variants ? [.query("variant", JSONSchema.string.with { $0.enumeration = MediaVariant.allCases.map(\.rawValue) },
+                                  "thumb (fits 320×320) or push (a JPEG of at most 1 MB and 2048 px), made on first request; its ETag is its own SHA-256.")]
+                        : [])
     }
 
     /// SPEC §5: every image response has the same headers, and honours If-None-Match, Range and HEAD.
-    private static func imageResponses(notFound: String, gone: Bool = false) -> [Int: APIResponse] {
+    private static func imageResponses(notFound: String, gone: Bool = false, variants: Bool = false) -> [Int: APIResponse] {
         let headers = ["ETag": "The SHA-256, strong.", "Cache-Control": "private, or public with --public-media for /media.",
                        "Accept-Ranges": "bytes", "X-Content-Type-Options": "nosniff"]
         var responses: [Int: APIResponse] = [
@@ -202,6 +206,7 @@ extension Endpoint {
             416: .problem("The range is outside the image.", headers: ["Content-Range": "bytes */SIZE"]),
         ]
         if gone { responses[410] = .problem("The payload URL expired; the app fetches with its credentials instead.") }
+        if variants { responses[400] = .problem("variant is neither thumb nor push.") }
         return responses
     }
 }

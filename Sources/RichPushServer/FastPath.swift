@@ -85,6 +85,8 @@ final class FastPath: Sendable {
         let uri = head.uri.utf8
         let pathEnd = uri.firstIndex(of: UInt8(ascii: "?")) ?? uri.endIndex
         let length = uri.distance(from: uri.startIndex, to: pathEnd)
+        // A variant (`?variant=push`) is looked up, or made, by the routed handler.
+        if pathEnd != uri.endIndex && head.uri.contains("variant=") { return nil }
         if length == 7 + 64, head.uri.hasPrefix("/media/") {
             guard let id = MediaID(String(head.uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
             if !publicMedia {

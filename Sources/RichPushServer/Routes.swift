@@ -120,9 +120,24 @@ extension Services {
         guard let id = MediaID(raw) else {
             throw Problem(.notFound, "'\(raw.prefix(80))' is not a media id (64 hex digits)")
         }
-        guard let source = try await blobs.servable(id) else { throw Problem(.notFound, "no media \(id.hex)") }
+        let served = try await variantOrSelf(request, id)
+        guard let source = try await blobs.servable(served) else { throw Problem(.notFound, "no media \(id.hex)") }
         let cacheControl = configuration.publicMedia ? "public, max-age=31536000, immutable" : "private, max-age=31536000, immutable"
         return try ImageResponse.make(request, source: source, cacheControl: cacheControl).0
+    }
+
+    /// The image `?variant=thumb|push` asks for (made on its first request), else `id` itself;
+    /// 400 for another variant name, 404 when `id` is not stored.
+    func variantOrSelf(_ request: Request, _ id: MediaID) async throws -> MediaID {
+        guard let name = request.uri.queryParameters.get("variant") else { return id }
+        guard let kind = MediaVariant(rawValue: name) else {
+            throw Problem(.badRequest, "variant must be thumb or push, not '\(name.prefix(40))'")
+        }
+        do {
+            return try await media.variant(kind, of: id).id
+        } catch let error as MediaStoreError where error.isNotFound {
+            throw Problem(.notFound, "no media \(id.hex)")
+        }
     }
 
     // MARK: registrations

@@ -250,6 +250,10 @@ struct CampaignTests {
             let id = try #require(body["id"] as? Int)
             let path = TestServer.path(of: try #require(body["richUrl"] as? String))
             #expect(try await s.request(.get, path, as: nil).status == .ok)
+            // The same URL gives the push variant: the PNG payload as a JPEG (SPEC §16).
+            let pushVariant = try await s.request(.get, path + "?variant=push", as: nil)
+            #expect(pushVariant.status == .ok && pushVariant.headers[.contentType] == "image/jpeg")
+            #expect(try await s.request(.get, path + "?variant=huge", as: nil).status == .badRequest)
             // The stored push is the alert shape with the same URL.
             let push = try await s.database.read { db in try Data.fetchOne(db, sql: "SELECT push FROM notifications WHERE id = ?", arguments: [id]) }
             #expect((try JSONSerialization.jsonObject(with: try #require(push)) as? [String: Any])?["richUrl"] as? String == body["richUrl"] as? String)

@@ -92,6 +92,32 @@ struct MediaRouteTests {
         }
     }
 
+    @Test("?variant=thumb|push: made on first request and served like any image, with its own ETag, 304 and Range, even after the fast path cached the original", arguments: StoreEngine.all)
+    func variants(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
+            let jpeg = try Fixtures.bytes(Fixtures.media.appendingPathComponent("landscape.jpg"))
+            let id = MediaID(hashing: jpeg).hex
+            #expect(try await s.request(.post, "/api/media", body: jpeg).status == .created)
+            for _ in 0..<2 { #expect(try await s.request(.get, "/media/\(id)").bytes == jpeg) } // cached for the fast path
+            let thumb = try await s.request(.get, "/media/\(id)?variant=thumb")
+            #expect(thumb.status == .ok && thumb.headers[.contentType] == "image/jpeg" && thumb.bytes != jpeg && thumb.bytes.count < jpeg.count / 4)
+            let thumbID = MediaID(hashing: thumb.bytes).hex
+            #expect(thumb.headers[.eTag] == "\"\(thumbID)\"")
+            #expect(try await s.request(.get, "/media/\(id)?variant=thumb").bytes == thumb.bytes) // recorded, the same bytes
+            let notModified = try await s.request(.get, "/media/\(id)?variant=thumb", headers: [.ifNoneMatch: "\"\(thumbID)\""])
+            #expect(notModified.status == .notModified)
+            let range = try await s.request(.get, "/media/\(id)?variant=thumb", headers: [.range: "bytes=0-9"])
+            #expect(range.status == .partialContent && range.bytes == Array(thumb.bytes[0..<10]))
+            // It is an image of its own too, under its id.
+            #expect(try await s.request(.get, "/media/\(thumbID)").bytes == thumb.bytes)
+            // landscape.jpg (1280×853, under 1 MB, upright) is its own push variant.
+            #expect(try await s.request(.get, "/media/\(id)?variant=push").bytes == jpeg)
+            let bad = try await s.request(.get, "/media/\(id)?variant=huge")
+            #expect(bad.status == .badRequest && bad.detail.contains("thumb or push"))
+            #expect(try await s.request(.get, "/media/\(String(repeating: "ab", count: 32))?variant=thumb").status == .notFound)
+        }
+    }
+
     @Test("upload rejections map to 413/415/422 with problem details and leave nothing behind", arguments: StoreEngine.all)
     func uploadRejections(engine: StoreEngine) async throws {
         let corrupt = try Fixtures.bytes(Fixtures.corpus.appendingPathComponent("pngsuite/xcsn0g01.png"))

@@ -71,6 +71,30 @@ int rp_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int c
                    int quality, int progressive, uint8_t **out, size_t *out_length,
                    char message[256]);
 
+/// Decoded 8-bit pixels: RGB (3 components) from a JPEG, RGBA (4) from a PNG.
+typedef struct {
+    uint8_t *pixels;      /* free it with `free` */
+    uint32_t width;
+    uint32_t height;
+    int32_t components;
+} rp_pixels;
+
+/// Decodes a validated PNG or JPEG. A JPEG is decoded at the smallest M/8 DCT scale whose long
+/// side is still at least `box` (0: full size). Returns 0, or -1 with `message` filled.
+int rp_decode(const uint8_t *data, size_t length, uint32_t box, rp_pixels *out, char message[256]);
+
+/// Resamples `sw`×`sh` pixels of `comps` components into `dw`×`dh` with a Lanczos-3 filter
+/// (alpha premultiplied when comps is 4). Returns 0, or -1 when out of memory.
+int rp_resize(const uint8_t *src, uint32_t sw, uint32_t sh, int comps, uint8_t *dst, uint32_t dw, uint32_t dh);
+
+/// Applies EXIF orientation 1-8 to `w`×`h` pixels; `dst` is `h`×`w` for 5-8.
+void rp_orient(const uint8_t *src, uint32_t w, uint32_t h, int comps, int orientation, uint8_t *dst);
+
+/// Encodes 8-bit gray (1), RGB (3) or RGBA (4) pixels as a non-interlaced PNG. Returns 0 and
+/// sets `*out` (free it with `free`), or -1 with `message` filled.
+int rp_png_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int components,
+                  uint8_t **out, size_t *out_length, char message[256]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,153 @@
+import CImageCodecs
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The images made from a stored one for push (SPEC §16).
+public enum MediaVariant: String, Sendable, CaseIterable, Codable {
+    /// Fits 320×320: a browser's notification icon, a console's grid. A JPEG from a JPEG, a PNG
+    /// (alpha kept) from a PNG.
+    case thumb
+    /// A baseline JPEG of at most 1 MB and 2048 px on its long side: FCM's image limit, and small
+    /// enough for a Notification Service Extension's 24 MB.
+    case push
+
+    /// The box the variant fits in.
+    public var box: Int { self == .thumb ? 320 : 2048 }
+    /// The most bytes it may have (push only).
+    public var maxBytes: Int? { self == .push ? 1_048_576 : nil }
+}
+
+/// Makes variants: a scaled decode (libjpeg's DCT scaling for JPEG), a Lanczos-3 resample, the
+/// EXIF orientation applied to the pixels (so that viewers that ignore EXIF, as Android's
+/// notification does, show it upright too), and a baseline JPEG or a PNG written by libjpeg or
+/// libpng. Deterministic: the same source gives the same bytes, so concurrent makers on
+/// different nodes store one blob.
+public enum VariantMaker {
+    /// The variant of `source` (a validated, stored image), or nil when the source itself is
+    /// already that variant (it fits, needs no turning, and has the right format and size).
+    public static func make(_ kind: MediaVariant, of source: [UInt8], info: ImageInfo) throws -> [UInt8]? {
+        let orientation = MetadataStripper.orientation(source) ?? 1
+        let fits = info.width <= kind.box && info.height <= kind.box
+        let isJPEG = info.contentType == "image/jpeg"
+        switch kind {
+        case .thumb where fits && orientation == 1:
+            return nil
+        case .push where fits && orientation == 1 && isJPEG && source.count <= kind.maxBytes!:
+            return nil
+        default:
+            break
+        }
+        var pixels = try decode(source, box: kind.box)
+        let (width, height) = fitted(width: pixels.width, height: pixels.height, box: kind.box)
+        if (width, height) != (pixels.width, pixels.height) { pixels = try pixels.resized(width: width, height: height) }
+        if orientation != 1 { pixels = pixels.oriented(orientation) }
+        switch kind {
+        case .thumb:
+            return isJPEG ? try JPEGEncoder.encode(pixels: pixels.bytes, width: pixels.width, height: pixels.height, components: pixels.components,
+                                                    quality: 80)
+                          : try pixels.opaqueDropped().png()
+        case .push:
+            let rgb = pixels.flattened()
+            // Quality first, then size, until it fits in a megabyte; 2048 px at quality 85 almost always does.
+            var current = rgb
+            for quality in [85, 75, 65] {
+                let jpeg = try JPEGEncoder.encode(pixels: current.bytes, width: current.width, height: current.height, components: 3, quality: quality)
+                if jpeg.count <= kind.maxBytes! { return jpeg }
+            }
+            while current.width > 64 && current.height > 64 {
+                current = try rgb.resized(width: max(1, current.width * 3 / 4), height: max(1, current.height * 3 / 4))
+                let jpeg = try JPEGEncoder.encode(pixels: current.bytes, width: current.width, height: current.height, components: 3, quality: 65)
+                if jpeg.count <= kind.maxBytes! { return jpeg }
+            }
+            throw MediaStoreError.encode("the push variant does not fit in \(kind.maxBytes!) bytes")
+        }
+    }
+
+    /// The largest size with the same aspect ratio that fits `box`×`box` (never larger).
+    static func fitted(width: Int, height: Int, box: Int) -> (Int, Int) {
+        guard width > box || height > box else { return (width, height) }
+        if width >= height { return (box, max(1, Int((Double(height) * Double(box) / Double(width)).rounded()))) }
+        return (max(1, Int((Double(width) * Double(box) / Double(height)).rounded())), box)
+    }
+
+    static func decode(_ source: [UInt8], box: Int) throws -> Pixels {
+        var out = rp_pixels()
+        var message = [CChar](repeating: 0, count: 256)
+        let status = source.withUnsafeBufferPointer { rp_decode($0.baseAddress, $0.count, UInt32(box), &out, &message) }
+        guard status == 0, let base = out.pixels else {
+            throw MediaStoreError.encode(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        defer { free(base) }
+        let count = Int(out.width) * Int(out.height) * Int(out.components)
+        return Pixels(bytes: Array(UnsafeBufferPointer(start: base, count: count)), width: Int(out.width), height: Int(out.height),
+                      components: Int(out.components))
+    }
+}
+
+/// 8-bit pixels, row after row.
+struct Pixels {
+    var bytes: [UInt8]
+    var width: Int
+    var height: Int
+    var components: Int
+
+    func resized(width: Int, height: Int) throws -> Pixels {
+        var out = [UInt8](repeating: 0, count: width * height * components)
+        let status = bytes.withUnsafeBufferPointer { source in
+            out.withUnsafeMutableBufferPointer { target in
+                rp_resize(source.baseAddress, UInt32(self.width), UInt32(self.height), Int32(components), target.baseAddress,
+                          UInt32(width), UInt32(height))
+            }
+        }
+        guard status == 0 else { throw MediaStoreError.encode("out of memory resizing to \(width)x\(height)") }
+        return Pixels(bytes: out, width: width, height: height, components: components)
+    }
+
+    /// Turned as EXIF `orientation` (2–8) says, so it shows upright with no tag.
+    func oriented(_ orientation: Int) -> Pixels {
+        var out = [UInt8](repeating: 0, count: bytes.count)
+        bytes.withUnsafeBufferPointer { source in
+            out.withUnsafeMutableBufferPointer { target in
+                rp_orient(source.baseAddress, UInt32(width), UInt32(height), Int32(components), Int32(orientation), target.baseAddress)
+            }
+        }
+        let swapped = (5...8).contains(orientation)
+        return Pixels(bytes: out, width: swapped ? height : width, height: swapped ? width : height, components: components)
+    }
+
+    /// RGB, any alpha composited over white (a JPEG has none).
+    func flattened() -> Pixels {
+        guard components == 4 else { return self }
+        var out = [UInt8](repeating: 0, count: width * height * 3)
+        for i in 0..<(width * height) {
+            let alpha = Int(bytes[i * 4 + 3])
+            for c in 0..<3 { out[i * 3 + c] = UInt8((Int(bytes[i * 4 + c]) * alpha + 255 * (255 - alpha) + 127) / 255) }
+        }
+        return Pixels(bytes: out, width: width, height: height, components: 3)
+    }
+
+    /// RGB when every pixel is opaque, else as it is.
+    func opaqueDropped() -> Pixels {
+        guard components == 4 else { return self }
+        for i in 0..<(width * height) where bytes[i * 4 + 3] != 255 { return self }
+        var out = [UInt8](repeating: 0, count: width * height * 3)
+        for i in 0..<(width * height) { out[i * 3] = bytes[i * 4]; out[i * 3 + 1] = bytes[i * 4 + 1]; out[i * 3 + 2] = bytes[i * 4 + 2] }
+        return Pixels(bytes: out, width: width, height: height, components: 3)
+    }
+
+    func png() throws -> [UInt8] {
+        var out: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        var message = [CChar](repeating: 0, count: 256)
+        let status = bytes.withUnsafeBufferPointer {
+            rp_png_encode($0.baseAddress, UInt32(width), UInt32(height), Int32(components), &out, &length, &message)
+        }
+        guard status == 0, let out else {
+            throw MediaStoreError.encode(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        defer { free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: length))
+    }
+}
