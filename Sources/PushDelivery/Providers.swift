@@ -172,7 +172,9 @@ public struct FCMProvider: PushProvider {
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         guard let content = job.content else { return (.failed(reason: "the push has no content for FCM", prune: false), nil) }
-        let notification = job.mode == .alert ? (title: content.title, body: content.message, image: content.richUrl) : nil
+        // Android shows a notification image only up to 1 MB: the push variant (SPEC §16).
+        let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
+        let notification = job.mode == .alert ? (title: content.title, body: content.message, image: image) : nil
         return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification)), nil)
     }
 

@@ -130,12 +130,20 @@ public final class RichPushClient: Sendable {
     /// bytes are not that type's signature. The file is named `<richId>-<random>.png` or `.jpg` by
     /// the verified type, as `UNNotificationAttachment` requires; on any failure nothing is left.
     ///
+    /// `variant` asks for an image made for the purpose (SPEC §16): `.push` is a JPEG of at most
+    /// 1 MB and 2048 px, what a Notification Service Extension's 24 MB can decode; `.thumb` fits
+    /// 320×320.
+    ///
     /// `timeout` bounds the whole exchange; a Notification Service Extension has about 30 seconds.
     /// - Throws: `RichPushClientError` (`.http(status:)`, `.tooLarge`, `.notAnImage`, `.transport`,
     ///   `.invalidResponse`, `.fileSystem`), or `CancellationError` when the task is cancelled.
     public func downloadPayload(for message: RichPushMessage, into directory: URL, maxBytes: Int = 10 * 1024 * 1024,
-                                timeout: TimeInterval = 25) async throws -> DownloadedPayload {
-        let url = message.payloadURL ?? endpoint("api/notifications/\(message.id)")
+                                variant: PayloadVariant = .original, timeout: TimeInterval = 25) async throws -> DownloadedPayload {
+        var url = message.payloadURL ?? endpoint("api/notifications/\(message.id)")
+        if variant != .original, var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+            parts.queryItems = (parts.queryItems ?? []) + [URLQueryItem(name: "variant", value: variant.rawValue)]
+            url = parts.url ?? url
+        }
         let request = Self.request("GET", url, credentials: message.payloadURL == nil ? credentials : nil,
                                    accept: "image/png, image/jpeg", timeout: timeout)
         let name = "\(message.id)-\(String(UInt64.random(in: .min ... .max), radix: 36))"
@@ -166,6 +174,16 @@ public final class RichPushClient: Sendable {
             transfer.cancel()
         }
     }
+}
+
+/// Which image of a payload to download (SPEC §16).
+public enum PayloadVariant: String, Sendable {
+    /// The image as stored.
+    case original
+    /// A JPEG of at most 1 MB and 2048 px on its long side, upright.
+    case push
+    /// An image that fits 320×320, upright.
+    case thumb
 }
 
 /// A payload image saved to a file and verified to be the PNG or JPEG its name says.
@@ -640,8 +658,9 @@ extension RichPushClient {
                                      maxBytes: Int = 10 * 1024 * 1024, timeout: TimeInterval = 25) async -> Bool {
         guard let message = try? RichPushMessage(userInfo: content.userInfo) else { return false }
         let client = RichPushClient(baseURL: baseURL, credentials: credentials)
+        // The push variant: a 12 MP original decoded for display takes 48 MB, twice what an extension may use.
         guard let payload = try? await client.downloadPayload(for: message, into: FileManager.default.temporaryDirectory,
-                                                               maxBytes: maxBytes, timeout: timeout) else { return false }
+                                                               maxBytes: maxBytes, variant: .push, timeout: timeout) else { return false }
         do {
             content.attachments = [try payload.notificationAttachment()]
             return true

@@ -245,7 +245,8 @@ extension Services {
 
     /// The payload image of notification `id`, marking it read on its first full or ranged GET.
     func payloadResponse(_ request: Request, notification id: Int64, payload: MediaID, recipient: String, alreadyRead: Bool) async throws -> Response {
-        guard let source = try await blobs.servable(payload) else {
+        let served = try await variantOrSelf(request, payload)
+        guard let source = try await blobs.servable(served) else {
             throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
         }
         let (response, outcome) = try ImageResponse.make(request, source: source, cacheControl: "private")

@@ -68,6 +68,6 @@ struct PushPlatformsCLITests {
         #expect(shown["title"] == "Sale" && shown["body"] == "Half price" && shown["image"]?.contains("/p/") == true)
         let browser = try #require(try JSONSerialization.jsonObject(with: Data(log("web.jsonl").split(separator: "\n")[0].utf8)) as? [String: Any])
         let message = try #require(try JSONSerialization.jsonObject(with: Data((browser["payload"] as? String ?? "").utf8)) as? [String: String])
-        #expect(message["title"] == "Sale" && message["richMessage"] == "Half price" && message["richUrl"] == shown["image"])
+        #expect(message["title"] == "Sale" && message["richMessage"] == "Half price" && (message["richUrl"] ?? "") + "?variant=push" == shown["image"])
     }
 }

@@ -64,6 +64,10 @@ struct ClientLibraryTests {
             #expect(payload.size == Self.logo.count)
             #expect(try Fixtures.bytes(payload.fileURL) == Self.logo)
             #expect(Self.files(directory) == [payload.fileURL.lastPathComponent])
+            // What an extension asks for: the push variant, a JPEG made from the PNG (SPEC §16).
+            let pushed = try await client.downloadPayload(for: message, into: directory, variant: .push)
+            #expect(pushed.fileURL.pathExtension == "jpg" && pushed.contentType == "image/jpeg" && pushed.size <= 1_048_576)
+            try FileManager.default.removeItem(at: pushed.fileURL)
 
             let (_, list) = try await s.json(.get, "/api/notifications")
             #expect((list as? [[String: Any]])?.first?["read"] as? Bool == true)

@@ -66,7 +66,10 @@ struct PlatformDeliveryTests {
                 let android = try #require(fcm.accepted.first)
                 #expect(android.token == fcmToken)
                 #expect(android.data == ["richId": id, "richMessage": "50% off", "richType": "img", "richUrl": richUrl])
-                #expect(android.notification == ["title": "Sale", "body": "50% off", "image": richUrl])
+                // Android's image is the push variant (at most 1 MB, SPEC §16): a JPEG made from the PNG payload.
+                #expect(android.notification == ["title": "Sale", "body": "50% off", "image": richUrl + "?variant=push"])
+                let image = try await s.request(.get, String((richUrl + "?variant=push").drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" }), as: nil)
+                #expect(image.status == .ok && image.headers[.contentType] == "image/jpeg" && image.bytes.count <= 1_048_576)
                 let webAccepted = try #require(web.accepted.first)
                 let browser = try #require(try JSONSerialization.jsonObject(with: Data(webAccepted.plaintext)) as? [String: String])
                 #expect(browser == ["richId": id, "richMessage": "50% off", "richType": "img", "richUrl": richUrl, "title": "Sale"])
