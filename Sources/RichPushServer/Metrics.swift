@@ -105,7 +105,9 @@ struct OutboxGauge: Service {
     let logger: Logger
 
     func run() async throws {
-        var seen = Set<String>()
+        // The device platforms from the first sample on, at 0 while nothing waits (a dashboard
+        // and an alert rule need the series before the first backlog), and any other seen since.
+        var seen: Set<String> = ["apns", "fcm", "web"]
         for await _ in AsyncTimerSequence.repeating(every: interval).cancelOnGracefulShutdown() {
             do {
                 let pending = try await deliveries.pendingByPlatform()
