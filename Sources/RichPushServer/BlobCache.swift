@@ -84,6 +84,22 @@ final class BlobCache: Sendable {
     /// Blobs larger than this are read per request, never cached.
     private let maxEntry: Int
     private let state = NIOLockedValueBox(State())
+    /// Variants looked up by the router (`?variant=`), by source and kind: the fast path serves
+    /// a variant it finds here as it serves any cached blob. Bounded: cleared past 100,000.
+    private let variants = NIOLockedValueBox<[String: MediaID]>([:])
+
+    /// The variant of `source` the router found or made, if it did.
+    func knownVariant(_ source: Substring, _ kind: MediaVariant) -> MediaID? {
+        variants.withLockedValue { $0["\(source):\(kind.rawValue)"] }
+    }
+
+    /// Remembers what the router found or made for `source` and `kind`.
+    func remember(variant: MediaID, of source: MediaID, _ kind: MediaVariant) {
+        variants.withLockedValue { known in
+            if known.count >= 100_000 { known.removeAll() }
+            known["\(source.hex):\(kind.rawValue)"] = variant
+        }
+    }
 
     init(store: MediaStore, capacity: Int) {
         self.store = store

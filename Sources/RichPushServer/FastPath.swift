@@ -85,21 +85,40 @@ final class FastPath: Sendable {
         let uri = head.uri.utf8
         let pathEnd = uri.firstIndex(of: UInt8(ascii: "?")) ?? uri.endIndex
         let length = uri.distance(from: uri.startIndex, to: pathEnd)
-        // A variant (`?variant=push`) is looked up, or made, by the routed handler.
-        if pathEnd != uri.endIndex && head.uri.contains("variant=") { return nil }
+        // `?variant=thumb|push` is served here once the router has looked it up (or made it);
+        // any other query goes to the router.
+        var variant: MediaVariant?
+        if pathEnd != uri.endIndex {
+            let query = head.uri.utf8[uri.index(after: pathEnd)...]
+            guard query.starts(with: "variant=".utf8), let kind = MediaVariant(rawValue: String(Substring(query.dropFirst(8)))) else {
+                // Another query is ignored, as the router ignores it; another variant is the router's 400.
+                return head.uri.contains("variant=") ? nil : answer(head, authorization: authorization, length: length, variant: nil)
+            }
+            variant = kind
+        }
+        return answer(head, authorization: authorization, length: length, variant: variant)
+    }
+
+    /// The answer for the path (its first `length` bytes), serving the `variant` of the image.
+    private func answer(_ head: HTTPRequestHead, authorization: String?, length: Int, variant: MediaVariant?) -> Answer? {
+        /// The image to serve for `id`: itself, or its known variant.
+        func served(_ id: MediaID) -> MediaID? {
+            guard let variant else { return id }
+            return blobs.knownVariant(Substring(id.hex), variant)
+        }
         if length == 7 + 64, head.uri.hasPrefix("/media/") {
             guard let id = MediaID(String(head.uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
             if !publicMedia {
                 guard authenticator.cachedUser(authorization) != nil else { return nil }
             }
-            guard let blob = blobs.freshBlob(id) else { return nil }
+            guard let shown = served(id), let blob = blobs.freshBlob(shown) else { return nil }
             return Answer(head: publicMedia ? blob.publicHead : blob.privateImmutableHead, blob: blob, metrics: mediaMetrics)
         }
         if length > 19, head.uri.hasPrefix("/api/notifications/") {
             guard let digits = String(head.uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
                   let user = authenticator.cachedUser(authorization),
                   let known = payloads.get(id), known.recipient == user,
-                  let blob = blobs.freshBlob(known.payload) else { return nil }
+                  let shown = served(known.payload), let blob = blobs.freshBlob(shown) else { return nil }
             // A first fetch: its read mark is committed just after, in a batch (as for /p/).
             if !known.read, payloads.markRead(id) { readMarks.markSoon(id) }
             return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics)
@@ -107,7 +126,7 @@ final class FastPath: Sendable {
         if length == 3 + PayloadLinks.tokenLength, head.uri.hasPrefix("/p/") {
             let token = head.uri.dropFirst(3).prefix(PayloadLinks.tokenLength)
             guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links),
-                  let blob = blobs.freshBlob(payload) else { return nil }
+                  let shown = served(payload), let blob = blobs.freshBlob(shown) else { return nil }
             readMarks.markSoon(id)
             return Answer(head: blob.privateHead, blob: blob, metrics: linkMetrics)
         }

@@ -134,7 +134,9 @@ extension Services {
             throw Problem(.badRequest, "variant must be thumb or push, not '\(name.prefix(40))'")
         }
         do {
-            return try await media.variant(kind, of: id).id
+            let variant = try await media.variant(kind, of: id).id
+            blobs.remember(variant: variant, of: id, kind)
+            return variant
         } catch let error as MediaStoreError where error.isNotFound {
             throw Problem(.notFound, "no media \(id.hex)")
         }

@@ -41,6 +41,25 @@ struct FastPathTests {
         }
     }
 
+    @Test("?variant= after the router made it: the variant's exact headers and bytes, never the original's; other variant names stay 400", arguments: StoreEngine.all)
+    func variants(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
+            let jpeg = try Fixtures.bytes(Fixtures.media.appendingPathComponent("landscape.jpg"))
+            let id = MediaID(hashing: jpeg).hex
+            #expect(try await s.request(.post, "/api/media", body: jpeg).status == .created)
+            _ = try await s.request(.get, "/media/\(id)") // the original, cached
+            let made = try await s.request(.get, "/media/\(id)?variant=thumb") // router: makes it
+            #expect(made.status == .ok && made.bytes != jpeg)
+            for _ in 0..<3 { // the fast path's turn
+                let again = try await s.request(.get, "/media/\(id)?variant=thumb")
+                #expect(again.bytes == made.bytes && withoutDate(again.headers) == withoutDate(made.headers))
+            }
+            #expect(try await s.request(.get, "/media/\(id)").bytes == jpeg)
+            #expect(try await s.request(.get, "/media/\(id)?variant=thumbs").status == .badRequest)
+            #expect(try await s.request(.get, "/media/\(id)?variant=thumb&x=1").bytes == made.bytes)
+        }
+    }
+
     @Test("on the wire, a fast-path answer has the router's status line, header lines and body bytes", arguments: StoreEngine.all)
     func sameBytesOnTheWire(engine: StoreEngine) async throws {
         try await TestServer.run(engine: engine, { $0.publicMedia = true }) { s in
