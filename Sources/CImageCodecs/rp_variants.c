@@ -305,6 +305,10 @@ int rp_resize(const uint8_t *src, uint32_t sw, uint32_t sh, int comps, uint8_t *
                     acc[1] += p[1] * alpha;
                     acc[2] += p[2] * alpha;
                     acc[3] += alpha;
+                } else if (comps == 3) {
+                    acc[0] += p[0] * weight;
+                    acc[1] += p[1] * weight;
+                    acc[2] += p[2] * weight;
                 } else {
                     for (int c = 0; c < comps; c++) acc[c] += p[c] * weight;
                 }
@@ -312,32 +316,38 @@ int rp_resize(const uint8_t *src, uint32_t sw, uint32_t sh, int comps, uint8_t *
             for (int c = 0; c < comps; c++) out[(size_t)x * (size_t)comps + (size_t)c] = acc[c];
         }
     }
-    /* Vertical pass, then un-premultiply. */
+    /* Vertical pass, a whole row at a time (contiguous, so the compiler vectorizes it), then
+     * un-premultiply. */
+    size_t row_floats = (size_t)dw * (size_t)comps;
+    float *acc = malloc(sizeof(float) * row_floats);
+    if (acc == NULL) goto done;
     for (uint32_t y = 0; y < dh; y++) {
         const float *w = vertical.weights + (size_t)y * (size_t)vertical.taps;
         int first = vertical.first[y];
-        uint8_t *out = dst + (size_t)y * dw * (size_t)comps;
-        for (uint32_t x = 0; x < dw; x++) {
-            float acc[4] = {0, 0, 0, 0};
-            for (int t = 0; t < vertical.count[y]; t++) {
-                const float *p = temp + ((size_t)(first + t) * dw + x) * (size_t)comps;
-                for (int c = 0; c < comps; c++) acc[c] += p[c] * w[t];
-            }
-            if (comps == 4) {
-                float alpha = acc[3];
+        memset(acc, 0, sizeof(float) * row_floats);
+        for (int t = 0; t < vertical.count[y]; t++) {
+            const float *in = temp + (size_t)(first + t) * row_floats;
+            float weight = w[t];
+            for (size_t i = 0; i < row_floats; i++) acc[i] += in[i] * weight;
+        }
+        uint8_t *out = dst + (size_t)y * row_floats;
+        if (comps == 4) {
+            for (uint32_t x = 0; x < dw; x++) {
+                float alpha = acc[x * 4 + 3];
                 if (alpha <= 0.0f) {
                     out[x * 4] = out[x * 4 + 1] = out[x * 4 + 2] = out[x * 4 + 3] = 0;
                 } else {
-                    out[x * 4] = clamp8(acc[0] / alpha);
-                    out[x * 4 + 1] = clamp8(acc[1] / alpha);
-                    out[x * 4 + 2] = clamp8(acc[2] / alpha);
+                    out[x * 4] = clamp8(acc[x * 4] / alpha);
+                    out[x * 4 + 1] = clamp8(acc[x * 4 + 1] / alpha);
+                    out[x * 4 + 2] = clamp8(acc[x * 4 + 2] / alpha);
                     out[x * 4 + 3] = clamp8(alpha);
                 }
-            } else {
-                for (int c = 0; c < comps; c++) out[(size_t)x * (size_t)comps + (size_t)c] = clamp8(acc[c]);
             }
+        } else {
+            for (size_t i = 0; i < row_floats; i++) out[i] = clamp8(acc[i]);
         }
     }
+    free(acc);
     status = 0;
 done:
     free(temp);

@@ -86,18 +86,23 @@ final class BlobCache: Sendable {
     private let state = NIOLockedValueBox(State())
     /// Variants looked up by the router (`?variant=`), by source and kind: the fast path serves
     /// a variant it finds here as it serves any cached blob. Bounded: cleared past 100,000.
-    private let variants = NIOLockedValueBox<[String: MediaID]>([:])
+    private let variants = NIOLockedValueBox<[VariantKey: MediaID]>([:])
+
+    private struct VariantKey: Hashable {
+        var source: MediaID
+        var kind: MediaVariant
+    }
 
     /// The variant of `source` the router found or made, if it did.
-    func knownVariant(_ source: Substring, _ kind: MediaVariant) -> MediaID? {
-        variants.withLockedValue { $0["\(source):\(kind.rawValue)"] }
+    func knownVariant(_ source: MediaID, _ kind: MediaVariant) -> MediaID? {
+        variants.withLockedValue { $0[VariantKey(source: source, kind: kind)] }
     }
 
     /// Remembers what the router found or made for `source` and `kind`.
     func remember(variant: MediaID, of source: MediaID, _ kind: MediaVariant) {
         variants.withLockedValue { known in
             if known.count >= 100_000 { known.removeAll() }
-            known["\(source.hex):\(kind.rawValue)"] = variant
+            known[VariantKey(source: source, kind: kind)] = variant
         }
     }
 

@@ -90,7 +90,7 @@ final class FastPath: Sendable {
         var variant: MediaVariant?
         if pathEnd != uri.endIndex {
             let query = head.uri.utf8[uri.index(after: pathEnd)...]
-            guard query.starts(with: "variant=".utf8), let kind = MediaVariant(rawValue: String(Substring(query.dropFirst(8)))) else {
+            guard query.starts(with: "variant=".utf8), let kind = Self.variant(query.dropFirst(8)) else {
                 // Another query is ignored, as the router ignores it; another variant is the router's 400.
                 return head.uri.contains("variant=") ? nil : answer(head, authorization: authorization, length: length, variant: nil)
             }
@@ -99,12 +99,19 @@ final class FastPath: Sendable {
         return answer(head, authorization: authorization, length: length, variant: variant)
     }
 
+    /// `thumb` or `push`, read without making a string.
+    private static func variant(_ name: Substring.UTF8View.SubSequence) -> MediaVariant? {
+        if name.elementsEqual("push".utf8) { return .push }
+        if name.elementsEqual("thumb".utf8) { return .thumb }
+        return nil
+    }
+
     /// The answer for the path (its first `length` bytes), serving the `variant` of the image.
     private func answer(_ head: HTTPRequestHead, authorization: String?, length: Int, variant: MediaVariant?) -> Answer? {
         /// The image to serve for `id`: itself, or its known variant.
         func served(_ id: MediaID) -> MediaID? {
             guard let variant else { return id }
-            return blobs.knownVariant(Substring(id.hex), variant)
+            return blobs.knownVariant(id, variant)
         }
         if length == 7 + 64, head.uri.hasPrefix("/media/") {
             guard let id = MediaID(String(head.uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
