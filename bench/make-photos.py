@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Generates the ingest benchmark's image set: ~100 mixed PNG/JPEG photos and screenshots, ~100 MB.
 
-Deterministic (fixed seeds), so every run measures the same bytes. Needs Pillow and numpy.
+Deterministic (fixed seeds), so every run measures the same bytes. The JPEG photos carry a
+phone's EXIF (GPS, serial, Orientation) and a comment, the PNG photos a text chunk: what ingest
+strips. Needs Pillow and numpy.
 Usage: make-photos.py OUT_DIR
 """
 import os
 import sys
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
@@ -50,12 +52,25 @@ def screenshot(w, h, seed):
     return img
 
 
+def camera_exif(i):
+    """What a phone writes: make, model, serial, capture time, Orientation, and a GPS position."""
+    exif = Image.Exif()
+    exif[0x010F], exif[0x0110], exif[0xA431] = "Phone Maker", "Phone 15", f"SN{i:08d}"
+    exif[0x0132] = "2026:11:23 06:00:00"
+    exif[0x0112] = 1 + i % 8
+    gps = exif.get_ifd(0x8825)
+    gps.update({1: "N", 2: (48.0, 51.0, 29.0 + i), 3: "E", 4: (2.0, 17.0, 40.0)})
+    return exif
+
+
 n = 0
-for i in range(40):  # JPEG photos, ~1.2-2.5 MB each
-    photo(2600 + 16 * i, 1800, 100 + i).save(f"{out}/photo-{i:03d}.jpg", quality=92)
+for i in range(40):  # JPEG photos, ~1.2-2.5 MB each, with a phone's EXIF (GPS included) and a comment
+    photo(2600 + 16 * i, 1800, 100 + i).save(f"{out}/photo-{i:03d}.jpg", quality=92, exif=camera_exif(i), comment=b"holiday")
     n += 1
-for i in range(15):  # PNG photos, ~2-3 MB each
-    photo(1200, 900 + 8 * i, 300 + i).save(f"{out}/photo-{i:03d}.png", compress_level=6)
+for i in range(15):  # PNG photos, ~2-3 MB each, with a text chunk
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", f"photo {i}")
+    photo(1200, 900 + 8 * i, 300 + i).save(f"{out}/photo-{i:03d}.png", compress_level=6, pnginfo=info)
     n += 1
 for i in range(45):  # PNG screenshots, ~100-300 KB each
     screenshot(1920, 1080 + 4 * i, 500 + i).save(f"{out}/screen-{i:03d}.png", compress_level=6)
