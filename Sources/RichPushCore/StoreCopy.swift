@@ -25,6 +25,7 @@ extension DataStore {
         ("campaigns", ["id"], false),
         ("notifications", ["id"], false),
         ("media_refs", ["sha256", "owner"], false),
+        ("media_variants", ["source", "kind"], false),
         ("deliveries", ["id"], false),
         ("registrations", ["id"], false),
         ("sessions", ["tokenHash"], false),
@@ -72,7 +73,8 @@ extension DataStore {
                     report.blobProblems.append("\(hex): damaged in the source, its bytes hash to \(actual.hex)")
                     continue
                 }
-                let stored = try await target.media.ingest(bytes: bytes)
+                // Byte for byte: a blob stored before stripping (or with --keep-metadata) keeps its id.
+                let stored = try await target.media.ingest(bytes: bytes, keepMetadata: true)
                 guard stored.item.id == id else { throw CoreError(.invalid, "\(hex) was stored as \(stored.item.id.hex)") }
                 report.blobsCopied += 1
             }

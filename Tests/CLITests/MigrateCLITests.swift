@@ -23,6 +23,12 @@ struct MigrateCLITests {
         // The source, as a user of the embedded store has it.
         #expect(try await CLI.run(["media", "add", "--name", "logo.png", logo, "--data", data]).status == 0)
         #expect(try await CLI.run(["media", "add", coupon, "--data", data]).status == 0)
+        // Stored byte for byte with its comment (--keep-metadata): the copy must keep its id.
+        let original = try Fixtures.bytes(Fixtures.corpus.appendingPathComponent("jpeg/testorig.jpg"))
+        let commentedBytes = Array(original[0..<2]) + [0xFF, 0xFE, 0x00, 0x06] + Array("kept".utf8) + Array(original[2...])
+        let commented = dir.appendingPathComponent("commented.jpg")
+        try Data(commentedBytes).write(to: commented)
+        #expect(try await CLI.run(["media", "add", "--keep-metadata", commented.path, "--data", data]).status == 0)
         for (name, admin) in [("root", true), ("alice", false), ("bob", false)] {
             #expect(try await CLI.run(["users", "add", name, "--password-stdin", "--data", data] + (admin ? ["--admin"] : []), stdin: "pw-\(name)\n").status == 0)
         }
@@ -39,6 +45,9 @@ struct MigrateCLITests {
         let sourceDeliveries = try await source.deliveries.list(notification: first.notification.id)
         #expect(sourceDeliveries.map(\.state) == [.pending]) // no server ran: the pushes wait
         let sourceKey = try await source.payloadKey()
+        let couponID = MediaID(hashing: try Fixtures.bytes(URL(fileURLWithPath: coupon)))
+        let thumb = try await source.media.variant(.thumb, of: couponID) // a variant, recorded against coupon.png
+        #expect(thumb.id != couponID)
         source.close()
 
         let target = try await StoreEngine.shared.locations()
@@ -46,7 +55,7 @@ struct MigrateCLITests {
         let arguments = ["migrate", "--data", data, "--to-database", try #require(target.database), "--to-blobs", try #require(target.blobs)]
         let copied = try await CLI.run(arguments, environment: environment)
         #expect(copied.status == 0, "\(copied.stderr)")
-        #expect(copied.stdout.hasPrefix("copied 2 blobs (0 already there); rows: media 2, media_names 1, users 3, campaigns 1, notifications 4,"),
+        #expect(copied.stdout.hasPrefix("copied 4 blobs (0 already there); rows: media 4, media_names 1, users 3, campaigns 1, notifications 4,"),
                 "\(copied.stdout)")
 
         // Everything is there, as it was.
@@ -57,7 +66,9 @@ struct MigrateCLITests {
         #expect(try await moved.users.verify(name: "alice", password: "pw-alice"))
         #expect(try await moved.users.list().first { $0.name == "root" }?.admin == true)
         let media = try await moved.media.list()
-        #expect(Set(media.map(\.id)) == [MediaID(hashing: try Fixtures.bytes(URL(fileURLWithPath: logo))), MediaID(hashing: try Fixtures.bytes(URL(fileURLWithPath: coupon)))])
+        #expect(Set(media.map(\.id)) == [MediaID(hashing: try Fixtures.bytes(URL(fileURLWithPath: logo))), couponID, MediaID(hashing: commentedBytes), thumb.id])
+        #expect(copied.stdout.contains("media_variants 1"), "\(copied.stdout)")
+        #expect(try await moved.media.variant(.thumb, of: couponID).id == thumb.id)
         #expect(media.first { $0.names == ["logo.png"] } != nil)
         for item in media {
             let bytes = try #require(try await moved.media.read(item.id, offset: 0, length: item.size))
@@ -82,7 +93,7 @@ struct MigrateCLITests {
         try await moved.database.write { db in try db.execute(sql: "DELETE FROM deliveries WHERE notificationId = ?", arguments: [first.notification.id]) }
         let again = try await CLI.run(arguments, environment: environment)
         #expect(again.status == 0, "\(again.stderr)")
-        #expect(again.stdout.hasPrefix("copied 0 blobs (2 already there)"), "\(again.stdout)")
+        #expect(again.stdout.hasPrefix("copied 0 blobs (4 already there)"), "\(again.stdout)")
         #expect(again.stdout.contains("deliveries 1,") && again.stdout.contains("users 0,"), "\(again.stdout)")
         #expect(try await moved.deliveries.list(notification: first.notification.id).map(\.state) == [.pending])
 
@@ -98,6 +109,6 @@ struct MigrateCLITests {
                                        environment: fresh.environment)
         #expect(broken.status == 1)
         #expect(broken.stderr.contains("error: blob \(damaged.hex): damaged in the source"), "\(broken.stderr)")
-        #expect(broken.stdout.hasPrefix("copied 1 blobs (0 already there)"), "\(broken.stdout)")
+        #expect(broken.stdout.hasPrefix("copied 3 blobs (0 already there)"), "\(broken.stdout)")
     }
 }
