@@ -157,7 +157,7 @@ public struct CampaignStore: Sendable {
         let links = self.links, defaultImage = self.defaultImage
         return try await database.write { db in
             let writer = try NotificationWriter(db, draft: draft.content, defaultImage: defaultImage, links: links, now: now)
-            try writer.checkFitsEveryPlatform()
+            try writer.checkFitsEveryPlatform(db)
             if case .users(let names) = draft.audience {
                 var unknown: [String] = []
                 for chunk in names.sqlBatches() {

@@ -128,10 +128,12 @@ struct NotificationWriter {
         self.now = now
     }
 
-    /// Refuses (422) content that would not fit a push to every platform with the longest id: a
-    /// campaign checks this once, before it queues anyone, so no batch is refused halfway.
-    func checkFitsEveryPlatform() throws {
-        _ = try push(id: .max, targets: [PushTarget(registration: nil, target: "", platform: "web")])
+    /// Refuses (422) content that would not fit a push with the longest id, to APNs and, when any
+    /// browser is registered, to Web Push: a campaign checks this once, before it queues anyone,
+    /// so no batch is refused halfway.
+    func checkFitsEveryPlatform(_ db: SQLConnection) throws {
+        let browsers = try Int.fetchOne(db, sql: "SELECT 1 FROM registrations WHERE platform = 'web' LIMIT 1") != nil
+        _ = try push(id: .max, targets: browsers ? [PushTarget(registration: nil, target: "", platform: "web")] : [])
     }
 
     /// Inserts `recipient`'s notification with its push and one pending delivery per target.

@@ -1,4 +1,5 @@
 import APNsSandbox
+import Crypto
 import Foundation
 import SQLEngine
 import HTTPTypes
@@ -230,12 +231,21 @@ struct CampaignTests {
                 #expect(unknownImage.status == .unprocessableContent)
                 let (unknownUser, _) = try await s.campaign(#"{"audience":{"users":["alice","ghost"]}}"#)
                 #expect(unknownUser.status == .unprocessableContent && unknownUser.detail.contains("ghost"), "\(unknownUser.detail)")
-                // Content that fits APNs but not a browser's push is refused before anyone is queued,
-                // not by the first batch that meets a browser.
+                // Content that fits APNs but not a browser's push is refused, once a browser is
+                // registered, before anyone is queued, not by the first batch that meets a browser.
+                let long = #"{"audience":{"users":["alice"]},"mode":"silent","message":"\#(String(repeating: "x", count: 3950))"}"#
+                let (fitsAPNs, _) = try await s.campaign(long)
+                #expect(fitsAPNs.status == .accepted)
+                let point = Array(P256.KeyAgreement.PrivateKey().publicKey.x963Representation)
+                let browser = #"{"endpoint":"https://push.example.net/p/1","keys":{"p256dh":"\#(Base64URL.encode(point))","auth":"\#(Base64URL.encode([UInt8](repeating: 1, count: 16)))"}}"#
+                let (_, created) = try await s.json(.post, "/api/register", as: "bob")
+                let registration = try #require((created as? [String: Any])?["registrationId"] as? String)
+                let (put, _) = try await s.json(.put, "/api/register/\(registration)", as: "bob", body: #"{"platform":"web","handle":\#(browser)}"#)
+                #expect(put.status == .ok)
                 let (tooLong, _) = try await s.campaign(#"{"audience":{"all":true},"mode":"silent","message":"\#(String(repeating: "x", count: 3950))"}"#)
                 #expect(tooLong.status == .unprocessableContent && tooLong.detail.contains("Web Push"), "\(tooLong.detail)")
                 let (_, list) = try await s.json(.get, "/api/admin/campaigns", as: "root")
-                #expect((list as? [[String: Any]])?.count == 1) // refused campaigns leave nothing behind
+                #expect((list as? [[String: Any]])?.count == 2) // refused campaigns leave nothing behind
             }
         }
     }
