@@ -17,10 +17,13 @@ public enum StrippedMetadata: String, Sendable, Codable, CaseIterable, Comparabl
     case pngText = "png-text"
     /// PNG `tIME` chunks.
     case pngTime = "png-time"
-    /// Any other JPEG application segment: APP0 that is not JFIF/JFXX, APP1 that is neither
+    /// Any other JPEG application segment: APP0 that is neither JFIF nor JFXX, APP1 that is neither
     /// EXIF nor XMP, APP2 that is not ICC (MPF, FlashPix), APP3–APP12 (APP11 holds C2PA/JUMBF)
     /// and APP15; none of them is needed to show the pixels.
     case applicationSegment = "app-other"
+    /// A thumbnail embedded in JFIF or JFXX (APP0), which can show the photo as it was before
+    /// it was cropped or edited.
+    case thumbnail
     /// Bytes after a JPEG's EOI or a PNG's IEND: MPF secondary images and gain maps (each with
     /// its own EXIF), or anything appended to the file.
     case trailingData = "trailing-data"
@@ -152,6 +155,12 @@ public enum MetadataStripper {
                     break
                 case .drop(let what):
                     plan.replace(s.start..<s.end, with: [], reporting: [what])
+                case .jfif:
+                    // Version, units and densities stay; a thumbnail goes (its size set to 0×0).
+                    if s.payload.count > 14 || (s.payload.count == 14 && (b[s.payload.lowerBound + 12] != 0 || b[s.payload.lowerBound + 13] != 0)) {
+                        let kept = [0xFF, 0xE0, 0x00, 0x10] + Array(b[s.payload.lowerBound..<s.payload.lowerBound + 12]) + [0, 0]
+                        plan.replace(s.start..<s.end, with: kept, reporting: [.thumbnail])
+                    }
                 case .exif:
                     let summary = s.payload.count >= 6 ? summarizeTIFF(b, s.payload.lowerBound + 6..<s.payload.upperBound) : nil
                     var kept: [UInt8] = []
@@ -172,12 +181,15 @@ public enum MetadataStripper {
         case keep
         case drop(StrippedMetadata)
         case exif
+        case jfif
     }
 
     private static func action(for s: JPEGSegment, in b: [UInt8]) -> JPEGAction {
         func has(_ prefix: [UInt8]) -> Bool { starts(b, s.payload, with: prefix) }
         switch s.code {
-        case 0xE0: return has(Magic.jfif) || has(Magic.jfxx) ? .keep : .drop(.applicationSegment)
+        case 0xE0:
+            if has(Magic.jfif) { return s.payload.count >= 14 ? .jfif : .keep }
+            return has(Magic.jfxx) ? .drop(.thumbnail) : .drop(.applicationSegment)
         case 0xE1:
             if has(Magic.exif) { return .exif }
             return has(Magic.xmp) || has(Magic.xmpExtension) ? .drop(.xmp) : .drop(.applicationSegment)

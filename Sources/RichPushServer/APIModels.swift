@@ -41,7 +41,7 @@ struct MediaResponse: Codable, Sendable {
     /// Where the image is served.
     var url: String
     /// What was removed from the upload before it was stored (SPEC §16): `exif-gps`, `exif`,
-    /// `xmp`, `iptc`, `comment`, `png-text`, `png-time`, `app-other`, `trailing-data`.
+    /// `xmp`, `iptc`, `comment`, `png-text`, `png-time`, `thumbnail`, `app-other`, `trailing-data`.
     var stripped: [String]
 }
 

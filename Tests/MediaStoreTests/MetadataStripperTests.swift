@@ -180,6 +180,19 @@ struct MetadataStripperTests {
         #expect(result.bytes == (try JPEGParts.base()))
     }
 
+    @Test("a JFIF thumbnail is cut to 0×0 (version and density kept) and a JFXX thumbnail goes")
+    func embeddedThumbnails() throws {
+        let base = try JPEGParts.base()
+        let app0Length = Int(base[4]) << 8 | Int(base[5])
+        let header = Array(base[6..<(6 + 12)]) // "JFIF\0", version, units, densities as the file has them
+        let withThumbnail = JPEGParts.segment(0xE0, header + [2, 1] + [UInt8](repeating: 0x7F, count: 6))
+        let jfxx = JPEGParts.segment(0xE0, Array("JFXX\0".utf8) + [0x13, 2, 1] + [UInt8](repeating: 0x55, count: 6))
+        let input = Array(base[0..<2]) + withThumbnail + jfxx + Array(base[(4 + app0Length)...])
+        let result = stripped(input)
+        #expect(result.removed == [.thumbnail])
+        #expect(result.bytes == base, "the JFIF segment is back to its 16 bytes, the JFXX one gone")
+    }
+
     @Test("bytes after EOI go (a second image with its own EXIF)")
     func trailingJPEG() throws {
         let base = try JPEGParts.base()
@@ -379,6 +392,6 @@ struct MetadataStripperTests {
     @Test("categories are spelled as the upload response spells them")
     func names() throws {
         let json = try JSONEncoder().encode(StrippedMetadata.allCases)
-        #expect(String(decoding: json, as: UTF8.self) == #"["exif-gps","exif","xmp","iptc","comment","png-text","png-time","app-other","trailing-data"]"#)
+        #expect(String(decoding: json, as: UTF8.self) == #"["exif-gps","exif","xmp","iptc","comment","png-text","png-time","app-other","thumbnail","trailing-data"]"#)
     }
 }
