@@ -88,7 +88,13 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
     if (comps == 4) cmyk = buffer; else pixels = buffer;
     while (cinfo.output_scanline < h) {
         JSAMPROW row = buffer + (size_t)cinfo.output_scanline * stride;
-        if (jpeg_read_scanlines(&cinfo, &row, 1) == 0) break;
+        if (jpeg_read_scanlines(&cinfo, &row, 1) == 0) {
+            /* Only a suspending source returns 0; ours never suspends. */
+            snprintf(message, 256, "decoder stopped before the last row");
+            jpeg_destroy_decompress(&cinfo);
+            free(buffer);
+            return -1;
+        }
     }
     jpeg_finish_decompress(&cinfo);
     jpeg_destroy_decompress(&cinfo);
@@ -215,6 +221,40 @@ int rp_decode(const uint8_t *data, size_t length, uint32_t box, rp_pixels *out, 
     if (length >= 3 && data[0] == 0xFF && data[1] == 0xD8) return decode_jpeg(data, length, box, out, message);
     snprintf(message, 256, "not a PNG or JPEG file");
     return -1;
+}
+
+int rp_decode_fitted(const uint8_t *data, size_t length, uint32_t box, rp_pixels *out, char message[256]) {
+    rp_pixels full;
+    if (rp_decode(data, length, box, &full, message) != 0) return -1;
+    uint32_t w = full.width, h = full.height, dw = w, dh = h;
+    if (box > 0 && (w > box || h > box)) {
+        if (w >= h) {
+            dw = box;
+            dh = (uint32_t)llround((double)h * box / w);
+        } else {
+            dh = box;
+            dw = (uint32_t)llround((double)w * box / h);
+        }
+        if (dw < 1) dw = 1;
+        if (dh < 1) dh = 1;
+    }
+    if (dw == w && dh == h) {
+        *out = full;
+        return 0;
+    }
+    uint8_t *fitted = malloc((size_t)dw * dh * (size_t)full.components);
+    if (fitted == NULL || rp_resize(full.pixels, w, h, full.components, fitted, dw, dh) != 0) {
+        free(fitted);
+        free(full.pixels);
+        snprintf(message, 256, "out of memory resizing %ux%u to %ux%u", w, h, dw, dh);
+        return -1;
+    }
+    free(full.pixels);
+    out->pixels = fitted;
+    out->width = dw;
+    out->height = dh;
+    out->components = full.components;
+    return 0;
 }
 
 /* --------------------------------------------------------------- resample */

@@ -91,9 +91,13 @@ public enum MediaIndex {
         return try item(db, id: id)
     }
 
-    /// Every item, newest first.
-    public static func all(_ db: SQLConnection) throws -> [MediaItem] {
-        try SQLRow.fetchAll(db, sql: "SELECT * FROM media ORDER BY createdAt DESC, sha256").map { try item(db, row: $0) }
+    /// Every item, newest first; without the unnamed variants of other images unless `variants`.
+    public static func all(_ db: SQLConnection, variants: Bool = true) throws -> [MediaItem] {
+        let filter = variants ? "" : """
+            WHERE NOT EXISTS (SELECT 1 FROM media_variants v WHERE v.variant = m.sha256 AND v.source <> m.sha256)
+               OR EXISTS (SELECT 1 FROM media_names n WHERE n.sha256 = m.sha256)
+            """
+        return try SQLRow.fetchAll(db, sql: "SELECT * FROM media m \(filter) ORDER BY createdAt DESC, sha256").map { try item(db, row: $0) }
     }
 
     /// Records that `owner` (e.g. `notification:12`) uses the media, so gc keeps it.

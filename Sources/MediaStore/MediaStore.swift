@@ -79,22 +79,35 @@ public final class MediaStore: Sendable {
     }
 
     /// Validates and stores `bytes`; throws `MediaRejection` when refused, leaving nothing behind.
-    public func ingest(bytes: [UInt8], name: String? = nil) async throws -> IngestResult {
+    /// `keepMetadata` overrides the store's limits (a copy between stores keeps every byte).
+    public func ingest(bytes: [UInt8], name: String? = nil, keepMetadata: Bool? = nil) async throws -> IngestResult {
         if let name { try MediaIndex.validateName(name) }
-        let limits = self.limits
-        let (bytes, stripped, id, info) = try await DecodePool.shared.runIfActive { () throws -> ([UInt8], [StrippedMetadata], MediaID, ImageInfo) in
-            let (kept, stripped) = limits.keepMetadata ? (bytes, []) : MetadataStripper.strip(bytes)
-            let info = try ImageInspector.inspect(kept, limits: limits)
-            return (kept, stripped, MediaID(hashing: kept), info)
-        }
-        var result = try await store(bytes, id: id, info: info, name: name)
-        result.stripped = stripped
+        var limits = self.limits
+        if let keepMetadata { limits.keepMetadata = keepMetadata }
+        let prepared = try await Self.prepare(bytes, limits: limits)
+        var result = try await store(prepared.bytes, id: prepared.id, info: prepared.info, name: name)
+        result.stripped = prepared.stripped
         return result
     }
 
-    /// Writes validated `bytes` durably (unless the blob is there) and records them.
-    private func store(_ bytes: [UInt8], id: MediaID, info: ImageInfo, name: String?) async throws -> IngestResult {
-        if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name) }
+    /// What an upload becomes: its bytes stripped (unless the limits keep metadata), validated
+    /// by a full decode, and hashed (`unchangedID`, hashed as it streamed in, when nothing was
+    /// stripped); on the decode pool.
+    private static func prepare(_ bytes: [UInt8], limits: MediaLimits, unchangedID: MediaID? = nil) async throws
+        -> (bytes: [UInt8], stripped: [StrippedMetadata], id: MediaID, info: ImageInfo) {
+        try await DecodePool.shared.runIfActive {
+            let (kept, stripped) = limits.keepMetadata ? (bytes, []) : MetadataStripper.strip(bytes)
+            let info = try ImageInspector.inspect(kept, limits: limits)
+            let id = stripped.isEmpty ? unchangedID ?? MediaID(hashing: kept) : MediaID(hashing: kept)
+            return (kept, stripped, id, info)
+        }
+    }
+
+    /// Writes validated `bytes` durably (unless the blob is there) and records them; `also` runs
+    /// in the same transaction as the row.
+    private func store(_ bytes: [UInt8], id: MediaID, info: ImageInfo, name: String?,
+                       also: (@Sendable (SQLConnection) throws -> Void)? = nil) async throws -> IngestResult {
+        if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name, also: also) }
         let blobPath = directory.blobPath(id)
         let alreadyThere = try await database.read { db in try MediaIndex.item(db, id: id) != nil }
             && FileOps.fileSize(blobPath) == bytes.count
@@ -107,7 +120,7 @@ public final class MediaStore: Sendable {
             tmpPath = path
         }
         defer { if let tmpPath { unlink(tmpPath) } }
-        return try await commit(id: id, size: bytes.count, info: info, tmpPath: tmpPath, name: name)
+        return try await commit(id: id, size: bytes.count, info: info, tmpPath: tmpPath, name: name, also: also)
     }
 
     /// Streams an upload to `tmp/` while hashing it, then validates and stores it like `ingest(bytes:)`.
@@ -136,35 +149,33 @@ public final class MediaStore: Sendable {
         let id = MediaID(digest: hasher.finalize())
         let limits = self.limits
         let total = size
-        // The temp file becomes the blob on the file store (synced first); for a bucket it is only
-        // read back for the PUT and removed.
-        let durable = remote == nil
         let bytes = try await threadPool.runIfActive { () throws -> [UInt8] in
-            if durable { try file.sync() }
             guard case .bytes(let bytes) = try FileOps.readFile(path, limit: limits.maxBytes) else {
                 throw limits.checkSize(total)!
             }
             return bytes
         }
         guard bytes.count == size else { throw MediaStoreError.io("upload changed while reading", path: path, errno: EIO) }
-        let (kept, stripped, strippedID, info) = try await DecodePool.shared.runIfActive {
-            () throws -> ([UInt8], [StrippedMetadata], MediaID?, ImageInfo) in
-            let (kept, stripped) = limits.keepMetadata ? (bytes, []) : MetadataStripper.strip(bytes)
-            return (kept, stripped, stripped.isEmpty ? nil : MediaID(hashing: kept), try ImageInspector.inspect(kept, limits: limits))
-        }
-        if let strippedID {
-            // What is stored is the stripped image, written anew; the streamed file goes with the upload.
-            var result = try await store(kept, id: strippedID, info: info, name: name)
-            result.stripped = stripped
+        let prepared = try await Self.prepare(bytes, limits: limits, unchangedID: id)
+        if !prepared.stripped.isEmpty {
+            // What is stored is the stripped image, written (and synced) anew; the streamed file
+            // goes with the upload, never synced.
+            var result = try await store(prepared.bytes, id: prepared.id, info: prepared.info, name: name)
+            result.stripped = prepared.stripped
             return result
         }
+        let info = prepared.info
+        // The temp file becomes the blob on the file store (synced first); for a bucket it is only
+        // read back for the PUT and removed.
+        if remote == nil { try await threadPool.runIfActive { try file.sync() } }
         if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name) }
         return try await commit(id: id, size: size, info: info, tmpPath: path, name: name)
     }
 
     /// Stores the object (unless the bucket already has it) and records the row, agreeing with
     /// removals and `gc` through `media_pending` (see `RemoteBlobs`).
-    private func commitRemote(_ remote: RemoteBlobs, id: MediaID, bytes: [UInt8], info: ImageInfo, name: String?) async throws -> IngestResult {
+    private func commitRemote(_ remote: RemoteBlobs, id: MediaID, bytes: [UInt8], info: ImageInfo, name: String?,
+                              also: (@Sendable (SQLConnection) throws -> Void)? = nil) async throws -> IngestResult {
         if let name { _ = try await database.read { db in try MediaIndex.checkName(db, name, id: id) } }
         try await remote.beginUpload(id, database: database)
         do {
@@ -184,6 +195,7 @@ public final class MediaStore: Sendable {
                     try MediaIndex.touch(db, id: id, now: now)
                 }
                 if let name { try MediaIndex.setName(db, name, id: id, now: now) }
+                try also?(db)
                 try RemoteBlobs.uploadCommitted(db, id)
                 return IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
             }
@@ -194,7 +206,8 @@ public final class MediaStore: Sendable {
     }
 
     /// Moves the fsynced temp file (if any) into place and records the row, in one transaction.
-    private func commit(id: MediaID, size: Int, info: ImageInfo, tmpPath: String?, name: String?) async throws -> IngestResult {
+    private func commit(id: MediaID, size: Int, info: ImageInfo, tmpPath: String?, name: String?,
+                        also: (@Sendable (SQLConnection) throws -> Void)? = nil) async throws -> IngestResult {
         let directory = self.directory
         return try await database.write { db in
             let now = Date()
@@ -218,6 +231,7 @@ public final class MediaStore: Sendable {
                 try MediaIndex.touch(db, id: id, now: now)
             }
             if let name { try MediaIndex.setName(db, name, id: id, now: now) }
+            try also?(db)
             return IngestResult(item: try MediaIndex.item(db, id: id)!, status: existing == nil ? .stored : .exists)
         }
     }
@@ -230,8 +244,10 @@ public final class MediaStore: Sendable {
     }
 
     /// Every stored item, newest first.
-    public func list() async throws -> [MediaItem] {
-        try await database.read { db in try MediaIndex.all(db) }
+    ///
+    /// `variants: false` leaves out the variants made from other images (unless named).
+    public func list(variants: Bool = true) async throws -> [MediaItem] {
+        try await database.read { db in try MediaIndex.all(db, variants: variants) }
     }
 
     /// The item with `id`, or nil when the store has none.
@@ -280,7 +296,11 @@ public final class MediaStore: Sendable {
             flights[key] = task
             return task
         }
-        defer { _ = variantsInFlight.withLockedValue { $0.removeValue(forKey: key) } }
+        defer {
+            variantsInFlight.withLockedValue { flights in
+                if flights[key] == task { flights[key] = nil } // not a newer maker's
+            }
+        }
         return try await task.value
     }
 
@@ -299,21 +319,25 @@ public final class MediaStore: Sendable {
         guard let buffer = try await read(id, length: source.size) else { throw MediaStoreError.notFound(id.hex) }
         let bytes = Array(buffer.readableBytesView)
         let limits = self.limits
-        let made = try await DecodePool.shared.runIfActive { () throws -> ([UInt8], MediaID, ImageInfo)? in
+        let made = try await DecodePool.variants.runIfActive { () throws -> ([UInt8], MediaID, ImageInfo)? in
             guard let variant = try VariantMaker.make(kind, of: bytes, info: source.info) else { return nil }
             return (variant, MediaID(hashing: variant), try ImageInspector.inspect(variant, limits: limits))
         }
-        guard let (variant, variantID, info) = made else { return source }
-        _ = try await store(variant, id: variantID, info: info, name: nil)
-        return try await database.write { db in
+        let record = { @Sendable (db: SQLConnection, variant: MediaID) throws in
             guard try MediaIndex.item(db, id: id) != nil else { throw MediaStoreError.notFound(id.hex) } // removed meanwhile
-            try MediaIndex.addReference(db, id: variantID, owner: "variant:\(id.hex)")
+            if variant != id { try MediaIndex.addReference(db, id: variant, owner: "variant:\(id.hex)") }
             try db.execute(sql: """
                 INSERT INTO media_variants (source, kind, variant, createdAt) VALUES (?, ?, ?, ?)
                 ON CONFLICT (source, kind) DO UPDATE SET variant = excluded.variant
-                """, arguments: [id.hex, kind.rawValue, variantID.hex, db.now])
-            return try MediaIndex.item(db, id: variantID)!
+                """, arguments: [id.hex, kind.rawValue, variant.hex, db.now])
         }
+        guard let (variant, variantID, info) = made else {
+            // The source is its own variant: recorded too, so it is not read again to find out.
+            try await database.write { db in try record(db, id) }
+            return source
+        }
+        // The variant's row, its reference and the record in one transaction: gc never sees it unreferenced.
+        return try await store(variant, id: variantID, info: info, name: nil) { db in try record(db, variantID) }.item
     }
 
     // MARK: Removal
@@ -574,6 +598,14 @@ final class UploadFile: Sendable {
 enum DecodePool {
     static let shared: NIOThreadPool = {
         let pool = NIOThreadPool(numberOfThreads: max(1, System.coreCount))
+        pool.start()
+        return pool
+    }()
+
+    /// Variants are made one at a time: a 40-megapixel source takes some 300 MB while it is
+    /// decoded and resampled, and hostile requests for many of them must not add that up.
+    static let variants: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         return pool
     }()

@@ -34,14 +34,12 @@ public enum VariantMaker {
         switch kind {
         case .thumb where fits && orientation == 1:
             return nil
-        case .push where fits && orientation == 1 && isJPEG && source.count <= kind.maxBytes!:
+        case .push where fits && orientation == 1 && isJPEG && source.count <= kind.maxBytes! && isPlainJPEG(source, info: info):
             return nil
         default:
             break
         }
-        var pixels = try decode(source, box: kind.box)
-        let (width, height) = fitted(width: pixels.width, height: pixels.height, box: kind.box)
-        if (width, height) != (pixels.width, pixels.height) { pixels = try pixels.resized(width: width, height: height) }
+        var pixels = try decode(source, fittingIn: kind.box)
         if orientation != 1 { pixels = pixels.oriented(orientation) }
         switch kind {
         case .thumb:
@@ -65,20 +63,33 @@ public enum VariantMaker {
         }
     }
 
-    /// The largest size with the same aspect ratio that fits `box`×`box` (never larger).
-    static func fitted(width: Int, height: Int, box: Int) -> (Int, Int) {
-        guard width > box || height > box else { return (width, height) }
-        if width >= height { return (box, max(1, Int((Double(height) * Double(box) / Double(width)).rounded()))) }
-        return (max(1, Int((Double(width) * Double(box) / Double(height)).rounded())), box)
+    /// A C library's message buffer as a string.
+    static func cString(_ message: [CChar]) -> String {
+        String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    static func decode(_ source: [UInt8], box: Int) throws -> Pixels {
+    /// A JPEG any decoder shows as it is: baseline or extended Huffman (not progressive, not
+    /// arithmetic-coded), YCbCr or gray (not CMYK).
+    static func isPlainJPEG(_ bytes: [UInt8], info: ImageInfo) -> Bool {
+        guard !info.interlaced, info.colorModel == "ycbcr" || info.colorModel == "gray" else { return false }
+        var i = 2
+        while i + 4 <= bytes.count, bytes[i] == 0xFF {
+            let marker = bytes[i + 1]
+            if marker == 0xFF { i += 1; continue }
+            if marker == 0xC0 || marker == 0xC1 { return true }
+            if (0xC2...0xCF).contains(marker) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC { return false }
+            if marker == 0xDA || marker == 0xD9 { return false }
+            i += 2 + (Int(bytes[i + 2]) << 8 | Int(bytes[i + 3]))
+        }
+        return false
+    }
+
+    /// `source` decoded (at `box` 0, full size) and resampled to fit `box`×`box`.
+    static func decode(_ source: [UInt8], fittingIn box: Int) throws -> Pixels {
         var out = rp_pixels()
         var message = [CChar](repeating: 0, count: 256)
-        let status = source.withUnsafeBufferPointer { rp_decode($0.baseAddress, $0.count, UInt32(box), &out, &message) }
-        guard status == 0, let base = out.pixels else {
-            throw MediaStoreError.encode(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
+        let status = source.withUnsafeBufferPointer { rp_decode_fitted($0.baseAddress, $0.count, UInt32(box), &out, &message) }
+        guard status == 0, let base = out.pixels else { throw MediaStoreError.encode(cString(message)) }
         defer { free(base) }
         let count = Int(out.width) * Int(out.height) * Int(out.components)
         return Pixels(bytes: Array(UnsafeBufferPointer(start: base, count: count)), width: Int(out.width), height: Int(out.height),
@@ -144,9 +155,7 @@ struct Pixels {
         let status = bytes.withUnsafeBufferPointer {
             rp_png_encode($0.baseAddress, UInt32(width), UInt32(height), Int32(components), &out, &length, &message)
         }
-        guard status == 0, let out else {
-            throw MediaStoreError.encode(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
+        guard status == 0, let out else { throw MediaStoreError.encode(VariantMaker.cString(message)) }
         defer { free(out) }
         return Array(UnsafeBufferPointer(start: out, count: length))
     }

@@ -84,25 +84,32 @@ final class BlobCache: Sendable {
     /// Blobs larger than this are read per request, never cached.
     private let maxEntry: Int
     private let state = NIOLockedValueBox(State())
-    /// Variants looked up by the router (`?variant=`), by source and kind: the fast path serves
-    /// a variant it finds here as it serves any cached blob. Bounded: cleared past 100,000.
-    private let variants = NIOLockedValueBox<[VariantKey: MediaID]>([:])
+    /// Variants looked up by the router (`?variant=`), by source and kind, and when: the fast
+    /// path serves one it finds here for a second after the router's lookup, as it serves a cached
+    /// blob it checked less than a second ago; then the router looks again (the source may be
+    /// gone). Bounded: cleared past 100,000.
+    private let variants = NIOLockedValueBox<[VariantKey: (variant: MediaID, at: UInt64)]>([:])
 
     private struct VariantKey: Hashable {
         var source: MediaID
         var kind: MediaVariant
     }
 
-    /// The variant of `source` the router found or made, if it did.
+    /// The variant of `source` the router found or made less than a second ago, if it did.
     func knownVariant(_ source: MediaID, _ kind: MediaVariant) -> MediaID? {
-        variants.withLockedValue { $0[VariantKey(source: source, kind: kind)] }
+        let now = DispatchTime.now().uptimeNanoseconds
+        return variants.withLockedValue { known in
+            guard let entry = known[VariantKey(source: source, kind: kind)], now &- entry.at < 1_000_000_000 else { return nil }
+            return entry.variant
+        }
     }
 
     /// Remembers what the router found or made for `source` and `kind`.
     func remember(variant: MediaID, of source: MediaID, _ kind: MediaVariant) {
+        let now = DispatchTime.now().uptimeNanoseconds
         variants.withLockedValue { known in
             if known.count >= 100_000 { known.removeAll() }
-            known[VariantKey(source: source, kind: kind)] = variant
+            known[VariantKey(source: source, kind: kind)] = (variant, now)
         }
     }
 

@@ -148,7 +148,7 @@ extension MediaCommand {
 
         func run() async throws {
             let store = try await dataOptions.openMediaStore()
-            for item in try await store.list() {
+            for item in try await store.list(variants: false) {
                 if json {
                     print(JSONOut.line(item.json))
                 } else {

@@ -30,7 +30,7 @@ struct VariantTests {
 
     func pixels(of store: MediaStore, _ item: MediaItem) async throws -> Pixels {
         let bytes = try #require(try await store.read(item.id, length: item.size))
-        return try VariantMaker.decode(Array(bytes.readableBytesView), box: 0)
+        return try VariantMaker.decode(Array(bytes.readableBytesView), fittingIn: 0)
     }
 
     @Test("push of a 6 MP photo: a baseline JPEG within 2048 px and 1 MB; thumb within 320×320; both made once and recorded", arguments: StoreEngine.all)

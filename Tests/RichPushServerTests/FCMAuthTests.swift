@@ -97,25 +97,26 @@ struct FCMAuthTests {
         try await app.test(.live) { client in
             let port = try #require(client.port)
             let account = try FCMServiceAccount(json: Self.accountJSON(tokenURI: "http://127.0.0.1:\(port)/token"))
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
-            let manager = FCMTokenManager(account: account, http: http)
-            let start = Date()
-            let tokens = try await withThrowingTaskGroup(of: String.self) { group in
-                for _ in 0..<8 { group.addTask { try await manager.token(now: start) } }
-                return try await group.reduce(into: [String]()) { $0.append($1) }
+            // Shut down however the checks end: a client left running is a fatal error at its deinit.
+            try await using(HTTPClient(eventLoopGroupProvider: .singleton), shutdown: { try await $0.shutdown() }) { http in
+                let manager = FCMTokenManager(account: account, http: http)
+                let start = Date()
+                let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+                    for _ in 0..<8 { group.addTask { try await manager.token(now: start) } }
+                    return try await group.reduce(into: [String]()) { $0.append($1) }
+                }
+                #expect(Set(tokens) == ["ya29.token1"] && exchanges.withLockedValue { $0 } == 1)
+                #expect(try await manager.token(now: start.addingTimeInterval(290)) == "ya29.token1") // 310 s left
+                #expect(try await manager.token(now: start.addingTimeInterval(310)) == "ya29.token2") // 290 s left: renewed
+                // A push refused with an older token does not drop the newer one; one refused with it does.
+                await manager.invalidate("ya29.token1")
+                #expect(try await manager.token(now: start.addingTimeInterval(320)) == "ya29.token2" && exchanges.withLockedValue { $0 } == 2)
+                await manager.invalidate("ya29.token2")
+                refuse.withLockedValue { $0 = true }
+                await #expect { try await manager.token(now: start.addingTimeInterval(320)) } throws: { error in
+                    "\(error)".contains("127.0.0.1:\(port)/token") && "\(error)".contains("invalid_grant")
+                }
             }
-            #expect(Set(tokens) == ["ya29.token1"] && exchanges.withLockedValue { $0 } == 1)
-            #expect(try await manager.token(now: start.addingTimeInterval(290)) == "ya29.token1") // 310 s left
-            #expect(try await manager.token(now: start.addingTimeInterval(310)) == "ya29.token2") // 290 s left: renewed
-            // A push refused with an older token does not drop the newer one; one refused with it does.
-            await manager.invalidate("ya29.token1")
-            #expect(try await manager.token(now: start.addingTimeInterval(320)) == "ya29.token2" && exchanges.withLockedValue { $0 } == 2)
-            await manager.invalidate("ya29.token2")
-            refuse.withLockedValue { $0 = true }
-            await #expect { try await manager.token(now: start.addingTimeInterval(320)) } throws: { error in
-                "\(error)".contains("127.0.0.1:\(port)/token") && "\(error)".contains("invalid_grant")
-            }
-            try await http.shutdown()
         }
     }
 }

@@ -73,33 +73,34 @@ struct WebPushDeliveryTests {
     func sandboxChecks() async throws {
         try await withSandbox { sandbox, vapid, _, _ in
             let subscription = try sandbox.subscribe(applicationServerKey: vapid.publicKey)
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
-            func post(_ change: (inout [String: String], inout [UInt8]) -> Void) async throws -> (Int, String) {
-                var headers = ["authorization": try vapid.authorization(for: subscription.origin), "ttl": "60",
-                               "content-encoding": "aes128gcm"]
-                var body = try WebPushEncryption.encrypt(Array("x".utf8), for: subscription)
-                change(&headers, &body)
-                var request = HTTPClientRequest(url: subscription.endpoint)
-                request.method = .POST
-                for (name, value) in headers { request.headers.add(name: name, value: value) }
-                request.body = .bytes(ByteBuffer(bytes: body))
-                let response = try await http.execute(request, timeout: .seconds(10))
-                return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 4096)))
+            // Shut down however the checks end: a client left running is a fatal error at its deinit.
+            try await using(HTTPClient(eventLoopGroupProvider: .singleton), shutdown: { try await $0.shutdown() }) { http in
+                func post(_ change: (inout [String: String], inout [UInt8]) -> Void) async throws -> (Int, String) {
+                    var headers = ["authorization": try vapid.authorization(for: subscription.origin), "ttl": "60",
+                                   "content-encoding": "aes128gcm"]
+                    var body = try WebPushEncryption.encrypt(Array("x".utf8), for: subscription)
+                    change(&headers, &body)
+                    var request = HTTPClientRequest(url: subscription.endpoint)
+                    request.method = .POST
+                    for (name, value) in headers { request.headers.add(name: name, value: value) }
+                    request.body = .bytes(ByteBuffer(bytes: body))
+                    let response = try await http.execute(request, timeout: .seconds(10))
+                    return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 4096)))
+                }
+                #expect(try await post { _, _ in }.0 == 201)
+                #expect(try await post { h, _ in h["ttl"] = nil }.0 == 400)
+                #expect(try await post { h, _ in h["urgency"] = "urgent" }.0 == 400)
+                #expect(try await post { h, _ in h["content-encoding"] = "aesgcm" }.0 == 415)
+                #expect(try await post { _, b in b[90] ^= 1 }.0 == 400)
+                #expect(try await post { _, b in b += [UInt8](repeating: 0, count: 4096) }.0 == 413)
+                #expect(try await post { h, _ in h["authorization"] = nil }.0 == 401)
+                // (A fresh signer: the first one would reuse its valid token.)
+                let expired = try VAPID(key: vapid.key, subject: vapid.subject).authorization(for: subscription.origin, now: Date().addingTimeInterval(-13 * 3600))
+                #expect(try await post { h, _ in h["authorization"] = expired }.0 == 403)
+                let elsewhere = try vapid.authorization(for: "https://push.example.net")
+                #expect(try await post { h, _ in h["authorization"] = elsewhere }.0 == 403)
+                #expect(sandbox.acceptedCount == 1)
             }
-            #expect(try await post { _, _ in }.0 == 201)
-            #expect(try await post { h, _ in h["ttl"] = nil }.0 == 400)
-            #expect(try await post { h, _ in h["urgency"] = "urgent" }.0 == 400)
-            #expect(try await post { h, _ in h["content-encoding"] = "aesgcm" }.0 == 415)
-            #expect(try await post { _, b in b[90] ^= 1 }.0 == 400)
-            #expect(try await post { _, b in b += [UInt8](repeating: 0, count: 4096) }.0 == 413)
-            #expect(try await post { h, _ in h["authorization"] = nil }.0 == 401)
-            // (A fresh signer: the first one would reuse its valid token.)
-            let expired = try VAPID(key: vapid.key, subject: vapid.subject).authorization(for: subscription.origin, now: Date().addingTimeInterval(-13 * 3600))
-            #expect(try await post { h, _ in h["authorization"] = expired }.0 == 403)
-            let elsewhere = try vapid.authorization(for: "https://push.example.net")
-            #expect(try await post { h, _ in h["authorization"] = elsewhere }.0 == 403)
-            #expect(sandbox.acceptedCount == 1)
-            try await http.shutdown()
         }
     }
 }

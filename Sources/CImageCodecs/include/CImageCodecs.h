@@ -83,6 +83,10 @@ typedef struct {
 /// side is still at least `box` (0: full size). Returns 0, or -1 with `message` filled.
 int rp_decode(const uint8_t *data, size_t length, uint32_t box, rp_pixels *out, char message[256]);
 
+/// `rp_decode`, then resampled to fit `box`×`box` (never enlarged) before anything is copied out:
+/// a large source's full-size pixels live only inside this call.
+int rp_decode_fitted(const uint8_t *data, size_t length, uint32_t box, rp_pixels *out, char message[256]);
+
 /// Resamples `sw`×`sh` pixels of `comps` components into `dw`×`dh` with a Lanczos-3 filter
 /// (alpha premultiplied when comps is 4). Returns 0, or -1 when out of memory.
 int rp_resize(const uint8_t *src, uint32_t sw, uint32_t sh, int comps, uint8_t *dst, uint32_t dw, uint32_t dh);
