@@ -72,12 +72,12 @@ curl -fs -o thumb.jpg "http://127.0.0.1:$port/media/$source_id?variant=thumb"
 thumb_id=$(sha256sum thumb.jpg | cut -c1-64)
 plain="" variant=""
 rps() { "$bench" --connections 16 --duration 3s --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["errors"]==0 and list(r["status"])==["200"], r; print(r["requestsPerSecond"])'; }
-for _ in 1 2 3; do
+for _ in $(seq 1 "${HIT_ROUNDS:-5}"); do
     plain+="$(rps "http://127.0.0.1:$port/media/$thumb_id") "
     variant+="$(rps "http://127.0.0.1:$port/media/$source_id?variant=thumb") "
 done
 p=$(echo "$plain" | median) q=$(echo "$variant" | median)
-printf '%-58s %10s\n' "GET of a $(stat -c %s thumb.jpg)-byte thumb, 16 connections, 3 x 3 s" "req/s"
+printf '%-58s %10s\n' "GET of a $(stat -c %s thumb.jpg)-byte thumb, 16 connections, ${HIT_ROUNDS:-5} x 3 s each" "req/s"
 printf '%-58s %10.0f\n' "plain hit: /media/{thumb}" "$p"
 printf '%-58s %10.0f\n' "variant hit: /media/{source}?variant=thumb" "$q"
 printf 'ratio variant/plain: %.2f (target >= 0.95); rounds plain %s, variant %s\n' "$(echo "$q / $p" | bc -l)" "$plain" "$variant"
