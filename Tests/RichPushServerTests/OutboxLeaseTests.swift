@@ -100,14 +100,15 @@ struct OutboxLeaseTests {
     func renewal() async throws {
         let (dir, database, id) = try await queued()
         defer { try? FileManager.default.removeItem(at: dir) }
-        // A renewal held up 6 s by a loaded machine (the whole suite runs at once on two cores)
-        // still keeps the lease: the lease is 9 s, renewed every 3 s, and the send takes 15 s.
-        let slow = SlowProvider(delay: .seconds(15)), other = SlowProvider(delay: .zero)
-        let first = dispatcher(database, slow, lease: 9)
+        // A renewal held up 8 s by a loaded machine (the whole suite runs at once on two cores,
+        // browsers included) still keeps the lease: the lease is 12 s, renewed every 4 s, and the
+        // send takes 18 s.
+        let slow = SlowProvider(delay: .seconds(18)), other = SlowProvider(delay: .zero)
+        let first = dispatcher(database, slow, lease: 12)
         let sending = Task { try await first.drain() }
-        for _ in 0..<28 { // past the 9 s lease, and more
+        for _ in 0..<34 { // past the 12 s lease, and more
             try await Task.sleep(for: .milliseconds(500))
-            try await dispatcher(database, other, lease: 9).drain()
+            try await dispatcher(database, other, lease: 12).drain()
         }
         try await sending.value
         #expect(slow.sends.withLockedValue { $0 } == 1)

@@ -84,7 +84,7 @@ struct WebPushDeliveryTests {
                     request.method = .POST
                     for (name, value) in headers { request.headers.add(name: name, value: value) }
                     request.body = .bytes(ByteBuffer(bytes: body))
-                    let response = try await http.execute(request, timeout: .seconds(10))
+                    let response = try await http.execute(request, timeout: .seconds(30)) // a loaded machine, browsers included
                     return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 4096)))
                 }
                 #expect(try await post { _, _ in }.0 == 201)
