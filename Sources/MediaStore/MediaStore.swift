@@ -250,6 +250,17 @@ public final class MediaStore: Sendable {
         try await database.read { db in try MediaIndex.all(db, variants: variants) }
     }
 
+    /// Who uses each image (`notification:12`, `campaign:3`), variants' references left out.
+    public func references() async throws -> [MediaID: [String]] {
+        try await database.read { db in
+            var uses: [MediaID: [String]] = [:]
+            for row in try SQLRow.fetchAll(db, sql: "SELECT sha256, owner FROM media_refs WHERE owner NOT LIKE 'variant:%' ORDER BY sha256, owner") {
+                if let id = MediaID(row["sha256"] as String) { uses[id, default: []].append(row["owner"]) }
+            }
+            return uses
+        }
+    }
+
     /// The item with `id`, or nil when the store has none.
     public func item(_ id: MediaID) async throws -> MediaItem? {
         try await database.read { db in try MediaIndex.item(db, id: id) }

@@ -260,6 +260,26 @@ public struct CampaignStore: Sendable {
         }
     }
 
+    /// How many users and devices a campaign to `audience` would reach now (what `queue` would
+    /// queue), read a thousand users at a time: the console's "will reach" before sending.
+    public func reach(_ audience: Audience) async throws -> (users: Int, devices: Int) {
+        try await database.read { db in
+            var cursor = "", users = 0, devices = 0
+            while true {
+                let (names, next, exhausted) = try Self.nextRecipients(db, audience, after: cursor, limit: 1000)
+                let owned = try Self.devices(db, of: names, audience: audience)
+                for name in names {
+                    let count = owned[name]?.count ?? 0
+                    if case .tags = audience, count == 0 { continue }
+                    users += 1
+                    devices += count
+                }
+                if exhausted { return (users, devices) }
+                cursor = next
+            }
+        }
+    }
+
     /// Up to `limit` recipient names after `cursor`, in name order; the cursor after them; and
     /// whether none are left.
     private static func nextRecipients(_ db: SQLConnection, _ audience: Audience, after cursor: String, limit: Int) throws

@@ -52,7 +52,7 @@ public func buildApplication(
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: data.registrations, notifications: notifications,
-        sessions: sessions, campaigns: campaigns, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
+        sessions: sessions, campaigns: campaigns, deliveries: data.deliveries, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
         accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),

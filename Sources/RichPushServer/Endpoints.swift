@@ -5,7 +5,7 @@ import RichPushCore
 
 extension Endpoint {
     /// Every route of SPEC §5, §9–§11 and §14, in the order `/openapi.json` lists them.
-    static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + payloadLinks
+    static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + payloadLinks + console
 
     static let webPush: [Endpoint] = [
         Endpoint(method: .get, path: "/api/webpush/key", access: .open, summary: "The VAPID public key a browser subscribes with (SPEC §12).",
@@ -20,6 +20,77 @@ extension Endpoint {
         Endpoint(method: .get, path: "/webpush-sw.js", access: .open, summary: "The demo page's service worker: shows each message with its image.",
                  responses: [200: APIResponse(description: "JavaScript.", content: [("text/javascript", .string)])]) { _, _, _ in
             WebPushDemo.response(WebPushDemo.serviceWorker, contentType: "text/javascript; charset=utf-8")
+        },
+    ]
+
+    /// The console (SPEC §15): its page and the calls its script makes, with the session cookie
+    /// the page's sign-in sets (no Authorization header).
+    static let console: [Endpoint] = [
+        Endpoint(method: .get, path: "/console", access: .open,
+                 summary: "The admin console: its sign-in form without a session cookie, the console with an admin's, 403 with another user's.",
+                 responses: [200: APIResponse(description: "HTML, no external resources.", content: [("text/html", .string)]),
+                             403: APIResponse(description: "The session is not an admin's (HTML).", content: [("text/html", .string)])]) { s, r, c in
+            try await s.consolePage(r, c)
+        },
+        Endpoint(method: .post, path: "/console/session", access: .open, summary: "Signs in to the console (form: name, password); sets the session cookie.",
+                 requestBody: APIRequestBody(required: true, content: [("application/x-www-form-urlencoded", JSONSchema.type("object").with {
+                     $0.properties = ["name": JSONSchema.string.with { $0.minLength = 1 }, "password": .string]
+                     $0.required = ["name", "password"]
+                 })], description: "The sign-in form."),
+                 responses: [303: APIResponse(description: "Signed in: to /console, with the session cookie.", headers: ["Location": "/console", "Set-Cookie": "The session (HttpOnly, SameSite=Strict)."]),
+                             400: APIResponse(description: "No name or password (HTML).", content: [("text/html", .string)]),
+                             401: APIResponse(description: "Wrong name or password (HTML).", content: [("text/html", .string)]),
+                             403: APIResponse(description: "Not an admin, or posted from another site (HTML).", content: [("text/html", .string)]),
+                             429: APIResponse(description: "Too many failed sign-ins (HTML).", content: [("text/html", .string)], headers: ["Retry-After": "Seconds to wait."])]) { s, r, c in
+            try await s.consoleSignIn(r, c)
+        },
+        Endpoint(method: .post, path: "/console/session/end", access: .open, summary: "Signs out of the console (form: csrf).",
+                 requestBody: APIRequestBody(required: false, content: [("application/x-www-form-urlencoded", JSONSchema.type("object").with { $0.properties = ["csrf": .string] })],
+                                             description: "The page's CSRF token."),
+                 responses: [303: APIResponse(description: "Signed out: to /console, the cookie cleared.", headers: ["Location": "/console"]),
+                             403: .problem("The CSRF token is wrong, or the request came from another site.")]) { s, r, c in
+            try await s.consoleSignOut(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/media", access: .open, summary: "The console's image list, with where each image is used.",
+                 responses: [200: .jsonArray(of: ConsoleMediaItem.self, "Newest first, variants left out."),
+                             401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { s, r, c in
+            try await s.consoleMediaList(r, c)
+        },
+        Endpoint(method: .post, path: "/console/api/media", access: .open, summary: "An upload from the console (X-CSRF-Token required).",
+                 parameters: [.header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/octet-stream", .binary)], description: "A PNG or JPEG file."),
+                 responses: [201: .json(MediaResponse.self, "Stored."), 200: .json(MediaResponse.self, "Already stored."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             413: .problem("Over the size limit."), 415: .problem("Not PNG or JPEG."), 422: .problem("It does not decode.")]) { s, r, c in
+            try await s.consoleUpload(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/audience", access: .open, summary: "Who a campaign would reach: everyone, listed users, or a tag expression.",
+                 parameters: [.query("users", .string, "User names, comma-separated."), .query("tags", .string, "A tag expression."),
+                              .query("all", .string, "Everyone (the default).")],
+                 responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now."), 400: .problem("The expression or the list is malformed (in words)."),
+                             401: .problem("No console session."), 403: .problem("The session is not an admin's."),
+                             422: .problem("The list names users who do not exist.")]) { s, r, c in
+            try await s.consoleAudience(r, c)
+        },
+        Endpoint(method: .post, path: "/console/api/campaigns", access: .open, summary: "Sends a campaign from the console (X-CSRF-Token required).",
+                 parameters: [.header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("CampaignRequest"))], description: "As POST /api/admin/campaigns takes it."),
+                 responses: [202: .json(CampaignResponse.self, "Queued.", headers: ["Location": "Its progress."]), 400: .problem("A malformed body."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             422: .problem("Unknown image or users, or too long for a push.")]) { s, r, c in
+            try await s.consoleSend(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/campaigns/{id}", access: .open, summary: "A campaign's counts and its failed deliveries' reasons.",
+                 parameters: [.path("id", .integer, "The campaign id.")],
+                 responses: [200: .json(ConsoleProgress.self, "Counts and failures."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such campaign.")]) { s, r, c in
+            try await s.consoleWatch(r, c)
+        },
+        Endpoint(method: .get, path: "/console/media/{sha256}", access: .open, summary: "An image for the console's grid (the session cookie instead of credentials).",
+                 parameters: imageParameters(.path("sha256", mediaID, "The media id."), variants: true),
+                 responses: imageResponses(notFound: "No such media.", variants: true).merging([401: .problem("No console session."),
+                                                                                                403: .problem("The session is not an admin's.")]) { a, _ in a }) { s, r, c in
+            try await s.consoleImage(r, c)
         },
     ]
 

@@ -19,6 +19,8 @@ struct Services: Sendable {
     let notifications: NotificationStore
     let sessions: SessionStore
     let campaigns: CampaignStore
+    /// The outbox, read (the console's failed deliveries).
+    let deliveries: DeliveryStore
     /// Signs and checks payload URLs.
     let links: PayloadLinks
     /// Records payload fetches as read, a batch per commit.

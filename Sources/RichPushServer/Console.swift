@@ -1,0 +1,511 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import MediaStore
+import RichPushCore
+
+/// `/console` (SPEC §15): a page for admins, server-rendered with a little script, no build
+/// step and nothing fetched from elsewhere.
+///
+/// Signing in makes a session (§9) whose token lives only in an `HttpOnly`, `SameSite=Strict`
+/// cookie scoped to `/console`; no password is kept. Every state-changing request must carry the
+/// session's CSRF token (an HMAC of the session token the page is given, sent back in
+/// `X-CSRF-Token` or a form field) and, when the browser names one, an `Origin` of this server.
+enum Console {
+    static let cookieName = "richpush_console"
+
+    /// The session token in the request's cookie.
+    static func sessionToken(_ request: Request) -> String? {
+        for header in request.headers[values: .cookie] {
+            for pair in header.split(separator: ";") {
+                let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0] == cookieName, !parts[1].isEmpty { return String(parts[1]) }
+            }
+        }
+        return nil
+    }
+
+    /// The CSRF token of a session: only a page this server rendered for the session has it.
+    static func csrfToken(for session: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("richpush console csrf".utf8), using: SymmetricKey(data: Data(session.utf8)))
+        return Base64URL.encode(Array(mac))
+    }
+
+    /// Refuses (403) a request another site made: an `Origin` (or, without one, a `Referer`)
+    /// that is not this server's.
+    static func checkSameOrigin(_ request: Request) throws {
+        let host = request.head.authority ?? ""
+        let claimed = request.headers[.origin] ?? request.headers[.referer]
+        guard let claimed else { return } // not a browser's cross-site request: those name their origin
+        guard let url = URL(string: claimed), let claimedHost = url.host else {
+            throw Problem(.forbidden, "this request came from another site (Origin: \(claimed.prefix(80))); the console only takes its own")
+        }
+        let authority = url.port.map { "\(claimedHost):\($0)" } ?? claimedHost
+        guard authority.lowercased() == host.lowercased() else {
+            throw Problem(.forbidden, "this request came from another site (Origin: \(claimed.prefix(80))); the console only takes its own")
+        }
+    }
+
+    static func html(_ body: String, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]) -> Response {
+        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
+        headers[HTTPField.Name("Content-Security-Policy")!] = "default-src 'self'; img-src 'self' blob:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'"
+        headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+        headers.append(contentsOf: extra)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+
+    static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+
+    static let style = """
+    <style>
+      :root { color-scheme: light; }
+      body { font: 16px/1.5 system-ui, sans-serif; margin: 0; color: #1d1d1f; background: #f5f5f7; }
+      header { display: flex; align-items: center; justify-content: space-between; gap: 1rem; padding: .6rem 1rem; background: #1d1d1f; color: white; }
+      header h1 { font-size: 1.1rem; margin: 0; }
+      main { max-width: 60rem; margin: 0 auto; padding: 1rem; }
+      section { background: white; border-radius: 10px; padding: 1rem; margin-bottom: 1rem; }
+      h2 { font-size: 1.1rem; margin: 0 0 .6rem; }
+      label { display: block; margin: .6rem 0 .2rem; }
+      input, button { font: inherit; padding: .45rem .6rem; border-radius: 6px; border: 1px solid #c7c7cc; box-sizing: border-box; }
+      button { background: #0a63c9; color: white; border: 0; cursor: pointer; }
+      button.quiet { background: transparent; color: inherit; border: 1px solid #8e8e93; }
+      :focus-visible { outline: 3px solid #8ab4f8; outline-offset: 2px; }
+      .signin { max-width: 22rem; margin: 4rem auto; }
+      .signin input, .signin button { width: 100%; }
+      .error { color: #b00020; }
+      #drop { border: 2px dashed #8e8e93; border-radius: 10px; padding: 1.2rem; text-align: center; }
+      #drop.over { border-color: #0a63c9; background: #eef4fd; }
+      #verdicts { list-style: none; padding: 0; margin: .6rem 0 0; }
+      #verdicts li { padding: .2rem 0; }
+      #verdicts .ok { color: #1b7f3b; }
+      #grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(8.5rem, 1fr)); gap: .6rem; margin-top: 1rem; }
+      #grid button { background: #f2f2f7; color: inherit; padding: .3rem; display: flex; flex-direction: column; align-items: center; gap: .2rem; font-size: .8rem; }
+      #grid img { width: 8rem; height: 8rem; object-fit: contain; background: repeating-conic-gradient(#e5e5ea 0 25%, white 0 50%) 0 0 / 16px 16px; }
+      #detail { margin-top: 1rem; }
+      #detail dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; margin: 0; }
+      #detail dd { margin: 0; word-break: break-all; }
+      fieldset { border: 0; padding: 0; margin: 0; }
+      .row { display: flex; gap: 1rem; flex-wrap: wrap; align-items: center; }
+      #compose input[type=text], #compose textarea, #compose select { width: 100%; font: inherit; padding: .45rem .6rem; border-radius: 6px; border: 1px solid #c7c7cc; box-sizing: border-box; }
+      #audience-value.bad { border-color: #b00020; }
+      #reach { margin: .4rem 0; }
+      #previews { display: grid; grid-template-columns: repeat(auto-fill, minmax(15rem, 1fr)); gap: .8rem; margin-top: .8rem; }
+      .phone { background: #e5e5ea; border-radius: 14px; padding: .6rem; }
+      .phone h3 { font-size: .8rem; margin: 0 0 .4rem; color: #3a3a3c; font-weight: 600; }
+      .note { background: rgba(255,255,255,.92); border-radius: 12px; padding: .55rem .65rem; display: grid; grid-template-columns: 1fr auto; gap: .1rem .5rem; font-size: .85rem; }
+      .android .note { border-radius: 8px; }
+      .note .app { grid-column: 1 / -1; font-size: .7rem; color: #6e6e73; text-transform: uppercase; }
+      .note strong { display: block; }
+      .note .body { overflow: hidden; display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical; }
+      .note.expanded .body { -webkit-line-clamp: unset; display: block; }
+      .note .small { width: 2.6rem; height: 2.6rem; object-fit: cover; border-radius: 6px; grid-row: 2 / span 2; grid-column: 2; }
+      .note .large { grid-column: 1 / -1; width: 100%; border-radius: 8px; margin-top: .3rem; }
+      .ios .note .large { max-height: 14rem; object-fit: contain; background: #f2f2f7; }
+      .android .note .large { aspect-ratio: 2 / 1; object-fit: cover; }
+      #counts { display: grid; grid-template-columns: repeat(4, 1fr); gap: .5rem; text-align: center; margin-top: .6rem; }
+      #counts div { background: #f2f2f7; border-radius: 8px; padding: .4rem; }
+      #counts b { display: block; font-size: 1.4rem; }
+      .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+    </style>
+    """
+
+    static func signInPage(error: String?) -> String {
+        """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>RichPush console · sign in</title>\(style)</head>
+        <body><main><section class="signin">
+        <h1>RichPush console</h1>
+        <p>Sign in with an admin account.</p>
+        \(error.map { "<p class=\"error\" id=\"error\" role=\"alert\">\(escape($0))</p>" } ?? "")
+        <form method="post" action="/console/session">
+          <label for="name">User name</label><input id="name" name="name" autocomplete="username" required autofocus>
+          <label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
+          <p><button type="submit" id="signin">Sign in</button></p>
+        </form>
+        </section></main></body></html>
+        """
+    }
+
+    static func forbiddenPage(user: String) -> String {
+        """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>RichPush console · not an admin</title>\(style)</head>
+        <body><main><section class="signin">
+        <h1>Not an admin</h1>
+        <p id="forbidden">\(escape(user)) is not an admin. The console is for admins (<code>richpush users add NAME --admin</code>).</p>
+        <p><a href="/console">Sign in as someone else</a></p>
+        </section></main></body></html>
+        """
+    }
+
+    static func appPage(user: String, csrf: String) -> String {
+        """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="csrf-token" content="\(csrf)">
+        <title>RichPush console</title>\(style)</head>
+        <body>
+        <header><h1>RichPush console</h1>
+          <form method="post" action="/console/session/end"><input type="hidden" name="csrf" value="\(csrf)">
+            <span id="user">\(escape(user))</span> <button class="quiet" type="submit" id="signout">Sign out</button></form>
+        </header>
+        <main>
+        <section aria-labelledby="media-title">
+          <h2 id="media-title">Media</h2>
+          <div id="drop">
+            <p>Drop PNG or JPEG images here, or</p>
+            <label for="files" class="visually-hidden">Choose images</label>
+            <input type="file" id="files" accept="image/png,image/jpeg" multiple>
+          </div>
+          <ul id="verdicts" aria-live="polite"></ul>
+          <div id="grid" aria-label="Stored images"></div>
+          <div id="detail" aria-live="polite"></div>
+        </section>
+        <section id="compose" aria-labelledby="compose-title">
+          <h2 id="compose-title">Compose</h2>
+          <fieldset><legend>Audience</legend>
+            <div class="row">
+              <label><input type="radio" name="audience" value="all" checked> Everyone</label>
+              <label><input type="radio" name="audience" value="users"> Users</label>
+              <label><input type="radio" name="audience" value="tags"> Tag expression</label>
+            </div>
+            <label for="audience-value" class="visually-hidden">Users (comma-separated) or tag expression</label>
+            <input type="text" id="audience-value" placeholder="alice, bob  ·  or  sports &amp;&amp; !lang:fr" disabled>
+          </fieldset>
+          <p id="reach" aria-live="polite"></p>
+          <label for="title">Title</label><input type="text" id="title" maxlength="200" value="">
+          <label for="message">Message</label><textarea id="message" rows="2" maxlength="2000">Check this image out!</textarea>
+          <div class="row">
+            <div style="flex: 2 1 12rem"><label for="image">Image</label><select id="image"></select></div>
+            <div style="flex: 1 1 8rem"><label for="mode">Mode</label>
+              <select id="mode"><option value="alert">Alert (shown, with the image)</option><option value="silent">Silent (the app fetches)</option></select></div>
+          </div>
+          <div id="previews" aria-label="How phones will show it">
+            <div class="phone ios"><h3>iPhone</h3><div class="note" id="ios-collapsed"></div></div>
+            <div class="phone ios"><h3>iPhone, expanded</h3><div class="note expanded" id="ios-expanded"></div></div>
+            <div class="phone android"><h3>Android</h3><div class="note" id="android-collapsed"></div></div>
+            <div class="phone android"><h3>Android, expanded</h3><div class="note expanded" id="android-expanded"></div></div>
+          </div>
+          <p><button type="button" id="send">Send</button> <span id="send-result" aria-live="polite"></span></p>
+        </section>
+        <section id="watch" aria-labelledby="watch-title" hidden>
+          <h2 id="watch-title">Campaign <span id="campaign-id"></span>: <span id="campaign-status"></span></h2>
+          <div id="counts" aria-live="polite">
+            <div><b id="count-pending">0</b>pending</div><div><b id="count-sent">0</b>sent</div>
+            <div><b id="count-failed">0</b>failed</div><div><b id="count-fetched">0</b>fetched</div>
+          </div>
+          <details id="failures-box"><summary>Failed devices and why</summary><ul id="failures"></ul></details>
+        </section>
+        </main>
+        <script>
+        "use strict";
+        const csrf = document.querySelector('meta[name="csrf-token"]').content;
+        const $ = (id) => document.getElementById(id);
+        function text(tag, content, className) { const e = document.createElement(tag); e.textContent = content; if (className) e.className = className; return e; }
+        async function call(method, path, body, type) {
+          const headers = { "X-CSRF-Token": csrf };
+          if (type) headers["Content-Type"] = type;
+          const answer = await fetch(path, { method, headers, body, credentials: "same-origin" });
+          const json = await answer.json().catch(() => ({}));
+          return { ok: answer.ok, status: answer.status, json };
+        }
+        function size(bytes) { return bytes < 1024 ? bytes + " B" : bytes < 1048576 ? (bytes / 1024).toFixed(1) + " KB" : (bytes / 1048576).toFixed(1) + " MB"; }
+        async function loadMedia() {
+          const { ok, json } = await call("GET", "/console/api/media");
+          if (!ok) return;
+          const grid = $("grid");
+          grid.replaceChildren();
+          for (const item of json) {
+            const button = document.createElement("button");
+            button.type = "button";
+            button.dataset.sha256 = item.sha256;
+            const img = document.createElement("img");
+            img.src = "/console/media/" + item.sha256 + "?variant=thumb";
+            img.alt = item.names.length ? item.names.join(", ") : item.sha256.slice(0, 12);
+            img.loading = "lazy";
+            button.append(img, text("span", item.names[0] || item.sha256.slice(0, 12)), text("span", item.width + "×" + item.height + " · " + size(item.size)));
+            button.addEventListener("click", () => showDetail(item));
+            grid.append(button);
+          }
+          const select = $("image"), chosen = select.value;
+          select.replaceChildren(...json.map((item) => { const o = text("option", (item.names[0] || item.sha256.slice(0, 12)) + " (" + item.width + "×" + item.height + ")"); o.value = item.sha256; return o; }));
+          if (chosen) select.value = chosen;
+          preview();
+        }
+        function showDetail(item) {
+          const detail = $("detail");
+          const list = document.createElement("dl");
+          const rows = [["SHA-256", item.sha256], ["Type", item.contentType], ["Size", item.width + "×" + item.height + ", " + size(item.size)],
+                        ["Names", item.names.join(", ") || "none"], ["Used by", item.usedBy.length ? item.usedBy.join(", ") : "nothing yet"]];
+          for (const [k, v] of rows) list.append(text("dt", k), text("dd", v));
+          detail.replaceChildren(text("h3", "Image " + item.sha256.slice(0, 12)), list);
+        }
+        async function upload(files) {
+          for (const file of files) {
+            const { ok, json } = await call("POST", "/console/api/media", file, "application/octet-stream");
+            const line = ok ? text("li", "✓ " + file.name + ": stored as " + json.sha256.slice(0, 12) + " (" + json.contentType + ", " + json.width + "×" + json.height + ")" +
+                                         (json.stripped.length ? ", removed " + json.stripped.join(", ") : ""), "ok")
+                            : text("li", "✗ " + file.name + ": " + (json.detail || "refused"), "error");
+            $("verdicts").prepend(line);
+          }
+          await loadMedia();
+        }
+        $("files").addEventListener("change", (e) => upload(e.target.files));
+        const drop = $("drop");
+        drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+        drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+        drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); upload(e.dataTransfer.files); });
+        function audience() {
+          const kind = document.querySelector('input[name="audience"]:checked').value;
+          const value = $("audience-value").value.trim();
+          if (kind === "users") return { query: "users=" + encodeURIComponent(value), body: { users: value.split(",").map((s) => s.trim()).filter(Boolean) } };
+          if (kind === "tags") return { query: "tags=" + encodeURIComponent(value), body: { tags: value } };
+          return { query: "all=1", body: { all: true } };
+        }
+        let reachTimer;
+        function checkAudience() {
+          const kind = document.querySelector('input[name="audience"]:checked').value;
+          $("audience-value").disabled = kind === "all";
+          clearTimeout(reachTimer);
+          reachTimer = setTimeout(async () => {
+            const { ok, json } = await call("GET", "/console/api/audience?" + audience().query);
+            $("audience-value").classList.toggle("bad", !ok);
+            $("reach").textContent = ok ? "Will reach " + json.users + " user" + (json.users === 1 ? "" : "s") + " on " + json.devices + " device" + (json.devices === 1 ? "" : "s") + "."
+                                        : (json.detail || "Not an audience.");
+            $("send").disabled = !ok || json.devices === 0;
+          }, 250);
+        }
+        for (const radio of document.querySelectorAll('input[name="audience"]')) radio.addEventListener("change", checkAudience);
+        $("audience-value").addEventListener("input", checkAudience);
+        function note(target, expanded, android) {
+          const image = $("image").value, alert = $("mode").value === "alert";
+          const parts = [text("span", android ? "My App · now" : "MY APP", "app")];
+          const words = document.createElement("div");
+          if ($("title").value) words.append(text("strong", $("title").value));
+          words.append(text("span", alert ? $("message").value : "(silent: nothing shown until the app fetches and shows it)", "body"));
+          parts.push(words);
+          if (alert && image) {
+            const img = document.createElement("img");
+            // What the phone gets: the push variant when expanded, its small crop when not.
+            img.src = "/console/media/" + image + (expanded ? "?variant=push" : "?variant=thumb");
+            img.alt = "";
+            img.className = expanded ? "large" : "small";
+            parts.push(img);
+          }
+          target.replaceChildren(...parts);
+        }
+        function preview() {
+          note($("ios-collapsed"), false, false); note($("ios-expanded"), true, false);
+          note($("android-collapsed"), false, true); note($("android-expanded"), true, true);
+        }
+        for (const id of ["title", "message", "image", "mode"]) $(id).addEventListener("input", preview);
+        $("send").addEventListener("click", async () => {
+          const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined };
+          if ($("title").value) body.title = $("title").value;
+          const { ok, json } = await call("POST", "/console/api/campaigns", JSON.stringify(body), "application/json");
+          $("send-result").textContent = ok ? "Sent as campaign " + json.id + "." : (json.detail || "Refused.");
+          if (ok) watch(json.id);
+        });
+        async function watch(id) {
+          $("watch").hidden = false;
+          $("campaign-id").textContent = id;
+          for (let i = 0; i < 600; i++) {
+            const { ok, json } = await call("GET", "/console/api/campaigns/" + id);
+            if (ok) {
+              const c = json.campaign;
+              $("campaign-status").textContent = c.status;
+              for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
+              $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
+            }
+            await new Promise((r) => setTimeout(r, 500));
+          }
+        }
+        loadMedia();
+        checkAudience();
+        </script>
+        </body></html>
+        """
+    }
+}
+
+/// What the console lists for an image.
+struct ConsoleMediaItem: Codable, Sendable {
+    var sha256: String
+    var contentType: String
+    var width: Int
+    var height: Int
+    var size: Int64
+    var names: [String]
+    /// Who references it: `notification:12`, `campaign:3`, …
+    var usedBy: [String]
+}
+
+/// Who a campaign would reach.
+struct ConsoleReach: Codable, Sendable {
+    var users: Int
+    var devices: Int
+}
+
+/// A failed delivery, as the console shows it.
+struct ConsoleFailure: Codable, Sendable {
+    /// The device (its token or handle, cut short).
+    var target: String
+    var reason: String
+}
+
+/// A campaign's counts and its failures.
+struct ConsoleProgress: Codable, Sendable {
+    var campaign: CampaignResponse
+    var failures: [ConsoleFailure]
+}
+
+extension Services {
+    /// The principal of the console's session cookie; nil without a live session.
+    func consolePrincipal(_ request: Request) async -> Principal? {
+        guard let token = Console.sessionToken(request) else { return nil }
+        return try? await authenticator.authenticate("Bearer \(token)")
+    }
+
+    /// The admin of a console API request: 401 without a session, 403 for a non-admin, and for
+    /// anything but GET and HEAD also 403 without the session's CSRF token or from another site.
+    func consoleAdmin(_ request: Request) async throws -> Principal {
+        guard let principal = await consolePrincipal(request), let token = principal.sessionToken else {
+            throw Problem(.unauthorized, "sign in at /console first")
+        }
+        guard principal.admin else { throw Problem(.forbidden, "\(principal.user) is not an admin") }
+        if request.method != .get && request.method != .head {
+            try Console.checkSameOrigin(request)
+            guard request.headers[HTTPField.Name("X-CSRF-Token")!] == Console.csrfToken(for: token) else {
+                throw Problem(.forbidden, "the console's CSRF token is missing or wrong: reload /console")
+            }
+        }
+        return principal
+    }
+
+    func consolePage(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        guard let principal = await consolePrincipal(request), let token = principal.sessionToken else {
+            return Console.html(Console.signInPage(error: nil))
+        }
+        guard principal.admin else { return Console.html(Console.forbiddenPage(user: principal.user), status: .forbidden) }
+        return Console.html(Console.appPage(user: principal.user, csrf: Console.csrfToken(for: token)))
+    }
+
+    /// `POST /console/session`: the sign-in form.
+    func consoleSignIn(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        do {
+            try Console.checkSameOrigin(request)
+        } catch let problem as Problem {
+            return Console.html(Console.signInPage(error: problem.detail), status: .forbidden)
+        }
+        let body = try await request.body.collect(upTo: 16 * 1024)
+        var fields: [String: String] = [:]
+        for pair in String(buffer: body).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                .map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            if parts.count == 2 { fields[parts[0]] = parts[1] }
+        }
+        guard let name = fields["name"], let password = fields["password"], !name.isEmpty else {
+            return Console.html(Console.signInPage(error: "Give a user name and a password."), status: .badRequest)
+        }
+        let basic = "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()
+        let principal: Principal
+        do {
+            principal = try await authenticator.authenticate(basic, from: context.remoteAddress?.ipAddress)
+        } catch let problem as Problem {
+            let words = problem.status == .unauthorized ? "That user name and password do not match." : problem.detail
+            return Console.html(Console.signInPage(error: words), status: problem.status,
+                                headers: HTTPFields(problem.headers.filter { $0.name == .retryAfter }))
+        }
+        guard principal.admin else { return Console.html(Console.forbiddenPage(user: principal.user), status: .forbidden) }
+        let session = try await sessions.create(for: principal.user, lifetime: configuration.sessionLifetime)
+        authenticator.remember(session: session.token, of: Principal(user: principal.user, admin: true), expires: session.expires)
+        let secure = configuration.tlsCertificatePath != nil ? "; Secure" : ""
+        let cookie = "\(Console.cookieName)=\(session.token); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(Int(configuration.sessionLifetime))\(secure)"
+        return Response(status: .seeOther, headers: [.location: "/console", .setCookie: cookie, .cacheControl: "no-store"])
+    }
+
+    /// `POST /console/session/end`: signs out (the form carries the CSRF token).
+    func consoleSignOut(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try Console.checkSameOrigin(request)
+        guard let token = Console.sessionToken(request) else {
+            return Response(status: .seeOther, headers: [.location: "/console"])
+        }
+        let body = try await request.body.collect(upTo: 4096)
+        guard String(buffer: body) == "csrf=" + Console.csrfToken(for: token) else {
+            throw Problem(.forbidden, "the console's CSRF token is missing or wrong: reload /console")
+        }
+        _ = try await sessions.revoke(token)
+        authenticator.forget("Bearer \(token)")
+        return Response(status: .seeOther, headers: [.location: "/console", .setCookie: "\(Console.cookieName)=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0"])
+    }
+
+    func consoleMediaList(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let items = try await media.list(variants: false)
+        let uses = try await media.references()
+        return try encode(items.map { item in
+            ConsoleMediaItem(sha256: item.id.hex, contentType: item.info.contentType, width: item.info.width, height: item.info.height,
+                             size: Int64(item.size), names: item.names, usedBy: uses[item.id] ?? [])
+        })
+    }
+
+    func consoleUpload(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request) // an admin may name what it uploads
+        return try await uploadMedia(request, context)
+    }
+
+    /// `GET /console/api/audience?all=1 | users=a,b | tags=expr`: who a campaign would reach,
+    /// or the expression's fault in words (400), as the admin types.
+    func consoleAudience(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let query = request.uri.queryParameters
+        let audience: Audience
+        do {
+            if let tags = query.get("tags") {
+                audience = .tags(try TagExpression(tags))
+            } else if let users = query.get("users") {
+                audience = try .listing(users.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            } else {
+                audience = .all
+            }
+        } catch let error as CoreError {
+            throw Problem(.badRequest, error.message)
+        }
+        let (users, devices) = try await campaigns.reach(audience)
+        return try encode(ConsoleReach(users: users, devices: devices))
+    }
+
+    /// `POST /console/api/campaigns`: sends a campaign, as `POST /api/admin/campaigns` does.
+    func consoleSend(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request)
+        return try await createCampaign(request, context)
+    }
+
+    /// `GET /console/api/campaigns/{id}`: its counts, and the reasons of its failed deliveries.
+    func consoleWatch(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), id > 0, let progress = try await campaigns.progress(id) else {
+            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
+        }
+        let failed = try await deliveries.failed(campaign: id).map { ConsoleFailure(target: String($0.target.prefix(24)), reason: $0.reason ?? "") }
+        return try encode(ConsoleProgress(campaign: CampaignResponse(progress), failures: failed))
+    }
+
+    func consoleImage(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let raw = try context.parameters.require("sha256")
+        guard let id = MediaID(raw) else { throw Problem(.notFound, "'\(raw.prefix(80))' is not a media id (64 hex digits)") }
+        let served = try await variantOrSelf(request, id)
+        guard let source = try await blobs.servable(served) else { throw Problem(.notFound, "no media \(id.hex)") }
+        return try ImageResponse.make(request, source: source, cacheControl: "private, max-age=31536000, immutable").0
+    }
+}

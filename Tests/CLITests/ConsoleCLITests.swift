@@ -1,0 +1,204 @@
+import Foundation
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The console (SPEC §15) in a real browser: Selenium drives Debian's headless Chromium through
+/// chromium-driver against a live `serve`.
+@Suite("The console in headless Chromium (SPEC §15)")
+struct ConsoleCLITests {
+    /// Signs in, uploads a good and a bad file, opens an image's detail, and tries what an
+    /// attacker and a non-admin would; prints one JSON object of what it saw.
+    static let script = #"""
+    import json, sys, time, urllib.request, urllib.error
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    base, shots, photo, bad = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    seen = {}
+
+    def browser():
+        options = webdriver.ChromeOptions()
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=412,900"):
+            options.add_argument(flag)
+        options.binary_location = "/usr/bin/chromium"
+        return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+    def sign_in(driver, name, password):
+        driver.get(base + "/console")
+        driver.find_element(By.ID, "name").send_keys(name)
+        driver.find_element(By.ID, "password").send_keys(password)
+        driver.find_element(By.ID, "signin").click()
+
+    driver = browser()
+    try:
+        driver.set_page_load_timeout(30)
+        driver.get(base + "/console")
+        seen["signInForm"] = len(driver.find_elements(By.ID, "password")) == 1
+        driver.save_screenshot(shots + "/console-sign-in.png")
+        sign_in(driver, "root", "wrong password")
+        seen["wrongPassword"] = driver.find_element(By.ID, "error").text
+        sign_in(driver, "root", "root-password")
+        WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.ID, "user"))
+        seen["user"] = driver.find_element(By.ID, "user").text
+        seen["cookie"] = {c["name"]: {"httpOnly": c.get("httpOnly"), "sameSite": c.get("sameSite")} for c in driver.get_cookies()}
+        # Upload through the file picker: one photo and one file that is not an image.
+        driver.find_element(By.ID, "files").send_keys(photo + "\n" + bad)
+        WebDriverWait(driver, 20).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#verdicts li")) == 2)
+        seen["verdicts"] = sorted(li.text for li in driver.find_elements(By.CSS_SELECTOR, "#verdicts li"))
+        WebDriverWait(driver, 20).until(lambda d: d.execute_script(
+            "const i = document.querySelectorAll('#grid img'); return i.length >= 2 && [...i].every(x => x.complete && x.naturalWidth > 0)"))
+        seen["thumbnails"] = driver.execute_script("return [...document.querySelectorAll('#grid img')].map(i => [i.naturalWidth, i.naturalHeight])")
+        driver.find_element(By.CSS_SELECTOR, "#grid button").click()
+        WebDriverWait(driver, 10).until(lambda d: "SHA-256" in d.find_element(By.ID, "detail").text)
+        seen["detail"] = driver.find_element(By.ID, "detail").text
+        driver.save_screenshot(shots + "/console-media.png")
+        # Compose: a tag expression is checked as it is typed; two of alice's devices are reached.
+        driver.find_element(By.CSS_SELECTOR, 'input[name="audience"][value="tags"]').click()
+        field = driver.find_element(By.ID, "audience-value")
+        field.send_keys("sports &&")
+        WebDriverWait(driver, 10).until(lambda d: "expected" in d.find_element(By.ID, "reach").text)
+        seen["badExpression"] = driver.find_element(By.ID, "reach").text
+        seen["sendDisabled"] = not driver.find_element(By.ID, "send").is_enabled()
+        driver.find_element(By.CSS_SELECTOR, 'input[name="audience"][value="users"]').click()
+        field.clear()
+        field.send_keys("alice")
+        WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach"))
+        seen["reach"] = driver.find_element(By.ID, "reach").text
+        driver.find_element(By.ID, "title").send_keys("Weekend sale")
+        landscape = driver.execute_script("return [...document.querySelectorAll('#image option')].find(o => o.textContent.includes('1280×853')).value")
+        driver.execute_script("document.getElementById('image').value = arguments[0]; document.getElementById('image').dispatchEvent(new Event('input'))", landscape)
+        WebDriverWait(driver, 20).until(lambda d: d.execute_script(
+            "const i = document.querySelectorAll('#previews img'); return i.length == 4 && [...i].every(x => x.complete && x.naturalWidth > 0)"))
+        seen["previews"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#previews .note")]
+        seen["previewImages"] = driver.execute_script("return [...document.querySelectorAll('#previews img')].map(i => i.className)")
+        # The README's picture: the compose screen at a desktop's width, the previews in view.
+        driver.set_window_size(1100, 1250)
+        driver.execute_script("document.getElementById('compose').scrollIntoView()")
+        time.sleep(0.3)
+        driver.save_screenshot(shots + "/console-compose.png")
+        driver.set_window_size(412, 900)
+        driver.find_element(By.ID, "send").click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "count-sent").text == "2")
+        seen["sendResult"] = driver.find_element(By.ID, "send-result").text
+        seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
+        driver.execute_script("document.getElementById('watch').scrollIntoView()")
+        driver.save_screenshot(shots + "/console-watch.png")
+        # Keyboard alone: Tab reaches the file picker and the images.
+        focusable = driver.execute_script("return [...document.querySelectorAll('button, input, a')].filter(e => e.tabIndex >= 0).length")
+        seen["focusable"] = focusable
+        token = next(c["value"] for c in driver.get_cookies() if c["name"] == "richpush_console")
+        csrf = driver.find_element(By.CSS_SELECTOR, 'meta[name="csrf-token"]').get_attribute("content")
+    finally:
+        driver.quit()
+
+    def post(headers):
+        request = urllib.request.Request(base + "/console/api/media", data=open(photo, "rb").read(), method="POST",
+                                         headers={"Cookie": "richpush_console=" + token, **headers})
+        try:
+            return urllib.request.urlopen(request, timeout=10).status
+        except urllib.error.HTTPError as e:
+            return e.code
+    # What a forged cross-site request can send: the cookie, but not the page's token; or the token from another site.
+    seen["forgedNoToken"] = post({"Origin": "http://evil.example"})
+    seen["forgedWrongToken"] = post({"X-CSRF-Token": "x" * 43})
+    seen["forgedOtherOrigin"] = post({"X-CSRF-Token": csrf, "Origin": "http://evil.example"})
+    seen["sameSite"] = post({"X-CSRF-Token": csrf, "Origin": base})
+
+    other = browser()
+    try:
+        sign_in(other, "alice", "alice-password")
+        seen["nonAdmin"] = other.find_element(By.ID, "forbidden").text
+    finally:
+        other.quit()
+    print(json.dumps(seen))
+    """#
+
+    @Test("an admin signs in, uploads by the file picker (a refused file's reason in words), sees thumbnails and an image's detail, composes with a checked audience and a preview, sends to APNs sandbox devices and watches the counts reach sent; a forged cross-site POST and a non-admin are refused")
+    func media() async throws {
+        guard which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 else {
+            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1",
+                    "the console test needs chromium-driver (apt) and selenium (pip); .ci/run installs them")
+            return
+        }
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try prepareNodeDirectory(dir)
+        #expect(try await CLI.run(["users", "add", "root", "--admin", "--password-stdin"], cwd: dir, stdin: "root-password\n").status == 0)
+        #expect(try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "alice-password\n").status == 0)
+        // The APNs sandbox, and serve sending to it.
+        let apnsPort = freePort()
+        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key"],
+                                       cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(apnsPort))
+        let (server, port) = try await CLI.startServe(["--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+                                                       "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)",
+                                                       "--push-ca", "cert.pem"], cwd: dir)
+        defer { kill(server.processIdentifier, SIGKILL) }
+        // Two iPhones of alice's, tagged sports.
+        let auth = Data("alice:alice-password".utf8).base64EncodedString()
+        for token in [String(repeating: "ab", count: 32), String(repeating: "cd", count: 32)] {
+            let registered = try await http(port, "POST", "/api/register", auth: auth)
+            let id = try #require(registered.split(separator: "\"").dropFirst(3).first.map(String.init))
+            let put = try await http(port, "PUT", "/api/register/\(id)", auth: auth, body: #"{"platform":"apns","handle":"\#(token)","tags":["sports"]}"#)
+            #expect(put.hasPrefix("HTTP/1.1 200"), "\(put)")
+        }
+        let shots = dir.appendingPathComponent("shots")
+        try FileManager.default.createDirectory(at: shots, withIntermediateDirectories: true)
+        let photo = Fixtures.media.appendingPathComponent("landscape.jpg").path
+        let bad = dir.appendingPathComponent("notes.png")
+        try Data("these are notes, not a picture".utf8).write(to: bad)
+        let arguments = ["http://127.0.0.1:\(port)", shots.path, photo, bad.path].map { "'\($0)'" }
+        var script = Self.script
+        for (index, value) in arguments.enumerated() { script = script.replacingOccurrences(of: "sys.argv[\(index + 1)]", with: value) }
+        // Bounded: a browser that hangs fails this test, not the run.
+        let filled = script
+        let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["120", "python3", "-c", filled]) }
+        try #require(status == 0, "\(output.suffix(2000))")
+        let seen = try #require(try JSONSerialization.jsonObject(with: Data(output.split(separator: "\n").last.map(String.init)?.utf8 ?? "".utf8)) as? [String: Any])
+
+        #expect(seen["signInForm"] as? Bool == true)
+        #expect(seen["wrongPassword"] as? String == "That user name and password do not match.")
+        #expect(seen["user"] as? String == "root")
+        let cookie = (seen["cookie"] as? [String: [String: Any]])?["richpush_console"]
+        #expect(cookie?["httpOnly"] as? Bool == true && cookie?["sameSite"] as? String == "Strict", "\(String(describing: seen["cookie"]))")
+        let verdicts = seen["verdicts"] as? [String] ?? []
+        #expect(verdicts.contains { $0.hasPrefix("✓ landscape.jpg: stored as ") && $0.contains("image/jpeg, 1280×853") }, "\(verdicts)")
+        #expect(verdicts.contains("✗ notes.png: not a PNG or JPEG file") || verdicts.contains { $0.hasPrefix("✗ notes.png: ") && $0.count > 16 }, "\(verdicts)")
+        // Thumbnails: the thumb variant (at most 320 px), the logo the server started with and the photo.
+        let thumbnails = seen["thumbnails"] as? [[Int]] ?? []
+        #expect(thumbnails.count == 2 && thumbnails.allSatisfy { $0.count == 2 && $0[0] > 0 && $0[0] <= 320 && $0[1] <= 320 }, "\(thumbnails)")
+        #expect((seen["detail"] as? String)?.contains("SHA-256") == true && (seen["detail"] as? String)?.contains("Used by") == true)
+        #expect((seen["focusable"] as? Int ?? 0) >= 4)
+        #expect(seen["forgedNoToken"] as? Int == 403 && seen["forgedWrongToken"] as? Int == 403 && seen["forgedOtherOrigin"] as? Int == 403, "\(seen)")
+        #expect(seen["sameSite"] as? Int == 200, "the page's own request with its token is taken: \(seen)")
+        #expect((seen["nonAdmin"] as? String)?.contains("alice is not an admin") == true)
+        // Compose, preview, send and watch.
+        #expect((seen["badExpression"] as? String)?.contains("expected a tag after '&&'") == true, "\(String(describing: seen["badExpression"]))")
+        #expect(seen["sendDisabled"] as? Bool == true)
+        #expect(seen["reach"] as? String == "Will reach 1 user on 2 devices.")
+        let previews = seen["previews"] as? [String] ?? []
+        #expect(previews.count == 4 && previews.allSatisfy { $0.contains("Weekend sale") && $0.contains("Check this image out!") }, "\(previews)")
+        #expect(seen["previewImages"] as? [String] == ["small", "large", "small", "large"])
+        #expect((seen["sendResult"] as? String)?.hasPrefix("Sent as campaign ") == true)
+        let counts = seen["counts"] as? [String: String]
+        #expect(counts?["sent"] == "2" && counts?["failed"] == "0" && counts?["pending"] == "0", "\(String(describing: counts))")
+
+        // Kept for a person to look at (the README shows the media screen).
+        let kept = Fixtures.packageRoot.appendingPathComponent(".build/test-output")
+        try? FileManager.default.createDirectory(at: kept, withIntermediateDirectories: true)
+        for name in ["console-sign-in.png", "console-media.png", "console-compose.png", "console-watch.png"] {
+            let shot = shots.appendingPathComponent(name)
+            let png = try Data(contentsOf: shot)
+            #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 5_000, "\(name)")
+            try? FileManager.default.removeItem(at: kept.appendingPathComponent(name))
+            try? FileManager.default.copyItem(at: shot, to: kept.appendingPathComponent(name))
+        }
+    }
+}
