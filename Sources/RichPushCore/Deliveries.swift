@@ -50,8 +50,6 @@ public struct DeliveryStore: Sendable {
         }
     }
 
-    /// Up to `limit` deliveries of campaign `campaign` with ids above `after`, in id order
-    /// (page through a large campaign without holding it in memory).
     /// The failed deliveries of campaign `id`, first failed first, at most `limit`.
     public func failed(campaign id: Int64, limit: Int = 100) async throws -> [Delivery] {
         try await database.read { db in
@@ -60,6 +58,8 @@ public struct DeliveryStore: Sendable {
         }
     }
 
+    /// Up to `limit` deliveries of campaign `campaign` with ids above `after`, in id order
+    /// (page through a large campaign without holding it in memory).
     public func list(campaign: Int64, after: Int64 = 0, limit: Int = 1000) async throws -> [Delivery] {
         try await database.read { db in
             try SQLRow.fetchAll(db, sql: "SELECT * FROM deliveries WHERE campaignId = ? AND id > ? ORDER BY id LIMIT ?",

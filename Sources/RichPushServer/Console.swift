@@ -33,23 +33,48 @@ enum Console {
     }
 
     /// Refuses (403) a request another site made: an `Origin` (or, without one, a `Referer`)
-    /// that is not this server's.
-    static func checkSameOrigin(_ request: Request) throws {
-        let host = request.head.authority ?? ""
-        let claimed = request.headers[.origin] ?? request.headers[.referer]
-        guard let claimed else { return } // not a browser's cross-site request: those name their origin
-        guard let url = URL(string: claimed), let claimedHost = url.host else {
-            throw Problem(.forbidden, "this request came from another site (Origin: \(claimed.prefix(80))); the console only takes its own")
+    /// that is not this server's. With `required`, also one that names neither (the sign-in
+    /// form: a browser always sends `Origin` with a form's POST).
+    static func checkSameOrigin(_ request: Request, required: Bool = false) throws {
+        let refused = Problem(.forbidden, "this request did not come from this server's console page; the console only takes its own")
+        guard let claimed = request.headers[.origin] ?? request.headers[.referer] else {
+            if required { throw refused }
+            return
         }
-        let authority = url.port.map { "\(claimedHost):\($0)" } ?? claimedHost
-        guard authority.lowercased() == host.lowercased() else {
-            throw Problem(.forbidden, "this request came from another site (Origin: \(claimed.prefix(80))); the console only takes its own")
+        guard let url = URL(string: claimed), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { throw refused }
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        // The Host this request was sent to, with the scheme's port when it names none.
+        var authority = (request.head.authority ?? "").lowercased()
+        let namesPort = authority.hasPrefix("[") ? authority.contains("]:") : authority.contains(":")
+        if !namesPort { authority += ":\(scheme == "https" ? 443 : 80)" }
+        let claimedHost = host.hasPrefix("[") || !host.contains(":") ? host : "[\(host)]" // IPv6 as Host writes it
+        guard authority == "\(claimedHost):\(port)" else { throw refused }
+    }
+
+    /// Compares two tokens in time that does not depend on where they differ.
+    static func sameToken(_ a: String?, _ b: String) -> Bool {
+        guard let a else { return false }
+        let x = Array(a.utf8), y = Array(b.utf8)
+        guard x.count == y.count else { return false }
+        var difference: UInt8 = 0
+        for i in 0..<x.count { difference |= x[i] ^ y[i] }
+        return difference == 0
+    }
+
+    /// Fields of an `application/x-www-form-urlencoded` body.
+    static func form(_ body: ByteBuffer) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in String(buffer: body).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                .map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            if parts.count == 2 { fields[parts[0]] = parts[1] }
         }
+        return fields
     }
 
     static func html(_ body: String, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]) -> Response {
         var headers: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
-        headers[HTTPField.Name("Content-Security-Policy")!] = "default-src 'self'; img-src 'self' blob:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'"
+        headers[HTTPField.Name("Content-Security-Policy")!] = "default-src 'self'; img-src 'self' blob:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
         headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         headers.append(contentsOf: extra)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
@@ -57,7 +82,7 @@ enum Console {
 
     static func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
     }
 
     static let style = """
@@ -211,9 +236,13 @@ enum Console {
         async function call(method, path, body, type) {
           const headers = { "X-CSRF-Token": csrf };
           if (type) headers["Content-Type"] = type;
-          const answer = await fetch(path, { method, headers, body, credentials: "same-origin" });
-          const json = await answer.json().catch(() => ({}));
-          return { ok: answer.ok, status: answer.status, json };
+          try {
+            const answer = await fetch(path, { method, headers, body, credentials: "same-origin" });
+            const json = await answer.json().catch(() => ({}));
+            return { ok: answer.ok, status: answer.status, json };
+          } catch (error) {
+            return { ok: false, status: 0, json: { detail: "The server did not answer (" + error.message + "); try again." } };
+          }
         }
         function size(bytes) { return bytes < 1024 ? bytes + " B" : bytes < 1048576 ? (bytes / 1024).toFixed(1) + " KB" : (bytes / 1048576).toFixed(1) + " MB"; }
         async function loadMedia() {
@@ -268,13 +297,16 @@ enum Console {
           if (kind === "tags") return { query: "tags=" + encodeURIComponent(value), body: { tags: value } };
           return { query: "all=1", body: { all: true } };
         }
-        let reachTimer;
+        let reachTimer, reachAsked = 0;
         function checkAudience() {
           const kind = document.querySelector('input[name="audience"]:checked').value;
           $("audience-value").disabled = kind === "all";
+          $("send").disabled = true; // until this audience is checked
           clearTimeout(reachTimer);
           reachTimer = setTimeout(async () => {
+            const asked = ++reachAsked;
             const { ok, json } = await call("GET", "/console/api/audience?" + audience().query);
+            if (asked !== reachAsked) return; // a later answer is coming
             $("audience-value").classList.toggle("bad", !ok);
             $("reach").textContent = ok ? "Will reach " + json.users + " user" + (json.users === 1 ? "" : "s") + " on " + json.devices + " device" + (json.devices === 1 ? "" : "s") + "."
                                         : (json.detail || "Not an audience.");
@@ -308,22 +340,32 @@ enum Console {
         $("send").addEventListener("click", async () => {
           const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined };
           if ($("title").value) body.title = $("title").value;
+          $("send").disabled = true; // one click, one campaign
+          $("send-result").textContent = "Sending…";
           const { ok, json } = await call("POST", "/console/api/campaigns", JSON.stringify(body), "application/json");
           $("send-result").textContent = ok ? "Sent as campaign " + json.id + "." : (json.detail || "Refused.");
+          $("send").disabled = false;
           if (ok) watch(json.id);
         });
+        let watching = 0;
         async function watch(id) {
+          const generation = ++watching; // a newer campaign's watch replaces this one
           $("watch").hidden = false;
           $("campaign-id").textContent = id;
-          for (let i = 0; i < 600; i++) {
-            const { ok, json } = await call("GET", "/console/api/campaigns/" + id);
+          // Every half second while it sends, then every few seconds for fetches, for ten minutes at most.
+          for (let i = 0; i < 600 && generation === watching; i++) {
+            const { ok, status, json } = await call("GET", "/console/api/campaigns/" + id);
+            if (generation !== watching) return;
+            if (status === 401 || status === 403 || status === 404) { $("campaign-status").textContent = json.detail || "gone"; return; }
+            let done = false;
             if (ok) {
               const c = json.campaign;
               $("campaign-status").textContent = c.status;
               for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
               $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
+              done = c.status === "done" && c.pending === 0;
             }
-            await new Promise((r) => setTimeout(r, 500));
+            await new Promise((r) => setTimeout(r, done ? 3000 : ok ? 500 : 2000));
           }
         }
         loadMedia();
@@ -381,7 +423,7 @@ extension Services {
         guard principal.admin else { throw Problem(.forbidden, "\(principal.user) is not an admin") }
         if request.method != .get && request.method != .head {
             try Console.checkSameOrigin(request)
-            guard request.headers[HTTPField.Name("X-CSRF-Token")!] == Console.csrfToken(for: token) else {
+            guard Console.sameToken(request.headers[HTTPField.Name("X-CSRF-Token")!], Console.csrfToken(for: token)) else {
                 throw Problem(.forbidden, "the console's CSRF token is missing or wrong: reload /console")
             }
         }
@@ -399,17 +441,11 @@ extension Services {
     /// `POST /console/session`: the sign-in form.
     func consoleSignIn(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         do {
-            try Console.checkSameOrigin(request)
+            try Console.checkSameOrigin(request, required: true) // no login CSRF
         } catch let problem as Problem {
             return Console.html(Console.signInPage(error: problem.detail), status: .forbidden)
         }
-        let body = try await request.body.collect(upTo: 16 * 1024)
-        var fields: [String: String] = [:]
-        for pair in String(buffer: body).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                .map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
-            if parts.count == 2 { fields[parts[0]] = parts[1] }
-        }
+        let fields = Console.form(try await request.body.collect(upTo: 16 * 1024))
         guard let name = fields["name"], let password = fields["password"], !name.isEmpty else {
             return Console.html(Console.signInPage(error: "Give a user name and a password."), status: .badRequest)
         }
@@ -425,7 +461,8 @@ extension Services {
         guard principal.admin else { return Console.html(Console.forbiddenPage(user: principal.user), status: .forbidden) }
         let session = try await sessions.create(for: principal.user, lifetime: configuration.sessionLifetime)
         authenticator.remember(session: session.token, of: Principal(user: principal.user, admin: true), expires: session.expires)
-        let secure = configuration.tlsCertificatePath != nil ? "; Secure" : ""
+        // Secure when this server or the proxy in front of it speaks HTTPS.
+        let secure = configuration.tlsCertificatePath != nil || request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "; Secure" : ""
         let cookie = "\(Console.cookieName)=\(session.token); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(Int(configuration.sessionLifetime))\(secure)"
         return Response(status: .seeOther, headers: [.location: "/console", .setCookie: cookie, .cacheControl: "no-store"])
     }
@@ -436,8 +473,8 @@ extension Services {
         guard let token = Console.sessionToken(request) else {
             return Response(status: .seeOther, headers: [.location: "/console"])
         }
-        let body = try await request.body.collect(upTo: 4096)
-        guard String(buffer: body) == "csrf=" + Console.csrfToken(for: token) else {
+        let fields = Console.form(try await request.body.collect(upTo: 4096))
+        guard Console.sameToken(fields["csrf"], Console.csrfToken(for: token)) else {
             throw Problem(.forbidden, "the console's CSRF token is missing or wrong: reload /console")
         }
         _ = try await sessions.revoke(token)

@@ -68,8 +68,7 @@ extension Endpoint {
                  parameters: [.query("users", .string, "User names, comma-separated."), .query("tags", .string, "A tag expression."),
                               .query("all", .string, "Everyone (the default).")],
                  responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now."), 400: .problem("The expression or the list is malformed (in words)."),
-                             401: .problem("No console session."), 403: .problem("The session is not an admin's."),
-                             422: .problem("The list names users who do not exist.")]) { s, r, c in
+                             401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { s, r, c in
             try await s.consoleAudience(r, c)
         },
         Endpoint(method: .post, path: "/console/api/campaigns", access: .open, summary: "Sends a campaign from the console (X-CSRF-Token required).",

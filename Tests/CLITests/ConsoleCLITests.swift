@@ -109,6 +109,19 @@ struct ConsoleCLITests {
     seen["forgedOtherOrigin"] = post({"X-CSRF-Token": csrf, "Origin": "http://evil.example"})
     seen["sameSite"] = post({"X-CSRF-Token": csrf, "Origin": base})
 
+    def status(method, path, headers, body=None):
+        request = urllib.request.Request(base + path, data=body, method=method, headers=headers)
+        try:
+            return urllib.request.urlopen(request, timeout=10).status
+        except urllib.error.HTTPError as e:
+            return e.code
+    cookie = {"Cookie": "richpush_console=" + token}
+    # A sign-in that names no origin (login CSRF), a campaign without the token, a call without the cookie.
+    seen["signInNoOrigin"] = status("POST", "/console/session", {"Content-Type": "application/x-www-form-urlencoded"}, b"name=root&password=root-password")
+    seen["campaignNoToken"] = status("POST", "/console/api/campaigns", {**cookie, "Content-Type": "application/json"}, b'{"audience":{"all":true}}')
+    seen["noCookie"] = status("GET", "/console/api/media", {})
+    seen["signOutNoToken"] = status("POST", "/console/session/end", {**cookie, "Content-Type": "application/x-www-form-urlencoded"}, b"csrf=nope")
+
     other = browser()
     try:
         sign_in(other, "alice", "alice-password")
@@ -178,6 +191,8 @@ struct ConsoleCLITests {
         #expect((seen["focusable"] as? Int ?? 0) >= 4)
         #expect(seen["forgedNoToken"] as? Int == 403 && seen["forgedWrongToken"] as? Int == 403 && seen["forgedOtherOrigin"] as? Int == 403, "\(seen)")
         #expect(seen["sameSite"] as? Int == 200, "the page's own request with its token is taken: \(seen)")
+        #expect(seen["signInNoOrigin"] as? Int == 403 && seen["campaignNoToken"] as? Int == 403 && seen["signOutNoToken"] as? Int == 403, "\(seen)")
+        #expect(seen["noCookie"] as? Int == 401)
         #expect((seen["nonAdmin"] as? String)?.contains("alice is not an admin") == true)
         // Compose, preview, send and watch.
         #expect((seen["badExpression"] as? String)?.contains("expected a tag after '&&'") == true, "\(String(describing: seen["badExpression"]))")
