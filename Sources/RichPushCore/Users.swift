@@ -140,6 +140,24 @@ public struct UserStore: Sendable {
         }
     }
 
+    /// Users whose name contains `search` (any case; every user without one), by name, at most
+    /// `limit`, each with how many devices it has registered.
+    public func overview(matching search: String?, limit: Int = 100) async throws -> [(user: User, devices: Int)] {
+        let pattern = search.map { text in
+            "%" + text.lowercased().replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+                .replacingOccurrences(of: "_", with: "\\_") + "%"
+        } ?? "%"
+        return try await database.read { db in
+            try SQLRow.fetchAll(db, sql: """
+                SELECT u.name, u.admin, u.createdAt,
+                       (SELECT count(*) FROM registrations r WHERE r.username = u.name AND r.handle IS NOT NULL) AS devices
+                FROM users u WHERE lower(u.name) LIKE ? ESCAPE '\\' ORDER BY u.name LIMIT ?
+                """, arguments: [pattern, limit]).map {
+                (User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"])), $0["devices"] as Int)
+            }
+        }
+    }
+
     /// Removes a user, their device registrations, sessions and notifications (with their
     /// pending pushes); cached credentials elsewhere are invalidated. A new account of the same
     /// name later starts with an empty inbox.

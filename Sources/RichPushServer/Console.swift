@@ -113,7 +113,9 @@ enum Console {
       #detail { margin-top: 1rem; }
       #detail dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; margin: 0; }
       #detail dd { margin: 0; word-break: break-all; }
-      fieldset { border: 0; padding: 0; margin: 0; }
+      fieldset { border: 0; padding: 0; margin: 0; min-width: 0; }
+      .row > div { min-width: 0; }
+      select, input, textarea { max-width: 100%; }
       .row { display: flex; gap: 1rem; flex-wrap: wrap; align-items: center; }
       #compose input[type=text], #compose textarea, #compose select { width: 100%; font: inherit; padding: .45rem .6rem; border-radius: 6px; border: 1px solid #c7c7cc; box-sizing: border-box; }
       #audience-value.bad { border-color: #b00020; }
@@ -131,6 +133,10 @@ enum Console {
       .note .large { grid-column: 1 / -1; width: 100%; border-radius: 8px; margin-top: .3rem; }
       .ios .note .large { max-height: 14rem; object-fit: contain; background: #f2f2f7; }
       .android .note .large { aspect-ratio: 2 / 1; object-fit: cover; }
+      #user-list { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4rem; }
+      #user-list button { background: #f2f2f7; color: inherit; }
+      #user-detail ul { padding-left: 1.2rem; }
+      #user-detail li button { margin-left: .5rem; padding: .1rem .5rem; background: #b00020; }
       #counts { display: grid; grid-template-columns: repeat(4, 1fr); gap: .5rem; text-align: center; margin-top: .6rem; }
       #counts div { background: #f2f2f7; border-radius: 8px; padding: .4rem; }
       #counts b { display: block; font-size: 1.4rem; }
@@ -218,6 +224,12 @@ enum Console {
             <div class="phone android"><h3>Android, expanded</h3><div class="note expanded" id="android-expanded"></div></div>
           </div>
           <p><button type="button" id="send">Send</button> <span id="send-result" aria-live="polite"></span></p>
+        </section>
+        <section id="people" aria-labelledby="people-title">
+          <h2 id="people-title">Users and devices</h2>
+          <label for="user-search">Search users</label><input type="text" id="user-search" placeholder="part of a name" autocomplete="off">
+          <ul id="user-list"></ul>
+          <div id="user-detail" aria-live="polite"></div>
         </section>
         <section id="watch" aria-labelledby="watch-title" hidden>
           <h2 id="watch-title">Campaign <span id="campaign-id"></span>: <span id="campaign-status"></span></h2>
@@ -368,8 +380,46 @@ enum Console {
             await new Promise((r) => setTimeout(r, done ? 3000 : ok ? 500 : 2000));
           }
         }
+        let searchAsked = 0;
+        async function searchUsers() {
+          const asked = ++searchAsked;
+          const { ok, json } = await call("GET", "/console/api/users?q=" + encodeURIComponent($("user-search").value.trim()));
+          if (!ok || asked !== searchAsked) return;
+          $("user-list").replaceChildren(...json.map((u) => {
+            const li = document.createElement("li"), button = document.createElement("button");
+            button.type = "button";
+            button.textContent = u.name + (u.admin ? " (admin)" : "") + " · " + u.devices + " device" + (u.devices === 1 ? "" : "s");
+            button.addEventListener("click", () => showUser(u.name));
+            li.append(button);
+            return li;
+          }));
+        }
+        async function showUser(name) {
+          const { ok, json } = await call("GET", "/console/api/users/" + encodeURIComponent(name));
+          if (!ok) { $("user-detail").replaceChildren(text("p", json.detail || "Not found.", "error")); return; }
+          const devices = document.createElement("ul");
+          for (const d of json.devices) {
+            const li = text("li", d.platform + " " + d.handle + "…" + (d.tags.length ? " [" + d.tags.join(", ") + "]" : ""));
+            const remove = document.createElement("button");
+            remove.type = "button";
+            remove.textContent = "Remove";
+            remove.setAttribute("aria-label", "Remove device " + d.handle);
+            remove.addEventListener("click", async () => {
+              const answer = await call("DELETE", "/console/api/registrations/" + encodeURIComponent(d.registrationId) + "?user=" + encodeURIComponent(name));
+              if (answer.ok) { await showUser(name); searchUsers(); } else { li.append(text("span", " " + (answer.json.detail || "refused"), "error")); }
+            });
+            li.append(remove);
+            devices.append(li);
+          }
+          const pushes = document.createElement("ul");
+          for (const p of json.pushes) pushes.append(text("li", "#" + p.id + " " + (p.title ? p.title + ": " : "") + p.message + " (" + p.mode + (p.read ? ", fetched" : "") + ")"));
+          $("user-detail").replaceChildren(text("h3", json.name), text("h4", json.devices.length + " device" + (json.devices.length === 1 ? "" : "s")), devices,
+                                           text("h4", "Last pushes"), json.pushes.length ? pushes : text("p", "none yet"));
+        }
+        $("user-search").addEventListener("input", () => { clearTimeout(window.searchTimer); window.searchTimer = setTimeout(searchUsers, 200); });
         loadMedia();
         checkAudience();
+        searchUsers();
         </script>
         </body></html>
         """
@@ -392,6 +442,41 @@ struct ConsoleMediaItem: Codable, Sendable {
 struct ConsoleReach: Codable, Sendable {
     var users: Int
     var devices: Int
+}
+
+/// A user in the console's list.
+struct ConsoleUser: Codable, Sendable {
+    var name: String
+    var admin: Bool
+    var devices: Int
+    var created: String
+}
+
+/// A device in the console.
+struct ConsoleDevice: Codable, Sendable {
+    var registrationId: String
+    var platform: String
+    /// The token or handle, cut short.
+    var handle: String
+    var tags: [String]
+    var updated: String
+}
+
+/// One of a user's last pushes.
+struct ConsolePush: Codable, Sendable {
+    var id: Int64
+    var title: String?
+    var message: String
+    var mode: PushMode
+    var read: Bool
+    var created: String
+}
+
+/// A user's devices and last pushes.
+struct ConsoleUserDetail: Codable, Sendable {
+    var name: String
+    var devices: [ConsoleDevice]
+    var pushes: [ConsolePush]
 }
 
 /// A failed delivery, as the console shows it.
@@ -535,6 +620,45 @@ extension Services {
         }
         let failed = try await deliveries.failed(campaign: id).map { ConsoleFailure(target: String($0.target.prefix(24)), reason: $0.reason ?? "") }
         return try encode(ConsoleProgress(campaign: CampaignResponse(progress), failures: failed))
+    }
+
+    /// `GET /console/api/users?q=`: users whose name contains `q`, with their device counts.
+    func consoleUsers(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let query: String? = request.uri.queryParameters.get("q").map { String($0) }
+        let search = query.flatMap { $0.isEmpty ? nil : String($0.prefix(200)) }
+        let dates = ISO8601DateFormatter()
+        return try encode(try await users.overview(matching: search, limit: 200).map {
+            ConsoleUser(name: $0.user.name, admin: $0.user.admin, devices: $0.devices, created: dates.string(from: $0.user.createdAt))
+        })
+    }
+
+    /// `GET /console/api/users/{name}`: a user's devices and last ten pushes.
+    func consoleUser(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let name = try context.parameters.require("name")
+        guard try await users.list().contains(where: { $0.name == name }) else { throw Problem(.notFound, "no user \(name.prefix(80))") }
+        let dates = ISO8601DateFormatter()
+        let devices = try await registrations.list(for: name).filter { $0.handle != nil }.map {
+            ConsoleDevice(registrationId: $0.id, platform: $0.platform ?? "apns", handle: String(($0.handle ?? "").prefix(24)),
+                          tags: $0.tags.filter { !$0.hasPrefix("username:") }, updated: dates.string(from: $0.updatedAt))
+        }
+        let pushes = try await notifications.list(for: name, limit: 10).map {
+            ConsolePush(id: $0.id, title: $0.title, message: $0.message, mode: $0.mode, read: $0.read, created: dates.string(from: $0.createdAt))
+        }
+        return try encode(ConsoleUserDetail(name: name, devices: devices, pushes: pushes))
+    }
+
+    /// `DELETE /console/api/registrations/{id}?user=`: removes a device, as its owner's
+    /// `DELETE /api/register/{id}` does.
+    func consoleRemoveDevice(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        guard let owner: String = request.uri.queryParameters.get("user").map({ String($0) }) else {
+            throw Problem(.badRequest, "name the device's owner: ?user=NAME")
+        }
+        var context = context
+        context.principal = Principal(user: owner, admin: false)
+        return try await deleteRegistration(request, context)
     }
 
     func consoleImage(_ request: Request, _ context: AppRequestContext) async throws -> Response {

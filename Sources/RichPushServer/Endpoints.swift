@@ -85,6 +85,26 @@ extension Endpoint {
                              403: .problem("The session is not an admin's."), 404: .problem("No such campaign.")]) { s, r, c in
             try await s.consoleWatch(r, c)
         },
+        Endpoint(method: .get, path: "/console/api/users", access: .open, summary: "Users whose name contains q, with their device counts.",
+                 parameters: [.query("q", .string, "Part of a name (any case).")],
+                 responses: [200: .jsonArray(of: ConsoleUser.self, "By name, at most 200."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's.")]) { s, r, c in
+            try await s.consoleUsers(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/users/{name}", access: .open, summary: "A user's devices and last ten pushes.",
+                 parameters: [.path("name", .string, "The user name.")],
+                 responses: [200: .json(ConsoleUserDetail.self, "Devices and pushes."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such user.")]) { s, r, c in
+            try await s.consoleUser(r, c)
+        },
+        Endpoint(method: .delete, path: "/console/api/registrations/{id}", access: .open, summary: "Removes a user's device (X-CSRF-Token required).",
+                 parameters: [.path("id", .string, "The registration id."), .query("user", .string, "Its owner."),
+                              .header("X-CSRF-Token", "The token of the console page.")],
+                 responses: [200: .json(RegistrationDeleted.self, "Removed."), 400: .problem("No ?user=."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             404: .problem("No such registration for that user."), 410: .problem("It was already removed or expired.")]) { s, r, c in
+            try await s.consoleRemoveDevice(r, c)
+        },
         Endpoint(method: .get, path: "/console/media/{sha256}", access: .open, summary: "An image for the console's grid (the session cookie instead of credentials).",
                  parameters: imageParameters(.path("sha256", mediaID, "The media id."), variants: true),
                  responses: imageResponses(notFound: "No such media.", variants: true).merging([401: .problem("No console session."),

@@ -137,7 +137,7 @@ struct APIResponse: Sendable {
 enum OpenAPIDocument {
     /// Every named body type, in `components.schemas`.
     static var bodyTypes: [any Decodable.Type] { [
-        HealthResponse.self, MediaResponse.self, ConsoleMediaItem.self, ConsoleReach.self, ConsoleProgress.self, ConsoleFailure.self, RegistrationCreated.self, RegistrationUpdate.self, RegistrationResponse.self,
+        HealthResponse.self, MediaResponse.self, ConsoleMediaItem.self, ConsoleUser.self, ConsoleUserDetail.self, ConsoleDevice.self, ConsolePush.self, ConsoleReach.self, ConsoleProgress.self, ConsoleFailure.self, RegistrationCreated.self, RegistrationUpdate.self, RegistrationResponse.self,
         RegistrationDeleted.self, NotificationRequest.self, NotificationCreated.self, NotificationSummary.self,
         SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self,
     ] }

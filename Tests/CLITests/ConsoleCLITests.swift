@@ -88,6 +88,19 @@ struct ConsoleCLITests {
         seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
         driver.execute_script("document.getElementById('watch').scrollIntoView()")
         driver.save_screenshot(shots + "/console-watch.png")
+        # Users and devices: search, open alice, see her devices and the push, remove a device.
+        driver.find_element(By.ID, "user-search").send_keys("ALI")
+        WebDriverWait(driver, 10).until(lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#user-list button")] == ["alice · 2 devices"])
+        driver.find_element(By.CSS_SELECTOR, "#user-list button").click()
+        WebDriverWait(driver, 10).until(lambda d: "2 devices" in d.find_element(By.ID, "user-detail").text)
+        seen["userDetail"] = driver.find_element(By.ID, "user-detail").text
+        driver.find_element(By.CSS_SELECTOR, "#user-detail li button").click()
+        WebDriverWait(driver, 10).until(lambda d: "1 device" in d.find_element(By.ID, "user-detail").text)
+        seen["afterRemove"] = driver.find_element(By.ID, "user-detail").text
+        driver.save_screenshot(shots + "/console-users.png")
+        # A phone-sized screen: nothing wider than the window.
+        seen["overflow"] = driver.execute_script(
+            "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).map(e => e.tagName + '#' + e.id).slice(0, 5)")
         # Keyboard alone: Tab reaches the file picker and the images.
         focusable = driver.execute_script("return [...document.querySelectorAll('button, input, a')].filter(e => e.tabIndex >= 0).length")
         seen["focusable"] = focusable
@@ -131,7 +144,7 @@ struct ConsoleCLITests {
     print(json.dumps(seen))
     """#
 
-    @Test("an admin signs in, uploads by the file picker (a refused file's reason in words), sees thumbnails and an image's detail, composes with a checked audience and a preview, sends to APNs sandbox devices and watches the counts reach sent; a forged cross-site POST and a non-admin are refused")
+    @Test("an admin signs in, uploads by the file picker (a refused file's reason in words), sees thumbnails and an image's detail, composes with a checked audience and a preview, sends to APNs sandbox devices and watches the counts reach sent, finds a user and removes a device; a forged cross-site POST and a non-admin are refused")
     func media() async throws {
         guard which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 else {
             #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1",
@@ -204,11 +217,15 @@ struct ConsoleCLITests {
         #expect((seen["sendResult"] as? String)?.hasPrefix("Sent as campaign ") == true)
         let counts = seen["counts"] as? [String: String]
         #expect(counts?["sent"] == "2" && counts?["failed"] == "0" && counts?["pending"] == "0", "\(String(describing: counts))")
+        let detail = seen["userDetail"] as? String ?? ""
+        #expect(detail.contains("apns abababab") && detail.contains("[sports]") && detail.contains("Weekend sale: Check this image out! (alert)"), "\(detail)")
+        #expect((seen["afterRemove"] as? String)?.contains("1 device") == true)
+        #expect(seen["overflow"] as? [String] == [], "wider than a 412 px window: \(String(describing: seen["overflow"]))")
 
         // Kept for a person to look at (the README shows the media screen).
         let kept = Fixtures.packageRoot.appendingPathComponent(".build/test-output")
         try? FileManager.default.createDirectory(at: kept, withIntermediateDirectories: true)
-        for name in ["console-sign-in.png", "console-media.png", "console-compose.png", "console-watch.png"] {
+        for name in ["console-sign-in.png", "console-media.png", "console-compose.png", "console-watch.png", "console-users.png"] {
             let shot = shots.appendingPathComponent(name)
             let png = try Data(contentsOf: shot)
             #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 5_000, "\(name)")
