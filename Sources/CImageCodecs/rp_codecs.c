@@ -373,8 +373,8 @@ static void inspect_jpeg(const uint8_t *data, size_t length, rp_image_limits lim
 /* ------------------------------------------------------------- encode */
 
 int rp_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int components,
-                   int quality, int progressive, uint8_t **out, size_t *out_length,
-                   char message[256]) {
+                   int quality, int progressive, const uint8_t *icc, size_t icc_length,
+                   uint8_t **out, size_t *out_length, char message[256]) {
     struct jpeg_compress_struct cinfo;
     jpeg_job job;
     rp_image_result scratch;
@@ -403,6 +403,7 @@ int rp_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int c
     jpeg_set_quality(&cinfo, quality, TRUE);
     if (progressive) jpeg_simple_progression(&cinfo);
     jpeg_start_compress(&cinfo, TRUE);
+    if (icc != NULL && icc_length > 0) jpeg_write_icc_profile(&cinfo, icc, (unsigned int)icc_length);
     while (cinfo.next_scanline < cinfo.image_height) {
         JSAMPROW row = (JSAMPROW)(pixels + (size_t)cinfo.next_scanline * width * (size_t)components);
         jpeg_write_scanlines(&cinfo, &row, 1);

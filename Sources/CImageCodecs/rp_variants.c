@@ -40,6 +40,8 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
     variant_jpeg_error err;
     uint8_t *volatile pixels = NULL;
     uint8_t *volatile cmyk = NULL;
+    uint8_t *volatile icc = NULL;
+    volatile size_t icc_length = 0;
     memset(&cinfo, 0, sizeof cinfo);
     memset(&err, 0, sizeof err);
     cinfo.err = jpeg_std_error(&err.pub);
@@ -50,12 +52,22 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
         jpeg_destroy_decompress(&cinfo);
         free(pixels);
         free(cmyk);
+        free(icc);
         return -1;
     }
     jpeg_create_decompress(&cinfo);
     cinfo.mem->max_memory_to_use = 192L * 1024L * 1024L;
     jpeg_mem_src(&cinfo, data, (unsigned long)length);
+    jpeg_save_markers(&cinfo, JPEG_APP0 + 2, 0xFFFF); /* the ICC profile goes along */
     (void)jpeg_read_header(&cinfo, TRUE);
+    {
+        JOCTET *profile = NULL;
+        unsigned int profile_length = 0;
+        if (jpeg_read_icc_profile(&cinfo, &profile, &profile_length)) {
+            icc = profile;
+            icc_length = profile_length;
+        }
+    }
     /* The smallest M/8 scale whose long side still covers the box: the resampler only shrinks. */
     uint32_t longest = cinfo.image_width > cinfo.image_height ? cinfo.image_width : cinfo.image_height;
     unsigned int num = 8;
@@ -83,6 +95,7 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
     if (buffer == NULL) {
         snprintf(message, 256, "out of memory for %ux%u pixels", w, h);
         jpeg_destroy_decompress(&cinfo);
+        free(icc);
         return -1;
     }
     if (comps == 4) cmyk = buffer; else pixels = buffer;
@@ -93,6 +106,7 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
             snprintf(message, 256, "decoder stopped before the last row");
             jpeg_destroy_decompress(&cinfo);
             free(buffer);
+            free(icc);
             return -1;
         }
     }
@@ -102,6 +116,7 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
         uint8_t *rgb = malloc((size_t)w * h * 3);
         if (rgb == NULL) {
             free(cmyk);
+            free(icc);
             snprintf(message, 256, "out of memory for %ux%u pixels", w, h);
             return -1;
         }
@@ -120,6 +135,7 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
         uint8_t *rgb = malloc((size_t)w * h * 3);
         if (rgb == NULL) {
             free(buffer);
+            free(icc);
             snprintf(message, 256, "out of memory for %ux%u pixels", w, h);
             return -1;
         }
@@ -132,6 +148,8 @@ static int decode_jpeg(const uint8_t *data, size_t length, uint32_t box, rp_pixe
     out->width = w;
     out->height = h;
     out->components = comps;
+    out->icc = icc;
+    out->icc_length = icc_length;
     return 0;
 }
 
@@ -168,6 +186,8 @@ static int decode_png(const uint8_t *data, size_t length, rp_pixels *out, char m
     png_infop info = png ? png_create_info_struct(png) : NULL;
     uint8_t *volatile pixels = NULL;
     png_bytep *volatile rows = NULL;
+    uint8_t *volatile icc = NULL;
+    volatile size_t icc_length = 0;
     if (png == NULL || info == NULL) {
         png_destroy_read_struct(png ? &png : NULL, NULL, NULL);
         snprintf(message, 256, "libpng could not be initialised");
@@ -177,6 +197,7 @@ static int decode_png(const uint8_t *data, size_t length, rp_pixels *out, char m
         snprintf(message, 256, "%s", io.message);
         free(pixels);
         free(rows);
+        free(icc);
         png_destroy_read_struct(&png, &info, NULL);
         return -1;
     }
@@ -186,6 +207,19 @@ static int decode_png(const uint8_t *data, size_t length, rp_pixels *out, char m
     static const png_byte text_chunks[] = {'t', 'E', 'X', 't', '\0', 'z', 'T', 'X', 't', '\0', 'i', 'T', 'X', 't', '\0'};
     png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, text_chunks, 3);
     png_read_info(png, info);
+    {
+        png_charp name = NULL;
+        int compression = 0;
+        png_bytep profile = NULL;
+        png_uint_32 profile_length = 0;
+        if (png_get_iCCP(png, info, &name, &compression, &profile, &profile_length) == PNG_INFO_iCCP && profile_length > 0) {
+            icc = malloc(profile_length);
+            if (icc != NULL) {
+                memcpy(icc, profile, profile_length);
+                icc_length = profile_length;
+            }
+        }
+    }
     png_uint_32 w = 0, h = 0;
     int depth = 0, color = 0;
     png_get_IHDR(png, info, &w, &h, &depth, &color, NULL, NULL, NULL);
@@ -210,6 +244,8 @@ static int decode_png(const uint8_t *data, size_t length, rp_pixels *out, char m
     out->width = w;
     out->height = h;
     out->components = 4;
+    out->icc = icc;
+    out->icc_length = icc_length;
     return 0;
 }
 
@@ -246,6 +282,7 @@ int rp_decode_fitted(const uint8_t *data, size_t length, uint32_t box, rp_pixels
     if (fitted == NULL || rp_resize(full.pixels, w, h, full.components, fitted, dw, dh) != 0) {
         free(fitted);
         free(full.pixels);
+        free(full.icc);
         snprintf(message, 256, "out of memory resizing %ux%u to %ux%u", w, h, dw, dh);
         return -1;
     }
@@ -254,6 +291,8 @@ int rp_decode_fitted(const uint8_t *data, size_t length, uint32_t box, rp_pixels
     out->width = dw;
     out->height = dh;
     out->components = full.components;
+    out->icc = full.icc;
+    out->icc_length = full.icc_length;
     return 0;
 }
 
@@ -452,7 +491,7 @@ static void variant_png_write_error(png_structp png, png_const_charp text) {
 }
 
 int rp_png_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int components,
-                  uint8_t **out, size_t *out_length, char message[256]) {
+                  const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length, char message[256]) {
     variant_png_sink sink;
     memset(&sink, 0, sizeof sink);
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink, variant_png_write_error, variant_png_warning);
@@ -471,6 +510,7 @@ int rp_png_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int co
     png_set_write_fn(png, &sink, variant_png_write, variant_png_flush);
     int color = components == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : components == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY;
     png_set_IHDR(png, info, width, height, 8, color, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (icc != NULL && icc_length > 0) png_set_iCCP(png, info, "icc", PNG_COMPRESSION_TYPE_BASE, icc, (png_uint_32)icc_length);
     png_write_info(png, info);
     for (uint32_t y = 0; y < height; y++) {
         png_write_row(png, (png_const_bytep)(pixels + (size_t)y * width * (size_t)components));

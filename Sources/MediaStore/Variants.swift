@@ -44,19 +44,21 @@ public enum VariantMaker {
         switch kind {
         case .thumb:
             return isJPEG ? try JPEGEncoder.encode(pixels: pixels.bytes, width: pixels.width, height: pixels.height, components: pixels.components,
-                                                    quality: 80)
+                                                    quality: 80, icc: pixels.icc)
                           : try pixels.opaqueDropped().png()
         case .push:
             let rgb = pixels.flattened()
             // Quality first, then size, until it fits in a megabyte; 2048 px at quality 85 almost always does.
             var current = rgb
             for quality in [85, 75, 65] {
-                let jpeg = try JPEGEncoder.encode(pixels: current.bytes, width: current.width, height: current.height, components: 3, quality: quality)
+                let jpeg = try JPEGEncoder.encode(pixels: current.bytes, width: current.width, height: current.height, components: 3, quality: quality,
+                                                  icc: current.icc)
                 if jpeg.count <= kind.maxBytes! { return jpeg }
             }
             while current.width > 64 && current.height > 64 {
                 current = try rgb.resized(width: max(1, current.width * 3 / 4), height: max(1, current.height * 3 / 4))
-                let jpeg = try JPEGEncoder.encode(pixels: current.bytes, width: current.width, height: current.height, components: 3, quality: 65)
+                let jpeg = try JPEGEncoder.encode(pixels: current.bytes, width: current.width, height: current.height, components: 3, quality: 65,
+                                                  icc: current.icc)
                 if jpeg.count <= kind.maxBytes! { return jpeg }
             }
             throw MediaStoreError.encode("the push variant does not fit in \(kind.maxBytes!) bytes")
@@ -90,10 +92,12 @@ public enum VariantMaker {
         var message = [CChar](repeating: 0, count: 256)
         let status = source.withUnsafeBufferPointer { rp_decode_fitted($0.baseAddress, $0.count, UInt32(box), &out, &message) }
         guard status == 0, let base = out.pixels else { throw MediaStoreError.encode(cString(message)) }
-        defer { free(base) }
+        defer { free(base); free(out.icc) }
         let count = Int(out.width) * Int(out.height) * Int(out.components)
+        // The colours mean what the source's profile says (a phone's Display P3 photo): it goes along.
+        let icc = out.icc.map { Array(UnsafeBufferPointer(start: $0, count: out.icc_length)) }
         return Pixels(bytes: Array(UnsafeBufferPointer(start: base, count: count)), width: Int(out.width), height: Int(out.height),
-                      components: Int(out.components))
+                      components: Int(out.components), icc: icc)
     }
 }
 
@@ -103,6 +107,8 @@ struct Pixels {
     var width: Int
     var height: Int
     var components: Int
+    /// The ICC profile the pixels are in, when the source had one.
+    var icc: [UInt8]? = nil
 
     func resized(width: Int, height: Int) throws -> Pixels {
         var out = [UInt8](repeating: 0, count: width * height * components)
@@ -113,7 +119,7 @@ struct Pixels {
             }
         }
         guard status == 0 else { throw MediaStoreError.encode("out of memory resizing to \(width)x\(height)") }
-        return Pixels(bytes: out, width: width, height: height, components: components)
+        return Pixels(bytes: out, width: width, height: height, components: components, icc: icc)
     }
 
     /// Turned as EXIF `orientation` (2–8) says, so it shows upright with no tag.
@@ -125,7 +131,7 @@ struct Pixels {
             }
         }
         let swapped = (5...8).contains(orientation)
-        return Pixels(bytes: out, width: swapped ? height : width, height: swapped ? width : height, components: components)
+        return Pixels(bytes: out, width: swapped ? height : width, height: swapped ? width : height, components: components, icc: icc)
     }
 
     /// RGB, any alpha composited over white (a JPEG has none).
@@ -136,7 +142,7 @@ struct Pixels {
             let alpha = Int(bytes[i * 4 + 3])
             for c in 0..<3 { out[i * 3 + c] = UInt8((Int(bytes[i * 4 + c]) * alpha + 255 * (255 - alpha) + 127) / 255) }
         }
-        return Pixels(bytes: out, width: width, height: height, components: 3)
+        return Pixels(bytes: out, width: width, height: height, components: 3, icc: icc)
     }
 
     /// RGB when every pixel is opaque, else as it is.
@@ -145,15 +151,18 @@ struct Pixels {
         for i in 0..<(width * height) where bytes[i * 4 + 3] != 255 { return self }
         var out = [UInt8](repeating: 0, count: width * height * 3)
         for i in 0..<(width * height) { out[i * 3] = bytes[i * 4]; out[i * 3 + 1] = bytes[i * 4 + 1]; out[i * 3 + 2] = bytes[i * 4 + 2] }
-        return Pixels(bytes: out, width: width, height: height, components: 3)
+        return Pixels(bytes: out, width: width, height: height, components: 3, icc: icc)
     }
 
     func png() throws -> [UInt8] {
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
         var message = [CChar](repeating: 0, count: 256)
-        let status = bytes.withUnsafeBufferPointer {
-            rp_png_encode($0.baseAddress, UInt32(width), UInt32(height), Int32(components), &out, &length, &message)
+        let status = bytes.withUnsafeBufferPointer { buffer in
+            (icc ?? []).withUnsafeBufferPointer { profile in
+                rp_png_encode(buffer.baseAddress, UInt32(width), UInt32(height), Int32(components), icc == nil ? nil : profile.baseAddress,
+                              icc?.count ?? 0, &out, &length, &message)
+            }
         }
         guard status == 0, let out else { throw MediaStoreError.encode(VariantMaker.cString(message)) }
         defer { free(out) }

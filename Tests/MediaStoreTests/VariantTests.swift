@@ -104,6 +104,42 @@ struct VariantTests {
         #expect(flat.bytes[clear] > 240 && flat.bytes[clear + 1] > 240 && flat.bytes[clear + 2] > 240) // white where it was clear
     }
 
+    /// The ICC profile of a JPEG: its APP2 `ICC_PROFILE` segments' data, in order.
+    static func iccProfile(_ jpeg: [UInt8]) -> [UInt8] {
+        var i = 2, profile: [UInt8] = []
+        while i + 4 <= jpeg.count, jpeg[i] == 0xFF, jpeg[i + 1] != 0xDA {
+            let length = Int(jpeg[i + 2]) << 8 | Int(jpeg[i + 3])
+            let payload = Array(jpeg[(i + 4)..<min(jpeg.count, i + 2 + length)])
+            if jpeg[i + 1] == 0xE2, payload.starts(with: Array("ICC_PROFILE\0".utf8)) { profile += payload.dropFirst(14) }
+            i += 2 + length
+        }
+        return profile
+    }
+
+    @Test("the source's ICC profile goes along into push and thumb, so a Display P3 photo keeps its colours")
+    func iccKept() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try MediaStore(path: dir.path)
+        let plain = try Self.photo(width: 2400, height: 1600)
+        let app0 = 4 + (Int(plain[4]) << 8 | Int(plain[5]))
+        let tagged = Array(plain[..<app0]) + JPEGParts.icc1 + JPEGParts.icc2 + Array(plain[app0...])
+        let expected = Self.iccProfile(tagged)
+        #expect(expected.count == 300 + 120)
+        let source = try await store.ingest(bytes: tagged).item
+        for kind in MediaVariant.allCases {
+            let variant = try await store.variant(kind, of: source.id)
+            #expect(variant.id != source.id)
+            let bytes = try #require(try await store.read(variant.id, length: variant.size))
+            #expect(Self.iccProfile(Array(bytes.readableBytesView)) == expected, "\(kind)")
+        }
+        // Without a profile, none is made up.
+        let untagged = try await store.ingest(bytes: plain).item
+        let push = try await store.variant(.push, of: untagged.id)
+        let pushBytes = try #require(try await store.read(push.id, length: push.size))
+        #expect(Self.iccProfile(Array(pushBytes.readableBytesView)).isEmpty)
+    }
+
     @Test("a small upright JPEG is its own push and thumb variant: nothing is made")
     func identity() async throws {
         let dir = try Fixtures.tempDirectory()

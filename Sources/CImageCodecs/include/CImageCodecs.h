@@ -65,11 +65,12 @@ void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits
                       rp_image_result *result);
 
 /// Encodes `components`-channel 8-bit pixels (1 gray, 3 RGB, or any other count as libjpeg's
-/// JCS_UNKNOWN) as a JPEG with libjpeg, baseline or progressive. On success returns 0 and sets
+/// JCS_UNKNOWN) as a JPEG with libjpeg, baseline or progressive, with the ICC profile `icc` in
+/// APP2 segments when it is not NULL. On success returns 0 and sets
 /// `*out` (free it with `free`) and `*out_length`; on failure returns -1 and fills `message`.
 int rp_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int components,
-                   int quality, int progressive, uint8_t **out, size_t *out_length,
-                   char message[256]);
+                   int quality, int progressive, const uint8_t *icc, size_t icc_length,
+                   uint8_t **out, size_t *out_length, char message[256]);
 
 /// Decoded 8-bit pixels: RGB (3 components) from a JPEG, RGBA (4) from a PNG.
 typedef struct {
@@ -77,6 +78,8 @@ typedef struct {
     uint32_t width;
     uint32_t height;
     int32_t components;
+    uint8_t *icc;         /* the source's ICC profile, or NULL; free it with `free` */
+    size_t icc_length;
 } rp_pixels;
 
 /// Decodes a validated PNG or JPEG. A JPEG is decoded at the smallest M/8 DCT scale whose long
@@ -97,7 +100,7 @@ void rp_orient(const uint8_t *src, uint32_t w, uint32_t h, int comps, int orient
 /// Encodes 8-bit gray (1), RGB (3) or RGBA (4) pixels as a non-interlaced PNG. Returns 0 and
 /// sets `*out` (free it with `free`), or -1 with `message` filled.
 int rp_png_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int components,
-                  uint8_t **out, size_t *out_length, char message[256]);
+                  const uint8_t *icc, size_t icc_length, uint8_t **out, size_t *out_length, char message[256]);
 
 #ifdef __cplusplus
 }
