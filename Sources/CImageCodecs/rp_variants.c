@@ -464,7 +464,6 @@ typedef struct {
     uint8_t *data;
     size_t length;
     size_t capacity;
-    int failed;
     char message[256];
 } variant_png_sink;
 

@@ -637,7 +637,7 @@ extension Services {
     func consoleUser(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         _ = try await consoleAdmin(request)
         let name = try context.parameters.require("name")
-        guard try await users.list().contains(where: { $0.name == name }) else { throw Problem(.notFound, "no user \(name.prefix(80))") }
+        guard try await users.credentials(of: name) != nil else { throw Problem(.notFound, "no user \(name.prefix(80))") }
         let dates = ISO8601DateFormatter()
         let devices = try await registrations.list(for: name).filter { $0.handle != nil }.map {
             ConsoleDevice(registrationId: $0.id, platform: $0.platform ?? "apns", handle: String(($0.handle ?? "").prefix(24)),
@@ -663,10 +663,6 @@ extension Services {
 
     func consoleImage(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         _ = try await consoleAdmin(request)
-        let raw = try context.parameters.require("sha256")
-        guard let id = MediaID(raw) else { throw Problem(.notFound, "'\(raw.prefix(80))' is not a media id (64 hex digits)") }
-        let served = try await variantOrSelf(request, id)
-        guard let source = try await blobs.servable(served) else { throw Problem(.notFound, "no media \(id.hex)") }
-        return try ImageResponse.make(request, source: source, cacheControl: "private, max-age=31536000, immutable").0
+        return try await serveImage(request, context, cacheControl: "private, max-age=31536000, immutable")
     }
 }

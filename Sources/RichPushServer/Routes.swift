@@ -118,13 +118,18 @@ extension Services {
     }
 
     func serveMedia(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await serveImage(request, context, cacheControl: configuration.publicMedia ? "public, max-age=31536000, immutable"
+                                                                                     : "private, max-age=31536000, immutable")
+    }
+
+    /// The image (or its `?variant=`) whose id is the `sha256` path parameter.
+    func serveImage(_ request: Request, _ context: AppRequestContext, cacheControl: String) async throws -> Response {
         let raw = try context.parameters.require("sha256")
         guard let id = MediaID(raw) else {
             throw Problem(.notFound, "'\(raw.prefix(80))' is not a media id (64 hex digits)")
         }
         let served = try await variantOrSelf(request, id)
         guard let source = try await blobs.servable(served) else { throw Problem(.notFound, "no media \(id.hex)") }
-        let cacheControl = configuration.publicMedia ? "public, max-age=31536000, immutable" : "private, max-age=31536000, immutable"
         return try ImageResponse.make(request, source: source, cacheControl: cacheControl).0
     }
 
