@@ -48,6 +48,8 @@ let package = Package(
         .systemLibrary(name: "CJPEG", pkgConfig: "libjpeg", providers: [.apt(["libjpeg-dev"])]),
         // The only code that calls setjmp: one C function inspects and fully decodes a buffer.
         .target(name: "CImageCodecs", dependencies: ["CPNG", "CJPEG"]),
+        // Linux epoll for the load tool's threads (Glibc's module does not carry it).
+        .target(name: "CEpoll"),
         // The one place that knows SQLite and PostgreSQL: stores write SQL once against it.
         .target(
             name: "SQLEngine",
@@ -194,11 +196,9 @@ let package = Package(
         .target(
             name: "BenchKit",
             dependencies: [
+                "CEpoll",
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

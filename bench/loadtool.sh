@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Is richpush-bench as trustworthy as wrk? Both load nginx (nginx-light, one worker, sendfile)
-# serving media/logo.png with 32 connections and one thread, alternating ROUNDS times.
-# Targets: requests/s within 10% of wrk's, p50 within 20%, zero errors.
+# serving media/logo.png with one thread, at 1, 4, 16, 32 and 64 connections, alternating
+# ROUNDS times per count. Targets: requests/s within 10% of wrk's, p50 within 20%, zero errors.
 #
 # Each tool's figures are the medians over the rounds; the p50 range shows how far each tool's
-# own p50 moves from round to round (in this configuration one client thread is saturated and
+# own p50 moves from round to round (from 16 connections on, one client thread is saturated and
 # both tools' latency distributions can turn bimodal, so the quartiles are printed as well).
 #
-# CONNECTIONS (environment, default 32) may list several counts, e.g. "1 4 16 32": one table each.
+# CONNECTIONS (environment, default "1 4 16 32 64") lists the counts: one table each.
 #
 # Usage: bench/loadtool.sh [ROUNDS] [SECONDS]
 set -euo pipefail
@@ -27,7 +27,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results.txt" | median; }
 range() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$work/results.txt" | sort -g | sed -n '1p;$p' | paste -sd- ; }
 errs() { awk -v n="$1" '$1 == n {s += $3} END {print s + 0}' "$work/results.txt"; }
-for conns in ${CONNECTIONS:-32}; do
+for conns in ${CONNECTIONS:-1 4 16 32 64}; do
 : > "$work/results.txt"
 # Columns: tool req/s errors mean p10 p25 p50 p75 p90 p99 (latencies in microseconds).
 for round in $(seq 1 "$rounds"); do

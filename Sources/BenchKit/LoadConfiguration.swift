@@ -24,15 +24,23 @@ public struct LoadConfiguration: Sendable {
         guard let components = URLComponents(string: url), components.scheme == "http", let host = components.host, !host.isEmpty else {
             throw LoadError("'\(url)' is not an http:// URL (richpush-bench speaks plain HTTP/1.1)")
         }
-        self.host = host
+        // An IPv6 literal comes back in its brackets on some platforms; the resolver wants it bare.
+        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.port = components.port ?? 80
         var target = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
         if let query = components.percentEncodedQuery { target += "?" + query }
         self.target = target
     }
 
+    /// The `Host` header: the port only when it is not 80, an IPv6 address in brackets.
+    public var hostHeader: String {
+        let name = host.contains(":") ? "[\(host)]" : host
+        return port == 80 ? name : "\(name):\(port)"
+    }
+
     /// `--header 'Name: value'`.
     public mutating func addHeader(_ line: String) throws {
+        guard !line.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else { throw LoadError("header '\(line)' contains a line break") }
         guard let colon = line.firstIndex(of: ":") else { throw LoadError("header '\(line)' is not 'Name: value'") }
         let name = line[..<colon].trimmingCharacters(in: .whitespaces)
         guard !name.isEmpty else { throw LoadError("header '\(line)' has no name") }

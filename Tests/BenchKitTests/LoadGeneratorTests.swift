@@ -67,12 +67,23 @@ final class TestHTTPServer: Sendable {
                 if path.hasPrefix("/status/"), let c = Int(path.dropFirst(8)) { code = c }
                 if path == "/mixed" { code = sequence.withLockedValue { $0 += 1; return $0 } % 3 == 0 ? 404 : 200 }
                 counts.withLockedValue { $0.requests += 1; $0.byStatus[code, default: 0] += 1 }
-                let body = ByteBuffer(string: "hello")
                 var headers = HTTPHeaders()
-                headers.add(name: "Content-Length", value: "5")
+                // /chunked: no length, two body parts, so NIO frames the body in chunks.
+                if path != "/chunked" { headers.add(name: "Content-Length", value: "5") }
+                if path == "/close" { headers.add(name: "Connection", value: "close") }
                 context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: code), headers: headers))), promise: nil)
-                context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                if path == "/chunked" {
+                    context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "hel")))), promise: nil)
+                    context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "lo")))), promise: nil)
+                } else {
+                    context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "hello")))), promise: nil)
+                }
+                if path == "/close" {
+                    let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                    context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
+                } else {
+                    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                }
             }
         }
     }
@@ -118,6 +129,37 @@ struct LoadGeneratorTests {
         #expect(result.readErrors <= closes && closes - result.readErrors <= 4)
         // The run went on past a close (the server closes every tenth request's connection).
         #expect(result.requests > 10)
+    }
+
+    @Test("chunked bodies and servers that close after each response are counted without errors", arguments: ["/chunked", "/close"])
+    func framings(path: String) async throws {
+        let server = try await TestHTTPServer()
+        let result = try await LoadGenerator.run(try configuration(server, path, duration: 2))
+        try await Task.sleep(for: .milliseconds(100))
+        try await server.stop()
+        let answered = server.counts.withLockedValue { $0.requests }
+        #expect(result.requests > 20, "\(result.requests) requests")
+        #expect(result.errors == 0, "connect \(result.connectErrors), read \(result.readErrors), timeouts \(result.timeouts)")
+        #expect(answered >= result.requests && answered - result.requests <= 4)
+        #expect(result.statuses == [200: result.requests])
+    }
+
+    @Test("'localhost' reaches a server that listens on 127.0.0.1 only, whichever address the resolver gives first")
+    func localhost() async throws {
+        let server = try await TestHTTPServer()
+        var c = try LoadConfiguration(url: "http://localhost:\(server.port)/status/200")
+        c.duration = 0.5
+        c.connections = 2
+        let result = try await LoadGenerator.run(c)
+        try await server.stop()
+        #expect(result.requests > 0 && result.errors == 0)
+    }
+
+    @Test("a host that does not resolve is an error in words, not a run of connect errors")
+    func unresolvable() async throws {
+        var c = try LoadConfiguration(url: "http://no-such-host.invalid/")
+        c.duration = 0.3
+        await #expect { try await LoadGenerator.run(c) } throws: { "\($0)".contains("cannot resolve 'no-such-host.invalid'") }
     }
 
     @Test("connection refused counts connect errors")
@@ -185,6 +227,11 @@ struct LoadGeneratorTests {
         #expect(c.target == "/api/media?x=1" && c.port == 8080)
         #expect(c.headers.first! == ("Authorization", "Basic YTpi"))
         #expect(throws: LoadError.self) { try LoadConfiguration(url: "https://x/") }
+        #expect(throws: LoadError.self) { try c.addHeader("X-Smuggle: a\r\nGET /other HTTP/1.1") }
+        #expect(c.hostHeader == "localhost:8080")
+        let v6 = try LoadConfiguration(url: "http://[::1]:9000/")
+        #expect(v6.host == "::1" && v6.hostHeader == "[::1]:9000")
+        #expect(try LoadConfiguration(url: "http://example.com/").hostHeader == "example.com")
         #expect(try LoadConfiguration.parseDuration("500ms") == 0.5)
         #expect(try LoadConfiguration.parseDuration("2m") == 120)
     }
