@@ -222,7 +222,13 @@ let package = Package(
         .target(name: "RichPushTestSupport", dependencies: ["MediaStore"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "MediaStoreTests",
-            dependencies: ["MediaStore", "RichPushTestSupport", "SQLEngine", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "MediaStore", "RichPushTestSupport", "SQLEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -196,8 +196,36 @@ public final class S3Client: Sendable {
         var body: ByteBuffer
     }
 
+    /// Tries per call: S3 asks clients to retry its 500/503 answers ("InternalError … please try
+    /// again", "SlowDown"), and every call here is idempotent (a PUT writes content-addressed bytes).
+    static let attempts = 3
+    /// Answers that are the service's momentary trouble, not the request's fault.
+    static let retriedStatuses: Set<Int> = [500, 502, 503, 504]
+
+    /// Sends one call, retrying a 5xx answer with jittered exponential backoff (at most
+    /// `attempts` tries, as AWS's SDKs do); anything else is answered at once. A connection that
+    /// cannot be made is not retried here: AsyncHTTPClient already keeps trying until the
+    /// request's deadline.
     private func send(_ method: String, key: String?, query: [(String, String)] = [], headers extra: [(String, String)] = [],
                       body: ByteBuffer? = nil, payloadHash: String? = nil, bodyLimit: Int = 64 * 1024) async throws -> Response {
+        var attempt = 1
+        while true {
+            let response = try await sendOnce(method, key: key, query: query, headers: extra, body: body, payloadHash: payloadHash, bodyLimit: bodyLimit)
+            guard attempt < Self.attempts, Self.retriedStatuses.contains(response.status) else { return response }
+            try await Self.backOff(attempt)
+            attempt += 1
+        }
+    }
+
+    /// Sleeps a random part of 100 ms × 2^(attempt-1) ("full jitter", from a quarter of it up),
+    /// so that many clients turned away at once do not come back at once.
+    private static func backOff(_ attempt: Int) async throws {
+        let ceiling = 100_000_000 << (attempt - 1)
+        try await Task.sleep(nanoseconds: UInt64.random(in: UInt64(ceiling / 4)...UInt64(ceiling)))
+    }
+
+    private func sendOnce(_ method: String, key: String?, query: [(String, String)], headers extra: [(String, String)],
+                          body: ByteBuffer?, payloadHash: String?, bodyLimit: Int) async throws -> Response {
         let path = "/" + location.bucket + (key.map { "/" + location.prefix + $0 } ?? "")
         let signed = SigV4.sign(method: method, path: path, query: query, headers: extra,
                                 payloadHash: payloadHash ?? SigV4.emptyPayloadHash, host: location.hostHeader,
