@@ -1,6 +1,7 @@
 import Atomics
 import CEpoll
 import Glibc
+import HeapModule
 import Histogram
 
 /// One load thread: its connections driven from a level-triggered `epoll` set, the way wrk
@@ -23,7 +24,7 @@ final class EpollWorker: @unchecked Sendable {
     private let interval: UInt64?
     private let timeout: UInt64
     private var connections: [Connection]
-    private var timers = TimerHeap()
+    private var timers = Heap<Timer>()
     private var statusCounts = [Int](repeating: 0, count: 1000)
     private var epollFD: Int32 = -1
     private static let readSize = 8 * 1024
@@ -54,17 +55,17 @@ final class EpollWorker: @unchecked Sendable {
         defer { events.deallocate() }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readSize, alignment: 4096)
         defer { buffer.deallocate() }
-        var nextTimeoutCheck = Clock.now + 100_000_000
+        var nextTimeoutCheck = MonotonicClock.now + 100_000_000
         while true {
-            let now = Clock.now
+            let now = MonotonicClock.now
             if now >= deadline { break }
-            while let due = timers.popDue(now) { fire(due) }
+            while let due = timers.min, due.time <= now { fire(timers.removeMin()) }
             if now >= nextTimeoutCheck {
                 checkTimeouts(now)
                 nextTimeoutCheck = now + 100_000_000
             }
             var wake = min(deadline, nextTimeoutCheck)
-            if let next = timers.earliest { wake = min(wake, next) }
+            if let next = timers.min { wake = min(wake, next.time) }
             let count = cepoll_wait(epollFD, events.baseAddress, Int32(capacity), Int64(wake - now))
             if count < 0 {
                 guard errno == EINTR else { throw LoadError("epoll_wait failed: \(String(cString: strerror(errno)))") }
@@ -119,12 +120,12 @@ final class EpollWorker: @unchecked Sendable {
             return connectFailed(index)
         }
         connections[index].connecting = false
-        readyForNext(index, now: Clock.now)
+        readyForNext(index, now: MonotonicClock.now)
     }
 
     private func connectFailed(_ index: Int) {
         stats.connectErrors += 1
-        timers.push(Clock.now + Self.retryDelay, index: index, generation: connections[index].generation)
+        timers.insert(Timer(time: MonotonicClock.now + Self.retryDelay, index: index, generation: connections[index].generation))
         connections[index].retrying = true
     }
 
@@ -155,7 +156,7 @@ final class EpollWorker: @unchecked Sendable {
     /// the next request is due (open loop).
     private func readyForNext(_ index: Int, now: UInt64) {
         if interval != nil, connections[index].nextIntended > now {
-            timers.push(connections[index].nextIntended, index: index, generation: connections[index].generation)
+            timers.insert(Timer(time: connections[index].nextIntended, index: index, generation: connections[index].generation))
             register(index, add: false, events: inOnly)
             return
         }
@@ -163,7 +164,7 @@ final class EpollWorker: @unchecked Sendable {
         register(index, add: false, events: inOut)
     }
 
-    private func fire(_ timer: TimerHeap.Entry) {
+    private func fire(_ timer: Timer) {
         guard connections[timer.index].generation == timer.generation else { return }
         if connections[timer.index].retrying {
             connections[timer.index].retrying = false
@@ -176,7 +177,7 @@ final class EpollWorker: @unchecked Sendable {
 
     private func write(_ index: Int) {
         if connections[index].written == 0 {
-            let now = Clock.now
+            let now = MonotonicClock.now
             var intended = now
             if let interval {
                 intended = connections[index].nextIntended
@@ -208,7 +209,7 @@ final class EpollWorker: @unchecked Sendable {
         let fd = connections[index].fd
         while true {
             let count = read(fd, buffer.baseAddress, buffer.count)
-            let now = Clock.now
+            let now = MonotonicClock.now
             if count < 0 {
                 if errno == EAGAIN || errno == EINTR { return }
                 failed(index)
@@ -299,51 +300,18 @@ private struct Connection {
     }
 }
 
-/// Due times of connections waiting for their next open-loop request or a reconnect.
-private struct TimerHeap {
-    struct Entry {
-        var time: UInt64
-        var index: Int
-        var generation: UInt32
-    }
+/// When a connection waiting for its next open-loop request or a reconnect is due.
+private struct Timer: Comparable {
+    var time: UInt64
+    var index: Int
+    var generation: UInt32
 
-    private var entries: [Entry] = []
-
-    var earliest: UInt64? { entries.first?.time }
-
-    mutating func push(_ time: UInt64, index: Int, generation: UInt32) {
-        entries.append(Entry(time: time, index: index, generation: generation))
-        var child = entries.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard entries[child].time < entries[parent].time else { break }
-            entries.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func popDue(_ now: UInt64) -> Entry? {
-        guard let first = entries.first, first.time <= now else { return nil }
-        let last = entries.removeLast()
-        if !entries.isEmpty {
-            entries[0] = last
-            var parent = 0
-            while true {
-                let left = 2 * parent + 1, right = left + 1
-                var smallest = parent
-                if left < entries.count && entries[left].time < entries[smallest].time { smallest = left }
-                if right < entries.count && entries[right].time < entries[smallest].time { smallest = right }
-                if smallest == parent { break }
-                entries.swapAt(parent, smallest)
-                parent = smallest
-            }
-        }
-        return first
-    }
+    static func < (a: Timer, b: Timer) -> Bool { a.time < b.time }
+    static func == (a: Timer, b: Timer) -> Bool { a.time == b.time }
 }
 
 /// The monotonic clock in nanoseconds.
-enum Clock {
+enum MonotonicClock {
     static var now: UInt64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)

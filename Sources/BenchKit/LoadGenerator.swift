@@ -20,7 +20,7 @@ public enum LoadGenerator {
         let address = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
         let request = PreparedRequest(configuration)
         let threads = min(configuration.threads, configuration.connections)
-        let start = Clock.now
+        let start = MonotonicClock.now
         let end = start + UInt64(configuration.duration * 1e9)
         let interval = configuration.rate.map { UInt64(Double(configuration.connections) / $0 * 1e9) }
         var workers: [EpollWorker] = []
@@ -40,9 +40,9 @@ public enum LoadGenerator {
         let finished = WorkerThreads(workers)
         var second = 1
         var last = (requests: 0, errors: 0)
-        while Clock.now < end {
+        while MonotonicClock.now < end {
             let next = min(end, start + UInt64(second) * 1_000_000_000)
-            let now = Clock.now
+            let now = MonotonicClock.now
             if next > now { try await Task.sleep(nanoseconds: next - now) }
             let current = workers.reduce((0, 0)) { ($0.0 + $1.requests.load(ordering: .relaxed), $0.1 + $1.errors.load(ordering: .relaxed)) }
             if next == start + UInt64(second) * 1_000_000_000 {
