@@ -143,14 +143,18 @@ struct OutboxLeaseTests {
         _ = try await registrations.update(id: r.id, for: "alice", with: DeviceRegistration(platform: "apns", handle: String(repeating: "cd", count: 32), tags: []))
         let created = try await NotificationStore(database: database).create(for: "alice", draft: NotificationDraft(), defaultImage: "logo.png")
         let slow = String(repeating: "ab", count: 32)
-        // (8 s: on a loaded machine the check after the fast outcome must still come before the slow answer.)
-        let sending = Task { try await dispatcher(database, ScriptedProvider(delays: [slow: .seconds(8)]), lease: 60).drain() }
+        // The slow device's answer waits for the gate, so however loaded the machine, the check
+        // below comes before it.
+        let gate = PushGate()
+        let sending = Task { try await dispatcher(database, ScriptedProvider(gates: [slow: gate]), lease: 60).drain() }
         // The fast device's outcome is committed long before the slow one's answer comes.
         #expect(try await eventually(within: 5) {
             try await DeliveryStore(database: database).list(notification: created.notification.id).contains { $0.target != slow && $0.state == .sent }
         })
         #expect(try await DeliveryStore(database: database).list(notification: created.notification.id).first { $0.target == slow }?.state == .pending)
+        gate.open()
         try await sending.value
+        #expect(try await DeliveryStore(database: database).list(notification: created.notification.id).allSatisfy { $0.state == .sent })
     }
 
     @Test("a 410 removes the registration only if the device has not registered again since the push was claimed")
