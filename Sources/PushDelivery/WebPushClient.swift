@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -6,6 +5,10 @@ import RichPushCore
 
 /// Sends Web Push messages (RFC 8030): each body encrypted for its subscription (RFC 8291) and
 /// signed for with VAPID (RFC 8292), POSTed to the subscription's endpoint.
+///
+/// An endpoint is a URL a user chose, so every send goes through `OutboundHTTPClient`: https on
+/// port 443 to a name whose every address is public, connected to the address checked, a short
+/// deadline, no redirect followed (unless private endpoints are allowed, for local stand-ins).
 public final class WebPushClient: Sendable {
     /// RFC 8030 §5.3: how urgently the push service should wake the device.
     public enum Urgency: String, Sendable {
@@ -13,48 +16,58 @@ public final class WebPushClient: Sendable {
     }
 
     public let vapid: VAPID
-    private let http: HTTPClient
+    private let http: OutboundHTTPClient
 
-    /// `extraRoots` (PEM files, `--push-ca`) are trusted beside the system's roots.
-    public init(vapid: VAPID, extraRoots: [String] = [], connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(30)) throws {
+    /// `extraRoots` (PEM files, `--push-ca`) are trusted beside the system's roots;
+    /// `allowPrivateEndpoints` (`--allow-private-push-endpoints`) lets endpoints be http, on any
+    /// port, at private and loopback addresses: for local stand-ins, never in production.
+    public convenience init(vapid: VAPID, extraRoots: [String] = [], allowPrivateEndpoints: Bool = false) throws {
+        try self.init(vapid: vapid, extraRoots: extraRoots, policy: OutboundPolicy(allowPrivate: allowPrivateEndpoints))
+    }
+
+    /// A client under `policy` (its timeouts, limits and which rules are lifted).
+    public init(vapid: VAPID, extraRoots: [String] = [], policy: OutboundPolicy) throws {
         self.vapid = vapid
-        self.http = try PushTLS.httpClient(extraRoots: extraRoots, connectTimeout: connectTimeout, readTimeout: readTimeout)
+        self.http = try OutboundHTTPClient(policy: policy, extraRoots: extraRoots)
     }
 
-    /// Closes the connections.
-    public func shutdown() async throws {
-        try await http.shutdown()
-    }
+    /// Nothing to close: each message has a connection of its own.
+    public func shutdown() async throws {}
 
     /// Sends one message. A message too large is refused before anything is sent; 404 and 410
-    /// (the subscription is gone) prune it; 429 and 5xx are retried, after `Retry-After` when given.
+    /// (the subscription is gone) prune it; 429 and 5xx are retried, after `Retry-After` when given;
+    /// a 3xx fails it (never followed). An endpoint the policy refuses (a non-public address, http,
+    /// another port) is never connected to and prunes the subscription; a timeout is retried.
     public func send(_ plaintext: [UInt8], to subscription: WebPushSubscription, ttl: Int = 24 * 3600,
                      urgency: Urgency = .normal, topic: String? = nil) async -> DeliveryOutcome {
         guard plaintext.count <= WebPushEncryption.maxPlaintext else {
             return .failed(reason: "the message is \(plaintext.count) bytes, over Web Push's \(WebPushEncryption.maxPlaintext)", prune: false)
         }
-        var request = HTTPClientRequest(url: subscription.endpoint)
-        request.method = .POST
+        var headers = HTTPHeaders()
+        let body: ByteBuffer
         do {
-            request.headers.add(name: "authorization", value: try vapid.authorization(for: subscription.origin))
-            request.body = .bytes(ByteBuffer(bytes: try WebPushEncryption.encrypt(plaintext, for: subscription)))
+            headers.add(name: "authorization", value: try vapid.authorization(for: subscription.origin))
+            body = ByteBuffer(bytes: try WebPushEncryption.encrypt(plaintext, for: subscription))
         } catch {
             return .failed(reason: "cannot encrypt or sign the message: \(error)", prune: false)
         }
-        request.headers.add(name: "content-encoding", value: "aes128gcm")
-        request.headers.add(name: "content-type", value: "application/octet-stream")
-        request.headers.add(name: "ttl", value: String(max(0, ttl)))
-        request.headers.add(name: "urgency", value: urgency.rawValue)
-        if let topic { request.headers.add(name: "topic", value: topic) }
+        headers.add(name: "content-encoding", value: "aes128gcm")
+        headers.add(name: "content-type", value: "application/octet-stream")
+        headers.add(name: "ttl", value: String(max(0, ttl)))
+        headers.add(name: "urgency", value: urgency.rawValue)
+        if let topic { headers.add(name: "topic", value: topic) }
         do {
-            let response = try await http.execute(request, timeout: .seconds(30))
-            let body = try await response.body.collect(upTo: 16 * 1024)
+            let response = try await http.post(subscription.endpoint, headers: headers, body: body)
             let status = Int(response.status.code)
-            let detail = String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines).prefix(300)
+            let detail = String(buffer: response.body).trimmingCharacters(in: .whitespacesAndNewlines).prefix(300)
             let reason = "\(status) \(detail.isEmpty ? response.status.reasonPhrase : String(detail))"
             switch status {
             case 200...202:
                 return .sent(id: response.headers.first(name: "location"))
+            case 300...399:
+                // A push service does not redirect; following one would let an endpoint send us anywhere.
+                let target = response.headers.first(name: "location").map { " to \($0.prefix(200))" } ?? ""
+                return .failed(reason: "\(reason): a redirect\(target), which RichPush does not follow", prune: false)
             case 404, 410:
                 return .failed(reason: reason, prune: true)
             case 429, 500...599:
@@ -62,6 +75,9 @@ public final class WebPushClient: Sendable {
             default:
                 return .failed(reason: reason, prune: false)
             }
+        } catch let error as OutboundError where error.isRefusal {
+            // The endpoint can never be sent to (a private address, http, another port): prune it.
+            return .failed(reason: error.message, prune: true)
         } catch {
             return .retry(reason: "\(subscription.origin): \(error)", after: nil)
         }

@@ -5,6 +5,9 @@ import Foundation
 /// and the keys RFC 8291 encrypts it for. It is the `handle` of a `web` registration (SPEC §12).
 public struct WebPushSubscription: Sendable, Equatable {
     /// The push service's URL for this subscription (https; http only on loopback, for stand-ins).
+    /// It is a URL a user chose: where it may point (https on 443 to a name whose every address is
+    /// public, see `PublicAddress` and `OutboundURL`) is checked when it is registered and again at
+    /// every send, not here.
     public let endpoint: String
     /// The browser's ECDH public key: an uncompressed P-256 point, 65 bytes.
     public let p256dh: [UInt8]

@@ -47,6 +47,8 @@ struct PushOptions: ParsableArguments {
     var vapidKeyPath: String? { vapidKey ?? Environment.string("RICHPUSH_VAPID_KEY") }
     @Option(help: "Extra trusted root certificates (PEM) for push connections (env RICHPUSH_PUSH_CA).")
     var pushCa: [String] = Environment.strings("RICHPUSH_PUSH_CA") ?? []
+    @Flag(inversion: .prefixedNo, help: "Web Push: accept and send to endpoints at private, loopback and other non-public addresses, over http and on any port, as local stand-ins need; never in production (env RICHPUSH_ALLOW_PRIVATE_PUSH_ENDPOINTS).")
+    var allowPrivatePushEndpoints: Bool = Environment.bool("RICHPUSH_ALLOW_PRIVATE_PUSH_ENDPOINTS") ?? false
 
     func validate() throws {
         _ = try Environment.secret(anhConnectionStringValue, file: anhConnectionStringFile, fileFlag: "--anh-connection-string-file",
@@ -98,7 +100,8 @@ struct PushOptions: ParsableArguments {
             providers["fcm"] = FCMProvider(client: try FCMClient(account: try FCMServiceAccount(file: path), endpoint: fcmEndpoint, extraRoots: pushCa))
         }
         if let vapid {
-            providers["web"] = WebPushProvider(client: try WebPushClient(vapid: vapid, extraRoots: pushCa))
+            providers["web"] = WebPushProvider(client: try WebPushClient(vapid: vapid, extraRoots: pushCa,
+                                                                         allowPrivateEndpoints: allowPrivatePushEndpoints))
         }
         // Always through the router: a browser's or Android device's handle never goes to Apple.
         return providers.isEmpty ? nil : (PlatformRouter(providers), nil)

@@ -41,7 +41,8 @@ struct PushPlatformsCLITests {
         let added = try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n")
         #expect(added.status == 0, "\(added.stderr)")
         let (server, port) = try await CLI.startServe(["--fcm-service-account", "service-account.json", "--fcm-endpoint", "http://127.0.0.1:\(fcmPort)",
-                                                       "--vapid-key", "vapid.pem", "--vapid-subject", "mailto:ops@example.com"], cwd: dir)
+                                                       "--vapid-key", "vapid.pem", "--vapid-subject", "mailto:ops@example.com",
+                                                       "--allow-private-push-endpoints"], cwd: dir)
         defer { kill(server.processIdentifier, SIGKILL) }
         let auth = Data("alice:pw".utf8).base64EncodedString()
 

@@ -27,7 +27,7 @@ struct PlatformDeliveryTests {
                 let platforms = PlatformRouter([
                     "apns": APNsProvider(client: try apns.client()),
                     "fcm": FCMProvider(client: try FCMClient(account: account, endpoint: "\(origin)/fcm")),
-                    "web": WebPushProvider(client: try WebPushClient(vapid: vapid)),
+                    "web": WebPushProvider(client: try WebPushClient(vapid: vapid, allowPrivateEndpoints: true)),
                 ])
                 try await body(apns, fcm, web, vapid, platforms)
             }
@@ -45,7 +45,7 @@ struct PlatformDeliveryTests {
     @Test("an alert campaign reaches each platform in its own shape; a silent notification too, with richUrl for FCM and Web Push", arguments: StoreEngine.all)
     func shapes(engine: StoreEngine) async throws {
         try await withPlatforms { apns, fcm, web, vapid, platforms in
-            try await TestServer.run(engine: engine, provider: platforms) { s in
+            try await TestServer.run(engine: engine, { $0.allowPrivatePushEndpoints = true }, provider: platforms) { s in
                 let apnsToken = String(repeating: "ab", count: 32)
                 let fcmToken = fcm.register()
                 let subscription = try web.subscribe(applicationServerKey: vapid.publicKey)
@@ -90,7 +90,7 @@ struct PlatformDeliveryTests {
     @Test("UNREGISTERED and 410 remove the FCM and Web Push registrations; a node leaves the pushes of a platform it does not send to the nodes that do", arguments: StoreEngine.all)
     func pruning(engine: StoreEngine) async throws {
         try await withPlatforms { _, fcm, web, vapid, platforms in
-            try await TestServer.run(engine: engine, provider: platforms) { s in
+            try await TestServer.run(engine: engine, { $0.allowPrivatePushEndpoints = true }, provider: platforms) { s in
                 let fcmToken = fcm.register()
                 let subscription = try web.subscribe(applicationServerKey: vapid.publicKey)
                 _ = try await register(s, platform: "fcm", handle: "\"\(fcmToken)\"", as: "bob")
@@ -108,7 +108,9 @@ struct PlatformDeliveryTests {
         // A node without --vapid-key sends the APNs push and never claims the Web Push one: it
         // waits, unattempted, for a node that sends Web Push (as during a rolling restart).
         try await RunningSandbox.with { apns in
-            try await TestServer.run(engine: engine, provider: PlatformRouter(["apns": APNsProvider(client: try apns.client())])) { s in
+            // (push.example.net does not resolve here: private endpoints allowed, no lookup is made.)
+            try await TestServer.run(engine: engine, { $0.allowPrivatePushEndpoints = true },
+                                     provider: PlatformRouter(["apns": APNsProvider(client: try apns.client())])) { s in
                 let point = Array(P256.KeyAgreement.PrivateKey().publicKey.x963Representation)
                 let handle = #"{"endpoint":"https://push.example.net/p/1","keys":{"p256dh":"\#(Base64URL.encode(point))","auth":"\#(Base64URL.encode([UInt8](repeating: 1, count: 16)))"}}"#
                 _ = try await register(s, platform: "web", handle: handle, as: "bob")

@@ -17,7 +17,7 @@ struct WebPushDeliveryTests {
         let sandbox = WebPushSandbox()
         try await serving([(sandbox, "")]) { origin in
             let vapid = try VAPID(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")
-            try await using(try WebPushClient(vapid: vapid), shutdown: { try await $0.shutdown() }) { sender in
+            try await using(try WebPushClient(vapid: vapid, allowPrivateEndpoints: true), shutdown: { try await $0.shutdown() }) { sender in
                 try await body(sandbox, vapid, sender, origin)
             }
         }
@@ -55,7 +55,7 @@ struct WebPushDeliveryTests {
             #expect(reason.contains("3993"))
 
             // Signed with a key the browser did not subscribe with: 403, and the subscription stays.
-            let stranger = try WebPushClient(vapid: try VAPID(key: P256.Signing.PrivateKey(), subject: "https://example.com"))
+            let stranger = try WebPushClient(vapid: try VAPID(key: P256.Signing.PrivateKey(), subject: "https://example.com"), allowPrivateEndpoints: true)
             guard case .failed(let refusal, false) = await stranger.send(message, to: subscription) else { Issue.record("a foreign key was accepted"); return }
             #expect(refusal.hasPrefix("403"))
             try await stranger.shutdown()
