@@ -17,6 +17,8 @@ import ServiceLifecycle
 /// ALPN, and the HTTP/2 channel that serves connections which chose HTTP/2.
 struct TLSSetup: Sendable {
     let context: NIOSSLContext
+    /// How long a connection may take to finish its handshake, from its accept.
+    let handshakeTimeout: TimeAmount
 
     /// Nil when the configuration names no certificate.
     init?(_ configuration: ServerConfiguration) throws {
@@ -27,6 +29,7 @@ struct TLSSetup: Sendable {
         tls.applicationProtocols = ["h2", "http/1.1"]
         tls.minimumTLSVersion = .tlsv12
         context = try NIOSSLContext(configuration: tls)
+        handshakeTimeout = .nanoseconds(Int64(configuration.tlsHandshakeTimeout * 1e9))
     }
 }
 
@@ -71,6 +74,7 @@ struct HTTPListener: Service {
         let childChannel = channel
         let logger = logger
         let maxConnections = maxConnections
+        let readIdle = TimeAmount(childChannel.idleTimeout)
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(ChannelOptions.backlog, value: numericCast(backlog))
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -91,9 +95,17 @@ struct HTTPListener: Service {
                 return channel.eventLoop.makeCompletedFuture {
                     guard let tls else { return try http1(channel) }
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+                    try channel.pipeline.syncOperations.addHandler(TLSHandshakeDeadline(timeout: tls.handshakeTimeout))
                     try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
                         if case .negotiated("h2") = result {
-                            return http2.setup(channel: channel, logger: logger).map { handedOff.yield(.http2($0)) }
+                            // Hummingbird's idle close waits for the client to answer a PING: a
+                            // connection from which nothing is read for the idle timeout closes here.
+                            return channel.eventLoop.makeCompletedFuture {
+                                try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readIdle))
+                                try channel.pipeline.syncOperations.addHandler(CloseWhenReadIdle())
+                            }.flatMap {
+                                http2.setup(channel: channel, logger: logger).map { handedOff.yield(.http2($0)) }
+                            }
                         }
                         return channel.eventLoop.makeCompletedFuture { try http1(channel) }
                     })
@@ -212,7 +224,11 @@ public struct RichPushApplication: ApplicationProtocol {
     /// Serves through `HTTPListener`, with the services beside it.
     public func run() async throws {
         let http1 = channel(respond)
-        let http2 = HTTP2Channel(responder: respond, configuration: .init(idleTimeout: http1.idleTimeout))
+        // Each HTTP/2 stream keeps to the same body rate and idle timeout as an HTTP/1.1 connection.
+        let bodyRate = http1.bodyRate
+        let streams = HTTP1Channel.Configuration(additionalChannelHandlers: [BodyRateHandler<HTTP2BodyRate>(limit: bodyRate)],
+                                                 idleTimeout: TimeAmount(http1.idleTimeout))
+        let http2 = HTTP2Channel(responder: respond, configuration: .init(idleTimeout: http1.idleTimeout, streamConfiguration: streams))
         let listener = HTTPListener(channel: http1, tls: tls, http2: http2, host: host, port: port, backlog: configuration.backlog,
                                     maxConnections: maxConnections, eventLoopGroup: eventLoopGroup, logger: logger,
                                     onServerRunning: running)

@@ -1,0 +1,177 @@
+import APNsSandbox
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import RichPushServer
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Clients that hold a connection without finishing what they began: a body trickled below the
+/// minimum rate, a TLS connection with no handshake, an HTTP/2 connection gone silent. Each is
+/// closed within a generous bound of its (shrunk) limit; without the limit each stays open.
+@Suite("Slow bodies and bare TLS connects")
+struct SlowClientTests {
+    /// The head of alice's `POST /api/media` of `length` bytes.
+    static func uploadHead(_ length: Int) -> String {
+        let basic = Data("alice:wonderland".utf8).base64EncodedString()
+        return "POST /api/media HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(basic)\r\nContent-Length: \(length)\r\n\r\n"
+    }
+
+    @Test("a body trickled below the minimum rate is answered 408 and closed; the same body at full speed, or slowly above the rate, is stored")
+    func slowBody() async throws {
+        try await TestServer.run(engine: .embedded, { $0.bodyRateWindow = 1; $0.bodyRateMinimum = 1024 }) { s in
+            let port = try #require(s.client.port)
+            let png = PNGBuilder.rgb(width: 200, height: 200, seed: 41)
+            let head = Self.uploadHead(png.count)
+            // 5 bytes a second against 1 KiB a second: cut off after a window or two. Without the
+            // limit the connection stays open as long as bytes keep coming (here, 25 s).
+            let slow = try await onOwnThread { () throws -> (sent: Int, seconds: Double, answer: String) in
+                let fd = try connectTo(port: port, timeout: 10)
+                defer { close(fd) }
+                sendAll(fd, Array(head.utf8))
+                let start = Date()
+                var sent = 0
+                while sent < png.count, Date().timeIntervalSince(start) < 25 {
+                    if send(fd, [png[sent]], 1, Int32(MSG_NOSIGNAL)) <= 0 { break }
+                    sent += 1
+                    usleep(200_000)
+                    var probe = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    if poll(&probe, 1, 0) > 0 { break } // the answer, or the close
+                }
+                let seconds = Date().timeIntervalSince(start)
+                return (sent, seconds, receiveAll(fd))
+            }
+            #expect(slow.seconds < 20, "still open after \(slow.seconds) s and \(slow.sent) bytes")
+            #expect(slow.sent < png.count)
+            // The 408, unless the close overtook it.
+            #expect(slow.answer.isEmpty || slow.answer.hasPrefix("HTTP/1.1 408"), "\(slow.answer.prefix(120))")
+
+            let fast = try await onOwnThread { () throws -> String in
+                let fd = try connectTo(port: port, timeout: 30)
+                defer { close(fd) }
+                sendAll(fd, Array(head.utf8) + png)
+                return exchange(fd, "").head
+            }
+            #expect(fast.hasPrefix("HTTP/1.1 201"), "\(fast)")
+
+            // 16 KiB every 250 ms: slower than the network allows, well above the minimum, over several windows.
+            let other = PNGBuilder.rgb(width: 200, height: 200, seed: 42)
+            let otherHead = Self.uploadHead(other.count)
+            let steady = try await onOwnThread { () throws -> String in
+                let fd = try connectTo(port: port, timeout: 30)
+                defer { close(fd) }
+                sendAll(fd, Array(otherHead.utf8))
+                var offset = 0
+                while offset < other.count {
+                    usleep(250_000)
+                    let end = min(offset + (16 << 10), other.count)
+                    sendAll(fd, Array(other[offset..<end]))
+                    offset = end
+                }
+                return exchange(fd, "").head
+            }
+            #expect(steady.hasPrefix("HTTP/1.1 201"), "\(steady)")
+        }
+    }
+
+    @Test("under --tls-cert a connection that never finishes its handshake is closed at the handshake deadline, a silent HTTP/2 connection at the idle timeout, and a slow body over HTTP/2 or HTTPS/1.1 as over HTTP")
+    func tlsDeadlines() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (certificate, key) = try APNsSandbox.selfSignedCertificate()
+        let certificatePath = dir.appendingPathComponent("cert.pem").path
+        let keyPath = dir.appendingPathComponent("cert.key").path
+        try certificate.write(toFile: certificatePath, atomically: true, encoding: .utf8)
+        try key.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        let bodyFile = dir.appendingPathComponent("body.bin")
+        try Data(count: 1 << 20).write(to: bodyFile)
+        try await TestServer.run(engine: .embedded, {
+            $0.tlsCertificatePath = certificatePath
+            $0.tlsKeyPath = keyPath
+            $0.tlsHandshakeTimeout = 2
+            $0.idleTimeout = 6
+            $0.bodyRateWindow = 1
+            $0.bodyRateMinimum = 1024
+        }) { s in
+            let port = try #require(s.client.port)
+
+            // A bare TCP connect, and one that stops inside its ClientHello. Without the deadline
+            // both wait out the 30 s receive timeout.
+            for hello in [[UInt8](), [0x16, 0x03, 0x01]] {
+                let seconds = try await onOwnThread { () throws -> Double in
+                    let fd = try connectTo(port: port, timeout: 30)
+                    defer { close(fd) }
+                    sendAll(fd, hello)
+                    let start = Date()
+                    var byte: UInt8 = 0
+                    _ = recv(fd, &byte, 1, 0) // 0 once the server closes; -1 at the receive timeout
+                    return Date().timeIntervalSince(start)
+                }
+                #expect(seconds < 20, "a connection that sent \(hello.count) bytes of a handshake was open for \(seconds) s")
+            }
+
+            // curl (a client nobody here wrote) over both protocols: served as ever; an upload at
+            // 200 bytes a second is cut off (408, or the reset that ends the stream or connection).
+            func curl(_ arguments: [String]) async throws -> String {
+                try await onOwnThread {
+                    try runCapturing("/usr/bin/env", ["curl", "-s", "--max-time", "60", "--cacert", certificatePath] + arguments).output
+                }
+            }
+            for version in ["--http2", "--http1.1"] {
+                let health = try await curl([version, "-w", " %{http_version} %{http_code}", "https://127.0.0.1:\(port)/health"])
+                #expect(health.hasSuffix(version == "--http2" ? " 2 200" : " 1.1 200"), "\(health)")
+                let start = Date()
+                let upload = try await curl([version, "--limit-rate", "200", "-u", "alice:wonderland", "-o", "/dev/null", "-w", "%{http_code}",
+                                             "--data-binary", "@\(bodyFile.path)", "https://127.0.0.1:\(port)/api/media"])
+                let seconds = Date().timeIntervalSince(start)
+                #expect(seconds < 20, "a \(version) upload at 200 bytes a second went on for \(seconds) s")
+                #expect(upload == "408" || upload == "000", "\(version): \(upload)")
+            }
+
+            // A client that finishes its handshake (choosing HTTP/2) is not cut at the handshake
+            // deadline; silent after it, it is closed at the idle timeout, PING unanswered or not.
+            let loop = MultiThreadedEventLoopGroup.singleton.next()
+            let firstRead = loop.makePromise(of: Void.self)
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .none
+            configuration.applicationProtocols = ["h2"]
+            let context = try NIOSSLContext(configuration: configuration)
+            let silent = try await ClientBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
+                        try channel.pipeline.syncOperations.addHandler(FirstRead(firstRead))
+                    }
+                }
+                .connect(host: "127.0.0.1", port: port).get()
+            defer { silent.close(promise: nil) }
+            try await firstRead.futureResult.get() // the server's HTTP/2 SETTINGS: the handshake is done
+            try await Task.sleep(for: .seconds(3))
+            #expect(silent.isActive, "a connection whose handshake had completed was closed at the handshake deadline")
+            #expect(try await eventually(within: 30) { !silent.isActive }, "a silent HTTP/2 connection stayed open")
+        }
+    }
+}
+
+/// Succeeds `promise` at the first bytes the server sends after the handshake; fails it if the
+/// connection closes first.
+private final class FirstRead: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private let promise: EventLoopPromise<Void>
+
+    init(_ promise: EventLoopPromise<Void>) { self.promise = promise }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        promise.succeed()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(ChannelError.ioOnClosedChannel)
+        context.fireChannelInactive()
+    }
+}
