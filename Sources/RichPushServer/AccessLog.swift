@@ -57,7 +57,7 @@ struct AccessLogMiddleware: RouterMiddleware {
         var status = 500
         defer {
             log.record(method: request.method.rawValue, uri: request.uri.description, status: status,
-                       nanoseconds: DispatchTime.now().uptimeNanoseconds - start, remote: context.remoteAddress?.ipAddress)
+                       nanoseconds: DispatchTime.now().uptimeNanoseconds - start, remote: context.clientAddress)
         }
         do {
             let response = try await next(request, context)

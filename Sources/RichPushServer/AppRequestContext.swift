@@ -4,8 +4,15 @@ import NIOCore
 /// The request context of every route: Hummingbird's core storage plus the authenticated user.
 public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// The client's address (failed logins are throttled per address).
+    /// The TCP peer: the client, or the proxy in front of it.
     public let remoteAddress: SocketAddress?
+    /// The address a trusted proxy forwarded (`ClientAddressMiddleware`); nil from anyone else.
+    var forwardedClient: String?
+    /// `X-Forwarded-Proto` as a trusted proxy sent it (lower case); nil from anyone else.
+    public internal(set) var forwardedProto: String?
+    /// The client's address (`serve --trusted-proxy`): what a trusted proxy forwarded, else the
+    /// TCP peer. Failed sign-ins are throttled per client address, and the access log names it.
+    public var clientAddress: String? { forwardedClient ?? remoteAddress?.ipAddress }
     /// Who sent the request, on routes behind `AuthMiddleware`.
     public var principal: Principal?
     /// The user whose credentials were verified.

@@ -537,7 +537,7 @@ extension Services {
         let basic = "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()
         let principal: Principal
         do {
-            principal = try await authenticator.authenticate(basic, from: context.remoteAddress?.ipAddress)
+            principal = try await authenticator.authenticate(basic, from: context.clientAddress)
         } catch let problem as Problem {
             let words = problem.status == .unauthorized ? "That user name and password do not match." : problem.detail
             return Console.html(Console.signInPage(error: words), status: problem.status,
@@ -546,8 +546,10 @@ extension Services {
         guard principal.admin else { return Console.html(Console.forbiddenPage(user: principal.user), status: .forbidden) }
         let session = try await sessions.create(for: principal.user, lifetime: configuration.sessionLifetime)
         authenticator.remember(session: session.token, of: Principal(user: principal.user, admin: true), expires: session.expires)
-        // Secure when this server or the proxy in front of it speaks HTTPS.
-        let secure = configuration.tlsCertificatePath != nil || request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "; Secure" : ""
+        // Secure when this server speaks HTTPS, its public URL is https://, or a trusted proxy
+        // (`--trusted-proxy`) says the client used HTTPS; anyone else's X-Forwarded-Proto is ignored.
+        let httpsURL = configuration.publicURL?.lowercased().hasPrefix("https://") == true
+        let secure = configuration.tlsCertificatePath != nil || httpsURL || context.forwardedProto == "https" ? "; Secure" : ""
         let cookie = "\(Console.cookieName)=\(session.token); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(Int(configuration.sessionLifetime))\(secure)"
         return Response(status: .seeOther, headers: [.location: "/console", .setCookie: cookie, .cacheControl: "no-store"])
     }
