@@ -5,6 +5,7 @@ import HummingbirdBcrypt
 import Logging
 import PushDelivery
 import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 import RichPushCore
 import ServiceLifecycle
@@ -71,17 +72,31 @@ public final class Authenticator: Sendable {
     private let throttle: LoginThrottle
     /// A hash of the default cost, checked against for names that have no account.
     static let dummyHash = Bcrypt.hash("no such user: \(UInt64.random(in: .min ... .max))", cost: 12)
+    /// The threads bcrypt runs on: its own, so that a flood of sign-ins (each a cost-12 bcrypt,
+    /// about 0.2 s of a core) never makes a blob read or a decode wait for a thread of
+    /// `NIOThreadPool.singleton`. Half the cores, at least two: on a large machine a flood of
+    /// sign-ins leaves the other half to the event loops and blob reads; `LoginThrottle` bounds
+    /// the queue.
+    public static let sharedBcryptPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: max(2, System.coreCount / 2))
+        pool.start()
+        return pool
+    }()
     /// How many unknown names were checked against the dummy hash (for tests).
     static let unknownNameChecks = NIOLockedValueBox(0)
     private let epoch = NIOLockedValueBox<(users: Int, sessions: Int)?>(nil)
 
     private let usersChanged: @Sendable () -> Void
+    /// Where bcrypt runs (`sharedBcryptPool` unless given).
+    let bcryptPool: NIOThreadPool
 
     /// Creates an authenticator over the user and session stores. `usersChanged` runs when a
     /// user was removed or changed (by any process), after the cached credentials are dropped.
     /// `failedSignIns` is the throttle's limit per user name (0: no throttle).
     public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double, cacheCapacity: Int = 100_000,
-                failedSignIns: Int = LoginThrottle.defaultPerUser, usersChanged: @escaping @Sendable () -> Void = {}) {
+                failedSignIns: Int = LoginThrottle.defaultPerUser, bcryptPool: NIOThreadPool = Authenticator.sharedBcryptPool,
+                usersChanged: @escaping @Sendable () -> Void = {}) {
+        self.bcryptPool = bcryptPool
         self.throttle = LoginThrottle(perUser: failedSignIns)
         self.users = users
         self.sessions = sessions
@@ -153,17 +168,13 @@ public final class Authenticator: Sendable {
             throw Self.unauthorized("the Authorization header is neither Basic credentials (base64 of user:password) nor Bearer <session token>")
         }
         if let principal = cachedPrincipal(header, key: key) { return principal }
-        let basicUser = Self.parseBasic(header)?.0
-        if let wait = throttle.wait(user: basicUser, address: address) {
-            throw Problem(.tooManyRequests, "too many failed sign-ins lately for this user or address; try again in \(wait) s",
-                          headers: [.retryAfter: String(wait)])
-        }
-        guard let principal = try await verifyAndCache(header, key: key, hideUnknownNames: true) else {
-            throttle.failed(user: basicUser, address: address)
+        // The attempt is counted before any work (a failure until it succeeds): guesses sent
+        // at once are refused as soon as their count passes the limit, not after their bcrypt.
+        let admission = LoginAdmission(throttle: throttle, user: Self.parseBasic(header)?.0, address: address)
+        guard let principal = try await verifyAndCache(header, key: key, hideUnknownNames: true, admission: admission) else {
             throw Self.unauthorized(Self.isBearer(header) ? "the session token is unknown, expired or revoked; sign in again with POST /api/sessions"
                                                           : "wrong user name or password")
         }
-        if let basicUser { throttle.succeeded(user: basicUser) }
         return principal
     }
 
@@ -183,34 +194,33 @@ public final class Authenticator: Sendable {
     }
 
     static func isBearer(_ header: String) -> Bool {
-        header.utf8.count > 7 && header.prefix(7).lowercased() == "bearer "
+        AuthorizationHeader(header)?.scheme == .bearer
     }
 
     /// The token of a `Bearer` header.
     static func bearerToken(_ header: String) -> String? {
-        guard isBearer(header) else { return nil }
-        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-        return token.isEmpty ? nil : token
+        AuthorizationHeader(header)?.bearerToken
     }
 
-    /// The cache key of an `Authorization` header. For a bearer token, its SHA-256: the hash
-    /// the session store keeps, so sessions loaded from the database share entries with
-    /// headers. For Basic credentials, the SHA-256 of the scheme and credentials with case and
-    /// white space normalised away, so every spelling of one credential shares an entry.
-    /// (Base64 itself has one spelling per value, so the credentials are not decoded here: this
-    /// runs for every request the fast path answers.) nil for a header of neither kind.
+    /// The cache key of an `Authorization` header, read by `AuthorizationHeader` (the one
+    /// strict parser). For a bearer token, its SHA-256: the hash the session store keeps, so
+    /// sessions loaded from the database share entries with headers. For Basic credentials,
+    /// the SHA-256 of the scheme and the token68, so the scheme's case and the field's outer
+    /// white space do not make another entry. (Base64 itself has one spelling per value, so
+    /// the credentials are not decoded here: this runs for every request the fast path
+    /// answers.) nil for a header that is not exactly one of the two.
     static func key(_ header: String) -> CredentialKey? {
-        let trimmed = header.utf8.drop { $0 == 0x20 || $0 == 0x09 }
-        guard trimmed.count > 6, let space = trimmed.firstIndex(where: { $0 == 0x20 || $0 == 0x09 }) else { return nil }
-        let scheme = String(decoding: trimmed[..<space], as: UTF8.self).lowercased()
-        guard scheme == "basic" || scheme == "bearer" else { return nil }
-        let credentials = trimmed[space...].drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
-        guard !credentials.isEmpty else { return nil }
-        if scheme == "bearer" { return CredentialKey(SHA256.hash(data: Array(credentials))) }
-        var hasher = SHA256()
-        hasher.update(data: Array(scheme.utf8) + [0])
-        hasher.update(data: Array(credentials))
-        return CredentialKey(hasher.finalize())
+        guard let parsed = AuthorizationHeader(header) else { return nil }
+        let credentials = Array(parsed.credentials.utf8)
+        switch parsed.scheme {
+        case .bearer:
+            return CredentialKey(SHA256.hash(data: credentials))
+        case .basic:
+            var hasher = SHA256()
+            hasher.update(data: Array("basic".utf8) + [0])
+            hasher.update(data: credentials)
+            return CredentialKey(hasher.finalize())
+        }
     }
 
     /// Verifies `header` (a session lookup, bcrypt, or the demo rule) and caches the outcome:
@@ -220,17 +230,25 @@ public final class Authenticator: Sendable {
     /// `hideUnknownNames` runs a dummy bcrypt for a name with no account, where a client waits
     /// for the answer (not in background refreshes, whose timing nobody sees).
     @discardableResult
-    private func verifyAndCache(_ header: String, key: CredentialKey, hideUnknownNames: Bool = false) async throws -> Principal? {
+    ///
+    /// `admission` reserves a sign-in attempt before the work starts (and throws 429 or 503
+    /// when none may start); a request that joins a verification already running for the same
+    /// credentials reserves none. Background refreshes pass nil.
+    private func verifyAndCache(_ header: String, key: CredentialKey, hideUnknownNames: Bool = false,
+                                admission: LoginAdmission? = nil) async throws -> Principal? {
         let epochAtStart = epoch.withLockedValue { $0 }
         var principal: Principal?
         var expiresAt = Double.infinity
         if let token = Self.bearerToken(header) {
+            let reservation = try admission?.reserve()
             do {
                 if let owner = try await sessions.owner(of: token) {
                     principal = Principal(user: owner.username, admin: owner.admin)
                     expiresAt = owner.expires.timeIntervalSince1970
                 }
+                reservation?.finish(failed: principal == nil)
             } catch {
+                reservation?.finish(failed: false)
                 cache.withLockedValue { $0[key]?.refreshing = false }
                 throw error
             }
@@ -239,18 +257,18 @@ public final class Authenticator: Sendable {
                 throw Self.unauthorized("the Authorization header is neither Basic credentials (base64 of user:password) nor Bearer <session token>")
             }
             do {
-                let admin = try await inFlight.verify(key: key) { [users, demoAuth] () -> Bool? in
+                let admin = try await inFlight.verify(key: key, admit: { try admission?.reserve() }) { [users, demoAuth, bcryptPool] () -> Bool? in
                     guard let stored = try await users.credentials(of: user) else {
                         // The tutorial's test rule, only for names that have no account: it never opens a real one.
                         if demoAuth && user == password && (try? UserStore.validateName(user)) != nil { return false }
                         // An unknown name costs the same bcrypt as a known one: timing tells nobody which names exist.
                         if hideUnknownNames {
-                            _ = try await NIOThreadPool.singleton.runIfActive { UserStore.verify(password: password, hash: Authenticator.dummyHash) }
+                            _ = try await bcryptPool.runIfActive { UserStore.verify(password: password, hash: Authenticator.dummyHash) }
                             Authenticator.unknownNameChecks.withLockedValue { $0 += 1 }
                         }
                         return nil
                     }
-                    let valid = try await NIOThreadPool.singleton.runIfActive { UserStore.verify(password: password, hash: stored.passwordHash) }
+                    let valid = try await bcryptPool.runIfActive { UserStore.verify(password: password, hash: stored.passwordHash) }
                     return valid ? stored.admin : nil
                 }
                 principal = admin.map { Principal(user: user, admin: $0) }
@@ -312,12 +330,7 @@ public final class Authenticator: Sendable {
     }
 
     static func parseBasic(_ header: String) -> (String, String)? {
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "basic",
-              let data = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)),
-              let text = String(data: data, encoding: .utf8),
-              let colon = text.firstIndex(of: ":") else { return nil }
-        return (String(text[..<colon]), String(text[text.index(after: colon)...]))
+        AuthorizationHeader(header)?.basic
     }
 
     static func unauthorized(_ detail: String) -> Problem {
@@ -329,13 +342,24 @@ public final class Authenticator: Sendable {
 actor InFlightVerifications {
     private var running: [CredentialKey: Task<Bool?, any Error>] = [:]
 
-    /// Runs `work` once for concurrent callers with the same key; its result is the admin flag, nil when refused.
-    func verify(key: CredentialKey, _ work: @escaping @Sendable () async throws -> Bool?) async throws -> Bool? {
+    /// Runs `work` once for concurrent callers with the same key; its result is the admin flag,
+    /// nil when refused. Only the caller that starts the work calls `admit` first (it throws
+    /// when no attempt may start); its reservation is settled by the outcome.
+    func verify(key: CredentialKey, admit: @Sendable () throws -> LoginReservation? = { nil },
+                _ work: @escaping @Sendable () async throws -> Bool?) async throws -> Bool? {
         if let task = running[key] { return try await task.value }
+        let reservation = try admit()
         let task = Task { try await work() }
         running[key] = task
         defer { running[key] = nil }
-        return try await task.value
+        do {
+            let admin = try await task.value
+            reservation?.finish(failed: admin == nil)
+            return admin
+        } catch {
+            reservation?.finish(failed: false)
+            throw error
+        }
     }
 }
 
@@ -392,7 +416,7 @@ struct AuthMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
         var context = context
-        context.principal = try await authenticator.authenticate(request.headers[.authorization], from: context.remoteAddress?.ipAddress)
+        context.principal = try await authenticator.authenticate(request.headers[.authorization], from: context.clientAddress)
         return try await next(request, context)
     }
 }
@@ -428,49 +452,113 @@ struct AsyncTimerSequence: AsyncSequence {
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(interval: interval) }
 }
 
-/// Counts failed sign-ins per user name and per client address over a sliding window; past a
+/// Counts sign-in attempts per user name and per client address over a sliding window; past a
 /// limit, further attempts are refused (429) before any bcrypt runs, until the oldest failure
-/// in the window ages out. A success clears the user's count. Both tables are bounded.
+/// in the window ages out. An attempt is counted as a failure when it is *reserved*, before its
+/// bcrypt, and given back when it succeeds: guesses sent at once cannot all pass the check
+/// before the first of them fails. A success clears the user's count.
+///
+/// It also bounds the work itself: at most `perAddressConcurrent` bcrypt runs at once for one
+/// address (429 past it) and `globalConcurrent` in all, running or queued for the bcrypt pool
+/// (503 past it), so one address cannot queue more bcrypt than it may ever be answered for.
+/// Both tables are bounded.
 public final class LoginThrottle: Sendable {
     static let window: Double = 300
     /// Failures per user name allowed in the window by default.
     public static let defaultPerUser = 10
+    /// Sign-ins verified at once for one address.
+    static let perAddressConcurrent = 4
     /// Failures per user name allowed in the window; 0 turns the throttle off.
     let perUser: Int
+    /// Sign-ins verified (or waiting for the bcrypt pool) at once, in all.
+    let globalConcurrent: Int
     /// Failures per client address: many users may share one (a NAT, a proxy).
     var perAddress: Int { perUser * 5 }
     private static let capacity = 100_000
     private struct State {
         var users: [String: [Double]] = [:]
         var addresses: [String: [Double]] = [:]
+        /// Verifications running per address, and in all.
+        var running: [String: Int] = [:]
+        var total = 0
     }
     private let state = NIOLockedValueBox(State())
 
-    init(perUser: Int = LoginThrottle.defaultPerUser) { self.perUser = perUser }
+    init(perUser: Int = LoginThrottle.defaultPerUser, globalConcurrent: Int = 64) {
+        self.perUser = perUser
+        self.globalConcurrent = globalConcurrent
+    }
 
     /// Seconds to wait before the next attempt, or nil when one may go ahead now.
     func wait(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) -> Int? {
         guard perUser > 0 else { return nil }
         return state.withLockedValue { state in
-            var wait: Double = 0
-            if let user, let failures = state.users[user] { wait = max(wait, Self.wait(failures, limit: perUser, now: now)) }
-            if let address, let failures = state.addresses[address] { wait = max(wait, Self.wait(failures, limit: perAddress, now: now)) }
-            return wait > 0 ? Int(wait.rounded(.up)) : nil
+            Self.wait(state, user: user, address: address, perUser: perUser, perAddress: perAddress, now: now)
         }
     }
 
-    func failed(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) {
-        guard perUser > 0 else { return }
-        let keep = perAddress
+    private static func wait(_ state: State, user: String?, address: String?, perUser: Int, perAddress: Int, now: Double) -> Int? {
+        var wait: Double = 0
+        if let user, let failures = state.users[user] { wait = max(wait, Self.wait(failures, limit: perUser, now: now)) }
+        if let address, let failures = state.addresses[address] { wait = max(wait, Self.wait(failures, limit: perAddress, now: now)) }
+        return wait > 0 ? Int(wait.rounded(.up)) : nil
+    }
+
+    /// Reserves one attempt: checks the limits and counts it as a failure, in one step.
+    /// Throws 429 (with `Retry-After`) while the user or address is over its limit or the
+    /// address has `perAddressConcurrent` sign-ins being verified, 503 while the server has
+    /// `globalConcurrent`.
+    func reserve(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) throws -> LoginReservation {
+        let perUser = self.perUser, perAddress = self.perAddress, globalConcurrent = self.globalConcurrent
+        let refusal: Problem? = state.withLockedValue { state in
+            if perUser > 0 {
+                if let wait = Self.wait(state, user: user, address: address, perUser: perUser, perAddress: perAddress, now: now) {
+                    return Problem(.tooManyRequests, "too many failed sign-ins lately for this user or address; try again in \(wait) s",
+                                   headers: [.retryAfter: String(wait)])
+                }
+                if let address, state.running[address, default: 0] >= Self.perAddressConcurrent {
+                    return Problem(.tooManyRequests, "\(Self.perAddressConcurrent) sign-ins from this address are being checked; wait for their answers",
+                                   headers: [.retryAfter: "1"])
+                }
+            }
+            if state.total >= globalConcurrent {
+                return Problem(.serviceUnavailable, "the server is checking \(globalConcurrent) sign-ins already; try again in a second",
+                               headers: [.retryAfter: "1"])
+            }
+            state.total += 1
+            if let address { state.running[address, default: 0] += 1 }
+            if perUser > 0 {
+                if let user { Self.record(&state.users, user, keep: perAddress, now: now) }
+                if let address { Self.record(&state.addresses, address, keep: perAddress, now: now) }
+            }
+            return nil
+        }
+        if let refusal { throw refusal }
+        return LoginReservation(throttle: self, user: user, address: address, at: now)
+    }
+
+    /// Settles a reservation: a failure stays counted, a success is given back (and clears
+    /// the user's failures).
+    fileprivate func settle(_ reservation: LoginReservation, failed: Bool) {
+        let counting = perUser > 0
         state.withLockedValue { state in
-            if let user { Self.record(&state.users, user, keep: keep, now: now) }
-            if let address { Self.record(&state.addresses, address, keep: keep, now: now) }
+            state.total -= 1
+            if let address = reservation.address {
+                let left = state.running[address, default: 1] - 1
+                state.running[address] = left > 0 ? left : nil
+            }
+            guard counting, !failed else { return }
+            if let user = reservation.user { state.users[user] = nil }
+            if let address = reservation.address, var failures = state.addresses[address],
+               let mine = failures.lastIndex(of: reservation.at) {
+                failures.remove(at: mine)
+                state.addresses[address] = failures.isEmpty ? nil : failures
+            }
         }
     }
 
-    func succeeded(user: String) {
-        _ = state.withLockedValue { $0.users.removeValue(forKey: user) }
-    }
+    /// Sign-ins being verified now (for tests).
+    var running: Int { state.withLockedValue { $0.total } }
 
     private static func wait(_ failures: [Double], limit: Int, now: Double) -> Double {
         let recent = failures.filter { now - $0 < window }
@@ -484,5 +572,47 @@ public final class LoginThrottle: Sendable {
         var failures = (table[key] ?? []).filter { now - $0 < window }
         failures.append(now)
         table[key] = Array(failures.suffix(keep))
+    }
+}
+
+/// One sign-in attempt counted by `LoginThrottle` before its work; settled once with its outcome.
+final class LoginReservation: Sendable {
+    private let throttle: LoginThrottle
+    let user: String?
+    let address: String?
+    /// When it was reserved: the failure timestamp it stands for.
+    let at: Double
+    private let settled = NIOLockedValueBox(false)
+
+    fileprivate init(throttle: LoginThrottle, user: String?, address: String?, at: Double) {
+        self.throttle = throttle
+        self.user = user
+        self.address = address
+        self.at = at
+    }
+
+    /// Settles the attempt: a failure stays counted, a success is given back. Only the first call counts.
+    func finish(failed: Bool) {
+        let first = settled.withLockedValue { done in
+            defer { done = true }
+            return !done
+        }
+        if first { throttle.settle(self, failed: failed) }
+    }
+
+    deinit {
+        // A verification abandoned without an outcome (its task cancelled) frees its slot; it stays counted.
+        if !settled.withLockedValue({ $0 }) { throttle.settle(self, failed: true) }
+    }
+}
+
+/// What `Authenticator.authenticate` reserves an attempt with, for the request's user and address.
+struct LoginAdmission: Sendable {
+    let throttle: LoginThrottle
+    let user: String?
+    let address: String?
+
+    func reserve() throws -> LoginReservation {
+        try throttle.reserve(user: user, address: address)
     }
 }

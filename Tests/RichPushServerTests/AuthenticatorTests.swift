@@ -73,8 +73,10 @@ struct AuthenticatorTests {
         let authenticator = authenticator(users, ttl: 60)
         let token = Data("alice:pw".utf8).base64EncodedString()
         for i in 0..<100 {
+            // The scheme in any case, and white space around the field's value (not part of it);
+            // between scheme and credentials exactly one space (anything else is no credential).
             let scheme = ["Basic", "basic", "BASIC", "bAsIc"][i % 4]
-            let header = scheme + String(repeating: " ", count: 1 + i % 3) + token + String(repeating: " ", count: i / 4 % 3)
+            let header = String(repeating: " ", count: i % 3) + scheme + " " + token + String(repeating: "\t", count: i / 4 % 3)
             #expect(try await authenticator.authenticate(header).user == "alice")
         }
         #expect(authenticator.cachedCount == 1)
