@@ -50,6 +50,8 @@ public final class OutboxDispatcher: Service, PushDispatching {
     private let provider: any PushProvider
     private let logger: Logger
     private let concurrency: Int
+    /// Sends in flight at once to one concurrency group (one Web Push host).
+    private let perGroupConcurrency: Int
     private let pollInterval: Duration
     private let maxAttempts: Int
     private let backoffBase: Double
@@ -68,9 +70,14 @@ public final class OutboxDispatcher: Service, PushDispatching {
 
     /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
     /// with jitter; after `maxAttempts` a delivery fails with its last reason.
-    public init(outbox: OutboxStore, provider: any PushProvider, logger: Logger, concurrency: Int = 200,
+    ///
+    /// `concurrency` is each platform's window (a lane each, so that one slow service cannot
+    /// hold another's slots); `perGroupConcurrency` bounds the sends in flight to one host of
+    /// a platform whose hosts users choose (Web Push).
+    public init(outbox: OutboxStore, provider: any PushProvider, logger: Logger, concurrency: Int = 200, perGroupConcurrency: Int = 50,
                 pollInterval: Duration = .milliseconds(250), maxAttempts: Int = 12, backoffBase: Double = 1, backoffCap: Double = 300,
                 lease: Double = 60) {
+        self.perGroupConcurrency = perGroupConcurrency
         self.lease = lease
         self.outbox = outbox
         self.provider = provider
@@ -176,8 +183,19 @@ public final class OutboxDispatcher: Service, PushDispatching {
             await flusher.value
             await recordDue(force: true)
         }
+        // One lane per platform, each with a window of its own: a platform whose service is slow
+        // (or a Web Push endpoint that never answers) fills only its own lane's slots.
+        let lanes: [Set<String>?] = provider.platforms.map { $0.sorted().map { Set([$0]) } } ?? [nil]
+        window.withLockedValue { $0.lanes = lanes.count }
         do {
-            try await sendAll(window: window, provider: provider, recordDue: recordDue)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in lanes {
+                    group.addTask {
+                        try await self.sendAll(lane: lane, window: window, provider: provider, recordDue: recordDue)
+                    }
+                }
+                try await group.waitForAll()
+            }
         } catch {
             await finish()
             throw error
@@ -185,17 +203,29 @@ public final class OutboxDispatcher: Service, PushDispatching {
         await finish()
     }
 
-    /// The sends in flight and the outcomes not yet recorded, shared with the providers' callbacks.
+    /// The sends in flight (per lane and per concurrency group) and the outcomes not yet
+    /// recorded, shared with the providers' callbacks.
     private struct Window {
-        var inFlight = 0
+        /// How many lanes drain runs, and those that found nothing to do at their last look.
+        var lanes = 1
+        var idle: Set<String> = []
+        /// Every lane was idle at one instant: the drain is over.
+        var finished = false
+        var inFlight: [String: Int] = [:]
+        var groups: [String: Int] = [:]
         var outcomes: [(DeliveryJob, DeliveryOutcome, Date?)] = []
     }
 
-    /// The send loop of `drain`: keeps the window full, claims as slots free up. Sends are started
-    /// with a callback, not a task each: outcomes land in the window from the provider's event
-    /// loop, and the loop is woken once for however many arrived meanwhile.
-    private func sendAll(window: NIOLockedValueBox<Window>, provider: any PushProvider,
+    /// The send loop of `drain` for one lane (the rows of `lane`'s platforms, or every row for
+    /// nil): keeps the lane's window full, claims as slots free up. Sends are started with a
+    /// callback, not a task each: outcomes land in the window from the provider's event loop,
+    /// and the loop is woken once for however many arrived meanwhile. A push whose concurrency
+    /// group (a Web Push host) has `perGroupConcurrency` in flight waits in the queue while the
+    /// others go ahead.
+    private func sendAll(lane: Set<String>?, window: NIOLockedValueBox<Window>, provider: any PushProvider,
                          recordDue: @Sendable (Bool) async -> Void) async throws {
+        let laneName = lane.map { $0.sorted().joined(separator: ",") } ?? "*"
+        let perGroup = self.perGroupConcurrency
         let durationsByPlatform = self.durations
         func durations(_ job: DeliveryJob) -> PushDurations {
             let platform = provider.platform(of: job)
@@ -208,41 +238,100 @@ public final class OutboxDispatcher: Service, PushDispatching {
         }
         let (completions, completed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         var wake = completions.makeAsyncIterator()
-        var queue: [DeliveryJob] = []
+        // Claimed and not yet started, oldest first, each with its concurrency group.
+        var queue: [(job: DeliveryJob, group: String?)] = []
+        // Queued pushes whose group was full at the last look: they do not count as work ready to go.
+        var blocked = 0
         var drained = false
         var drainedAt = ContinuousClock.now
         defer { completed.finish() }
+        // Sends that never answer must not stop the lane from looking for new rows: it also
+        // wakes every 50 ms while it waits.
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(50))
+                completed.yield()
+            }
+        }
+        defer { ticker.cancel() }
         do {
             while true {
-                var inFlight = window.withLockedValue { $0.inFlight }
+                // Once every lane was idle at one instant, all of them stop (a lane that stopped
+                // alone would leave its rows to wait until the others' slow sends end).
+                let finished = window.withLockedValue { w in
+                    if !w.finished { w.idle.remove(laneName) }
+                    return w.finished
+                }
+                if finished && queue.isEmpty && window.withLockedValue({ $0.inFlight[laneName, default: 0] }) == 0 { break }
+                if Task.isCancelled {
+                    // Another lane failed: start nothing more (the queued rows' leases lapse and
+                    // they are claimed again), let what is in flight finish, and stop.
+                    while window.withLockedValue({ $0.inFlight[laneName, default: 0] }) > 0 { _ = await wake.next() }
+                    break
+                }
+                var inFlight = window.withLockedValue { $0.inFlight[laneName, default: 0] }
+                let ready = queue.count - blocked
                 // Claim while there is room for more than half a window: the claim's commit overlaps the sends in flight.
-                if !drained && queue.count + inFlight <= concurrency / 2 {
-                    let claimed = try await claim(limit: concurrency)
+                // Pushes held back by their group's limit are not counted (with nothing else to send, the room
+                // they leave is filled), up to a bound on what one lane holds claimed.
+                if !drained && (ready + inFlight <= concurrency / 2 || (ready == 0 && inFlight < concurrency)) && queue.count < 4 * concurrency {
+                    let claimed = try await claim(limit: concurrency, platforms: lane)
                     drained = claimed.isEmpty
                     drainedAt = ContinuousClock.now
-                    queue.append(contentsOf: claimed.reversed())
-                    inFlight = window.withLockedValue { $0.inFlight }
+                    queue.append(contentsOf: claimed.map { ($0, provider.concurrencyGroup(of: $0)) })
+                    inFlight = window.withLockedValue { $0.inFlight[laneName, default: 0] }
                 }
-                let room = concurrency - inFlight
+                var room = concurrency - inFlight
                 if room > 0 && !queue.isEmpty {
-                    let jobs = queue.suffix(room).reversed()
-                    queue.removeLast(min(room, queue.count))
-                    window.withLockedValue { $0.inFlight += jobs.count }
+                    var jobs: [(job: DeliveryJob, group: String?)] = []
+                    window.withLockedValue { w in
+                        var kept: [(job: DeliveryJob, group: String?)] = []
+                        kept.reserveCapacity(queue.count)
+                        blocked = 0
+                        for entry in queue {
+                            if room > 0, entry.group.map({ w.groups[$0, default: 0] < perGroup }) ?? true {
+                                if let group = entry.group { w.groups[group, default: 0] += 1 }
+                                jobs.append(entry)
+                                room -= 1
+                            } else {
+                                if entry.group != nil && room > 0 { blocked += 1 }
+                                kept.append(entry)
+                            }
+                        }
+                        queue = kept
+                        w.inFlight[laneName, default: 0] += jobs.count
+                    }
                     inFlight += jobs.count
-                    for job in jobs {
+                    for (job, group) in jobs {
                         let started = DispatchTime.now().uptimeNanoseconds
                         let timers = durations(job)
                         provider.start(job) { outcome, timestamp in
                             timers.record(outcome, since: started)
                             window.withLockedValue { w in
-                                w.inFlight -= 1
+                                w.inFlight[laneName, default: 0] -= 1
+                                if let group {
+                                    let left = w.groups[group, default: 1] - 1
+                                    w.groups[group] = left > 0 ? left : nil
+                                }
                                 w.outcomes.append((job, outcome, timestamp))
                             }
                             completed.yield()
                         }
                     }
                 }
-                if inFlight == 0 && queue.isEmpty && drained { break }
+                if inFlight == 0 && queue.isEmpty && drained {
+                    // Done once every lane is (drain returns when all are, and only then takes the
+                    // next wake-up): until then, keep looking for new rows of this lane.
+                    let allIdle = window.withLockedValue { w in
+                        w.idle.insert(laneName)
+                        if w.idle.count >= w.lanes { w.finished = true }
+                        return w.finished
+                    }
+                    if allIdle { break }
+                    try? await Task.sleep(for: .milliseconds(20))
+                    drained = false
+                    continue
+                }
                 if inFlight > 0 {
                     _ = await wake.next()
                 }
@@ -253,13 +342,13 @@ public final class OutboxDispatcher: Service, PushDispatching {
         } catch {
             // A claim failed: the sends already started still finish, and their outcomes are
             // recorded by `drain` before the error goes up (their rows stay leased meanwhile).
-            while window.withLockedValue({ $0.inFlight }) > 0 { _ = await wake.next() }
+            while window.withLockedValue({ $0.inFlight[laneName, default: 0] }) > 0 { _ = await wake.next() }
             throw error
         }
     }
 
-    private func claim(limit: Int) async throws -> [DeliveryJob] {
-        try await outbox.claim(limit: limit, lease: lease, holder: holder, platforms: provider.platforms)
+    private func claim(limit: Int, platforms: Set<String>?) async throws -> [DeliveryJob] {
+        try await outbox.claim(limit: limit, lease: lease, holder: holder, platforms: platforms ?? provider.platforms)
     }
 
     /// Leases of holders that stopped their heartbeat become due now; with `checkingPids` (once,

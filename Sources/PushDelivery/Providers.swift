@@ -22,12 +22,17 @@ public protocol PushProvider: Sendable {
     var platforms: Set<String>? { get }
     /// The platform a push's duration is counted under.
     func platform(of job: DeliveryJob) -> String
+    /// The service host a push goes to, when pushes of one platform go to many hosts chosen by
+    /// users (Web Push's endpoints): the outbox sends at most a few at once to one such host,
+    /// so a host that never answers holds only its own pushes. nil: no such limit.
+    func concurrencyGroup(of job: DeliveryJob) -> String?
 }
 
 extension PushProvider {
     public var platform: String { "other" }
     public var platforms: Set<String>? { nil }
     public func platform(of job: DeliveryJob) -> String { platform }
+    public func concurrencyGroup(of job: DeliveryJob) -> String? { nil }
 
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         Task {
@@ -198,6 +203,12 @@ public struct WebPushProvider: PushProvider {
     public var addressing: DeliveryAddressing { .perDevice }
     public var platform: String { "web" }
 
+    /// The endpoint's host: each push service (and each host a user names) is its own group.
+    public func concurrencyGroup(of job: DeliveryJob) -> String? {
+        guard let subscription = try? WebPushSubscription(jsonText: job.target) else { return nil }
+        return "web:" + (URLComponents(string: subscription.endpoint)?.host?.lowercased() ?? "")
+    }
+
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         guard let content = job.content else { return (.failed(reason: "the push has no content for Web Push", prune: false), nil) }
         guard let subscription = try? WebPushSubscription(jsonText: job.target) else {
@@ -232,6 +243,8 @@ public struct PlatformRouter: PushProvider {
     public func platform(of job: DeliveryJob) -> String { job.platform ?? "apns" }
 
     private func provider(for job: DeliveryJob) -> (any PushProvider)? { providers[job.platform ?? "apns"] }
+
+    public func concurrencyGroup(of job: DeliveryJob) -> String? { provider(for: job)?.concurrencyGroup(of: job) }
 
     private static func missing(_ job: DeliveryJob) -> DeliveryOutcome {
         let flags = switch job.platform ?? "apns" {
