@@ -27,16 +27,19 @@ public struct MediaRejection: Error, Sendable, Equatable, CustomStringConvertibl
 /// An error of the store itself (I/O, database, bad identifiers), as opposed to a refused image.
 public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
     private enum Code: Sendable {
-        case notFound, invalidName, io, inUse, nameTaken, encode
+        case notFound, invalidName, io, inUse, nameTaken, encode, busy
     }
 
     private let code: Code
-    /// What went wrong, in words a person can act on.
+    /// What went wrong, in words a person can act on (an operator: it may name server paths).
     public let message: String
+    /// The `errno` of a failed file-system call.
+    public let errno: Int32?
 
-    private init(_ code: Code, _ message: String) {
+    private init(_ code: Code, _ message: String, errno: Int32? = nil) {
         self.code = code
         self.message = message
+        self.errno = errno
     }
 
     /// No media has this id or name.
@@ -47,7 +50,7 @@ public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
     }
     /// A file-system call failed.
     public static func io(_ what: String, path: String, errno: Int32) -> Self {
-        .init(.io, "\(what) \(path): \(String(cString: strerror(errno)))")
+        .init(.io, "\(what) \(path): \(String(cString: strerror(errno)))", errno: errno)
     }
     /// The blob is still referenced and cannot be removed.
     public static func inUse(_ id: String, _ count: Int) -> Self {
@@ -62,6 +65,13 @@ public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
     /// An encoder refused the pixels.
     public static func encode(_ reason: String) -> Self { .init(.encode, "cannot encode the image: \(reason)") }
 
+    /// Too many variants are being made at once; the caller may try again shortly.
+    public static func busy(_ what: String) -> Self { .init(.busy, what) }
+
+    /// True when a write failed because the disk (or the quota) is full.
+    public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
+    /// True when the store refused work it has no room for now (try again shortly).
+    public var isBusy: Bool { code == .busy }
     /// True when no media matched the id or name.
     public var isNotFound: Bool { code == .notFound }
     /// True when the name is taken by other bytes.

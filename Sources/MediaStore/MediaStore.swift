@@ -294,6 +294,13 @@ public final class MediaStore: Sendable {
 
     // MARK: Variants
 
+    /// Variants of different sources made (or waiting to be made) at once; past it `variant`
+    /// throws `busy` (503 with `Retry-After`), so that waiting makers hold a bounded memory.
+    public static let maxVariantsInFlight = 8
+
+    /// Variants being made (or waiting to be) now.
+    var variantsBeingMade: Int { variantsInFlight.withLockedValue { $0.count } }
+
     /// The `kind` variant of image `id` (SPEC §16): made on its first request, stored
     /// content-addressed and recorded against its source; the source itself when it already is
     /// that variant. Concurrent first requests in this process make it once; two processes may
@@ -301,11 +308,17 @@ public final class MediaStore: Sendable {
     public func variant(_ kind: MediaVariant, of id: MediaID) async throws -> MediaItem {
         if let known = try await recordedVariant(kind, of: id) { return known }
         let key = "\(id.hex):\(kind.rawValue)"
-        let task = variantsInFlight.withLockedValue { flights in
+        let task = variantsInFlight.withLockedValue { flights -> Task<MediaItem, any Error>? in
             if let running = flights[key] { return running }
+            // Each maker holds its source (up to the upload limit) while it waits for the one
+            // variant thread: past a few, refuse instead of queueing without bound.
+            guard flights.count < Self.maxVariantsInFlight else { return nil }
             let task = Task { try await self.makeVariant(kind, of: id) }
             flights[key] = task
             return task
+        }
+        guard let task else {
+            throw MediaStoreError.busy("\(Self.maxVariantsInFlight) variants are being made; try again in a second")
         }
         defer {
             variantsInFlight.withLockedValue { flights in

@@ -97,7 +97,8 @@ public struct RegistrationStore: Sendable {
         let handle = try Self.normalizeHandle(device.handle, platform: platform)
         var tags = [String]()
         for tag in device.tags {
-            if tag.hasPrefix("username:") && tag != "username:\(username)" {
+            // The prefix in any case: tag expressions may compare it so, and it is the server's alone.
+            if tag.lowercased().hasPrefix("username:") && tag != "username:\(username)" {
                 throw CoreError(.forbidden, "tag '\(tag)' names another user; the server adds username:\(username) itself")
             }
             guard (1...120).contains(tag.count), tag.allSatisfy({ $0.isLetter && $0.isASCII || $0.isNumber && $0.isASCII || "_@#.:-".contains($0) }) else {

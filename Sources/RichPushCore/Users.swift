@@ -53,18 +53,23 @@ public struct UserStore: Sendable {
         }
     }
 
-    /// Checks a bcrypt hash given for import: `$2a$`, `$2b$` or `$2y$`, a cost of 04 to 31, and
-    /// 53 characters of bcrypt's base64 (22 of salt, 31 of hash).
+    /// Checks a bcrypt hash given for import: `$2a$`, `$2b$` or `$2y$`, a cost of 04 to 14, and
+    /// 53 characters of bcrypt's base64 (22 of salt, 31 of hash). Each step of cost doubles a
+    /// sign-in's work: cost 14 is about a second of a core, 31 would be days, and every sign-in
+    /// of an imported account (a right password or a guess) would hold a bcrypt thread for it.
     public static func validateBcrypt(_ hash: String) throws {
         let bytes = Array(hash.utf8)
         let alphabet = Set("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
         guard bytes.count == 60, hash.hasPrefix("$2a$") || hash.hasPrefix("$2b$") || hash.hasPrefix("$2y$"), bytes[6] == UInt8(ascii: "$"),
-              let cost = Int(String(decoding: bytes[4..<6], as: UTF8.self)), (4...31).contains(cost),
+              let cost = Int(String(decoding: bytes[4..<6], as: UTF8.self)), (4...Self.maxImportedCost).contains(cost),
               bytes[7...].allSatisfy(alphabet.contains)
         else {
-            throw CoreError(.invalid, "not a bcrypt hash: expected $2a$, $2b$ or $2y$, a cost of 04 to 31 and 53 characters of salt and hash")
+            throw CoreError(.invalid, "not a bcrypt hash: expected $2a$, $2b$ or $2y$, a cost of 04 to \(Self.maxImportedCost) and 53 characters of salt and hash")
         }
     }
+
+    /// The highest bcrypt cost an imported hash may have.
+    public static let maxImportedCost = 14
 
     /// True when `password` matches `hash`. `$2y$` (PHP's name for the fixed algorithm) is `$2b$`.
     public static func verify(password: String, hash: String) -> Bool {
@@ -88,10 +93,33 @@ public struct UserStore: Sendable {
     }
 
     /// Inserts an account; false when the name is taken.
+    ///
+    /// A new account starts empty: whatever a name without an account left behind (devices,
+    /// notifications and sessions of `--demo-auth`'s user-equals-password rule) is removed in
+    /// the same transaction, and the users epoch moves, so that the demo credentials cached
+    /// for the name stop working and its demo devices never receive the new account's pushes.
     private static func insert(_ db: SQLConnection, name: String, hash: String, admin: Bool, now: Date) throws -> Bool {
         try db.execute(sql: "INSERT INTO users (name, passwordHash, admin, createdAt) VALUES (?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
                        arguments: [name, hash, admin, now.timeIntervalSince1970])
-        return db.changesCount > 0
+        guard db.changesCount > 0 else { return false }
+        let leftover = try db.fetchOne(sql: """
+            SELECT (SELECT COUNT(*) FROM registrations WHERE username = ?) + (SELECT COUNT(*) FROM notifications WHERE recipient = ?) AS n
+            """, arguments: [name, name])
+        if let count: Int = leftover?["n"], count > 0 { try removeEverything(db, of: name) }
+        return true
+    }
+
+    /// Removes what belongs to `name` (devices, inbox, sessions) and moves the users epoch, so
+    /// that every node drops the credentials it cached for the name.
+    private static func removeEverything(_ db: SQLConnection, of name: String) throws {
+        try RegistrationStore.deleteAll(db, username: name)
+        try db.execute(sql: """
+            DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM notifications WHERE recipient = ?)
+            """, arguments: [name])
+        try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
+        try SessionStore.revokeAll(db, username: name)
+        try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
+        try db.notify(DataChange.users.rawValue)
     }
 
     /// How an import went.
@@ -165,14 +193,7 @@ public struct UserStore: Sendable {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM users WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
-            try RegistrationStore.deleteAll(db, username: name)
-            try db.execute(sql: """
-                DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM notifications WHERE recipient = ?)
-                """, arguments: [name])
-            try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
-            try SessionStore.revokeAll(db, username: name)
-            try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
-            try db.notify(DataChange.users.rawValue)
+            try Self.removeEverything(db, of: name)
         }
     }
 

@@ -39,6 +39,7 @@ public func buildApplication(
     let payloadIndex = PayloadIndex()
     let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL,
                                       failedSignIns: configuration.failedSignInLimit,
+                                      bcryptPool: configuration.bcryptPool ?? Authenticator.sharedBcryptPool,
                                       usersChanged: { payloadIndex.removeAll() })
     try await authenticator.start()
     let payloadKey = try await data.payloadKey()
@@ -56,14 +57,15 @@ public func buildApplication(
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
         accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
-        openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration))
+        openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration),
+        notificationRate: RateLimiter(perMinute: configuration.notificationsPerMinute))
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
     let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
                             links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia,
-                            accessLog: services.accessLog)
+                            accessLog: services.accessLog, clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies))
     let settings = data.settings
     let startLogger = logger
     let tls = try TLSSetup(configuration)
@@ -71,8 +73,17 @@ public func buildApplication(
     let epochs = authenticator.epochWatcher(payloadKey: payloadKey, logger: logger)
     let channel = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
         FastPathHTTP1Channel(responder: responder, fastPath: fastPath, headTimeout: .nanoseconds(Int64(configuration.headTimeout * 1e9)),
-                             idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)), secure: secure)
+                             idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)), secure: secure,
+                             bodyRate: BodyRateLimit(window: .nanoseconds(Int64(configuration.bodyRateWindow * 1e9)),
+                                                     minimum: configuration.bodyRateMinimum))
     }
+    let eventLoopGroup = configuration.eventLoopThreads > 0
+        ? MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads) : MultiThreadedEventLoopGroup.singleton
+    // `--metrics-port`: /metrics on a listener of its own (the main port's answers 404).
+    let metricsListener: [any Service] = configuration.metricsPort.map {
+        [MetricsListener.service(host: configuration.host, port: $0, registry: services.prometheus, eventLoopGroup: eventLoopGroup,
+                                 logger: logger)]
+    } ?? []
     return RichPushApplication(
         responder: router.buildResponder(),
         routes: router.routes.map { "\($0.method) \($0.path)" },
@@ -87,9 +98,9 @@ public func buildApplication(
                    CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
-            + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices,
-        eventLoopGroup: configuration.eventLoopThreads > 0
-            ? MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads) : MultiThreadedEventLoopGroup.singleton,
+            + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
+            + metricsListener,
+        eventLoopGroup: eventLoopGroup,
         logger: logger,
         running: { channel in
             // Payload URLs name the port actually bound; `richpush send` signs with the same base.
@@ -103,6 +114,8 @@ public func buildApplication(
 /// The routes of `Endpoint.all`, each behind the middleware its access asks for.
 func buildRouter(_ services: Services) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
+    // First: everything below names the client as a trusted proxy forwarded it (`--trusted-proxy`).
+    router.add(middleware: ClientAddressMiddleware(resolver: ClientAddressResolver(trustedProxies: services.configuration.trustedProxies)))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: AccessLogMiddleware(log: services.accessLog))
     router.add(middleware: ProblemMiddleware())
@@ -119,7 +132,13 @@ func buildRouter(_ services: Services) -> Router<AppRequestContext> {
         case .admin: admin
         }
         let handler = endpoint.handler
-        group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in try await handler(services, request, context) }
+        if endpoint.takesJSONOnly {
+            group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in
+                try await handler(services, try await JSONBody.requireJSONType(request), context)
+            }
+        } else {
+            group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in try await handler(services, request, context) }
+        }
     }
     return router
 }
@@ -161,7 +180,8 @@ struct CampaignResumer: Service {
             } catch {
                 logger.error("cannot resume campaigns", metadata: ["error": "\(error)"])
             }
-        } while (try? await Task.sleep(for: .seconds(10))) != nil && !Task.isShuttingDownGracefully
+            // The pause ends at a graceful shutdown too: a plain sleep held every shutdown up to 10 s.
+        } while (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(10)) }) != nil && !Task.isShuttingDownGracefully
     }
 }
 

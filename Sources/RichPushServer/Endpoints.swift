@@ -118,7 +118,7 @@ extension Endpoint {
                  responses: [200: .json(HealthResponse.self, "The server is up.")]) { s, r, c in try s.health(r, c) },
         Endpoint(method: .get, path: "/metrics", access: .open, summary: "Metrics in Prometheus' text format.",
                  responses: [200: APIResponse(description: "Prometheus text format 0.0.4.", content: [("text/plain", .string)])]) { s, r, c in
-            s.metrics(r, c)
+            try s.metrics(r, c)
         },
         Endpoint(method: .get, path: "/openapi.json", access: .open, summary: "This document.",
                  responses: [200: APIResponse(description: "OpenAPI 3.1.", content: [("application/json", .type("object"))])]) { s, _, _ in
@@ -172,7 +172,7 @@ extension Endpoint {
                      409: .problem("The device token is registered to another account, or the account has the most registrations allowed."),
                      410: .problem("The registration expired; POST /api/register again."),
                      413: .problem("The body is over 64 KiB."),
-                     422: .problem("The platform is not supported."),
+                     422: .problem("The platform is not supported, or a Web Push endpoint RichPush will not send to (not https on 443, or not a public address)."),
                      502: .problem("Saved here, but the push service did not take it."),
                  ]) { s, r, c in try await s.updateRegistration(r, c) },
         Endpoint(method: .delete, path: "/api/register/{id}", access: .user, summary: "Remove a registration.",
@@ -198,6 +198,7 @@ extension Endpoint {
                      400: .problem("The body is not one of the accepted shapes, or a field has the wrong type."),
                      413: .problem("The body is over 64 KiB."),
                      422: .problem("No media of that id or name, the push would be too large, or the notification cannot be made as asked."),
+                     429: .problem("The caller made --notifications-per-minute notifications in the last minute.", headers: ["Retry-After": "Seconds to wait."]),
                  ]) { s, r, c in try await s.createNotification(r, c) },
         Endpoint(method: .get, path: "/api/notifications", access: .user, summary: "The caller's notifications, newest first.",
                  parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 100)."),

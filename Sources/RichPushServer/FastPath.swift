@@ -35,13 +35,16 @@ final class FastPath: Sendable {
     let readMarks: ReadMarks
     let publicMedia: Bool
     let accessLog: AccessLog
+    /// Who the access log names as the client (`--trusted-proxy`).
+    let clientAddresses: ClientAddressResolver
     private let mediaMetrics = RouteMetrics(route: "/media/{sha256}")
     private let payloadMetrics = RouteMetrics(route: "/api/notifications/{id}", fetches: Metric.credentialFetches)
     private let linkMetrics = RouteMetrics(route: "/p/{token}", fetches: Metric.linkFetches)
 
     init(blobs: BlobCache, authenticator: Authenticator, payloads: PayloadIndex, links: PayloadLinks, readMarks: ReadMarks,
-         publicMedia: Bool, accessLog: AccessLog) {
+         publicMedia: Bool, accessLog: AccessLog, clientAddresses: ClientAddressResolver = .init(trustedProxies: [])) {
         self.accessLog = accessLog
+        self.clientAddresses = clientAddresses
         self.blobs = blobs
         self.authenticator = authenticator
         self.payloads = payloads
@@ -59,6 +62,8 @@ final class FastPath: Sendable {
         var close = false
         /// The request's URI when this answer is one the access log samples.
         var logged: String?
+        /// The client's address, when `logged`.
+        var remote: String?
     }
 
     /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
@@ -287,6 +292,8 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
     let idleTimeout: Duration
     /// Behind TLS (`https` requests).
     var secure = false
+    /// How fast a request body must keep coming once its head has arrived.
+    var bodyRate = BodyRateLimit.default
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -312,7 +319,10 @@ struct FastPathHTTP1Channel: HTTPChannelHandler {
         try pipeline.addHandler(HTTPResponseEncoder(configuration: .init()))
         try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: Self.decoderLimits)))
         try pipeline.addHandler(HeadDeadline.End(deadline))
-        try pipeline.addHandler(FastPathHandler(fastPath: fastPath, outlet: outlet))
+        let fastPathHandler = FastPathHandler(fastPath: fastPath, outlet: outlet)
+        // Before the fast path, so that it sees every body, answered here or by the router.
+        try pipeline.addHandler(BodyRateHandler<HTTP1BodyRate>(limit: bodyRate, mayAnswer: { fastPathHandler.mayAnswerNow }))
+        try pipeline.addHandler(fastPathHandler)
         try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: secure))
         try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
     }
@@ -361,6 +371,15 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var answered = false
     private var quiescing = false
 
+    /// Whether an answer written now would be read as the answer to the request being received:
+    /// no earlier request still awaits its answer, and this one's has not begun.
+    var mayAnswerNow: Bool {
+        switch current {
+        case .idle, .answering: return routerPending == 0
+        case .forwarding: return routerPending == 1 && forwardedHeads.count == 1
+        }
+    }
+
     init(fastPath: FastPath, outlet: RawOutlet) {
         self.fastPath = fastPath
         self.outlet = outlet
@@ -370,7 +389,11 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             if routerPending == 0, var answer = fastPath.answer(head) {
-                if fastPath.accessLog.sampled { answer.logged = head.uri }
+                if fastPath.accessLog.sampled {
+                    answer.logged = head.uri
+                    answer.remote = fastPath.clientAddresses.client(peer: context.remoteAddress?.ipAddress,
+                                                                    forwardedFor: head.headers["X-Forwarded-For"])
+                }
                 current = .answering(answer, start: DispatchTime.now().uptimeNanoseconds)
             } else {
                 current = .forwarding
@@ -414,7 +437,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         answer.metrics.duration.recordNanoseconds(Int64(elapsed))
         if let uri = answer.logged {
             fastPath.accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed,
-                                      remote: context.remoteAddress?.ipAddress)
+                                      remote: answer.remote)
         }
     }
 

@@ -194,6 +194,9 @@ enum OpenAPIDocument {
             operation["security"] = [[String: Any]]()
         }
         if endpoint.access == .admin { responses[403] = responses[403] ?? .problem("The account is not an admin.") }
+        if endpoint.takesJSONOnly {
+            responses[415] = responses[415] ?? .problem("A body that is not Content-Type: application/json (a form's types are refused).")
+        }
         if !endpoint.parameters.isEmpty {
             operation["parameters"] = try endpoint.parameters.map { parameter in
                 ["name": parameter.name, "in": parameter.location.rawValue, "required": parameter.required,

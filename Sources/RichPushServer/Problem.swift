@@ -53,6 +53,8 @@ public struct Problem: HTTPResponseError {
             return (Problem(status, error.message), false)
         case let error as MediaStoreError where error.isNotFound:
             return (Problem(.notFound, error.message), false)
+        case let error as MediaStoreError where error.isBusy:
+            return (Problem(.serviceUnavailable, error.message, headers: [.retryAfter: "1"]), false)
         case let error as HTTPError:
             let detail = error.body ?? (error.status == .notFound ? "no such route" : error.status.reasonPhrase)
             return (Problem(error.status, detail, headers: error.headers), false)

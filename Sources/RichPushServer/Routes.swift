@@ -38,24 +38,54 @@ struct Services: Sendable {
     let accessLog: AccessLog
     /// `/openapi.json`, made once.
     let openAPI: Data
+    /// `POST /api/notifications` per user (`--notifications-per-minute`).
+    let notificationRate: RateLimiter
 }
 
-/// Counts holders up to a limit; `enter` refuses past it instead of queueing.
+/// Counts holders up to a limit, and each key's (a user's) up to a share of it; `enter`
+/// refuses past either instead of queueing.
 final class Gate: Sendable {
     private let limit: Int
-    private let count = NIOLockedValueBox(0)
+    /// Holders one key may be at once: a quarter of the limit, so one user cannot take every slot.
+    let perKey: Int
+    private struct Counts {
+        var total = 0
+        var byKey: [String: Int] = [:]
+    }
+    private let counts = NIOLockedValueBox(Counts())
 
-    init(limit: Int) { self.limit = limit }
-
-    func enter() -> Bool {
-        count.withLockedValue { count in
-            guard count < limit else { return false }
-            count += 1
-            return true
-        }
+    init(limit: Int) {
+        self.limit = limit
+        self.perKey = max(1, limit / 4)
     }
 
-    func leave() { count.withLockedValue { $0 -= 1 } }
+    /// Why a holder was refused.
+    enum Refusal: Error { case full, keyFull }
+
+    /// Takes a slot for `key`; throws `.full` when every slot is held, `.keyFull` when the key holds its share.
+    func enter(key: String? = nil) throws(Refusal) {
+        let refusal = counts.withLockedValue { counts -> Refusal? in
+            guard counts.total < limit else { return .full }
+            if let key {
+                guard counts.byKey[key, default: 0] < perKey else { return .keyFull }
+                counts.byKey[key, default: 0] += 1
+            }
+            counts.total += 1
+            return nil
+        }
+        if let refusal { throw refusal }
+    }
+
+    /// Gives back the slot `enter(key:)` took.
+    func leave(key: String? = nil) {
+        counts.withLockedValue { counts in
+            counts.total -= 1
+            if let key {
+                let left = counts.byKey[key, default: 1] - 1
+                counts.byKey[key] = left > 0 ? left : nil
+            }
+        }
+    }
 }
 
 extension Services {
@@ -65,11 +95,10 @@ extension Services {
         try encode(HealthResponse(status: "ok"))
     }
 
-    func metrics(_ request: Request, _ context: AppRequestContext) -> Response {
-        var buffer = [UInt8]()
-        prometheus.emit(into: &buffer)
-        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+    func metrics(_ request: Request, _ context: AppRequestContext) throws -> Response {
+        // With `--metrics-port`, metrics are served there only: here they are no route at all.
+        guard configuration.metricsPort == nil else { throw Problem(.notFound, "no such route") }
+        return MetricsListener.response(prometheus)
     }
 
     func openAPIResponse() -> Response {
@@ -85,11 +114,17 @@ extension Services {
         if name != nil, context.principal?.admin != true {
             throw Problem(.forbidden, "media names are shared by every user, so only admins may name media; upload without ?name= and use the sha256")
         }
-        guard uploads.enter() else {
+        let uploader = context.principal?.user
+        do {
+            try uploads.enter(key: uploader)
+        } catch .full {
             throw Problem(.serviceUnavailable, "\(configuration.maxConcurrentUploads) uploads are being checked already; try again in a moment",
                           headers: [.retryAfter: "1"])
+        } catch .keyFull {
+            throw Problem(.tooManyRequests, "\(uploader ?? "this user") has \(uploads.perKey) uploads being checked already (a quarter of the server's \(configuration.maxConcurrentUploads)); wait for their answers",
+                          headers: [.retryAfter: "1"])
         }
-        defer { uploads.leave() }
+        defer { uploads.leave(key: uploader) }
         let result: IngestResult
         do {
             result = try await media.ingest(upload: request.body, declaredLength: declared, name: name)
@@ -99,7 +134,13 @@ extension Services {
         } catch let error as MediaStoreError where error.isNameTaken {
             throw Problem(.conflict, error.message)
         } catch let error as MediaStoreError {
-            throw Problem(.badRequest, error.message)
+            // The message names server paths: it goes to the log, the client gets the kind of failure.
+            context.logger.error("cannot store an upload", metadata: ["error": "\(error.message)"])
+            if error.isOutOfSpace {
+                throw Problem(HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"),
+                              "the server's storage is full; nothing was stored (try again once an operator has made room)")
+            }
+            throw Problem(.internalServerError, "the server could not store the upload; nothing was stored; its log has details under request id \(context.id)")
         } catch let error as any HTTPResponseError {
             throw error
         } catch {
@@ -165,16 +206,32 @@ extension Services {
         if mirror != nil && update.platform.lowercased() != "apns" {
             throw Problem(.unprocessableContent, "this server delivers through Notification Hubs, which RichPush uses for APNs only; platform '\(update.platform.prefix(20))' needs serve with --fcm-service-account or --vapid-key instead")
         }
+        if update.platform.lowercased() == "web" { try await checkPushEndpoint(update.handle.text) }
         let registration = try await registrations.update(id: id, for: try user(context),
                                                           with: DeviceRegistration(platform: update.platform, handle: update.handle.text,
                                                                                    tags: update.tags ?? [], replaces: update.replaces))
         if let mirror {
             do { try await mirror.upsert(registration) } catch {
-                throw Problem(.badGateway, "registration \(id) is saved, but the push service did not take it: \(error); PUT it again")
+                // The hub's own words (its namespace, its errors) go to the log, not to the device.
+                context.logger.error("the hub did not take a registration", metadata: ["registration": "\(id)", "error": "\(error)"])
+                throw Problem(.badGateway, "registration \(id) is saved, but the push service did not take it; PUT it again (request id \(context.id))")
             }
         }
         return try encode(RegistrationResponse(registrationId: registration.id, platform: registration.platform ?? "",
                                                handle: registration.handle ?? "", tags: registration.tags))
+    }
+
+    /// Refuses (422) a subscription whose endpoint RichPush would never send to: not https, not
+    /// port 443, an IP address, or a name that does not resolve or resolves to any non-public
+    /// address (`--allow-private-push-endpoints` lifts this, for local stand-ins). A malformed
+    /// subscription is 400, as the registration store would say.
+    func checkPushEndpoint(_ handle: String) async throws {
+        let subscription = try WebPushSubscription(jsonText: handle)
+        do {
+            try await OutboundPolicy(allowPrivate: configuration.allowPrivatePushEndpoints).check(subscription.endpoint)
+        } catch let error as OutboundError {
+            throw Problem(.unprocessableContent, error.message)
+        }
     }
 
     func deleteRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
@@ -198,9 +255,14 @@ extension Services {
     // MARK: notifications
 
     func createNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let sender = try user(context)
+        if let wait = notificationRate.take(sender) {
+            throw Problem(.tooManyRequests, "\(sender) has created \(notificationRate.perMinute) notifications in the last minute, this server's limit; try again in \(wait) s",
+                          headers: [.retryAfter: String(wait)])
+        }
         let body = try await request.body.collect(upTo: 64 * 1024)
         let draft = try Self.parseDraft(Data(body.readableBytesView))
-        let created = try await notifications.create(for: try user(context), draft: draft,
+        let created = try await notifications.create(for: sender, draft: draft,
                                                      defaultImage: configuration.defaultImage, addressing: dispatcher.addressing)
         Metric.pushes("queued", by: created.deliveries)
         dispatcher.enqueued(created, logger: context.logger)

@@ -1,5 +1,6 @@
 import Logging
 import MediaStore
+import NIOPosix
 
 /// Everything `richpush serve` can be told (SPEC §4).
 public struct ServerConfiguration: Sendable {
@@ -49,6 +50,14 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Double = 60
     /// Seconds a request head may take to arrive, from its first byte (slow heads are an attack).
     public var headTimeout: Double = 10
+    /// Seconds over which a request body's rate is judged once its head has arrived: each such
+    /// window must bring `bodyRateMinimum` bytes until the body ends, or the request is answered
+    /// 408 and its connection closed (slow bodies are an attack too).
+    public var bodyRateWindow: Double = 20
+    /// Bytes a request body must bring in every `bodyRateWindow` (20 KiB in 20 s: 1 KiB/s).
+    public var bodyRateMinimum = 20 << 10
+    /// Seconds a connection may take to finish its TLS handshake (`--tls-cert`), from its accept.
+    public var tlsHandshakeTimeout: Double = 10
     /// Connections open at once; past it, new ones wait in the listen backlog.
     public var maxConnections = 4_096
     /// Uploads decoded at once; past it, `POST /api/media` answers 503 with `Retry-After`.
@@ -56,8 +65,24 @@ public struct ServerConfiguration: Sendable {
     /// Failed sign-ins per user name in 5 minutes before further attempts get 429 (per client
     /// address: five times as many); 0 turns the throttle off (`--failed-sign-ins`).
     public var failedSignInLimit = 10
+    /// Notifications one user may create a minute through `POST /api/notifications` (a
+    /// minute's worth at once); past it, 429 with `Retry-After`. 0 turns the limit off
+    /// (`--notifications-per-minute`).
+    public var notificationsPerMinute = 60
+    /// The threads bcrypt runs on; nil for `Authenticator.sharedBcryptPool` (one per process).
+    /// Given, for a server embedded beside others (a test's), the caller starts and stops it.
+    public var bcryptPool: NIOThreadPool?
     /// The VAPID public key browsers subscribe with (`GET /api/webpush/key`); nil without Web Push.
     public var vapidPublicKey: String?
+    /// Web Push endpoints may be http, on any port, at private and loopback addresses
+    /// (`--allow-private-push-endpoints`, for local stand-ins); else https on 443 to public addresses only.
+    public var allowPrivatePushEndpoints = false
+    /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`); with none, the TCP
+    /// peer is the client (`ClientAddressResolver`).
+    public var trustedProxies: [CIDR] = []
+    /// `--metrics-port`: serve `/metrics` only on this port of `host` (the main port answers 404
+    /// for it); nil serves it on the main port.
+    public var metricsPort: Int?
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
 

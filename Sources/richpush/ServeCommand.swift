@@ -21,6 +21,8 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     var sessionTtl: TimeInterval = Environment.duration("RICHPUSH_SESSION_TTL", default: 90 * 86_400)
     @Option(help: "Failed sign-ins per user name in 5 minutes before further attempts get 429 (per client address: five times as many); 0 turns the throttle off, e.g. behind a proxy that limits sign-ins itself (env RICHPUSH_FAILED_SIGN_INS).")
     var failedSignIns: Int = Environment.int("RICHPUSH_FAILED_SIGN_INS") ?? 10
+    @Option(help: "Notifications one user may create a minute with POST /api/notifications (a minute's worth at once); past it, 429 with Retry-After; 0 turns the limit off (env RICHPUSH_NOTIFICATIONS_PER_MINUTE).")
+    var notificationsPerMinute: Int = Environment.int("RICHPUSH_NOTIFICATIONS_PER_MINUTE") ?? 60
     @Option(help: "Address to listen on (env RICHPUSH_HOST).")
     var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
     @Option(help: "Port to listen on (env RICHPUSH_PORT).")
@@ -46,6 +48,18 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     @OptionGroup var logOptions: LogOptions
     @Option(help: "Log each request at info: off, on, or the fraction of requests to log, e.g. 0.01 (env RICHPUSH_ACCESS_LOG).")
     var accessLog: String = Environment.string("RICHPUSH_ACCESS_LOG") ?? "off"
+    @Option(help: ArgumentHelp("A reverse proxy (an address or a block: 10.0.0.0/8, 172.28.0.10, fd00::/8) whose X-Forwarded-For names the client, so that the sign-in throttle and the access log see clients, not the proxy; repeatable (env RICHPUSH_TRUSTED_PROXY, comma-separated).",
+                               valueName: "cidr"))
+    var trustedProxy: [String] = Environment.strings("RICHPUSH_TRUSTED_PROXY") ?? []
+    @Option(help: ArgumentHelp("Serve /metrics only on this port (of --host), for Prometheus; the main port then answers 404 for it (env RICHPUSH_METRICS_PORT).",
+                               valueName: "port"))
+    var metricsPort: Int?
+    /// `--trusted-proxy`'s values, comma-separated lists split.
+    private var trustedProxyBlocks: [String] {
+        trustedProxy.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+    /// `--metrics-port`, else its variable (an optional flag's default cannot be read from the environment).
+    private var metricsPortValue: Int? { metricsPort ?? Environment.int("RICHPUSH_METRICS_PORT") }
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
@@ -60,11 +74,22 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
             throw ValidationError("--access-log (env RICHPUSH_ACCESS_LOG) '\(accessLog)' is not off, on or a fraction in (0, 1]")
         }
         guard failedSignIns >= 0 else { throw ValidationError("--failed-sign-ins must be 0 (off) or more") }
+        for block in trustedProxyBlocks where CIDR(block) == nil {
+            throw ValidationError("--trusted-proxy (env RICHPUSH_TRUSTED_PROXY) '\(block.prefix(60))' is not an IP address or block, e.g. 10.0.0.0/8, 172.28.0.10 or fd00::/8")
+        }
+        if let metricsPort = metricsPortValue {
+            guard (1...65535).contains(metricsPort) else { throw ValidationError("--metrics-port (env RICHPUSH_METRICS_PORT) must be 1 to 65535") }
+            guard metricsPort != port else { throw ValidationError("--metrics-port must differ from --port") }
+        }
+        guard notificationsPerMinute >= 0 else { throw ValidationError("--notifications-per-minute must be 0 (off) or more") }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
         guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
     }
 
     func run() async throws {
+        // Whatever serve creates (the database, its WAL, blobs, keys) is the service's alone,
+        // even in a data directory made beforehand with a looser mode (a Docker volume).
+        umask(0o077)
         var configuration = ServerConfiguration()
         configuration.host = host
         configuration.port = port
@@ -83,6 +108,9 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         configuration.eventLoopThreads = threads
         configuration.sessionLifetime = sessionTtl
         configuration.failedSignInLimit = failedSignIns
+        configuration.trustedProxies = trustedProxyBlocks.compactMap { CIDR($0) }
+        configuration.metricsPort = metricsPortValue
+        configuration.notificationsPerMinute = notificationsPerMinute
         configuration.maxConnections = maxConnections
         configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
         configuration.publicURL = urlOptions.publicUrl
@@ -92,6 +120,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         let data = try await dataOptions.open(limits: configuration.limits)
         let vapid = try pushOptions.makeVAPID()
         configuration.vapidPublicKey = vapid?.publicKey
+        configuration.allowPrivatePushEndpoints = pushOptions.allowPrivatePushEndpoints
         if let (provider, mirror) = try pushOptions.makeProvider(vapid: vapid) {
             let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
             let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,

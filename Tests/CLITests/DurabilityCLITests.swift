@@ -13,12 +13,13 @@ func http(_ port: Int, _ method: String, _ path: String, auth: String, body: Str
     try await http(port, method, path, authorization: "Basic \(auth)", body: body)
 }
 
-/// One HTTP exchange with this `Authorization` field.
+/// One HTTP exchange with this `Authorization` field; a body goes as JSON (the API's only body type).
 func http(_ port: Int, _ method: String, _ path: String, authorization: String, body: String = "") async throws -> String {
     try await onOwnThread {
         let fd = try connectTo(port: port)
         defer { close(fd) }
-        sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: \(authorization)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
+        let type = body.isEmpty ? "" : "Content-Type: application/json\r\n"
+        sendAll(fd, Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: \(authorization)\r\n\(type)Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
         return receiveAll(fd)
     }
 }

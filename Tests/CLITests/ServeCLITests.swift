@@ -8,6 +8,22 @@ import Glibc
 
 @Suite("richpush serve as a process")
 struct ServeCLITests {
+    @Test("in a data directory made beforehand with mode 0755 (a Docker volume), the database serve creates is 0600")
+    func privateFiles() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
+        let (server, _) = try await CLI.startServe(["--data", data.path], cwd: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        let database = try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent("richpush.sqlite").path)
+        #expect((database[.posixPermissions] as? Int).map { $0 & 0o077 } == 0, "\(String((database[.posixPermissions] as? Int) ?? 0, radix: 8))")
+    }
+
     @Test("starts on embedded defaults in a fresh directory, ingests media/logo.png, and finishes in-flight requests and answers on SIGTERM")
     func gracefulShutdown() async throws {
         let dir = try Fixtures.tempDirectory()

@@ -1,6 +1,8 @@
 import Foundation
 @testable import MediaStore
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import RichPushTestSupport
 import SQLEngine
 import Testing
@@ -180,5 +182,38 @@ struct VariantTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try MediaStore(path: dir.path)
         await #expect(throws: MediaStoreError.self) { try await store.variant(.push, of: MediaID(hashing: [1, 2, 3])) }
+    }
+}
+
+extension VariantTests {
+    @Test("variants of more than 8 sources at once: the ninth is refused as busy instead of queueing its source in memory")
+    func boundedMakers() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try MediaStore(path: dir.path)
+        var sources: [MediaID] = []
+        for i in 0..<(MediaStore.maxVariantsInFlight + 1) {
+            sources.append(try await store.ingest(bytes: try Self.photo(width: 64 + i, height: 48)).item.id)
+        }
+        // The one variant thread is held, so every maker waits (holding its source) until the gate opens.
+        let gate = NIOLockedValueBox(false)
+        let holder = DecodePool.variants.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.next()) {
+            for _ in 0..<1000 where !gate.withLockedValue({ $0 }) { usleep(5_000) } // at most 5 s
+        }
+        let makers = sources.prefix(MediaStore.maxVariantsInFlight).map { id in Task { try await store.variant(.thumb, of: id) } }
+        // Every maker has registered once its first database read is done; then the ninth is refused.
+        for _ in 0..<500 where store.variantsBeingMade < MediaStore.maxVariantsInFlight { try await Task.sleep(for: .milliseconds(10)) }
+        var refusal: MediaStoreError?
+        do {
+            _ = try await store.variant(.thumb, of: sources[MediaStore.maxVariantsInFlight])
+        } catch let error as MediaStoreError where error.isBusy {
+            refusal = error
+        }
+        gate.withLockedValue { $0 = true }
+        try await holder.get()
+        #expect(refusal?.message.contains("variants are being made") == true)
+        for maker in makers { #expect(try await maker.value.info.width <= 320) }
+        // Once they are done, the ninth is made.
+        #expect(try await store.variant(.thumb, of: sources[MediaStore.maxVariantsInFlight]).info.width <= 320)
     }
 }

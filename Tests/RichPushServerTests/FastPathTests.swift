@@ -89,7 +89,7 @@ struct FastPathTests {
         try await TestServer.run(engine: engine) { s in
             _ = try await s.request(.get, "/media/\(logoID)") // cache it
             let auth = TestServer.basic("alice")[.authorization]!
-            let slow = "POST /api/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: \(auth)\r\nContent-Length: 7\r\n\r\n\"first\""
+            let slow = "POST /api/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: \(auth)\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n\"first\""
             let fast = "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\nAuthorization: \(auth)\r\n\r\n"
             let end = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             let answer = try await rawExchange(port: try #require(s.client.port), slow + fast + end, untilClose: true)

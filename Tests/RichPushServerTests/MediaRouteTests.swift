@@ -246,10 +246,17 @@ struct MediaRouteTests {
             #expect(busy.detail.contains("uploads"))
         }
         let gate = Gate(limit: 2)
-        #expect(gate.enter() && gate.enter())
-        #expect(!gate.enter())
+        #expect(throws: Never.self) { try gate.enter(); try gate.enter() }
+        #expect(throws: Gate.Refusal.full) { try gate.enter() }
         gate.leave()
-        #expect(gate.enter())
+        #expect(throws: Never.self) { try gate.enter() }
+        // One user holds at most a quarter of the slots; others still get theirs.
+        let shared = Gate(limit: 16)
+        for _ in 0..<4 { #expect(throws: Never.self) { try shared.enter(key: "mallory") } }
+        #expect(throws: Gate.Refusal.keyFull) { try shared.enter(key: "mallory") }
+        #expect(throws: Never.self) { try shared.enter(key: "alice") }
+        shared.leave(key: "mallory")
+        #expect(throws: Never.self) { try shared.enter(key: "mallory") }
     }
 
     @Test("a request head trickled a byte at a time (slowloris) is cut off at the head deadline, however often bytes come", arguments: StoreEngine.all)
