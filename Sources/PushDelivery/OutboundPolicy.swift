@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RichPushCore
@@ -75,7 +76,7 @@ public struct OutboundPolicy: Sendable {
         if !allowPrivateAddresses {
             for address in resolved {
                 if let why = PublicAddress.refusal(for: address.bytes) {
-                    throw OutboundError(.refused, "\(subject) host \(url.host) resolves to \(address.text), \(why); RichPush sends only to public addresses (\(overrideHint) allows others, for local stand-ins)")
+                    throw OutboundError(.refusedAddress, "\(subject) host \(url.host) resolves to \(address.text), \(why); RichPush sends only to public addresses (\(overrideHint) allows others, for local stand-ins)")
                 }
             }
         }
@@ -99,16 +100,38 @@ public struct OutboundPolicy: Sendable {
         var text: String { address.ipAddress ?? "an address" }
     }
 
-    /// `getaddrinfo` on NIO's thread pool, given up after `timeout` (the lookup itself cannot be
+    /// The threads `getaddrinfo` blocks on: its own, so that a name server that stops answering
+    /// (a user's, on purpose) holds lookups and nothing else (never a blob read or an fsync of
+    /// `NIOThreadPool.singleton`).
+    static let resolverPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 4)
+        pool.start()
+        return pool
+    }()
+    /// Lookups started and not yet returned (a timed-out one still holds its thread).
+    private static let lookupsRunning = NIOLockedValueBox(0)
+    /// Past this many, a lookup is refused at once as timed out (the pool's queue stays short).
+    static let maxLookupsRunning = 16
+
+    /// `getaddrinfo` on `resolverPool`, given up after `timeout` (the lookup itself cannot be
     /// stopped; its late answer is dropped).
     static func resolve(host: String, port: Int, timeout: TimeAmount, subject: String) async throws -> [ResolvedAddress] {
+        let admitted = lookupsRunning.withLockedValue { running -> Bool in
+            guard running < maxLookupsRunning else { return false }
+            running += 1
+            return true
+        }
+        guard admitted else {
+            throw OutboundError(.timedOut, "\(subject) host \(host) was not looked up: \(maxLookupsRunning) lookups are waiting on name servers already")
+        }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let promise = loop.makePromise(of: [ResolvedAddress].self)
         let timer = loop.scheduleTask(in: timeout) {
             promise.fail(OutboundError(.timedOut, "\(subject) host \(host) did not resolve within \(Self.seconds(timeout))"))
         }
-        NIOThreadPool.singleton.runIfActive(eventLoop: loop) {
-            try lookup(host: host, port: port, subject: subject)
+        resolverPool.runIfActive(eventLoop: loop) {
+            defer { lookupsRunning.withLockedValue { $0 -= 1 } }
+            return try lookup(host: host, port: port, subject: subject)
         }.cascade(to: promise)
         promise.futureResult.whenComplete { _ in timer.cancel() }
         return try await promise.futureResult.get()
@@ -127,6 +150,10 @@ public struct OutboundPolicy: Sendable {
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
             let why = status == 0 ? "no addresses" : String(cString: gai_strerror(status))
+            if status == EAI_AGAIN {
+                // The name server did not answer now: a passing failure, not a wrong name.
+                throw OutboundError(.timedOut, "\(subject) host \(host) could not be looked up now (\(why)); try again")
+            }
             throw OutboundError(.unresolved, "\(subject) host \(host) does not resolve (\(why)); check the URL")
         }
         defer { freeaddrinfo(first) }
@@ -165,8 +192,10 @@ public struct OutboundPolicy: Sendable {
 /// Why a call to a user-chosen URL did not get an answer, in words a person can act on.
 public struct OutboundError: Error, Sendable, CustomStringConvertible {
     enum Code: Sendable, Equatable {
-        /// The policy forbids the destination (address, scheme, port, malformed URL).
+        /// The policy forbids the destination (an IP address, scheme, port, malformed URL).
         case refused
+        /// The host name resolves, today, to an address the policy forbids.
+        case refusedAddress
         /// The host name does not resolve.
         case unresolved
         /// The deadline passed.
@@ -186,8 +215,10 @@ public struct OutboundError: Error, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    /// RichPush will never call this destination: trying again cannot help.
-    public var isRefusal: Bool { code == .refused }
+    /// RichPush will not call this destination: the URL itself, or what its name resolves to now.
+    public var isRefusal: Bool { code == .refused || code == .refusedAddress }
+    /// The URL itself can never be called (scheme, port, an IP address): not a matter of DNS.
+    public var refusesTheURL: Bool { code == .refused }
     /// The host name did not resolve.
     public var isUnresolved: Bool { code == .unresolved }
     /// The deadline passed (resolving, connecting or waiting for the answer).

@@ -266,7 +266,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                 if Task.isCancelled {
                     // Another lane failed: start nothing more (the queued rows' leases lapse and
                     // they are claimed again), let what is in flight finish, and stop.
-                    while window.withLockedValue({ $0.inFlight[laneName, default: 0] }) > 0 { _ = await wake.next() }
+                    await Self.waitForSends(of: laneName, in: window)
                     break
                 }
                 var inFlight = window.withLockedValue { $0.inFlight[laneName, default: 0] }
@@ -342,9 +342,19 @@ public final class OutboxDispatcher: Service, PushDispatching {
         } catch {
             // A claim failed: the sends already started still finish, and their outcomes are
             // recorded by `drain` before the error goes up (their rows stay leased meanwhile).
-            while window.withLockedValue({ $0.inFlight[laneName, default: 0] }) > 0 { _ = await wake.next() }
+            await Self.waitForSends(of: laneName, in: window)
             throw error
         }
+    }
+
+    /// Until `lane` has nothing in flight, polled: in a cancelled task the completion stream and
+    /// `Task.sleep` return at once, so this sleeps in a task of its own that cancellation does not reach.
+    private static func waitForSends(of lane: String, in window: NIOLockedValueBox<Window>) async {
+        await Task {
+            while window.withLockedValue({ $0.inFlight[lane, default: 0] }) > 0 {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }.value
     }
 
     private func claim(limit: Int, platforms: Set<String>?) async throws -> [DeliveryJob] {

@@ -76,8 +76,10 @@ public final class WebPushClient: Sendable {
                 return .failed(reason: reason, prune: false)
             }
         } catch let error as OutboundError where error.isRefusal {
-            // The endpoint can never be sent to (a private address, http, another port): prune it.
-            return .failed(reason: error.message, prune: true)
+            // The URL itself can never be sent to (http, another port, an IP address): prune it. A
+            // name that resolves to a private address fails the push but keeps the subscription:
+            // split-horizon DNS or a private endpoint of a cloud may answer so for a real service.
+            return .failed(reason: error.message, prune: error.refusesTheURL)
         } catch {
             return .retry(reason: "\(subscription.origin): \(error)", after: nil)
         }

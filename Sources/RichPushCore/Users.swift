@@ -103,8 +103,9 @@ public struct UserStore: Sendable {
                        arguments: [name, hash, admin, now.timeIntervalSince1970])
         guard db.changesCount > 0 else { return false }
         let leftover = try db.fetchOne(sql: """
-            SELECT (SELECT COUNT(*) FROM registrations WHERE username = ?) + (SELECT COUNT(*) FROM notifications WHERE recipient = ?) AS n
-            """, arguments: [name, name])
+            SELECT (SELECT COUNT(*) FROM registrations WHERE username = ?) + (SELECT COUNT(*) FROM notifications WHERE recipient = ?)
+                 + (SELECT COUNT(*) FROM sessions WHERE username = ?) AS n
+            """, arguments: [name, name, name])
         if let count: Int = leftover?["n"], count > 0 { try removeEverything(db, of: name) }
         return true
     }

@@ -240,15 +240,16 @@ public final class Authenticator: Sendable {
         var principal: Principal?
         var expiresAt = Double.infinity
         if let token = Self.bearerToken(header) {
-            let reservation = try admission?.reserve()
+            // A session lookup is one indexed read, not a bcrypt: it is refused while the address
+            // is throttled and a miss counts as a failure, but it takes no slot of the bcrypt caps.
+            try admission?.refuseWhileThrottled()
             do {
                 if let owner = try await sessions.owner(of: token) {
                     principal = Principal(user: owner.username, admin: owner.admin)
                     expiresAt = owner.expires.timeIntervalSince1970
                 }
-                reservation?.finish(failed: principal == nil)
+                if principal == nil { admission?.recordFailure() }
             } catch {
-                reservation?.finish(failed: false)
                 cache.withLockedValue { $0[key]?.refreshing = false }
                 throw error
             }
@@ -492,6 +493,7 @@ public final class LoginThrottle: Sendable {
     /// Seconds to wait before the next attempt, or nil when one may go ahead now.
     func wait(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) -> Int? {
         guard perUser > 0 else { return nil }
+        let address = address.map(Self.addressKey)
         return state.withLockedValue { state in
             Self.wait(state, user: user, address: address, perUser: perUser, perAddress: perAddress, now: now)
         }
@@ -509,6 +511,7 @@ public final class LoginThrottle: Sendable {
     /// address has `perAddressConcurrent` sign-ins being verified, 503 while the server has
     /// `globalConcurrent`.
     func reserve(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) throws -> LoginReservation {
+        let address = address.map(Self.addressKey)
         let perUser = self.perUser, perAddress = self.perAddress, globalConcurrent = self.globalConcurrent
         let refusal: Problem? = state.withLockedValue { state in
             if perUser > 0 {
@@ -555,6 +558,24 @@ public final class LoginThrottle: Sendable {
                 state.addresses[address] = failures.isEmpty ? nil : failures
             }
         }
+    }
+
+    /// Counts one failure of `user` and `address` (a session lookup that found nothing).
+    func recordFailure(user: String?, address: String?, now: Double = Date().timeIntervalSince1970) {
+        guard perUser > 0 else { return }
+        let keep = perAddress
+        let address = address.map(Self.addressKey)
+        state.withLockedValue { state in
+            if let user { Self.record(&state.users, user, keep: keep, now: now) }
+            if let address { Self.record(&state.addresses, address, keep: keep, now: now) }
+        }
+    }
+
+    /// The key an address is counted under: an IPv4 address itself, an IPv6 address's /64 (one
+    /// subscriber's whole prefix, which a client may rotate through at will).
+    static func addressKey(_ address: String) -> String {
+        guard address.contains(":"), let parsed = IPAddress(address), parsed.ipv4 == nil else { return address }
+        return String(parsed.high, radix: 16) + "::/64"
     }
 
     /// Sign-ins being verified now (for tests).
@@ -614,5 +635,18 @@ struct LoginAdmission: Sendable {
 
     func reserve() throws -> LoginReservation {
         try throttle.reserve(user: user, address: address)
+    }
+
+    /// Throws 429 while the user or address is over its limit (no slot is taken).
+    func refuseWhileThrottled() throws {
+        if let wait = throttle.wait(user: user, address: address) {
+            throw Problem(.tooManyRequests, "too many failed sign-ins lately for this user or address; try again in \(wait) s",
+                          headers: [.retryAfter: String(wait)])
+        }
+    }
+
+    /// Counts a failure that took no reservation.
+    func recordFailure() {
+        throttle.recordFailure(user: user, address: address)
     }
 }

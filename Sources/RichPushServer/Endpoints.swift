@@ -173,6 +173,7 @@ extension Endpoint {
                      410: .problem("The registration expired; POST /api/register again."),
                      413: .problem("The body is over 64 KiB."),
                      422: .problem("The platform is not supported, or a Web Push endpoint RichPush will not send to (not https on 443, or not a public address)."),
+                     503: .problem("The Web Push endpoint's host could not be looked up now.", headers: ["Retry-After": "Seconds to wait."]),
                      502: .problem("Saved here, but the push service did not take it."),
                  ]) { s, r, c in try await s.updateRegistration(r, c) },
         Endpoint(method: .delete, path: "/api/register/{id}", access: .user, summary: "Remove a registration.",

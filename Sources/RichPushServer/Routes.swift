@@ -229,6 +229,9 @@ extension Services {
         let subscription = try WebPushSubscription(jsonText: handle)
         do {
             try await OutboundPolicy(allowPrivate: configuration.allowPrivatePushEndpoints).check(subscription.endpoint)
+        } catch let error as OutboundError where error.isTimeout {
+            // A name server that did not answer now says nothing of the endpoint: try again later.
+            throw Problem(.serviceUnavailable, error.message, headers: [.retryAfter: "30"])
         } catch let error as OutboundError {
             throw Problem(.unprocessableContent, error.message)
         }

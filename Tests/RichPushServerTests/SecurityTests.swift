@@ -127,6 +127,12 @@ struct SecurityTests {
         for _ in 0..<9 { try throttle.reserve(user: "bob", address: "10.0.0.5").finish(failed: true) }
         try throttle.reserve(user: "bob", address: "10.0.0.6").finish(failed: true)
         #expect { try throttle.reserve(user: "bob", address: "10.0.0.7") } throws: { ($0 as? Problem)?.status == .tooManyRequests }
+        // An IPv6 client is counted by its /64, however it rotates the rest.
+        let v6 = LoginThrottle(perUser: 2)
+        for i in 0..<10 { try v6.reserve(user: "guess\(i)", address: "2001:db8:1:2::\(String(i, radix: 16))").finish(failed: true) }
+        #expect { try v6.reserve(user: "other", address: "2001:db8:1:2:ffff::1") } throws: { ($0 as? Problem)?.status == .tooManyRequests }
+        #expect(throws: Never.self) { try v6.reserve(user: "other", address: "2001:db8:1:3::1").finish(failed: false) }
+        #expect(LoginThrottle.addressKey("10.1.2.3") == "10.1.2.3" && LoginThrottle.addressKey("::ffff:10.1.2.3") == "::ffff:10.1.2.3")
     }
 
     @Test("bcrypt runs on threads of its own: an image read is served while every bcrypt thread is busy")
@@ -221,12 +227,17 @@ struct SecurityTests {
                                           body: Array(#"{"platform":"apns","handle":"\#(String(repeating: "cd", count: 32))","tags":[]}"#.utf8))
             #expect(put.status == .ok)
             #expect(try await s.request(.post, "/api/notifications", as: nil, headers: demo).status == .created)
+            // A session made with the demo rule must not become a session of the real account.
+            let session = try await s.request(.post, "/api/sessions", as: nil, headers: demo)
+            #expect(session.status == .created)
+            let token = try #require((try JSONSerialization.jsonObject(with: Data(session.body.readableBytesView)) as? [String: Any])?["token"] as? String)
             _ = try await UserStore(database: s.database, cost: 4).add(name: "carol", password: "a real password")
             let rows = try await s.database.read { db in
                 try db.fetchOne(sql: "SELECT (SELECT COUNT(*) FROM registrations WHERE username = 'carol') + (SELECT COUNT(*) FROM notifications WHERE recipient = 'carol') AS n")
             }
             #expect((rows?["n"] as Int?) == 0)
             #expect(try await eventually(within: 10) { try await s.get("/api/notifications", headers: demo).status == .unauthorized })
+            #expect(try await s.get("/api/notifications", headers: [.authorization: "Bearer \(token)"]).status == .unauthorized)
         }
     }
 
