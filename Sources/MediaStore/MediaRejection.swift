@@ -68,6 +68,8 @@ public struct MediaStoreError: Error, Sendable, CustomStringConvertible {
     /// Too many variants are being made at once; the caller may try again shortly.
     public static func busy(_ what: String) -> Self { .init(.busy, what) }
 
+    /// True when a file-system call failed (the message names server paths: for the log).
+    public var isIO: Bool { code == .io }
     /// True when a write failed because the disk (or the quota) is full.
     public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
     /// True when the store refused work it has no room for now (try again shortly).

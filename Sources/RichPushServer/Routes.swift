@@ -133,7 +133,7 @@ extension Services {
             throw rejection
         } catch let error as MediaStoreError where error.isNameTaken {
             throw Problem(.conflict, error.message)
-        } catch let error as MediaStoreError {
+        } catch let error as MediaStoreError where error.isIO {
             // The message names server paths: it goes to the log, the client gets the kind of failure.
             context.logger.error("cannot store an upload", metadata: ["error": "\(error.message)"])
             if error.isOutOfSpace {
@@ -141,6 +141,8 @@ extension Services {
                               "the server's storage is full; nothing was stored (try again once an operator has made room)")
             }
             throw Problem(.internalServerError, "the server could not store the upload; nothing was stored; its log has details under request id \(context.id)")
+        } catch let error as MediaStoreError {
+            throw Problem(.badRequest, error.message) // the name given, or the like: the client's to mend
         } catch let error as any HTTPResponseError {
             throw error
         } catch {
