@@ -74,8 +74,10 @@ public final class APNsSandbox: Sendable {
         var failures: [String: Failure] = [:]
         var tokensValidAfter: Date = .distantPast
         var tokensSeen = Set<String>()
-        /// The provider token in use and when it was first seen.
-        var currentToken: (jwt: String, since: Date)?
+        /// Per connection: the provider token in use and when it was first seen there. Apple
+        /// scopes the update rule to a connection: two clients (or nodes) with tokens of their
+        /// own, each on its own connection, are both served.
+        var currentTokens: [ObjectIdentifier: (jwt: String, since: Date)] = [:]
     }
 
     public let configuration: Configuration
@@ -108,7 +110,7 @@ public final class APNsSandbox: Sendable {
     public func expireProviderTokens(issuedBefore date: Date) {
         state.withLockedValue {
             $0.tokensValidAfter = date
-            $0.currentToken = nil // an expired token may be replaced at once
+            $0.currentTokens.removeAll() // an expired token may be replaced at once
         }
     }
 
@@ -124,7 +126,7 @@ public final class APNsSandbox: Sendable {
     /// The Hummingbird application serving HTTP/2 over TLS, with or without ALPN (never HTTP/1.1, as Apple).
     public func application(logger: Logger = Logger(label: "apns-sandbox"),
                             onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }) throws -> some ApplicationProtocol {
-        let router = Router()
+        let router = Router(context: SandboxRequestContext.self)
         router.post("/3/device/:token") { request, context in try await self.handle(request, context: context) }
         router.post("/3/device") { _, _ in Self.answer(400, "MissingDeviceToken") }
         router.get("/3/device/:token") { _, _ in Self.answer(405, "MethodNotAllowed") }
@@ -142,11 +144,19 @@ public final class APNsSandbox: Sendable {
             logger: logger)
     }
 
-    private func handle(_ request: Request, context: some RequestContext) async throws -> Response {
+    private func handle(_ request: Request, context: SandboxRequestContext) async throws -> Response {
         let token = try context.parameters.require("token").lowercased()
         let body = try await request.body.collect(upTo: 64 * 1024)
         if configuration.responseDelay > .zero { try await Task.sleep(for: configuration.responseDelay) }
-        switch verdict(request: request, token: token, body: Data(body.readableBytesView)) {
+        if let connection = context.connection {
+            // Forget the connection's token when it closes (its identifier may be reused).
+            let id = ObjectIdentifier(connection)
+            let new = state.withLockedValue { $0.currentTokens[id] == nil }
+            if new {
+                connection.closeFuture.whenComplete { [state] _ in _ = state.withLockedValue { $0.currentTokens.removeValue(forKey: id) } }
+            }
+        }
+        switch verdict(request: request, token: token, body: Data(body.readableBytesView), connection: context.connection.map(ObjectIdentifier.init)) {
         case .reject(let status, let reason, let timestamp):
             return Self.answer(status, reason, timestamp: timestamp, apnsID: request.headers[HTTPField.Name("apns-id")!])
         case .accept(let push):
@@ -161,7 +171,7 @@ public final class APNsSandbox: Sendable {
     }
 
     /// Apple's checks, in Apple's order of precedence as far as it is documented.
-    func verdict(request: Request, token: String, body: Data, now: Date = Date()) -> Verdict {
+    func verdict(request: Request, token: String, body: Data, connection: ObjectIdentifier? = nil, now: Date = Date()) -> Verdict {
         let headers = request.headers
         func header(_ name: String) -> String? { headers[HTTPField.Name(name)!] }
         // Provider token.
@@ -172,13 +182,14 @@ public final class APNsSandbox: Sendable {
         case .some(let reason): return .reject(403, reason, timestamp: nil)
         case .none: break
         }
-        // A new provider token sooner than the interval after the last one is refused.
+        // A new provider token on a connection sooner than the interval after its last one is refused.
+        let key = connection ?? ObjectIdentifier(Self.self)
         let tooSoon = state.withLockedValue { state -> Bool in
-            if let current = state.currentToken, current.jwt != jwt {
+            if let current = state.currentTokens[key], current.jwt != jwt {
                 if now.timeIntervalSince(current.since) < configuration.minTokenUpdateInterval { return true }
-                state.currentToken = (jwt, now)
-            } else if state.currentToken == nil {
-                state.currentToken = (jwt, now)
+                state.currentTokens[key] = (jwt, now)
+            } else if state.currentTokens[key] == nil {
+                state.currentTokens[key] = (jwt, now)
             }
             return false
         }
@@ -195,6 +206,7 @@ public final class APNsSandbox: Sendable {
         if pushType == "background" && priority != "5" { return .reject(400, "BadPriority", timestamp: nil) }
         if let id = header("apns-id"), UUID(uuidString: id) == nil { return .reject(400, "BadMessageId", timestamp: nil) }
         if let expiration = header("apns-expiration"), Int(expiration) == nil { return .reject(400, "BadExpirationDate", timestamp: nil) }
+        if let collapse = header("apns-collapse-id"), collapse.utf8.count > 64 { return .reject(400, "BadCollapseId", timestamp: nil) }
         // Payload.
         if body.isEmpty { return .reject(400, "PayloadEmpty", timestamp: nil) }
         if body.count > 4096 { return .reject(413, "PayloadTooLarge", timestamp: nil) }
@@ -218,7 +230,8 @@ public final class APNsSandbox: Sendable {
         for field in headers where field.name.canonicalName.hasPrefix("apns-") || field.name == .contentType {
             recorded[field.name.canonicalName] = field.value
         }
-        let apnsID = header("apns-id")?.uppercased() ?? UUID().uuidString
+        // Echoed exactly as sent (clients match answers by it), or a new one in lowercase, as Apple.
+        let apnsID = header("apns-id") ?? UUID().uuidString.lowercased()
         _ = state.withLockedValue { $0.tokensSeen.insert(jwt) }
         return .accept(AcceptedPush(token: token, headers: recorded, payload: body, apnsID: apnsID))
     }
@@ -267,7 +280,7 @@ public final class APNsSandbox: Sendable {
         if let timestamp { object["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
         let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         var headers: HTTPFields = [.contentType: "application/json"]
-        headers[HTTPField.Name("apns-id")!] = apnsID ?? UUID().uuidString
+        headers[HTTPField.Name("apns-id")!] = apnsID ?? UUID().uuidString.lowercased()
         return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
@@ -297,5 +310,18 @@ public final class APNsSandbox: Sendable {
             },
             issuerPrivateKey: .init(key))
         return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
+    }
+}
+
+/// The sandbox's request context: the connection a request came on (an HTTP/2 stream's parent),
+/// which Apple's provider-token rules are scoped to.
+struct SandboxRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    /// The TCP (TLS) connection; nil where the source names none.
+    let connection: (any Channel)?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        connection = source.channel.parent ?? source.channel
     }
 }

@@ -89,11 +89,12 @@ public final class APNsClient: Sendable {
         await http.shutdown()
     }
 
-    /// Sends one push. `pushID` is sent as `apns-id` and reused on retries.
+    /// Sends one push. `pushID` is sent as `apns-id` and reused on retries; `collapseID`, as
+    /// `apns-collapse-id`, makes the device show one alert for every push that carries it.
     public func send(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String,
-                     expiration: Date) async -> (DeliveryOutcome, timestamp: Date?) {
+                     expiration: Date, collapseID: String? = nil) async -> (DeliveryOutcome, timestamp: Date?) {
         await withCheckedContinuation { continuation in
-            start(token: deviceToken, payload: payload, mode: mode, pushID: pushID, expiration: expiration) { outcome, timestamp in
+            start(token: deviceToken, payload: payload, mode: mode, pushID: pushID, expiration: expiration, collapseID: collapseID) { outcome, timestamp in
                 continuation.resume(returning: (outcome, timestamp))
             }
         }
@@ -102,13 +103,13 @@ public final class APNsClient: Sendable {
     /// `send` without a task: `completion` gets the outcome (and Apple's timestamp on a 410),
     /// called once on the connection's event loop.
     public func start(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String, expiration: Date,
-                      completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
+                      collapseID: String? = nil, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         let jwt: String
         do { jwt = try tokens.token() } catch {
             completion(.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
             return
         }
-        let headers = [
+        var headers = [
             ("authorization", "bearer \(jwt)"),
             ("apns-topic", topic),
             ("apns-push-type", mode.apnsPushType),
@@ -117,6 +118,7 @@ public final class APNsClient: Sendable {
             ("apns-id", pushID),
             ("content-type", "application/json"),
         ]
+        if let collapseID { headers.append(("apns-collapse-id", collapseID)) }
         let tokens = self.tokens
         http.execute(path: "/3/device/\(deviceToken)", headers: headers, body: ByteBuffer(data: payload)) { result in
             let (outcome, timestamp) = Self.outcome(of: result, jwt: jwt, tokens: tokens)

@@ -31,9 +31,16 @@ public final class FCMClient: Sendable {
     }
 
     /// The message FCM takes (`{"message":{...}}`): `data` always (string values, the app reads
-    /// them in the background), and a `notification` with the image in alert mode.
-    public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?) -> Data {
+    /// them in the background), and a `notification` with the image in alert mode. With a
+    /// `collapseID`, Android's `collapse_key` and, for FCM's iOS devices, `apns-collapse-id`:
+    /// a resend replaces the shown message instead of adding a second.
+    public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?,
+                               collapseID: String? = nil) -> Data {
         var message: [String: Any] = ["token": token, "data": data]
+        if let collapseID {
+            message["android"] = ["collapse_key": collapseID]
+            message["apns"] = ["headers": ["apns-collapse-id": collapseID]]
+        }
         if let notification {
             var shown: [String: Any] = ["body": notification.body]
             if let title = notification.title { shown["title"] = title }

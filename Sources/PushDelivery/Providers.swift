@@ -58,12 +58,12 @@ public struct APNsProvider: PushProvider {
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         await client.send(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
-                          expiration: Date().addingTimeInterval(expiration))
+                          expiration: Date().addingTimeInterval(expiration), collapseID: job.collapseID)
     }
 
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
-                     expiration: Date().addingTimeInterval(expiration), completion: completion)
+                     expiration: Date().addingTimeInterval(expiration), collapseID: job.collapseID, completion: completion)
     }
 
     public func shutdown() async {
@@ -180,7 +180,8 @@ public struct FCMProvider: PushProvider {
         // Android shows a notification image only up to 1 MB: the push variant (SPEC §16).
         let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
         let notification = job.mode == .alert ? (title: content.title, body: content.message, image: image) : nil
-        return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification)), nil)
+        return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
+                                                    collapseID: job.collapseID)), nil)
     }
 
     public func shutdown() async {
@@ -216,7 +217,7 @@ public struct WebPushProvider: PushProvider {
             return (.failed(reason: "the registration's handle is not a PushSubscription", prune: false), nil)
         }
         let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: ttl,
-                                        urgency: job.mode == .alert ? .high : .normal)
+                                        urgency: job.mode == .alert ? .high : .normal, topic: job.collapseID)
         return (outcome, nil)
     }
 

@@ -35,6 +35,10 @@ public final class FCMSandbox: PushStandIn {
         public var data: [String: String]
         public var notification: [String: String]?
         public var name: String
+        /// `android.collapse_key`, when given.
+        public var collapseKey: String? = nil
+        /// `apns.headers["apns-collapse-id"]`, when given (what FCM passes to Apple for iOS devices).
+        public var apnsCollapseID: String? = nil
     }
 
     private struct State {
@@ -181,6 +185,27 @@ public final class FCMSandbox: PushStandIn {
             }
             notification = shown
         }
+        var collapseKey: String?
+        if let raw = message["android"] {
+            guard let android = raw as? [String: Any] else { return Self.invalid("android must be an AndroidConfig object") }
+            if let key = android["collapse_key"] {
+                guard let text = key as? String else { return Self.invalid("Invalid value at 'message.android.collapse_key' (TYPE_STRING)") }
+                collapseKey = text
+            }
+        }
+        var apnsCollapseID: String?
+        if let raw = message["apns"] {
+            guard let apns = raw as? [String: Any], let headers = (apns["headers"] ?? [String: Any]()) as? [String: Any] else {
+                return Self.invalid("apns must be an ApnsConfig object with a headers map")
+            }
+            for (key, value) in headers {
+                guard let text = value as? String else { return Self.invalid("Invalid value at 'message.apns.headers[\(key)]' (TYPE_STRING)") }
+                if key == "apns-collapse-id" {
+                    guard text.utf8.count <= 64 else { return Self.invalid("apns-collapse-id is longer than 64 bytes") }
+                    apnsCollapseID = text
+                }
+            }
+        }
         let size = data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count } + (notification?.values.reduce(0) { $0 + $1.utf8.count } ?? 0)
         guard size <= 4096 else { return Self.invalid("Android message is too big: \(size) bytes, at most 4096") }
         let verdict: (failure: (status: Int, code: String, retryAfter: Int?)?, known: Bool, gone: Bool) = state.withLockedValue { state in
@@ -199,7 +224,8 @@ public final class FCMSandbox: PushStandIn {
         guard verdict.known else { return Self.error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token") }
         if verdict.gone { return Self.error(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.") }
         let name = "projects/\(project)/messages/0:\(UInt64.random(in: 1...UInt64.max))"
-        recorded.record(AcceptedMessage(token: token, data: data, notification: notification, name: name)) {
+        recorded.record(AcceptedMessage(token: token, data: data, notification: notification, name: name,
+                                        collapseKey: collapseKey, apnsCollapseID: apnsCollapseID)) {
             ["token": token, "data": data, "notification": notification ?? [:], "name": name]
         }
         return Self.json(200, ["name": name])

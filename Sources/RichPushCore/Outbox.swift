@@ -24,6 +24,12 @@ public struct DeliveryJob: Sendable {
     /// What the push says, for the platforms that build their own message from it.
     public var content: PushContent?
 
+    /// The push's collapse identifier (SPEC §17): derived from the notification alone, so every
+    /// send of it to a device (a retry, a resend after a crash or a node's death) carries the
+    /// same one and the phone shows the message once. `rp-` and the notification id: within
+    /// APNs' 64 bytes and Web Push's 32 URL-safe characters for a `Topic`.
+    public var collapseID: String { "rp-\(notificationId)" }
+
     /// Creates a job.
     public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, mode: PushMode = .silent,
                 pushId: String, attempts: Int = 0, registrationUpdatedAt: Date? = nil, platform: String? = nil, content: PushContent? = nil) {

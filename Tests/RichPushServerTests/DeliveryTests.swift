@@ -1,8 +1,9 @@
-import APNsSandbox
+@testable import APNsSandbox
 import Crypto
 import Foundation
 import SQLEngine
 import HTTPTypes
+import HummingbirdCore
 import HummingbirdTesting
 import MediaStore
 import PushDelivery
@@ -48,6 +49,8 @@ struct DeliveryTests {
                 #expect(try await eventually { try await deliveries(s, id).first?.state == .sent })
                 let delivery = try #require(try await deliveries(s, id).first)
                 #expect(delivery.pushId.uppercased() == push.headers["apns-id"])
+                // The collapse id is the notification's: a resend of it folds into the shown alert.
+                #expect(push.headers["apns-collapse-id"] == "rp-\(richId)")
             }
         }
     }
@@ -171,6 +174,23 @@ struct DeliveryTests {
         }
     }
 
+    @Test("the sandbox echoes apns-id exactly as sent (clients match answers by it), and names a push without one in lowercase")
+    func apnsIDEcho() async throws {
+        try await RunningSandbox.with { apns in
+            let client = try apns.client()
+            let silent = Data(#"{"aps":{"content-available":1}}"#.utf8)
+            let token = String(repeating: "ef", count: 32)
+            for id in [UUID().uuidString.lowercased(), UUID().uuidString] {
+                let (outcome, _) = await client.send(token: token, payload: silent, pushID: id, expiration: Date().addingTimeInterval(60))
+                #expect(outcome == .sent(id: id), "\(id): \(outcome)")
+            }
+            let answer = APNsSandbox.answer(400, "BadDeviceToken")
+            let generated = try #require(answer.headers[HTTPField.Name("apns-id")!])
+            #expect(generated == generated.lowercased() && UUID(uuidString: generated) != nil)
+            try await client.shutdown()
+        }
+    }
+
     @Test("the sandbox refuses what Apple refuses")
     func sandboxChecks() async throws {
         try await RunningSandbox.with { apns in
@@ -194,14 +214,25 @@ struct DeliveryTests {
             let (wrongTopic, _) = await otherApp.deliver(DeliveryJob(id: 4, notificationId: 1, target: tokenA, payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
                                                                      pushId: UUID().uuidString, attempts: 0))
             #expect(wrongTopic == .failed(reason: "400 TopicDisallowed", prune: false))
-            // A second provider token minutes after the first: 429 TooManyProviderTokenUpdates.
-            let renewed = APNsProvider(client: try apns.client())
+            // A second provider token on the same connection minutes after the first: 429
+            // TooManyProviderTokenUpdates. Apple scopes the rule to a connection: another client,
+            // on its own connection with a token of its own, is served.
+            let renewing = APNsTokenManager(credentials: apns.credentials)
+            let sameConnection = APNsProvider(client: try apns.client(tokens: renewing))
+            let silent = Data(#"{"aps":{"content-available":1}}"#.utf8)
+            let (first, _) = await sameConnection.deliver(DeliveryJob(id: 5, notificationId: 1, target: "abc", payload: silent, pushId: UUID().uuidString, attempts: 0))
+            #expect(first == .failed(reason: "400 BadDeviceToken", prune: false)) // past the provider token checks
+            renewing.invalidate(try renewing.token())
             try await Task.sleep(for: .milliseconds(1100)) // a new iat
-            let (tooSoon, _) = await renewed.deliver(DeliveryJob(id: 5, notificationId: 1, target: tokenA, payload: Data(#"{"aps":{"content-available":1}}"#.utf8),
-                                                                 pushId: UUID().uuidString, attempts: 0))
+            let (tooSoon, _) = await sameConnection.deliver(DeliveryJob(id: 6, notificationId: 1, target: tokenA, payload: silent,
+                                                                        pushId: UUID().uuidString, attempts: 0))
             #expect(tooSoon == .retry(reason: "429 TooManyProviderTokenUpdates", after: nil))
+            let secondClient = APNsProvider(client: try apns.client())
+            let (served, _) = await secondClient.deliver(DeliveryJob(id: 7, notificationId: 1, target: "abc", payload: silent, pushId: UUID().uuidString, attempts: 0))
+            #expect(served == .failed(reason: "400 BadDeviceToken", prune: false), "a second client's own token was refused: \(served)")
             await otherApp.shutdown()
-            await renewed.shutdown()
+            await sameConnection.shutdown()
+            await secondClient.shutdown()
             #expect(apns.sandbox.acceptedCount == 0)
             await forged.shutdown()
             await good.shutdown()
