@@ -138,7 +138,9 @@ public final class APNsSandbox: Sendable {
         tls.applicationProtocols = ["h2"]
         return Application(
             router: router,
-            server: try .tls(.plaintextHTTP2(), tlsConfiguration: tls),
+            // A response without a body ends on its HEADERS frame, as Apple's 200 does (no DATA frame).
+            server: try .tls(.plaintextHTTP2(configuration: .init(streamConfiguration: .init(additionalChannelHandlers: [InstallEndOnHeaders()]))),
+                             tlsConfiguration: tls),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: onServerRunning,
             logger: logger)

@@ -149,7 +149,7 @@ struct DeliveryTests {
         }
     }
 
-    @Test("the sandbox speaks HTTP/2 to a client that offers no ALPN (prior knowledge, as aioapns connects), through hyper-h2")
+    @Test("the sandbox speaks HTTP/2 to a client that offers no ALPN (prior knowledge, as aioapns connects), through hyper-h2, and answers as Apple: the apns-id as sent, a 200 on its HEADERS frame alone")
     func priorKnowledge() async throws {
         try await RunningSandbox.with { apns in
             let jwt = try APNsTokenManager(credentials: apns.credentials).token()
@@ -169,6 +169,9 @@ struct DeliveryTests {
             let result = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
             #expect(result["status"] as? String == "200")
             #expect(result["alpn"] is NSNull) // no protocol was negotiated: HTTP/2 by prior knowledge
+            // As Apple answers: the apns-id echoed exactly as sent, and a 200 that ends on its HEADERS frame, no DATA.
+            #expect(result["echoedId"] as? String == result["sentId"] as? String)
+            #expect(result["dataFrames"] as? Int == 0 && result["endedOnHeaders"] as? Bool == true, "\(result)")
             #expect(apns.sandbox.acceptedCount == 1)
             #expect(apns.sandbox.accepted.first?.token == tokenA)
         }
@@ -188,6 +191,44 @@ struct DeliveryTests {
             let generated = try #require(answer.headers[HTTPField.Name("apns-id")!])
             #expect(generated == generated.lowercased() && UUID(uuidString: generated) != nil)
             try await client.shutdown()
+        }
+    }
+
+    @Test("aioapns, a client nobody here wrote, sends through the sandbox: its answers match its ids, a 200 parses, a refusal reads; a second client with a token of its own is served beside it")
+    func aioapnsPeer() async throws {
+        guard (try? await python("import aioapns"))?.status == 0 else {
+            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1", "the aioapns test needs PyPI's aioapns; .ci/run installs it")
+            return
+        }
+        try await RunningSandbox.with { apns in
+            let dir = try Fixtures.tempDirectory()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let keyPath = dir.appendingPathComponent("AuthKey.p8").path
+            try apns.key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
+            let script = Fixtures.packageRoot.appendingPathComponent("scripts/aioapns-push.py").path
+            let good = [String(repeating: "ab", count: 32), String(repeating: "cd", count: 32)]
+            @Sendable func run(_ tokens: [String]) async throws -> [[String: Any]] {
+                let output = try await onOwnThread { () throws -> String in
+                    try runCapturing("/usr/bin/env", ["python3", script, String(apns.port), apns.certificatePath, keyPath,
+                                                      RunningSandbox.keyID, RunningSandbox.teamID, RunningSandbox.topic] + tokens).output
+                }
+                // stdout and stderr come together: the results are the last line that is a JSON list.
+                let line = output.split(separator: "\n").last { $0.hasPrefix("[") }.map(String.init) ?? output
+                return try #require((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [[String: Any]], "\(output)")
+            }
+            // Two aioapns processes at once, each signing its own provider token (as two nodes).
+            async let first = run(good + ["abc"])
+            async let second = run([String(repeating: "ef", count: 32)])
+            let (results, others) = try await (first, second)
+            for result in results + others {
+                #expect(result["id"] as? String == result["sentId"] as? String)
+            }
+            #expect(results.filter { $0["successful"] as? Bool == true }.count == 2, "\(results)")
+            let refused = results.first { $0["token"] as? String == "abc" }
+            #expect(refused?["status"] as? String == "400" && refused?["description"] as? String == "BadDeviceToken", "\(String(describing: refused))")
+            #expect(others.first?["successful"] as? Bool == true, "\(others)")
+            #expect(apns.sandbox.acceptedCount == 3)
+            #expect(apns.sandbox.providerTokensSeen == 2)
         }
     }
 
