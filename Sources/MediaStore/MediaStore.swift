@@ -63,6 +63,31 @@ public final class MediaStore: Sendable {
         self.init(directory: directory, database: database, limits: limits)
     }
 
+    // MARK: Readiness
+
+    /// Whether the blobs can be reached now (`GET /ready`): the bucket answers a HEAD, or the
+    /// blob directory is a directory that can be listed. Throws what failed.
+    public func probeBlobs() async throws {
+        if let remote {
+            _ = try await remote.client.head(key: "sha256/ready-probe")
+            return
+        }
+        let path = directory.blobsPath
+        try await threadPool.runIfActive {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue,
+                  let handle = opendir(path) else {
+                throw MediaStoreError.io("cannot list", path: path, errno: errno == 0 ? ENOTDIR : errno)
+            }
+            closedir(handle)
+        }
+    }
+
+    /// Whether the metadata database answers a read now.
+    public func probeDatabase() async throws {
+        try await database.read { db in _ = try db.fetchOne(sql: "SELECT 1 AS one") }
+    }
+
     // MARK: Ingest
 
     /// Reads, validates and stores the file at `path`; throws `MediaRejection` when refused.

@@ -30,6 +30,12 @@ struct HealthResponse: Codable, Sendable {
     var status: String
 }
 
+/// `GET /ready`: `ready`, or `unready` with what is failing (`database`, `blobs`).
+struct ReadyResponse: Codable, Sendable {
+    var status: String
+    var failing: [String]?
+}
+
 /// `201`/`200` of `POST /api/media`.
 struct MediaResponse: Codable, Sendable {
     /// The media id: the SHA-256 of the bytes stored (after stripping), in hex.

@@ -116,6 +116,12 @@ extension Endpoint {
     static let ops: [Endpoint] = [
         Endpoint(method: .get, path: "/health", access: .open, summary: "Liveness: 200 while the server runs.",
                  responses: [200: .json(HealthResponse.self, "The server is up.")]) { s, r, c in try s.health(r, c) },
+        Endpoint(method: .get, path: "/ready", access: .open, summary: "Readiness: 200 when the database and the blobs answer, else 503 naming what fails.",
+                 responses: [200: .json(ReadyResponse.self, "Every dependency answered."),
+                             503: APIResponse.json(ReadyResponse.self, "A dependency did not answer within 2 s: `failing` names it.",
+                                                  headers: ["Retry-After": "Seconds to wait."])]) { s, r, c in
+            try await s.ready(r, c)
+        },
         Endpoint(method: .get, path: "/metrics", access: .open, summary: "Metrics in Prometheus' text format.",
                  responses: [200: APIResponse(description: "Prometheus text format 0.0.4.", content: [("text/plain", .string)])]) { s, r, c in
             try s.metrics(r, c)

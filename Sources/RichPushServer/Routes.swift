@@ -95,6 +95,39 @@ extension Services {
         try encode(HealthResponse(status: "ok"))
     }
 
+    /// Readiness (SPEC §17): the database and the blobs each answer within 2 s, probed at once;
+    /// 503 naming those that did not. Nothing is cached: a dependency that comes back is ready
+    /// at the next probe.
+    func ready(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let media = self.media
+        let probes: [(String, @Sendable () async throws -> Void)] = [("database", { try await media.probeDatabase() }),
+                                                                     ("blobs", { try await media.probeBlobs() })]
+        let failing = await withTaskGroup(of: String?.self) { group in
+            for (name, probe) in probes {
+                group.addTask {
+                    let answered = await withTaskGroup(of: Bool.self) { race in
+                        race.addTask { (try? await probe()) != nil }
+                        race.addTask { try? await Task.sleep(for: .seconds(2)); return false }
+                        let first = await race.next() ?? false
+                        race.cancelAll()
+                        return first
+                    }
+                    return answered ? nil : name
+                }
+            }
+            var failing: [String] = []
+            for await name in group { if let name { failing.append(name) } }
+            return failing.sorted()
+        }
+        guard failing.isEmpty else {
+            context.logger.warning("not ready", metadata: ["failing": "\(failing)"])
+            var response = try encode(ReadyResponse(status: "unready", failing: failing), status: .serviceUnavailable)
+            response.headers[.retryAfter] = "5"
+            return response
+        }
+        return try encode(ReadyResponse(status: "ready"))
+    }
+
     func metrics(_ request: Request, _ context: AppRequestContext) throws -> Response {
         // With `--metrics-port`, metrics are served there only: here they are no route at all.
         guard configuration.metricsPort == nil else { throw Problem(.notFound, "no such route") }

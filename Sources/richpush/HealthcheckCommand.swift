@@ -4,15 +4,18 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// `richpush healthcheck [--url URL]` (SPEC §14): exit 0 when `/health` answers 200, 1 otherwise
-/// with what went wrong, so a container's health check needs no curl.
+/// `richpush healthcheck [--url URL] [--ready]` (SPEC §14, §17): exit 0 when `/health` (or with
+/// `--ready`, `/ready`: the database and the blobs answer) is 200, 1 otherwise with what went
+/// wrong, so a container's health check needs no curl.
 struct HealthcheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "healthcheck",
-        abstract: "Exit 0 when the server's /health answers 200, else 1 saying why (for container health checks).")
+        abstract: "Exit 0 when the server's /health (with --ready, /ready) answers 200, else 1 saying why (for container health checks).")
 
-    @Option(help: "The health URL (default: http://127.0.0.1:<RICHPUSH_PORT or 8080>/health).")
+    @Option(help: "The health URL (default: http://127.0.0.1:<RICHPUSH_PORT or 8080>/health, or /ready with --ready).")
     var url: String?
+    @Flag(help: "Check readiness (/ready: the database and the blobs answer) instead of liveness (/health).")
+    var ready = false
     @Option(help: "Seconds to wait for the answer.")
     var timeout: Double = 3
 
@@ -26,7 +29,7 @@ struct HealthcheckCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let target = url ?? "http://127.0.0.1:\(Environment.int("RICHPUSH_PORT") ?? 8080)/health"
+        let target = url ?? "http://127.0.0.1:\(Environment.int("RICHPUSH_PORT") ?? 8080)/\(ready ? "ready" : "health")"
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: .milliseconds(Int64(timeout * 1000)), read: .milliseconds(Int64(timeout * 1000)))
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)

@@ -18,8 +18,13 @@ struct ServeCLITests {
         defer { umask(previous) }
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("media"), withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: Fixtures.media.appendingPathComponent("logo.png"), to: dir.appendingPathComponent("media/logo.png"))
-        let (server, _) = try await CLI.startServe(["--data", data.path], cwd: dir)
+        let (server, port) = try await CLI.startServe(["--data", data.path], cwd: dir)
         defer { server.terminate(); server.waitUntilExit() }
+        // The container's readiness check, as well as its liveness check.
+        for flags in [["--ready"], []] {
+            let check = try await CLI.run(["healthcheck", "--url", "http://127.0.0.1:\(port)/\(flags.isEmpty ? "health" : "ready")"] + flags, cwd: dir)
+            #expect(check.status == 0 && check.stdout.contains("answered 200"), "\(flags): \(check.stderr)")
+        }
         let database = try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent("richpush.sqlite").path)
         #expect((database[.posixPermissions] as? Int).map { $0 & 0o077 } == 0, "\(String((database[.posixPermissions] as? Int) ?? 0, radix: 8))")
     }
