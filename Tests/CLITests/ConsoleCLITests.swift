@@ -18,6 +18,8 @@ struct ConsoleCLITests {
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
+    # The page re-renders lists as answers arrive: an element read mid-render is looked up again.
+    from selenium.common.exceptions import StaleElementReferenceException
     base, shots, photo, bad = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     seen = {}
 
@@ -43,36 +45,36 @@ struct ConsoleCLITests {
         sign_in(driver, "root", "wrong password")
         seen["wrongPassword"] = driver.find_element(By.ID, "error").text
         sign_in(driver, "root", "root-password")
-        WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.ID, "user"))
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_elements(By.ID, "user"))
         seen["user"] = driver.find_element(By.ID, "user").text
         seen["cookie"] = {c["name"]: {"httpOnly": c.get("httpOnly"), "sameSite": c.get("sameSite")} for c in driver.get_cookies()}
         # Upload through the file picker: one photo and one file that is not an image.
         driver.find_element(By.ID, "files").send_keys(photo + "\n" + bad)
-        WebDriverWait(driver, 20).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#verdicts li")) == 2)
+        WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#verdicts li")) == 2)
         seen["verdicts"] = sorted(li.text for li in driver.find_elements(By.CSS_SELECTOR, "#verdicts li"))
-        WebDriverWait(driver, 20).until(lambda d: d.execute_script(
+        WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.execute_script(
             "const i = document.querySelectorAll('#grid img'); return i.length >= 2 && [...i].every(x => x.complete && x.naturalWidth > 0)"))
         seen["thumbnails"] = driver.execute_script("return [...document.querySelectorAll('#grid img')].map(i => [i.naturalWidth, i.naturalHeight])")
         driver.find_element(By.CSS_SELECTOR, "#grid button").click()
-        WebDriverWait(driver, 10).until(lambda d: "SHA-256" in d.find_element(By.ID, "detail").text)
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "SHA-256" in d.find_element(By.ID, "detail").text)
         seen["detail"] = driver.find_element(By.ID, "detail").text
         driver.save_screenshot(shots + "/console-media.png")
         # Compose: a tag expression is checked as it is typed; two of alice's devices are reached.
         driver.find_element(By.CSS_SELECTOR, 'input[name="audience"][value="tags"]').click()
         field = driver.find_element(By.ID, "audience-value")
         field.send_keys("sports &&")
-        WebDriverWait(driver, 10).until(lambda d: "expected" in d.find_element(By.ID, "reach").text)
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "expected" in d.find_element(By.ID, "reach").text)
         seen["badExpression"] = driver.find_element(By.ID, "reach").text
         seen["sendDisabled"] = not driver.find_element(By.ID, "send").is_enabled()
         driver.find_element(By.CSS_SELECTOR, 'input[name="audience"][value="users"]').click()
         field.clear()
         field.send_keys("alice")
-        WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach"))
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach"))
         seen["reach"] = driver.find_element(By.ID, "reach").text
         driver.find_element(By.ID, "title").send_keys("Weekend sale")
         landscape = driver.execute_script("return [...document.querySelectorAll('#image option')].find(o => o.textContent.includes('1280×853')).value")
         driver.execute_script("document.getElementById('image').value = arguments[0]; document.getElementById('image').dispatchEvent(new Event('input'))", landscape)
-        WebDriverWait(driver, 20).until(lambda d: d.execute_script(
+        WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.execute_script(
             "const i = document.querySelectorAll('#previews img'); return i.length == 4 && [...i].every(x => x.complete && x.naturalWidth > 0)"))
         seen["previews"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#previews .note")]
         seen["previewImages"] = driver.execute_script("return [...document.querySelectorAll('#previews img')].map(i => i.className)")
@@ -83,19 +85,19 @@ struct ConsoleCLITests {
         driver.save_screenshot(shots + "/console-compose.png")
         driver.set_window_size(412, 900)
         driver.find_element(By.ID, "send").click()
-        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "count-sent").text == "2")
+        WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "count-sent").text == "2")
         seen["sendResult"] = driver.find_element(By.ID, "send-result").text
         seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
         driver.execute_script("document.getElementById('watch').scrollIntoView()")
         driver.save_screenshot(shots + "/console-watch.png")
         # Users and devices: search, open alice, see her devices and the push, remove a device.
         driver.find_element(By.ID, "user-search").send_keys("ALI")
-        WebDriverWait(driver, 10).until(lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#user-list button")] == ["alice · 2 devices"])
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#user-list button")] == ["alice · 2 devices"])
         driver.find_element(By.CSS_SELECTOR, "#user-list button").click()
-        WebDriverWait(driver, 10).until(lambda d: "2 devices" in d.find_element(By.ID, "user-detail").text)
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "2 devices" in d.find_element(By.ID, "user-detail").text)
         seen["userDetail"] = driver.find_element(By.ID, "user-detail").text
         driver.find_element(By.CSS_SELECTOR, "#user-detail li button").click()
-        WebDriverWait(driver, 10).until(lambda d: "1 device" in d.find_element(By.ID, "user-detail").text)
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "1 device" in d.find_element(By.ID, "user-detail").text)
         seen["afterRemove"] = driver.find_element(By.ID, "user-detail").text
         driver.save_screenshot(shots + "/console-users.png")
         # A phone-sized screen: nothing wider than the window.
