@@ -58,14 +58,15 @@ public func buildApplication(
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
         accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
         openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration),
-        notificationRate: RateLimiter(perMinute: configuration.notificationsPerMinute))
+        notificationRate: RateLimiter(perMinute: configuration.notificationsPerMinute),
+        clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies))
     let router = buildRouter(services)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
     let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
                             links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia,
-                            accessLog: services.accessLog, clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies))
+                            accessLog: services.accessLog, clientAddresses: services.clientAddresses)
     let settings = data.settings
     let startLogger = logger
     let tls = try TLSSetup(configuration)
@@ -115,7 +116,7 @@ public func buildApplication(
 func buildRouter(_ services: Services) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     // First: everything below names the client as a trusted proxy forwarded it (`--trusted-proxy`).
-    router.add(middleware: ClientAddressMiddleware(resolver: ClientAddressResolver(trustedProxies: services.configuration.trustedProxies)))
+    router.add(middleware: ClientAddressMiddleware(resolver: services.clientAddresses))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: AccessLogMiddleware(log: services.accessLog))
     router.add(middleware: ProblemMiddleware())

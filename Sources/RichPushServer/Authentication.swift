@@ -516,8 +516,7 @@ public final class LoginThrottle: Sendable {
         let refusal: Problem? = state.withLockedValue { state in
             if perUser > 0 {
                 if let wait = Self.wait(state, user: user, address: address, perUser: perUser, perAddress: perAddress, now: now) {
-                    return Problem(.tooManyRequests, "too many failed sign-ins lately for this user or address; try again in \(wait) s",
-                                   headers: [.retryAfter: String(wait)])
+                    return Self.throttled(wait: wait)
                 }
                 if let address, state.running[address, default: 0] >= Self.perAddressConcurrent {
                     return Problem(.tooManyRequests, "\(Self.perAddressConcurrent) sign-ins from this address are being checked; wait for their answers",
@@ -538,6 +537,12 @@ public final class LoginThrottle: Sendable {
         }
         if let refusal { throw refusal }
         return LoginReservation(throttle: self, user: user, address: address, at: now)
+    }
+
+    /// The 429 of a user or address over its limit, to try again in `wait` seconds.
+    static func throttled(wait: Int) -> Problem {
+        Problem(.tooManyRequests, "too many failed sign-ins lately for this user or address; try again in \(wait) s",
+                headers: [.retryAfter: String(wait)])
     }
 
     /// Settles a reservation: a failure stays counted, a success is given back (and clears
@@ -639,10 +644,7 @@ struct LoginAdmission: Sendable {
 
     /// Throws 429 while the user or address is over its limit (no slot is taken).
     func refuseWhileThrottled() throws {
-        if let wait = throttle.wait(user: user, address: address) {
-            throw Problem(.tooManyRequests, "too many failed sign-ins lately for this user or address; try again in \(wait) s",
-                          headers: [.retryAfter: String(wait)])
-        }
+        if let wait = throttle.wait(user: user, address: address) { throw LoginThrottle.throttled(wait: wait) }
     }
 
     /// Counts a failure that took no reservation.

@@ -40,6 +40,8 @@ struct Services: Sendable {
     let openAPI: Data
     /// `POST /api/notifications` per user (`--notifications-per-minute`).
     let notificationRate: RateLimiter
+    /// Who a request is from (`--trusted-proxy`), for the router and the fast path alike.
+    let clientAddresses: ClientAddressResolver
 }
 
 /// Counts holders up to a limit, and each key's (a user's) up to a share of it; `enter`
