@@ -51,10 +51,20 @@ let package = Package(
         .target(name: "CImageCodecs", dependencies: ["CPNG", "CJPEG"]),
         // Linux epoll for the load tool's threads (Glibc's module does not carry it).
         .target(name: "CEpoll"),
+        // Deadlines' partner: a circuit breaker per dependency, and the error a 503 is made from.
+        .target(
+            name: "Resilience",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The one place that knows SQLite and PostgreSQL: stores write SQL once against it.
         .target(
             name: "SQLEngine",
             dependencies: [
+                "Resilience",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -69,6 +79,7 @@ let package = Package(
             name: "MediaStore",
             dependencies: [
                 "CImageCodecs",
+                "Resilience",
                 "SQLEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -95,6 +106,7 @@ let package = Package(
             name: "PushDelivery",
             dependencies: [
                 "MediaStore",
+                "Resilience",
                 "RichPushCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -148,6 +160,7 @@ let package = Package(
             name: "RichPushServer",
             dependencies: [
                 "MediaStore",
+                "Resilience",
                 "RichPushCore",
                 "PushDelivery",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -223,10 +236,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(name: "RichPushTestSupport", dependencies: ["MediaStore"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .testTarget(name: "ResilienceTests", dependencies: ["Resilience"], swiftSettings: swiftSettings),
         .testTarget(
             name: "MediaStoreTests",
             dependencies: [
-                "MediaStore", "RichPushTestSupport", "SQLEngine",
+                "MediaStore", "RichPushTestSupport", "SQLEngine", "Resilience",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -248,12 +262,13 @@ let package = Package(
             name: "RichPushServerTests",
             dependencies: [
                 "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
-                "PushSandboxes",
+                "PushSandboxes", "Resilience",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

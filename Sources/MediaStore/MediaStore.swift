@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Resilience
 import SQLEngine
 import NIOCore
 import NIOPosix
@@ -64,6 +65,12 @@ public final class MediaStore: Sendable {
     }
 
     // MARK: Readiness
+
+    /// The bucket's circuit breaker, when the blobs are in one.
+    public var bucketBreaker: CircuitBreaker? { remote?.client.breaker }
+
+    /// Whether the blobs are objects in a bucket (else files of the data directory).
+    public var blobsAreRemote: Bool { remote != nil }
 
     /// Whether the blobs can be reached now (`GET /ready`): the bucket answers a HEAD, or the
     /// blob directory is a directory that can be listed. Throws what failed.

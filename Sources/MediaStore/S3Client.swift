@@ -1,11 +1,14 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
+import Resilience
 
-/// Where a bucket is: `s3://BUCKET[/PREFIX]?endpoint=http(s)://HOST:PORT[&region=REGION]`, as
-/// `--blobs` takes it. Requests are path-style (`ENDPOINT/BUCKET/KEY`), which AWS, SeaweedFS,
+/// Where a bucket is: `s3://BUCKET[/PREFIX]?endpoint=http(s)://HOST:PORT[&region=REGION]
+/// [&connect_timeout=S][&timeout=S]`, as `--blobs` takes it. Requests are path-style (`ENDPOINT/BUCKET/KEY`), which AWS, SeaweedFS,
 /// MinIO and Garage all accept.
 public struct S3Location: Sendable, Equatable {
     /// `http(s)://host[:port]`, no trailing slash.
@@ -16,6 +19,10 @@ public struct S3Location: Sendable, Equatable {
     public var prefix: String
     /// The SigV4 region (`us-east-1` unless given).
     public var region: String
+    /// `connect_timeout`: seconds a new connection may take (2 unless given, 1 to 60).
+    public var connectTimeout: Int
+    /// `timeout`: seconds a call may take, plus one per 2 MiB it carries (4 unless given, 1 to 600).
+    public var timeout: Int
 
     /// Parses an `s3://` URL; the error says what is wrong with it.
     public init(_ text: String) throws {
@@ -35,6 +42,14 @@ public struct S3Location: Sendable, Equatable {
         let path = url.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         self.prefix = path.isEmpty ? "" : path + "/"
         self.region = query["region"].flatMap { $0.isEmpty ? nil : $0 } ?? "us-east-1"
+        guard let connectTimeout = Int(query["connect_timeout"] ?? "2"), (1...60).contains(connectTimeout) else {
+            throw S3Error.configuration("--blobs \(text): connect_timeout must be 1 to 60 seconds")
+        }
+        guard let timeout = Int(query["timeout"] ?? "4"), (1...600).contains(timeout) else {
+            throw S3Error.configuration("--blobs \(text): timeout must be 1 to 600 seconds")
+        }
+        self.connectTimeout = connectTimeout
+        self.timeout = timeout
     }
 
     /// `host[:port]` as the `Host` header names it.
@@ -105,22 +120,50 @@ public struct S3Object: Sendable, Equatable {
 /// The five S3 calls the blob store needs (PutObject, GetObject with Range, HeadObject,
 /// DeleteObject, ListObjectsV2), signed with AWS Signature Version 4 on swift-crypto, over
 /// AsyncHTTPClient. Nothing else: buckets are the operator's to create.
+///
+/// A bucket that is down is answered fast (SPEC §17): a connection gets `connect_timeout` (2 s),
+/// a call `timeout` (4 s, plus a second per 2 MiB it carries), a refused connection fails the
+/// call at once instead of being retried until the deadline, and after one such failure the
+/// client's `breaker` refuses calls without trying (`DependencyUnavailable`) until a probe finds
+/// the bucket back.
 public final class S3Client: Sendable {
     /// The bucket and prefix.
     public let location: S3Location
     private let credentials: S3Credentials
     private let http: HTTPClient
+    /// Refuses calls at once while the bucket is unreachable.
+    public let breaker: CircuitBreaker
     /// A listing page or an error body larger than this is refused (a page of 1,000 keys is ~350 KB).
     static let maximumResponse = 8 * 1024 * 1024
+    /// What a call may carry per second of its deadline beyond `timeout`.
+    static let bytesPerSecond = 2 * 1024 * 1024
 
-    /// A client for `location` signing with `credentials`, over `http` (AsyncHTTPClient's shared
-    /// client unless given; the caller shuts down a client it gives).
+    /// The process's clients for buckets, one per connect timeout: a connection that cannot be
+    /// made fails the calls waiting for it at once (AsyncHTTPClient would otherwise try again
+    /// until each call's deadline), and 64 connections per host, as a server's blob reads need.
+    /// Never shut down: they live as long as the process.
+    private static let clients = NIOLockedValueBox([Int: HTTPClient]())
+
+    static func bucketHTTP(connectTimeout: Int) -> HTTPClient {
+        clients.withLockedValue { clients in
+            if let client = clients[connectTimeout] { return client }
+            var configuration = HTTPClient.Configuration()
+            configuration.timeout = .init(connect: .seconds(Int64(connectTimeout)))
+            configuration.connectionPool.retryConnectionEstablishment = false
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+            let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+            clients[connectTimeout] = client
+            return client
+        }
+    }
+
+    /// A client for `location` signing with `credentials`, over `http` (the process's client for
+    /// buckets unless given; the caller shuts down a client it gives).
     public init(location: S3Location, credentials: S3Credentials, http: HTTPClient? = nil) {
         self.location = location
         self.credentials = credentials
-        // AsyncHTTPClient's process-wide client needs no shutdown, so a store can simply go away;
-        // every request carries its own 60-second deadline.
-        self.http = http ?? HTTPClient.shared
+        self.http = http ?? Self.bucketHTTP(connectTimeout: location.connectTimeout)
+        self.breaker = CircuitBreaker(.blobs)
     }
 
     /// PutObject: stores `body` under `key`. `sha256Hex` is the body's SHA-256 (the blob's own
@@ -203,17 +246,30 @@ public final class S3Client: Sendable {
     static let retriedStatuses: Set<Int> = [500, 502, 503, 504]
 
     /// Sends one call, retrying a 5xx answer with jittered exponential backoff (at most
-    /// `attempts` tries, as AWS's SDKs do); anything else is answered at once. A connection that
-    /// cannot be made is not retried here: AsyncHTTPClient already keeps trying until the
-    /// request's deadline.
+    /// `attempts` tries, as AWS's SDKs do); anything else is answered at once. A bucket that
+    /// cannot be reached opens the breaker (see the type's documentation).
     private func send(_ method: String, key: String?, query: [(String, String)] = [], headers extra: [(String, String)] = [],
                       body: ByteBuffer? = nil, payloadHash: String? = nil, bodyLimit: Int = 64 * 1024) async throws -> Response {
-        var attempt = 1
-        while true {
-            let response = try await sendOnce(method, key: key, query: query, headers: extra, body: body, payloadHash: payloadHash, bodyLimit: bodyLimit)
-            guard attempt < Self.attempts, Self.retriedStatuses.contains(response.status) else { return response }
-            try await Self.backOff(attempt)
-            attempt += 1
+        try await breaker.call(classify: Self.unreachability) {
+            var attempt = 1
+            while true {
+                let response = try await sendOnce(method, key: key, query: query, headers: extra, body: body, payloadHash: payloadHash,
+                                                  bodyLimit: bodyLimit)
+                guard attempt < Self.attempts, Self.retriedStatuses.contains(response.status) else { return response }
+                try await Self.backOff(attempt)
+                attempt += 1
+            }
+        }
+    }
+
+    /// Why an error means the bucket could not be reached (nil: it answered, or the error is
+    /// this side's): a connection refused, reset or timed out, or no answer by the deadline.
+    static func unreachability(_ error: any Error) -> String? {
+        switch error {
+        case is S3Error, is NIOTooManyBytesError, is CancellationError: return nil
+        case let error as HTTPClientError where error == .deadlineExceeded: return "no answer within the call's deadline"
+        case let error as HTTPClientError where error == .connectTimeout: return "no connection within the connect timeout"
+        default: return "\(error)"
         }
     }
 
@@ -234,7 +290,9 @@ public final class S3Client: Sendable {
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in signed.headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(body) }
-        let response = try await http.execute(request, timeout: .seconds(60))
+        let carried = max(body?.readableBytes ?? 0, method == "GET" && key != nil ? bodyLimit : 0)
+        let deadline = NIODeadline.now() + .seconds(Int64(location.timeout + carried / Self.bytesPerSecond))
+        let response = try await http.execute(request, deadline: deadline)
         let status = Int(response.status.code)
         let collected: ByteBuffer
         if method == "HEAD" {

@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import Resilience
 import RichPushCore
 
 /// A parsed Notification Hubs connection string.
@@ -64,14 +65,22 @@ public final class NotificationHubsClient: Sendable {
     private let connection: NotificationHubsConnection
     private let hub: String
     private let http: HTTPClient
+    /// Refuses calls at once while the hub cannot be reached (a send is then retried later, a
+    /// registration's mirror call is a 503).
+    public let breaker = CircuitBreaker(.hub)
+    /// The deadline of calls a request waits for (mirroring a registration): SPEC §17's 5 s.
+    private let mirrorDeadline: TimeAmount
 
     /// Creates a client for `hub`; `extraRoots` (PEM files, `--push-ca`) are trusted in addition to
     /// the system's. A connection that takes longer than `connectTimeout` to open, or an answer
-    /// longer than `readTimeout`, is a retryable failure.
+    /// longer than `readTimeout`, is a retryable failure. A registration's mirror call, which a
+    /// request waits for, gets `mirrorDeadline` in all.
     public init(connection: NotificationHubsConnection, hub: String, extraRoots: [String] = [],
-                connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(30)) throws {
+                connectTimeout: TimeAmount = .seconds(4), readTimeout: TimeAmount = .seconds(30),
+                mirrorDeadline: TimeAmount = .seconds(4)) throws {
         self.connection = connection
         self.hub = hub
+        self.mirrorDeadline = mirrorDeadline
         self.http = try PushTLS.httpClient(extraRoots: extraRoots, connectTimeout: connectTimeout, readTimeout: readTimeout)
     }
 
@@ -101,24 +110,45 @@ public final class NotificationHubsClient: Sendable {
         return await execute(request)
     }
 
-    /// Creates or replaces the installation of a device (`PUT installations/{id}`).
-    public func upsertInstallation(id: String, deviceToken: String, tags: [String]) async -> DeliveryOutcome {
+    /// Creates or replaces the installation of a device (`PUT installations/{id}`); throws
+    /// `DependencyUnavailable` when the hub cannot be reached within the mirror deadline.
+    public func upsertInstallation(id: String, deviceToken: String, tags: [String]) async throws(DependencyUnavailable) -> DeliveryOutcome {
         var request = request(.PUT, "installations/\(id)")
         request.headers.add(name: "content-type", value: "application/json")
         let body: [String: Any] = ["installationId": id, "platform": "apns", "pushChannel": deviceToken, "tags": tags]
         request.body = .bytes(ByteBuffer(data: try! JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])))
-        return await execute(request)
+        return try await perform(request, timeout: mirrorDeadline)
     }
 
-    /// Deletes the installation of a device.
-    public func deleteInstallation(id: String) async -> DeliveryOutcome {
-        await execute(request(.DELETE, "installations/\(id)"))
+    /// Deletes the installation of a device; throws `DependencyUnavailable` as `upsertInstallation` does.
+    public func deleteInstallation(id: String) async throws(DependencyUnavailable) -> DeliveryOutcome {
+        try await perform(request(.DELETE, "installations/\(id)"), timeout: mirrorDeadline)
     }
 
+    /// A send's call: an unreachable hub is a retry later.
     private func execute(_ request: HTTPClientRequest) async -> DeliveryOutcome {
         do {
-            let response = try await http.execute(request, timeout: .seconds(30))
+            return try await perform(request, timeout: .seconds(30))
+        } catch {
+            return .retry(reason: error.description, after: Double(error.retryAfter))
+        }
+    }
+
+    /// One call through the breaker: the hub's answer as an outcome, or `DependencyUnavailable`
+    /// when it could not be reached (refused at once while the breaker is open).
+    private func perform(_ request: HTTPClientRequest, timeout: TimeAmount) async throws(DependencyUnavailable) -> DeliveryOutcome {
+        let probe: Bool
+        do {
+            probe = try breaker.admit()
+        } catch let error as DependencyUnavailable {
+            throw error
+        } catch {
+            throw DependencyUnavailable(.hub, reason: "\(error)")
+        }
+        do {
+            let response = try await http.execute(request, timeout: timeout)
             let body = try await response.body.collect(upTo: 64 * 1024)
+            breaker.record(.answered, probe: probe)
             let status = Int(response.status.code)
             let detail = String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines).prefix(300)
             switch status {
@@ -129,8 +159,12 @@ public final class NotificationHubsClient: Sendable {
             default:
                 return .failed(reason: "\(status) \(detail.isEmpty ? response.status.reasonPhrase : String(detail))", prune: false)
             }
+        } catch is CancellationError {
+            breaker.record(.abandoned, probe: probe)
+            throw DependencyUnavailable(.hub, reason: "the call was cancelled")
         } catch {
-            return .retry(reason: "connection failed: \(error)", after: nil)
+            breaker.record(.unreachable("\(error)"), probe: probe)
+            throw breaker.unavailable("connection failed: \(error)")
         }
     }
 }

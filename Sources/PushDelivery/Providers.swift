@@ -107,7 +107,7 @@ public protocol RegistrationMirror: Sendable {
 extension NotificationHubsClient: RegistrationMirror {
     public func upsert(_ registration: Registration) async throws {
         guard let handle = registration.handle else { return }
-        switch await upsertInstallation(id: registration.id, deviceToken: handle, tags: registration.tags) {
+        switch try await upsertInstallation(id: registration.id, deviceToken: handle, tags: registration.tags) {
         case .sent: return
         case .failed(let reason, _): throw PushError.transport("Notification Hubs refused the installation: \(reason)")
         case .retry(let reason, _): throw PushError.transport("Notification Hubs is unavailable: \(reason)")
@@ -115,7 +115,7 @@ extension NotificationHubsClient: RegistrationMirror {
     }
 
     public func delete(registrationID: String) async throws {
-        switch await deleteInstallation(id: registrationID) {
+        switch try await deleteInstallation(id: registrationID) {
         case .sent: return
         case .failed(let reason, _) where reason.hasPrefix("404"): return
         case .failed(let reason, _), .retry(let reason, _):

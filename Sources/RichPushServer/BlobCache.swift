@@ -134,6 +134,8 @@ final class BlobCache: Sendable {
     /// a request for a large blob never holds it whole); nil when the store has none.
     func servable(_ id: MediaID) async throws -> Servable? {
         if let blob = freshBlob(id) { return .memory(blob) }
+        // A cached blob is served without the database: only its re-check asks the store.
+        if isCached(id) { return try await blob(id).map { .memory($0) } }
         guard let item = try await store.item(id) else { return nil }
         if item.size > maxEntry {
             guard await store.hasBlob(id) else { return nil }
@@ -157,7 +159,7 @@ final class BlobCache: Sendable {
         }
         if let hit {
             if !hit.stale { return hit.blob }
-            if await store.hasBlob(id) { return hit.blob }
+            if await stillStored(id) { return hit.blob }
             remove(id)
             return nil
         }
@@ -165,6 +167,42 @@ final class BlobCache: Sendable {
         let blob = ServedBlob(id: id, contentType: item.info.contentType, bytes: bytes)
         if bytes.readableBytes <= maxEntry { insert(blob) }
         return blob
+    }
+
+    /// Whether `id` is in memory (fresh or due for its re-check).
+    private func isCached(_ id: MediaID) -> Bool {
+        state.withLockedValue { $0.entries[id] != nil }
+    }
+
+    /// How long a re-check may take before the copy is served anyway.
+    static let recheckPatience: Duration = .seconds(1)
+
+    /// Whether blob `id` is still stored: its row is in the index (a removal, by any process,
+    /// deletes it at once) and, for files, its file is there. A store that cannot be asked (a
+    /// database or bucket that is down, refused at once by its breaker) or does not answer within
+    /// `recheckPatience` is no evidence that the blob is gone, and a blob never changes: the
+    /// cached copy is served (SPEC §17).
+    private func stillStored(_ id: MediaID) async -> Bool {
+        let store = self.store
+        return await withCheckedContinuation { continuation in
+            let answered = NIOLockedValueBox(false)
+            @Sendable func answer(_ stored: Bool) {
+                guard answered.withLockedValue({ done in defer { done = true }; return !done }) else { return }
+                continuation.resume(returning: stored)
+            }
+            // Not a task group: it would wait for a check that hangs. The check runs on to its deadline.
+            Task {
+                let indexed: Bool
+                do { indexed = try await store.item(id) != nil } catch { indexed = true }
+                // A bucket's objects outlive their rows by a minute (media gc): the row decides.
+                guard indexed, !store.blobsAreRemote else { return answer(indexed) }
+                answer(await store.hasBlob(id))
+            }
+            Task {
+                try? await Task.sleep(for: Self.recheckPatience)
+                answer(true)
+            }
+        }
     }
 
     /// An entry is re-checked against the file system once a second.

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import MediaStore
+import Resilience
 import RichPushCore
 
 /// An error answered as `application/problem+json` (RFC 9457) with a `detail` a person can act on.
@@ -53,6 +54,9 @@ public struct Problem: HTTPResponseError {
             return (Problem(status, error.message), false)
         case let error as MediaStoreError where error.isNotFound:
             return (Problem(.notFound, error.message), false)
+        case let error as DependencyUnavailable:
+            // The log has the breaker's line with the cause; the client is told what is down, not where.
+            return (Problem(.serviceUnavailable, error.publicMessage, headers: [.retryAfter: String(error.retryAfter)]), false)
         case let error as MediaStoreError where error.isBusy:
             return (Problem(.serviceUnavailable, error.message, headers: [.retryAfter: "1"]), false)
         case let error as HTTPError:

@@ -7,6 +7,7 @@ import Metrics
 import NIOConcurrencyHelpers
 import Prometheus
 import PushDelivery
+import Resilience
 import RichPushCore
 
 /// Everything the routes need, built once by `buildApplication`.
@@ -168,6 +169,8 @@ extension Services {
             throw rejection
         } catch let error as MediaStoreError where error.isNameTaken {
             throw Problem(.conflict, error.message)
+        } catch let error as DependencyUnavailable {
+            throw error
         } catch let error as MediaStoreError where error.isIO {
             // The message names server paths: it goes to the log, the client gets the kind of failure.
             context.logger.error("cannot store an upload", metadata: ["error": "\(error.message)"])
@@ -248,7 +251,10 @@ extension Services {
                                                           with: DeviceRegistration(platform: update.platform, handle: update.handle.text,
                                                                                    tags: update.tags ?? [], replaces: update.replaces))
         if let mirror {
-            do { try await mirror.upsert(registration) } catch {
+            do { try await mirror.upsert(registration) } catch let error as DependencyUnavailable {
+                throw Problem(.serviceUnavailable, "registration \(id) is saved, but \(error.dependency.phrase) is not answering; PUT it again in \(error.retryAfter) s",
+                              headers: [.retryAfter: String(error.retryAfter)])
+            } catch {
                 // The hub's own words (its namespace, its errors) go to the log, not to the device.
                 context.logger.error("the hub did not take a registration", metadata: ["registration": "\(id)", "error": "\(error)"])
                 throw Problem(.badGateway, "registration \(id) is saved, but the push service did not take it; PUT it again (request id \(context.id))")

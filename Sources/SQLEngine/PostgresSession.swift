@@ -15,12 +15,17 @@ public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
 
     public var description: String { sqlState.map { "\(message) (SQLSTATE \($0))" } ?? message }
 
+    /// The server could not be reached, or the connection was lost before it answered (as
+    /// opposed to an answer that is an error): the database is down, not the statement wrong.
+    public internal(set) var unreachable = false
+
     /// The transaction lost a race with another and may be run again.
     var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
 
-    init(_ message: String, sqlState: String? = nil) {
+    init(_ message: String, sqlState: String? = nil, unreachable: Bool = false) {
         self.message = message
         self.sqlState = sqlState
+        self.unreachable = unreachable
     }
 
     init(_ error: any Error, sql: String? = nil) {
@@ -31,7 +36,8 @@ public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
             var message = error.serverInfo?[.message] ?? "PostgreSQL: \(error.code)"
             if let detail = error.serverInfo?[.detail] { message += ": \(detail)" }
             if let sql, error.serverInfo != nil { message += " in: \(sql.prefix(200))" }
-            self.init(message, sqlState: state)
+            let lost: [PSQLError.Code] = [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown]
+            self.init(message, sqlState: state, unreachable: error.serverInfo == nil && lost.contains(error.code))
         } else {
             self.init("PostgreSQL: \(error)")
         }
@@ -43,10 +49,13 @@ public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
 final class PostgresSession {
     let connection: PostgresConnection
     let logger: Logger
+    /// Sees every statement start and end, so a stalled server is noticed (see `StatementWatch`).
+    let watch: StatementWatch
 
-    init(connection: PostgresConnection, logger: Logger) {
+    init(connection: PostgresConnection, logger: Logger, watch: StatementWatch) {
         self.connection = connection
         self.logger = logger
+        self.watch = watch
     }
 
     /// Runs a statement; returns the rows it changed.
@@ -86,8 +95,14 @@ final class PostgresSession {
             }
         }
         let translated = Placeholders.numbered(sql)
+        // Waited for through a promise the watch can fail: a stalled server's statement, or one
+        // whose connection was lost without its future ever completing.
+        let answer = connection.eventLoop.makePromise(of: PostgresQueryResult.self)
+        let ticket = watch.begin(connection, answer)
+        defer { watch.end(ticket) }
+        connection.query(PostgresQuery(unsafeSQL: translated, binds: binds), logger: logger).cascade(to: answer)
         do {
-            return try connection.query(PostgresQuery(unsafeSQL: translated, binds: binds), logger: logger).wait()
+            return try answer.futureResult.wait()
         } catch {
             throw SQLEngineError(error, sql: sql)
         }

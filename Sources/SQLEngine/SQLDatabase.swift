@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
+import Resilience
 
 #if canImport(Glibc)
 import Glibc
@@ -66,6 +67,9 @@ public struct PostgresURL: Sendable {
     public let sslMode: SSLMode
     /// Connections (and threads waiting on them), 1 to 64.
     public let pool: Int
+    /// `connect_timeout`, as libpq's: seconds a new connection may take, authentication included
+    /// (1 to 60; 2 unless given, so that a database that is down is answered within SPEC §17's 5 s).
+    public let connectTimeout: Int
 
     /// Parses `text`; the error says what is wrong, never the password.
     public init(_ text: String) throws {
@@ -73,14 +77,17 @@ public struct PostgresURL: Sendable {
               let host = components.host, !host.isEmpty
         else { throw SQLEngineError("--database: expected postgres://USER:PASSWORD@HOST[:PORT]/DATABASE") }
         let items = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
-        for name in items.keys where name != "sslmode" && name != "pool" {
-            throw SQLEngineError("--database: unknown parameter '\(name.prefix(40))' (sslmode and pool are known)")
+        for name in items.keys where !["sslmode", "pool", "connect_timeout"].contains(name) {
+            throw SQLEngineError("--database: unknown parameter '\(name.prefix(40))' (sslmode, pool and connect_timeout are known)")
         }
         guard let mode = SSLMode(rawValue: items["sslmode"] ?? "disable") else {
             throw SQLEngineError("--database: sslmode must be disable, require or verify-full")
         }
         guard let pool = Int(items["pool"] ?? "8"), (1...64).contains(pool) else {
             throw SQLEngineError("--database: pool must be 1 to 64 connections")
+        }
+        guard let connectTimeout = Int(items["connect_timeout"] ?? "2"), (1...60).contains(connectTimeout) else {
+            throw SQLEngineError("--database: connect_timeout must be 1 to 60 seconds")
         }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         self.host = host
@@ -90,6 +97,7 @@ public struct PostgresURL: Sendable {
         self.database = database.isEmpty ? nil : database
         self.sslMode = mode
         self.pool = pool
+        self.connectTimeout = connectTimeout
     }
 }
 
@@ -211,6 +219,12 @@ public final class SQLDatabase: Sendable {
         return Date().timeIntervalSince1970 + pool.clockOffset()
     }
 
+    /// PostgreSQL's circuit breaker (nil on SQLite, a file of this process).
+    public var breaker: CircuitBreaker? {
+        guard case .postgres(let pool) = engine else { return nil }
+        return pool.breaker
+    }
+
     /// Closes PostgreSQL connections (SQLite's close with the last reference).
     public func shutdown() {
         if case .postgres(let pool) = engine { pool.shutdown() }
@@ -227,6 +241,10 @@ final class PostgresPool: Sendable {
     private let offset = NIOLockedValueBox<(seconds: Double, measuredAt: Double)>((0, -.infinity))
     private let nextID = NIOLockedValueBox(0)
     private let logger: Logger
+    /// Refuses transactions at once while the server cannot be reached.
+    let breaker: CircuitBreaker
+    /// Notices a server that stopped answering.
+    private let watch: StatementWatch
 
     init(url: String, logger: Logger) throws {
         let parsed = try PostgresURL(url)
@@ -242,12 +260,19 @@ final class PostgresPool: Sendable {
             tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
         }
         let size = parsed.pool
-        self.configuration = PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: parsed.host, port: parsed.port, username: parsed.user, password: parsed.password, database: parsed.database, tls: tls)
+        // Connecting, TLS and authentication included (SPEC §17: answer within 5 s when it is down).
+        configuration.options.connectTimeout = .seconds(Int64(parsed.connectTimeout))
+        self.configuration = configuration
         self.logger = logger
         self.threads = NIOThreadPool(numberOfThreads: size)
+        self.breaker = CircuitBreaker(.database, logger: logger)
+        self.watch = StatementWatch(configuration: configuration, breaker: breaker, logger: logger)
         threads.start()
+        watch.start()
     }
+
 
     private func checkout() throws -> PostgresConnection {
         while let connection = idle.withLockedValue({ $0.popLast() }) {
@@ -258,7 +283,9 @@ final class PostgresPool: Sendable {
             return try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
                                                   id: id, logger: logger).wait()
         } catch {
-            throw SQLEngineError("cannot connect to PostgreSQL at \(configuration.host ?? "?"):\(configuration.port ?? 5432): \(SQLEngineError(error).message)")
+            let failure = SQLEngineError(error)
+            throw SQLEngineError("cannot connect to PostgreSQL at \(configuration.host ?? "?"):\(configuration.port ?? 5432): \(failure.message)",
+                                 sqlState: failure.sqlState, unreachable: failure.unreachable)
         }
     }
 
@@ -276,39 +303,64 @@ final class PostgresPool: Sendable {
         closing.whenComplete { _ in withExtendedLifetime(connection) {} }
     }
 
+    /// Runs `body` in a transaction on a pooled connection. While the server cannot be reached
+    /// (the breaker is open) it throws `DependencyUnavailable` at once; a transaction that finds
+    /// it unreachable (no connection, or the connection lost before the answer) opens the
+    /// breaker and throws the same.
     func transaction<T: Sendable>(begin: String, _ body: @escaping @Sendable (SQLConnection) throws -> T) async throws -> T {
-        try await threads.runIfActive { [self] in
-            var attempt = 0, reconnects = 0
-            while true {
-                let connection = try checkout()
-                let session = PostgresSession(connection: connection, logger: logger)
-                do {
-                    _ = try session.execute(begin, [])
-                } catch {
-                    // A pooled connection the server dropped (a restart, a failover): nothing was
-                    // done on it, so take a fresh one.
-                    checkin(connection, healthy: false)
-                    reconnects += 1
-                    if reconnects < 3 { continue }
-                    throw error
+        let probe = try breaker.admit()
+        do {
+            let result = try await threads.runIfActive { [self] in
+                // The breaker may have opened while this waited for a thread.
+                if !probe && breaker.isOpen { throw breaker.unavailable("the database stopped answering while this waited") }
+                return try run(begin: begin, body)
+            }
+            breaker.record(.answered, probe: probe)
+            return result
+        } catch let error as SQLEngineError where error.unreachable {
+            breaker.record(.unreachable(error.message), probe: probe)
+            throw breaker.unavailable(error.message)
+        } catch let error as DependencyUnavailable {
+            breaker.record(.abandoned, probe: probe)
+            throw error
+        } catch {
+            breaker.record(.answered, probe: probe)
+            throw error
+        }
+    }
+
+    private func run<T: Sendable>(begin: String, _ body: @escaping @Sendable (SQLConnection) throws -> T) throws -> T {
+        var attempt = 0, reconnects = 0
+        while true {
+            let connection = try checkout()
+            let session = PostgresSession(connection: connection, logger: logger, watch: watch)
+            do {
+                _ = try session.execute(begin, [])
+            } catch {
+                // A pooled connection the server dropped (a restart, a failover): nothing was
+                // done on it, so take a fresh one.
+                checkin(connection, healthy: false)
+                reconnects += 1
+                // Not while the server is found unreachable: each new connection would wait its 2 s.
+                if reconnects < 3 && !breaker.isOpen { continue }
+                throw error
+            }
+            attempt += 1
+            do {
+                let result = try body(SQLConnection(postgres: session, now: Date().timeIntervalSince1970 + clockOffset()))
+                _ = try session.execute("COMMIT", [])
+                checkin(connection, healthy: true)
+                return result
+            } catch {
+                let rolledBack = (try? session.execute("ROLLBACK", [])) != nil
+                checkin(connection, healthy: rolledBack)
+                // Lost a race with another transaction (serialization failure, deadlock): run it
+                // again after a random pause that grows, up to 100 ms, for up to about 5 s.
+                if let failure = error as? SQLEngineError, failure.isRetryable, attempt < 60 {
+                    usleep(UInt32.random(in: 0...min(100_000, 1_000 << min(attempt, 7))))
+                    continue
                 }
-                attempt += 1
-                do {
-                    let result = try body(SQLConnection(postgres: session, now: Date().timeIntervalSince1970 + clockOffset()))
-                    _ = try session.execute("COMMIT", [])
-                    checkin(connection, healthy: true)
-                    return result
-                } catch {
-                    let rolledBack = (try? session.execute("ROLLBACK", [])) != nil
-                    checkin(connection, healthy: rolledBack)
-                    // Lost a race with another transaction (serialization failure, deadlock): run it
-                    // again after a random pause that grows, up to 100 ms, for up to about 5 s.
-                    if let failure = error as? SQLEngineError, failure.isRetryable, attempt < 60 {
-                        usleep(UInt32.random(in: 0...min(100_000, 1_000 << min(attempt, 7))))
-                        continue
-                    }
-                    throw error
-                }
+                throw error
             }
         }
     }
@@ -362,7 +414,7 @@ final class PostgresPool: Sendable {
         if stale {
             threads.submit { [self] state in
                 guard state == .active, let connection = try? checkout() else { return }
-                let session = PostgresSession(connection: connection, logger: logger)
+                let session = PostgresSession(connection: connection, logger: logger, watch: watch)
                 let before = Date().timeIntervalSince1970
                 let server = try? session.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS now", []).first.map { $0["now"] as Double }
                 let after = Date().timeIntervalSince1970
@@ -376,7 +428,7 @@ final class PostgresPool: Sendable {
     /// Applies what `migrations` holds that the database has not seen, under an advisory lock.
     func migrate(_ migrations: [SQLMigration]) throws {
         let connection = try checkout()
-        let session = PostgresSession(connection: connection, logger: logger)
+        let session = PostgresSession(connection: connection, logger: logger, watch: watch)
         var healthy = false
         defer { checkin(connection, healthy: healthy) }
         // pg_advisory_lock's key: "RichPush" in ASCII.
@@ -399,12 +451,14 @@ final class PostgresPool: Sendable {
     }
 
     func shutdown() {
+        watch.stop()
         let connections = idle.withLockedValue { idle in defer { idle.removeAll() }; return idle }
         for connection in connections { Self.close(connection) }
         threads.shutdownGracefully { _ in }
     }
 
     deinit {
+        watch.stop()
         for connection in idle.withLockedValue({ $0 }) { Self.close(connection) }
         threads.shutdownGracefully { _ in }
     }

@@ -30,7 +30,7 @@ struct BackendStore {
         var bucket: S3Client?
         if backend == .s3 {
             let weed = try await SeaweedFS.running()
-            let location = try S3Location("s3://\(weed.bucket)/store-\(UInt32.random(in: 0 ... .max))?endpoint=\(weed.endpoint)")
+            let location = try S3Location("s3://\(weed.bucket)/store-\(UInt32.random(in: 0 ... .max))?endpoint=\(weed.endpoint)&connect_timeout=15&timeout=30")
             bucket = S3Client(location: location, credentials: S3Credentials(accessKey: weed.accessKey, secretKey: weed.secretKey))
         }
         return BackendStore(dir: dir, store: MediaStore(directory: directory, database: database, bucket: bucket), backend: backend, bucket: bucket)

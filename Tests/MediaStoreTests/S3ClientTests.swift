@@ -40,7 +40,11 @@ struct S3SigningTests {
         #expect(plain.hostHeader == "127.0.0.1:8333")
         let full = try S3Location("s3://media/richpush/prod/?endpoint=https://s3.eu-west-1.amazonaws.com/&region=eu-west-1")
         #expect(full.prefix == "richpush/prod/" && full.region == "eu-west-1" && full.hostHeader == "s3.eu-west-1.amazonaws.com")
-        for bad in ["http://media", "s3://media", "s3://media?endpoint=ftp://x", "s3://Media_Bucket?endpoint=http://x:1", "s3://ab?endpoint=http://x:1"] {
+        #expect(plain.connectTimeout == 2 && plain.timeout == 4)
+        let patient = try S3Location("s3://media?endpoint=http://127.0.0.1:8333&connect_timeout=10&timeout=60")
+        #expect(patient.connectTimeout == 10 && patient.timeout == 60)
+        for bad in ["http://media", "s3://media", "s3://media?endpoint=ftp://x", "s3://Media_Bucket?endpoint=http://x:1", "s3://ab?endpoint=http://x:1",
+                    "s3://media?endpoint=http://x:1&connect_timeout=0", "s3://media?endpoint=http://x:1&timeout=soon"] {
             #expect(throws: S3Error.self, "\(bad)") { try S3Location(bad) }
         }
         #expect(throws: S3Error.self) { try S3Credentials.fromEnvironment([:]) }
@@ -64,7 +68,7 @@ struct S3SigningTests {
 struct S3ClientTests {
     func client(_ prefix: String, secret: String? = nil) async throws -> S3Client {
         let weed = try await SeaweedFS.running()
-        let location = try S3Location("s3://\(weed.bucket)/\(prefix)?endpoint=\(weed.endpoint)")
+        let location = try S3Location("s3://\(weed.bucket)/\(prefix)?endpoint=\(weed.endpoint)&connect_timeout=15&timeout=30")
         return S3Client(location: location, credentials: S3Credentials(accessKey: weed.accessKey, secretKey: secret ?? weed.secretKey))
     }
 

@@ -55,7 +55,7 @@ private final class ScriptedS3: Sendable {
 @Suite("S3 client retries what S3 asks to be retried, and nothing else")
 struct S3RetryTests {
     func client(port: Int) throws -> S3Client {
-        S3Client(location: try S3Location("s3://media?endpoint=http://127.0.0.1:\(port)"),
+        S3Client(location: try S3Location("s3://media?endpoint=http://127.0.0.1:\(port)&timeout=30"),
                  credentials: S3Credentials(accessKey: "AKID", secretKey: "secret"))
     }
 

@@ -10,6 +10,7 @@ import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
 import PushDelivery
+import Resilience
 @testable import RichPushCore
 import RichPushServer
 import ServiceLifecycle
@@ -220,15 +221,17 @@ struct NotificationHubsTests {
             let endpoint = hub.connectionString(base)
             // Generous timeouts: the whole suite shares two cores, and this is not about speed.
             let trusting = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: [caPath],
-                                                      connectTimeout: .seconds(60), readTimeout: .seconds(60))
-            #expect(await trusting.upsertInstallation(id: "r1", deviceToken: tokenA, tags: ["username:alice"]) == .sent(id: nil))
+                                                      connectTimeout: .seconds(60), readTimeout: .seconds(60), mirrorDeadline: .seconds(60))
+            #expect(try await trusting.upsertInstallation(id: "r1", deviceToken: tokenA, tags: ["username:alice"]) == .sent(id: nil))
             let plain = try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1",
-                                                   connectTimeout: .seconds(60), readTimeout: .seconds(60))
-            let refused = await plain.upsertInstallation(id: "r2", deviceToken: tokenA, tags: ["username:alice"])
+                                                   connectTimeout: .seconds(60), readTimeout: .seconds(60), mirrorDeadline: .seconds(60))
+            let refused = await #expect(throws: DependencyUnavailable.self) {
+                try await plain.upsertInstallation(id: "r2", deviceToken: tokenA, tags: ["username:alice"])
+            }
             try await trusting.shutdown()
             try await plain.shutdown()
-            guard case .retry(let reason, _) = refused else { Issue.record("expected a TLS failure, got \(refused)"); return }
-            #expect(reason.hasPrefix("connection failed"))
+            #expect(refused?.reason.hasPrefix("connection failed") == true)
+            #expect(refused?.dependency == .hub)
             #expect(hub.calls.withLockedValue { $0.map(\.path) } == ["/hub1/installations/r1"])
             #expect(throws: PushError.self) { try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: ["/nonexistent.pem"]) }
         }

@@ -16,6 +16,8 @@ import RichPushTestSupport
 /// A live server on a free port over a fresh data directory, with users alice and bob and the admin root.
 struct TestServer {
     let dir: URL
+    /// The server's own store (its database's and bucket's breakers, for the fault tests).
+    let data: DataStore
     let database: SQLDatabase
     let client: LiveClient
     let configuration: ServerConfiguration
@@ -68,7 +70,7 @@ struct TestServer {
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
         let (finalConfiguration, finalEnvironment, routes) = (configuration, environment, app.routes)
         try await app.serve { client in
-            try await body(TestServer(dir: dir, database: database, client: client, configuration: finalConfiguration,
+            try await body(TestServer(dir: dir, data: data, database: database, client: client, configuration: finalConfiguration,
                                       environment: finalEnvironment, routes: routes))
         }
     }

@@ -50,8 +50,10 @@ public enum StoreEngine: String, Sendable, CustomStringConvertible {
             var env = environment
             env["AWS_ACCESS_KEY_ID"] = weed.accessKey
             env["AWS_SECRET_ACCESS_KEY"] = weed.secretKey
-            // Two connections per store: the suite runs dozens of stores at once on two cores.
-            return Locations(database: try await database + "?pool=2", blobs: "s3://\(weed.bucket)/\(prefix)?endpoint=\(weed.endpoint)", environment: env)
+            // Two connections per store, and generous timeouts: the suite runs dozens of stores at
+            // once on two cores, where a connection can take longer than a server on its own gets.
+            return Locations(database: try await database + "&pool=2",
+                             blobs: "s3://\(weed.bucket)/\(prefix)?endpoint=\(weed.endpoint)&connect_timeout=15&timeout=30", environment: env)
         }
     }
 }
