@@ -175,7 +175,7 @@ enum BodyRatePart {
 }
 
 /// The request and response parts of one HTTP version, as `BodyRateHandler` reads and writes them.
-protocol BodyRateParts {
+protocol BodyRateParts: SendableMetatype {
     associatedtype RequestPart
     associatedtype ResponsePart
     static func classify(_ part: RequestPart) -> BodyRatePart

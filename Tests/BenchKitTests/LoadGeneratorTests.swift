@@ -164,12 +164,15 @@ struct LoadGeneratorTests {
 
     @Test("'localhost' reaches a server that listens on 127.0.0.1 only, whichever address the resolver gives first")
     func localhost() async throws {
-        let server = try await TestHTTPServer()
-        var c = try LoadConfiguration(url: "http://localhost:\(server.port)/status/200")
-        c.duration = 0.5
-        c.connections = 2
-        let result = try await LoadGenerator.run(c)
-        try await server.stop()
+        let result = try await unstarved({ $0.requests > 0 }) {
+            let server = try await TestHTTPServer()
+            var c = try LoadConfiguration(url: "http://localhost:\(server.port)/status/200")
+            c.duration = 0.5
+            c.connections = 2
+            let result = try await LoadGenerator.run(c)
+            try await server.stop()
+            return result
+        }
         #expect(result.requests > 0 && result.errors == 0)
     }
 

@@ -94,7 +94,7 @@ struct SlowClientTests {
             $0.tlsCertificatePath = certificatePath
             $0.tlsKeyPath = keyPath
             $0.tlsHandshakeTimeout = 2
-            $0.idleTimeout = 6
+            $0.idleTimeout = 10 // the 3 s wait below stays well inside it on a loaded machine
             $0.bodyRateWindow = 1
             $0.bodyRateMinimum = 1024
         }) { s in
