@@ -3,7 +3,7 @@
 # missing, runs ingest vs its floor, image GETs vs nginx, push fan-out vs h2load, and
 # a campaign to 10,000 devices and its first fetches (bench/broadcast.sh), blobs in S3 vs
 # files (bench/s3.sh), the PostgreSQL outbox vs SQLite's (bench/engines.sh), HTTPS vs nginx
-# (bench/https.sh), and
+# (bench/https.sh), the engines stopped and frozen under a server (bench/faults.sh), and
 # richpush-bench vs wrk, each alternating against its reference in one run, then prints the
 # figures and ratios. Paste the table into BENCHMARKS.md with the machine it ran on.
 #
@@ -24,6 +24,7 @@ bench/broadcast.sh 3 10000 > "$out/broadcast.txt"
 bench/s3.sh 3 5 > "$out/s3.txt"
 bench/engines.sh 3 5000 > "$out/engines.txt" 2>&1
 bench/https.sh 3 5 50000 > "$out/https.txt"
+bench/faults.sh 2 > "$out/faults.txt"
 bench/loadtool.sh "$rounds" "$seconds" > "$out/loadtool.txt"
 echo "# RichPush benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2}')"
-for part in ingest http fanout broadcast s3 engines https loadtool; do echo; cat "$out/$part.txt"; done
+for part in ingest http fanout broadcast s3 engines https faults loadtool; do echo; cat "$out/$part.txt"; done
