@@ -34,8 +34,9 @@ cleanup() {
     local status=$?
     [ -f "$work/pg/postmaster.pid" ] && kill -CONT "$(head -1 "$work/pg/postmaster.pid")" $(pgrep -P "$(head -1 "$work/pg/postmaster.pid")") 2>/dev/null || true
     kill "$serve_pid" 2>/dev/null || true
+    # SIGKILL: a SeaweedFS restarted by the measuring script can sit in its graceful shutdown.
     pkill -CONT -f "weed server -dir=$work/weed" 2>/dev/null || true
-    pkill -f "weed server -dir=$work/weed" 2>/dev/null || true
+    pkill -9 -f "weed server -dir=$work/weed" 2>/dev/null || true
     $as_pg "$pg/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true
     wait 2>/dev/null || true
     if [ "$status" -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$work"; else echo "work files kept in $work" >&2; fi
