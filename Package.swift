@@ -55,6 +55,7 @@ let package = Package(
         .target(
             name: "Resilience",
             dependencies: [
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],

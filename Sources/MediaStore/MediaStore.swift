@@ -66,6 +66,9 @@ public final class MediaStore: Sendable {
 
     // MARK: Readiness
 
+    /// The database's circuit breaker, when it is PostgreSQL.
+    public var databaseBreaker: CircuitBreaker? { database.breaker }
+
     /// The bucket's circuit breaker, when the blobs are in one.
     public var bucketBreaker: CircuitBreaker? { remote?.client.breaker }
 

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -99,6 +100,12 @@ public final class CircuitBreaker: Sendable {
     /// Calls refused without being tried, since the breaker last closed.
     public var refusals: Int { state.withLockedValue { $0.refused } }
 
+    /// Sets `richpush_dependency_up` (1 answering, 0 not) to the breaker's state now: call once the
+    /// metrics system is bootstrapped (the breaker may be made before it); transitions set it after.
+    public func reportState() {
+        Gauge(label: "richpush_dependency_up", dimensions: [("dependency", dependency.name)]).record(isOpen ? 0 : 1)
+    }
+
     /// How a call ended, for `record`.
     public enum Outcome: Sendable {
         /// The dependency answered (with success or with an error of its own).
@@ -124,6 +131,9 @@ public final class CircuitBreaker: Sendable {
             state.probeStarted = now
             return .success(true)
         }
+        if case .failure = decision {
+            Counter(label: "richpush_dependency_refused_total", dimensions: [("dependency", dependency.name)]).increment()
+        }
         return try decision.get()
     }
 
@@ -138,6 +148,7 @@ public final class CircuitBreaker: Sendable {
                 return (now - state.openedAt, state.refused)
             }
             if let reopened {
+                reportState()
                 logger.notice("\(dependency.phrase) is answering again", metadata: [
                     "dependency": "\(dependency.name)", "down_seconds": "\(String(format: "%.1f", reopened.down))",
                     "requests_refused": "\(reopened.refused)",
@@ -160,6 +171,8 @@ public final class CircuitBreaker: Sendable {
                 return !wasOpen
             }
             if opened {
+                reportState()
+                Counter(label: "richpush_dependency_outages_total", dimensions: [("dependency", dependency.name)]).increment()
                 logger.error("\(dependency.phrase) is not answering; requests that need it get 503 until it does", metadata: [
                     "dependency": "\(dependency.name)", "error": "\(reason)",
                 ])

@@ -8,6 +8,7 @@ import NIOConcurrencyHelpers
 import NIOPosix
 import Prometheus
 import PushDelivery
+import Resilience
 import RichPushCore
 import ServiceLifecycle
 
@@ -50,6 +51,11 @@ public func buildApplication(
     let notifications = data.notifications(links: links)
     let follower = PayloadIndexFollower(index: payloadIndex, notifications: notifications, logger: logger)
     try await follower.start()
+    // The breakers are made with the store, before the metrics system may have been: now it is.
+    _ = PrometheusRegistry.registry
+    for breaker in [media.databaseBreaker, media.bucketBreaker, (mirror as? NotificationHubsClient)?.breaker].compactMap({ $0 }) {
+        breaker.reportState()
+    }
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: data.registrations, notifications: notifications,

@@ -29,6 +29,9 @@ enum MetricCatalog {
         "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled from the database every few seconds.",
         "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",
         "richpush_build_info": "The running build; always 1, the version in the labels.",
+        "richpush_dependency_up": "Whether a dependency answers (1) or its circuit breaker is refusing calls (0), by dependency: database, blobs, hub.",
+        "richpush_dependency_refused_total": "Calls refused at once by a dependency's open circuit breaker (each a 503 or a push retried later), by dependency.",
+        "richpush_dependency_outages_total": "Times a dependency was found unreachable and its circuit breaker opened, by dependency.",
     ]
 
     /// The Prometheus name of a swift-metrics label, and its dimensions with valid names.

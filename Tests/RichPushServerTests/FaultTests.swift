@@ -105,6 +105,11 @@ struct FaultTests {
             #expect(imageTime < Self.hang, "a cached image took \(imageTime) s")
             #expect(try await s.request(.get, "/health", as: nil).status == .ok)
             #expect(try await Self.failing(s) == ["blobs"])
+            // Operators see it too (the registry is the test process's: other tests' breakers share the series).
+            let metrics = String(buffer: try await s.request(.get, "/metrics", as: nil).body)
+            for name in ["richpush_dependency_up", "richpush_dependency_refused_total", "richpush_dependency_outages_total"] {
+                #expect(metrics.contains("\(name){dependency=\"blobs\"}"), "\(name) is not in /metrics")
+            }
             // Nothing of the refused upload: no row, no temp file.
             let hex = MediaID(hashing: refused).hex
             let rows = try await s.database.read { db in try SQLRow.fetchAll(db, sql: "SELECT sha256 FROM media WHERE sha256 = ?", arguments: [hex]).count }
