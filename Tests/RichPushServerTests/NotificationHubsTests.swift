@@ -236,4 +236,34 @@ struct NotificationHubsTests {
             #expect(throws: PushError.self) { try NotificationHubsClient(connection: try NotificationHubsConnection(endpoint), hub: "hub1", extraRoots: ["/nonexistent.pem"]) }
         }
     }
+
+    @Test("the hub down or stalled: a registration is saved and answered 503 naming the hub (never its address), with Retry-After, within the mirror's deadline; the next is refused by the breaker untried",
+          arguments: [FaultProxy.Mode.down, .stall])
+    func hubUnavailable(mode: FaultProxy.Mode) async throws {
+        // The proxy stands for a hub that is gone or frozen (its SAS checks are not reached: nothing is forwarded).
+        let proxy = try FaultProxy(targetPort: freePort())
+        defer { proxy.stop() }
+        proxy.set(mode)
+        let client = try NotificationHubsClient(
+            connection: try NotificationHubsConnection("Endpoint=http://127.0.0.1:\(proxy.port)/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"), hub: "hub1")
+        try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
+            let (created, object) = try await s.json(.post, "/api/register")
+            #expect(created.status == .ok)
+            let id = try #require((object as? [String: Any])?["registrationId"] as? String)
+            let body = "{\"Platform\":\"apns\",\"Handle\":\"\(tokenA)\",\"Tags\":[]}"
+            let start = ContinuousClock.now
+            let (refused, problem) = try await s.json(.put, "/api/register/\(id)", body: body)
+            // An answer, not a hang: the mirror call's deadline is 4 s (a hang guard here; the time is not the point).
+            #expect(ContinuousClock.now - start < .seconds(40))
+            #expect(refused.status == .serviceUnavailable)
+            #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            let detail = (problem as? [String: Any])?["detail"] as? String ?? ""
+            #expect(detail.contains("is saved, but the notification hub is not answering"), "\(detail)")
+            #expect(!detail.contains("127.0.0.1"))
+            #expect(client.breaker.isOpen)
+            let refusals = client.breaker.refusals
+            #expect(try await s.json(.put, "/api/register/\(id)", body: body).0.status == .serviceUnavailable)
+            #expect(client.breaker.refusals == refusals + 1, "the second mirror call was tried, not refused")
+        } // the server shuts the client down with its provider
+    }
 }
