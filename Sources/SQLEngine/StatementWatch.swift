@@ -63,7 +63,7 @@ final class StatementWatch: Sendable {
 
     /// A statement starts on `connection`, its caller waiting for `answer`; the ticket ends it.
     func begin(_ connection: PostgresConnection, _ answer: EventLoopPromise<PostgresQueryResult>) -> Int {
-        let now = Self.uptime()
+        let now = CircuitBreaker.uptime()
         return state.withLockedValue { state in
             state.next += 1
             state.running[state.next] = Running(connection: connection, answer: answer, started: now)
@@ -76,7 +76,7 @@ final class StatementWatch: Sendable {
     }
 
     private func check() {
-        let now = Self.uptime()
+        let now = CircuitBreaker.uptime()
         // A statement whose connection is closed has no answer coming, whatever its future says.
         let orphans = state.withLockedValue { state in
             state.running.values.filter { now - $0.started >= Self.stallAfter && $0.connection.isClosed }.map(\.answer)
@@ -101,7 +101,7 @@ final class StatementWatch: Sendable {
             case .failure(let error):
                 let failure = SQLEngineError(error)
                 guard failure.unreachable || error is ProbeTimeout else { return } // it answered, with an error
-                let reason = "a statement ran \(String(format: "%.1f", Self.uptime() - started + Self.stallAfter)) s and a new connection's SELECT 1 got no answer within \(probeTimeout.nanoseconds / 1_000_000_000) s (\(failure.message))"
+                let reason = "a statement ran \(String(format: "%.1f", CircuitBreaker.uptime() - started + Self.stallAfter)) s and a new connection's SELECT 1 got no answer within \(probeTimeout.nanoseconds / 1_000_000_000) s (\(failure.message))"
                 breaker.record(.unreachable(reason), probe: false)
                 let stalled = state.withLockedValue { state in state.running.values.filter { $0.started <= started } }
                 logger.error("PostgreSQL is not answering: closing the connections of \(stalled.count) waiting statements",
@@ -132,9 +132,5 @@ final class StatementWatch: Sendable {
             promise.futureResult.whenComplete { _ in PostgresPool.close(connection) }
             return promise.futureResult
         }
-    }
-
-    static func uptime() -> Double {
-        Double(DispatchTime.now().uptimeNanoseconds) / 1e9
     }
 }
