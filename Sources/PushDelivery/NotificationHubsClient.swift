@@ -67,17 +67,20 @@ public final class NotificationHubsClient: Sendable {
     private let http: HTTPClient
     /// Refuses calls at once while the hub cannot be reached (a send is then retried later, a
     /// registration's mirror call is a 503).
-    public let breaker = CircuitBreaker(.hub)
+    public let breaker: CircuitBreaker
     /// The deadline of calls a request waits for (mirroring a registration): SPEC §17's 5 s.
     private let mirrorDeadline: TimeAmount
 
     /// Creates a client for `hub`; `extraRoots` (PEM files, `--push-ca`) are trusted in addition to
     /// the system's. A connection that takes longer than `connectTimeout` to open, or an answer
     /// longer than `readTimeout`, is a retryable failure. A registration's mirror call, which a
-    /// request waits for, gets `mirrorDeadline` in all.
+    /// request waits for, gets `mirrorDeadline` in all. `breaker` guards the hub (its cooldowns
+    /// are the defaults unless a test needs them longer than a loaded machine's pauses).
     public init(connection: NotificationHubsConnection, hub: String, extraRoots: [String] = [],
                 connectTimeout: TimeAmount = .seconds(4), readTimeout: TimeAmount = .seconds(30),
-                mirrorDeadline: TimeAmount = .seconds(4)) throws {
+                mirrorDeadline: TimeAmount = .seconds(4), breaker: CircuitBreaker = CircuitBreaker(.hub)) throws {
+        precondition(breaker.dependency == .hub, "a notification hub's breaker guards the hub")
+        self.breaker = breaker
         self.connection = connection
         self.hub = hub
         self.mirrorDeadline = mirrorDeadline

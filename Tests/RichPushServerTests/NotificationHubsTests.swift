@@ -244,8 +244,11 @@ struct NotificationHubsTests {
         let proxy = try FaultProxy(targetPort: freePort())
         defer { proxy.stop() }
         proxy.set(mode)
+        // A cooldown longer than the test: under a loaded suite, seconds may pass between the two PUTs,
+        // and the second must meet the breaker still open (the cooldowns themselves are CircuitBreakerTests').
         let client = try NotificationHubsClient(
-            connection: try NotificationHubsConnection("Endpoint=http://127.0.0.1:\(proxy.port)/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"), hub: "hub1")
+            connection: try NotificationHubsConnection("Endpoint=http://127.0.0.1:\(proxy.port)/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"), hub: "hub1",
+            breaker: CircuitBreaker(.hub, firstCooldown: .seconds(600), maxCooldown: .seconds(600)))
         try await TestServer.run(provider: NotificationHubsProvider(client: client), mirror: client) { s in
             let (created, object) = try await s.json(.post, "/api/register")
             #expect(created.status == .ok)
