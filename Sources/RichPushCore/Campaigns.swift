@@ -81,11 +81,14 @@ public struct CampaignDraft: Sendable {
     public var audience: Audience
     /// Message, title, rich type, payload and mode, as for a single notification.
     public var content: NotificationDraft
+    /// The app whose devices it goes to (SPEC §18); nil for every app the audience has devices in.
+    public var app: String?
 
     /// Creates a draft; the mode defaults to `alert` (SPEC §10).
-    public init(audience: Audience, content: NotificationDraft) {
+    public init(audience: Audience, content: NotificationDraft, app: String? = nil) {
         self.audience = audience
         self.content = content
+        self.app = app
     }
 }
 
@@ -108,6 +111,8 @@ public struct Campaign: Sendable, Equatable {
     public var devices: Int
     /// Whether every recipient has been queued.
     public var queued: Bool
+    /// The app whose devices it goes to; nil for every app.
+    public var app: String? = nil
 
     /// The most users an audience may list by name.
     public static let maxListedUsers = 10_000
@@ -171,14 +176,15 @@ public struct CampaignStore: Sendable {
                 }
             }
             let inserted = try db.fetchOne(sql: """
-                INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
-                                 writer.mode.rawValue, admin, Int(getpid()), now.timeIntervalSince1970])
+                                 writer.mode.rawValue, admin, Int(getpid()), now.timeIntervalSince1970, draft.app])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
-                            payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false)
+                            payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
+                            app: draft.app)
         }
     }
 
@@ -231,18 +237,15 @@ public struct CampaignStore: Sendable {
                                           title: campaign.title, mode: campaign.mode)
             let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: id, now: now)
             let (names, nextCursor, exhausted) = try Self.nextRecipients(db, campaign.audience, after: cursor, limit: batchSize)
-            let devices = try Self.devices(db, of: names, audience: campaign.audience)
+            let devices = try Self.devices(db, of: names, audience: campaign.audience, app: campaign.app)
             var recipients: [(name: String, targets: [PushTarget])] = []
             var queuedDevices = 0
             for name in names {
                 let owned = devices[name] ?? []
                 if case .tags = campaign.audience, owned.isEmpty { continue }
-                let targets: [PushTarget] = switch (addressing, campaign.audience) {
-                case (.perUserTag, .all), (.perUserTag, .users):
-                    owned.isEmpty ? [] : [PushTarget(registration: nil, target: "username:\(name)")]
-                default:
-                    owned
-                }
+                // A tag expression picks devices: those go by device, a hub's too (to its installation).
+                let byDevice = if case .tags = campaign.audience { true } else { false }
+                let targets = addressing.targets(recipient: name, devices: owned, app: campaign.app, byDevice: byDevice)
                 recipients.append((name, targets))
                 queuedDevices += owned.count
             }
@@ -262,20 +265,20 @@ public struct CampaignStore: Sendable {
 
     /// How many users and devices a campaign to `audience` would reach now (what `queue` would
     /// queue), read a thousand users at a time: the console's "will reach" before sending.
-    public func reach(_ audience: Audience) async throws -> (users: Int, devices: Int) {
+    public func reach(_ audience: Audience, app: String? = nil) async throws -> (users: Int, devices: Int) {
         try await database.read { db in
             if case .all = audience {
                 // Two counts, not a walk: what the console asks as often as an admin types.
                 let users = try Int.fetchOne(db, sql: "SELECT count(*) FROM users") ?? 0
                 let devices = try Int.fetchOne(db, sql: """
-                    SELECT count(*) FROM registrations r JOIN users u ON u.name = r.username WHERE r.handle IS NOT NULL
-                    """) ?? 0
+                    SELECT count(*) FROM registrations r JOIN users u ON u.name = r.username WHERE r.handle IS NOT NULL \(app == nil ? "" : "AND r.app = ?")
+                    """, arguments: SQLArguments(app.map { [$0] } ?? [])) ?? 0
                 return (users, devices)
             }
             var cursor = "", users = 0, devices = 0
             while true {
                 let (names, next, exhausted) = try Self.nextRecipients(db, audience, after: cursor, limit: 1000)
-                let owned = try Self.devices(db, of: names, audience: audience)
+                let owned = try Self.devices(db, of: names, audience: audience, app: app)
                 for name in names {
                     let count = owned[name]?.count ?? 0
                     if case .tags = audience, count == 0 { continue }
@@ -313,7 +316,7 @@ public struct CampaignStore: Sendable {
     }
 
     /// The device targets of each named user: every device, or those matching the tag expression.
-    private static func devices(_ db: SQLConnection, of names: [String], audience: Audience) throws -> [String: [PushTarget]] {
+    private static func devices(_ db: SQLConnection, of names: [String], audience: Audience, app: String?) throws -> [String: [PushTarget]] {
         guard let first = names.first, let last = names.last else { return [:] }
         let wanted = Set(names)
         var devices: [String: [PushTarget]] = [:]
@@ -325,16 +328,16 @@ public struct CampaignStore: Sendable {
             ("username BETWEEN ? AND ?", [first, last])
         }
         try db.forEach(sql: """
-            SELECT id, username, handle, platform, tags FROM registrations
+            SELECT id, username, handle, platform, tags, app FROM registrations
             WHERE \(condition) AND handle IS NOT NULL ORDER BY username, createdAt
             """, arguments: SQLArguments(arguments)) { row in
             let name: String = row["username"]
-            guard wanted.contains(name) else { return }
+            guard wanted.contains(name), app == nil || (row["app"] as String) == app else { return }
             if case .tags(let expression) = audience {
                 let tags = RegistrationStore.decodeTags(row["tags"])
                 guard expression.matches(tags) else { return }
             }
-            devices[name, default: []].append(PushTarget(registration: row["id"], target: row["handle"], platform: row["platform"]))
+            devices[name, default: []].append(PushTarget(registration: row["id"], target: row["handle"], platform: row["platform"], app: row["app"]))
         }
         return devices
     }
@@ -348,9 +351,11 @@ public struct CampaignStore: Sendable {
     }
 
     /// The newest campaigns with their counts, newest first.
-    public func list(limit: Int = 50, before: Int64? = nil) async throws -> [CampaignProgress] {
+    /// With `app`, only that app's campaigns.
+    public func list(limit: Int = 50, before: Int64? = nil, app: String? = nil) async throws -> [CampaignProgress] {
         try await database.read { db in
-            try SQLRow.fetchAll(db, sql: "SELECT * FROM campaigns WHERE id < ? ORDER BY id DESC LIMIT ?", arguments: [before ?? Int64.max, limit])
+            try SQLRow.fetchAll(db, sql: "SELECT * FROM campaigns WHERE id < ? \(app == nil ? "" : "AND app = ?") ORDER BY id DESC LIMIT ?",
+                                arguments: SQLArguments([before ?? Int64.max] + (app.map { [$0 as any SQLValueConvertible] } ?? []) + [limit]))
                 .map { try Self.progress(db, campaign: try Self.campaign($0)) }
         }
     }
@@ -370,6 +375,6 @@ public struct CampaignStore: Sendable {
         return Campaign(id: row["id"], audience: try Audience(stored: row["audience"]), message: row["message"], title: row["title"],
                         richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .alert,
                         createdBy: row["createdBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
-                        recipients: row["recipients"], devices: row["devices"], queued: row["queued"])
+                        recipients: row["recipients"], devices: row["devices"], queued: row["queued"], app: row["app"])
     }
 }

@@ -138,6 +138,22 @@ public enum CoreDatabase {
                 ALTER TABLE deliveries ADD COLUMN platform TEXT;
                 ALTER TABLE notifications ADD COLUMN richUrl TEXT;
                 """),
+        // SPEC §18: a registration belongs to one app (those made before apps belong to
+        // `default`), a delivery goes out with its app's credentials, a campaign may be for one
+        // app; API keys for servers, kept as the SHA-256 of the key alone.
+        SQLMigration("core-v8-apps", sqlite: """
+                ALTER TABLE registrations ADD COLUMN app TEXT NOT NULL DEFAULT 'default';
+                ALTER TABLE deliveries ADD COLUMN app TEXT;
+                ALTER TABLE campaigns ADD COLUMN app TEXT;
+                CREATE TABLE api_keys (
+                    name       TEXT PRIMARY KEY NOT NULL,
+                    hash       BLOB NOT NULL UNIQUE,
+                    scope      TEXT NOT NULL CHECK (scope IN ('send', 'read', 'admin')),
+                    app        TEXT,
+                    createdAt  REAL NOT NULL,
+                    lastUsedAt REAL
+                );
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -25,6 +25,8 @@ public final class DataStore: Sendable {
     public let sessions: SessionStore
     /// Device registrations.
     public let registrations: RegistrationStore
+    /// API keys for servers that call RichPush (SPEC §18).
+    public let apiKeys: APIKeyStore
     /// The outbox as readers see it (`deliveries`).
     public let deliveries: DeliveryStore
     /// The outbox as the dispatcher works it: claims, leases, outcomes.
@@ -75,6 +77,7 @@ public final class DataStore: Sendable {
         self.users = UserStore(database: database)
         self.sessions = SessionStore(database: database)
         self.registrations = RegistrationStore(database: database)
+        self.apiKeys = APIKeyStore(database: database)
         self.deliveries = DeliveryStore(database: database)
         self.outbox = OutboxStore(database: database)
         self.settings = SettingsStore(database: database)

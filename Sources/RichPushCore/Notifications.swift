@@ -56,6 +56,8 @@ public struct CreatedNotification: Sendable {
     public var richUrl: String?
     /// How many deliveries (push targets) were queued.
     public var deliveries: Int
+    /// How many of them each app sends.
+    public var deliveriesByApp: [String: Int] = [:]
 }
 
 /// A notification as a payload fetch needs it: whose it is and what it carries.
@@ -75,12 +77,38 @@ public struct QueuedNotification: Sendable {
     }
 }
 
-/// How pushes of a notification are addressed in the outbox.
-public enum DeliveryAddressing: Sendable {
-    /// One delivery per registered device (APNs direct, or no provider yet).
-    case perDevice
-    /// One delivery per notification, to the tag `username:<recipient>` (Notification Hubs).
-    case perUserTag
+/// How pushes of a notification are addressed in the outbox, app by app (SPEC §18): one
+/// delivery per registered device (APNs, FCM and Web Push direct, or no provider yet), except
+/// for apps that send through a Notification Hub, which get one delivery per recipient, to the
+/// tag `username:<recipient>`.
+public struct DeliveryAddressing: Sendable, Equatable {
+    /// The apps whose pushes go to a hub's user tag.
+    public var tagApps: Set<String>
+
+    /// Addressing with `tagApps` sent through hubs.
+    public init(tagApps: Set<String>) {
+        self.tagApps = tagApps
+    }
+
+    /// One delivery per registered device, in every app.
+    public static let perDevice = DeliveryAddressing(tagApps: [])
+    /// The `default` app through a hub (the section 7 flags' Notification Hubs).
+    public static let perUserTag = DeliveryAddressing(tagApps: [AppName.default])
+
+    /// The deliveries of one recipient whose devices (in the notification's apps) are `devices`:
+    /// each device's, but one tag per hub app instead of that app's devices. With `alwaysTag`, the
+    /// `default` app's hub gets its tag even when no device is registered here (a hub may know
+    /// devices registered with it directly); `byDevice` keeps devices (a tag expression's matches).
+    func targets(recipient: String, devices: [PushTarget], app: String?, alwaysTag: Bool = false, byDevice: Bool = false) -> [PushTarget] {
+        guard !tagApps.isEmpty, !byDevice else { return devices }
+        var targets = devices.filter { !tagApps.contains($0.app) }
+        var tagged = Set(devices.map(\.app)).intersection(tagApps)
+        if alwaysTag, tagApps.contains(AppName.default), app == nil || app == AppName.default { tagged.insert(AppName.default) }
+        for app in tagged.sorted() {
+            targets.append(PushTarget(registration: nil, target: "username:\(recipient)", app: app))
+        }
+        return targets
+    }
 }
 
 /// One push target: a device (its registration and token) or a tag.
@@ -89,6 +117,8 @@ struct PushTarget {
     var target: String
     /// The registration's platform (`apns`, `fcm`, `web`); nil for a hub's tag.
     var platform: String? = nil
+    /// The app whose credentials send it.
+    var app: String = AppName.default
 }
 
 /// The content every recipient of a notification or campaign shares, checked once; writes
@@ -150,11 +180,12 @@ struct NotificationWriter {
         if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         for target in targets {
             try db.execute(sql: """
-                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, state, pushId, nextAttemptAt, createdAt, updatedAt)
-                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
-                """, arguments: [id, campaignId, target.registration, target.target, target.platform, UUID().uuidString, time, time, time], cached: true)
+                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, createdAt, updatedAt)
+                VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                """, arguments: [id, campaignId, target.registration, target.target, target.platform, target.app, UUID().uuidString, time, time, time],
+                    cached: true)
         }
-        return made(id: id, recipient: recipient, push: push, richUrl: richUrl, deliveries: targets.count)
+        return made(id: id, recipient: recipient, push: push, richUrl: richUrl, targets: targets)
     }
 
     /// `insert` for many recipients. On PostgreSQL the ids come from the sequence first and the
@@ -176,15 +207,15 @@ struct NotificationWriter {
             let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, richUrl, time]
             notificationRows.append(fields.map(\.sqlValue))
             for target in recipient.targets {
-                let delivery: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, target.platform, "pending", UUID().uuidString,
+                let delivery: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, target.platform, target.app, "pending", UUID().uuidString,
                                                            time, time, time]
                 deliveryRows.append(delivery.map(\.sqlValue))
             }
-            created.append(made(id: id, recipient: recipient.name, push: push, richUrl: richUrl, deliveries: recipient.targets.count))
+            created.append(made(id: id, recipient: recipient.name, push: push, richUrl: richUrl, targets: recipient.targets))
         }
         try Self.insertRows(db, "notifications (id, recipient, message, title, richType, payload, mode, campaignId, push, richUrl, createdAt)",
                             notificationRows)
-        try Self.insertRows(db, "deliveries (notificationId, campaignId, registrationId, target, platform, state, pushId, nextAttemptAt, createdAt, updatedAt)",
+        try Self.insertRows(db, "deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, createdAt, updatedAt)",
                             deliveryRows)
         if !deliveryRows.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         return created
@@ -220,10 +251,11 @@ struct NotificationWriter {
         return (push, richUrl)
     }
 
-    private func made(id: Int64, recipient: String, push: Data, richUrl: String?, deliveries: Int) -> CreatedNotification {
+    private func made(id: Int64, recipient: String, push: Data, richUrl: String?, targets: [PushTarget]) -> CreatedNotification {
         let notification = RichNotification(id: id, recipient: recipient, message: message, title: title, richType: richType,
                                             payload: media.id, mode: mode, campaignId: campaignId, read: false, createdAt: now)
-        return CreatedNotification(notification: notification, push: push, richUrl: richUrl, deliveries: deliveries)
+        return CreatedNotification(notification: notification, push: push, richUrl: richUrl, deliveries: targets.count,
+                                   deliveriesByApp: Dictionary(targets.map { ($0.app, 1) }, uniquingKeysWith: +))
     }
 }
 
@@ -245,18 +277,14 @@ public struct NotificationStore: Sendable {
     ///
     /// Refuses an unknown payload (422) and a push over 4096 bytes (422).
     public func create(for recipient: String, draft: NotificationDraft, defaultImage: String,
-                       addressing: DeliveryAddressing = .perDevice, now: Date = Date()) async throws -> CreatedNotification {
+                       addressing: DeliveryAddressing = .perDevice, app: String? = nil, now: Date = Date()) async throws -> CreatedNotification {
         let links = self.links
         return try await database.write { db in
             let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, now: now)
-            let targets: [PushTarget] = switch addressing {
-            case .perDevice:
-                try RegistrationStore.registrations(db, username: recipient).compactMap { r in
-                    r.handle.map { PushTarget(registration: r.id, target: $0, platform: r.platform) }
-                }
-            case .perUserTag:
-                [PushTarget(registration: nil, target: "username:\(recipient)")]
-            }
+            let devices = try RegistrationStore.registrations(db, username: recipient).compactMap { r in
+                r.handle.map { PushTarget(registration: r.id, target: $0, platform: r.platform, app: r.app) }
+            }.filter { app == nil || $0.app == app }
+            let targets = addressing.targets(recipient: recipient, devices: devices, app: app, alwaysTag: true)
             let made = try writer.insert(db, recipient: recipient, targets: targets)
             try MediaIndex.addReference(db, id: writer.media.id, owner: "notification:\(made.notification.id)", now: now)
             return made

@@ -23,6 +23,8 @@ public struct DeliveryJob: Sendable {
     public var platform: String?
     /// What the push says, for the platforms that build their own message from it.
     public var content: PushContent?
+    /// The app whose credentials send it (SPEC §18).
+    public var app: String = AppName.default
 
     /// The push's collapse identifier (SPEC §17): derived from the notification alone, so every
     /// send of it to a device (a retry, a resend after a crash or a node's death) carries the
@@ -91,18 +93,15 @@ public struct OutboxStore: Sendable {
     /// With `platforms`, only pushes to devices of those platforms (a row with none is an APNs
     /// device registered before platforms were recorded): a node that sends no FCM leaves FCM
     /// pushes to the nodes that do, and they wait, counted in `richpush_outbox_pending`, while no
-    /// node does (a rolling restart that adds FCM, say).
+    /// node does (a rolling restart that adds FCM, say). Each entry is a platform of the
+    /// `default` app (`apns`), or `APP/PLATFORM` for another app's (`*`: any platform, a hub's).
     public func claim(limit: Int, lease: Double, holder: OutboxHolder, platforms: Set<String>? = nil) async throws -> [DeliveryJob] {
         let now = database.now()
-        let known = platforms.map { $0.filter { $0.allSatisfy(\.isLetter) }.sorted() }
-        let only = known.map { names in
-            let listed = names.isEmpty ? "FALSE" : "d.platform IN (\(names.map { "'\($0)'" }.joined(separator: ", ")))"
-            return names.contains("apns") ? "AND (d.platform IS NULL OR \(listed))" : "AND \(listed)"
-        } ?? ""
+        let only = platforms.map { "AND (" + Self.condition(sends: $0) + ")" } ?? ""
         return try await database.write(isolation: .readCommitted) { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
-                SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.pushId, d.attempts, n.push, n.mode,
+                SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.pushId, d.attempts, n.push, n.mode,
                        n.message, n.title, n.richType, n.richUrl, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
@@ -110,12 +109,14 @@ public struct OutboxStore: Sendable {
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
                 """, arguments: [now, limit], cached: true)
             let jobs = rows.map { row in
-                DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
+                var job = DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
                             platform: row["platform"],
                             content: PushContent(id: row["notificationId"], message: row["message"], title: row["title"], richType: row["richType"],
                                                  richUrl: row["richUrl"]))
+                job.app = row["app"] ?? AppName.default
+                return job
             }
             for chunk in jobs.map(\.id).sqlBatches() {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id IN (\(sqlPlaceholders(chunk.count)))",
@@ -123,6 +124,27 @@ public struct OutboxStore: Sendable {
             }
             return jobs
         }
+    }
+
+    /// The SQL condition on `d` for rows one of `sends` covers: `PLATFORM` of the `default` app
+    /// (rows from before apps name none), or `APP/PLATFORM`, `*` for any platform. Names that are
+    /// not app names or platforms match nothing (they are written into the SQL).
+    static func condition(sends: Set<String>) -> String {
+        let clauses = sends.sorted().compactMap { entry -> String? in
+            let parts = entry.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            guard (1...2).contains(parts.count) else { return nil }
+            let app = parts.count == 2 ? parts[0] : AppName.default
+            let platform = parts.last!
+            guard (try? AppName.validate(app)) != nil, platform == "*" || (platform.allSatisfy(\.isLetter) && !platform.isEmpty) else { return nil }
+            let appClause = app == AppName.default ? "(d.app IS NULL OR d.app = 'default')" : "d.app = '\(app)'"
+            let platformClause = switch platform {
+            case "*": "TRUE"
+            case "apns": "(d.platform IS NULL OR d.platform = 'apns')"
+            default: "d.platform = '\(platform)'"
+            }
+            return "(\(appClause) AND \(platformClause))"
+        }
+        return clauses.isEmpty ? "FALSE" : clauses.joined(separator: " OR ")
     }
 
     /// Says that `holder` is alive (a shared database has no pid to look at): its leases are

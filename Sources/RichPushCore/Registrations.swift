@@ -14,6 +14,8 @@ public struct Registration: Sendable, Equatable, Codable {
     public var handle: String?
     /// Every tag, `username:<username>` included.
     public var tags: [String]
+    /// The app it belongs to (SPEC §18): its pushes go out with that app's credentials only.
+    public var app: String = AppName.default
     /// When it was created and last changed.
     public var createdAt: Date
     public var updatedAt: Date
@@ -27,9 +29,12 @@ public struct DeviceRegistration: Sendable, Equatable {
     /// The registration id the device held before, as proof that it may move its token from
     /// another account (a device token alone proves nothing: it can leak).
     public var replaces: String?
+    /// The app the device runs (SPEC §18), `default` unless named.
+    public var app: String
 
     /// Creates the request body's content.
-    public init(platform: String, handle: String, tags: [String], replaces: String? = nil) {
+    public init(platform: String, handle: String, tags: [String], replaces: String? = nil, app: String = AppName.default) {
+        self.app = app
         self.platform = platform
         self.handle = handle
         self.tags = tags
@@ -95,6 +100,7 @@ public struct RegistrationStore: Sendable {
             throw CoreError(.unprocessable, "platform '\(device.platform.prefix(40))' is not supported; use \"apns\", \"fcm\" or \"web\"")
         }
         let handle = try Self.normalizeHandle(device.handle, platform: platform)
+        try AppName.validate(device.app)
         var tags = [String]()
         for tag in device.tags {
             // The prefix in any case: tag expressions may compare it so, and it is the server's alone.
@@ -126,9 +132,9 @@ public struct RegistrationStore: Sendable {
                 try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [otherID])
             }
             try db.execute(
-                sql: "UPDATE registrations SET platform = ?, handle = ?, tags = ?, updatedAt = ? WHERE id = ?",
-                arguments: [platform, handle, encodedTags, now.timeIntervalSince1970, id])
-            return Registration(id: id, username: username, platform: platform, handle: handle, tags: finalTags,
+                sql: "UPDATE registrations SET platform = ?, handle = ?, tags = ?, app = ?, updatedAt = ? WHERE id = ?",
+                arguments: [platform, handle, encodedTags, device.app, now.timeIntervalSince1970, id])
+            return Registration(id: id, username: username, platform: platform, handle: handle, tags: finalTags, app: device.app,
                                 createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: now)
         }
     }
@@ -153,6 +159,14 @@ public struct RegistrationStore: Sendable {
         return db.changesCount > 0
     }
 
+    /// How many devices (registrations with a handle) each app has.
+    public func devicesByApp() async throws -> [String: Int] {
+        try await database.read { db in
+            Dictionary(try SQLRow.fetchAll(db, sql: "SELECT app, count(*) AS n FROM registrations WHERE handle IS NOT NULL GROUP BY app")
+                .map { ($0["app"] as String, $0["n"] as Int) }, uniquingKeysWith: +)
+        }
+    }
+
     /// Every registration of `username`.
     public func list(for username: String) async throws -> [Registration] {
         try await database.read { db in try Self.registrations(db, username: username) }
@@ -170,7 +184,7 @@ public struct RegistrationStore: Sendable {
     static func registration(_ row: SQLRow) -> Registration {
         let tags = decodeTags(row["tags"])
         return Registration(id: row["id"], username: row["username"], platform: row["platform"], handle: row["handle"], tags: tags,
-                            createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
+                            app: row["app"], createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
     }
 
     /// Registrations deleted (by any process, for any reason) whose copy in a push service

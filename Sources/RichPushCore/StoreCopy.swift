@@ -29,6 +29,7 @@ extension DataStore {
         ("deliveries", ["id"], false),
         ("registrations", ["id"], false),
         ("sessions", ["tokenHash"], false),
+        ("api_keys", ["name"], false),
         ("mirror_deletions", ["registrationId"], false),
         ("meta", ["key"], true),
         ("settings", ["key"], true),

@@ -34,10 +34,13 @@ struct MigrateCLITests {
         }
         let source = try await DataStore.open(path: data)
         let registrations = source.registrations
-        for (name, token) in [("alice", String(repeating: "ab", count: 32)), ("bob", String(repeating: "cd", count: 32))] {
+        for (name, token, app) in [("alice", String(repeating: "ab", count: 32), "default"), ("bob", String(repeating: "cd", count: 32), "shop-ios")] {
             let registration = try await registrations.create(for: name)
-            _ = try await registrations.update(id: registration.id, for: name, with: DeviceRegistration(platform: "apns", handle: token, tags: ["news"]))
+            _ = try await registrations.update(id: registration.id, for: name,
+                                               with: DeviceRegistration(platform: "apns", handle: token, tags: ["news"], app: app))
         }
+        // SPEC §18: apps' registrations and API keys go along (only the keys' hashes are stored, and copied).
+        let key = try await source.apiKeys.add(name: "backend", scope: .send, app: "shop-ios")
         let notifications = source.notifications(links: PayloadLinks(key: try await source.payloadKey(), baseURL: "https://push.example.com", lifetime: 3600))
         let first = try await notifications.create(for: "alice", draft: NotificationDraft(), defaultImage: "logo.png")
         try await notifications.markRead(ids: [first.notification.id])
@@ -75,6 +78,11 @@ struct MigrateCLITests {
             #expect(MediaID(hashing: Array(bytes.readableBytesView)) == item.id)
         }
         #expect(try await moved.registrations.list(for: "alice").map(\.handle) == [String(repeating: "ab", count: 32)])
+        #expect(try await moved.registrations.list(for: "alice").map(\.app) == ["default"])
+        #expect(try await moved.registrations.list(for: "bob").map(\.app) == ["shop-ios"])
+        let movedAPIKey = try await moved.apiKeys.find(token: key)
+        #expect(movedAPIKey?.name == "backend" && movedAPIKey?.scope == .send && movedAPIKey?.app == "shop-ios")
+        #expect(copied.stdout.contains("api_keys 1"), "\(copied.stdout)")
         let inbox = try await moved.notifications().list(for: "alice")
         #expect(inbox.count == 2 && inbox.last?.id == first.notification.id, "\(inbox.map(\.id))")
         #expect(inbox.first { $0.id == first.notification.id }?.read == true)

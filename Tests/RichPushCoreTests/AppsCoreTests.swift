@@ -1,0 +1,85 @@
+import Foundation
+import SQLEngine
+import MediaStore
+@testable import RichPushCore
+import RichPushTestSupport
+import Testing
+
+@Suite("Core: apps and API keys (SPEC §18)")
+struct AppsCoreTests {
+    @Test("a database made before apps gets the default app: its registrations and pending pushes belong to default")
+    func migration() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let directory = DataDirectory(path: dir.path)
+        let before = CoreDatabase.migrations.filter { $0.identifier != "core-v8-apps" }
+        #expect(before.count == CoreDatabase.migrations.count - 1)
+        do {
+            let old = try StoreDatabase.open(directory, migrations: before)
+            try await old.write { db in
+                try db.execute(sql: "INSERT INTO users (name, passwordHash, createdAt) VALUES ('alice', 'x', 0)")
+                try db.execute(sql: "INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES ('r1', 'alice', 'apns', 'ab', '[]', 0, 0)")
+            }
+            #expect(try await old.read { db in try SQLRow.fetchAll(db, sql: "SELECT * FROM registrations").first?.columnIndex("app") } == nil)
+        }
+        let store = DataStore(directory: directory, database: try CoreDatabase.open(directory), limits: .default)
+        #expect(try await store.registrations.list(for: "alice").map(\.app) == [AppName.default])
+        #expect(try await store.apiKeys.list().isEmpty)
+    }
+
+    @Test("keys: rpk_ and 43 base64url characters, only the SHA-256 stored, names unique, scopes covered by admin, removal moves the sessions epoch")
+    func keys() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let directory = DataDirectory(path: dir.path)
+        let store = DataStore(directory: directory, database: try CoreDatabase.open(directory), limits: .default)
+        let key = try await store.apiKeys.add(name: "backend", scope: .send, app: "shop-ios")
+        #expect(key.hasPrefix("rpk_") && key.count == 47 && key.dropFirst(4).allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        #expect(try await store.apiKeys.add(name: "other", scope: .read, app: nil) != key)
+        await #expect(throws: CoreError.self) { try await store.apiKeys.add(name: "backend", scope: .read, app: nil) }
+        await #expect(throws: CoreError.self) { try await store.apiKeys.add(name: "bad name", scope: .read, app: nil) }
+        await #expect(throws: CoreError.self) { try await store.apiKeys.add(name: "x", scope: .read, app: "Shop!") }
+        // The table holds the hash, never the key.
+        let stored = try await store.database.read { db in try SQLRow.fetchAll(db, sql: "SELECT * FROM api_keys") }
+        #expect(stored.allSatisfy { row in row.values.allSatisfy { !"\($0)".contains(String(key.dropFirst(4))) } })
+        #expect(try await store.apiKeys.find(token: key)?.name == "backend")
+        #expect(try await store.apiKeys.find(token: key + "x") == nil)
+        #expect(try await store.apiKeys.find(token: "rps_" + key.dropFirst(4)) == nil)
+        #expect(APIKeyScope.admin.covers(.send) && APIKeyScope.admin.covers(.read) && !APIKeyScope.send.covers(.read) && !APIKeyScope.read.covers(.send))
+        // Last used: recorded in a batch, never moved back.
+        let later = Date(timeIntervalSince1970: 2_000_000_000)
+        try await store.apiKeys.recordUse(["backend": later])
+        try await store.apiKeys.recordUse(["backend": Date(timeIntervalSince1970: 1_000_000_000)])
+        #expect(try await store.apiKeys.list().first { $0.name == "backend" }?.lastUsedAt == later)
+        let epoch = try await store.users.epochs().sessions
+        try await store.apiKeys.remove(name: "backend")
+        #expect(try await store.users.epochs().sessions == epoch + 1)
+        #expect(try await store.apiKeys.find(token: key) == nil)
+        await #expect(throws: CoreError.self) { try await store.apiKeys.remove(name: "backend") }
+    }
+
+    @Test("the outbox claims by app and platform: PLATFORM is the default app's (rows from before apps included), APP/PLATFORM another's, APP/* a hub's")
+    func claimCondition() {
+        #expect(OutboxStore.condition(sends: ["apns"]) == "((d.app IS NULL OR d.app = 'default') AND (d.platform IS NULL OR d.platform = 'apns'))")
+        #expect(OutboxStore.condition(sends: ["shop-ios/apns", "shop-android/fcm"])
+            == "(d.app = 'shop-android' AND d.platform = 'fcm') OR (d.app = 'shop-ios' AND (d.platform IS NULL OR d.platform = 'apns'))")
+        #expect(OutboxStore.condition(sends: ["news/*"]) == "(d.app = 'news' AND TRUE)")
+        // Nothing that is not an app name or a platform reaches the SQL.
+        #expect(OutboxStore.condition(sends: ["x'; DROP TABLE deliveries; --/apns", "a/b/c", "shop/fcm'"]) == "FALSE")
+        #expect(OutboxStore.condition(sends: []) == "FALSE")
+    }
+
+    @Test("addressing: devices by device, a hub app's by one user tag each, the default hub's tag even without devices here")
+    func addressing() {
+        let devices = [PushTarget(registration: "r1", target: "t1", platform: "apns", app: "shop"),
+                       PushTarget(registration: "r2", target: "t2", platform: "apns", app: "news"),
+                       PushTarget(registration: "r3", target: "t3", platform: "apns", app: "news")]
+        #expect(DeliveryAddressing.perDevice.targets(recipient: "alice", devices: devices, app: nil).map(\.target) == ["t1", "t2", "t3"])
+        let hubNews = DeliveryAddressing(tagApps: ["news"])
+        let targets = hubNews.targets(recipient: "alice", devices: devices, app: nil)
+        #expect(targets.map(\.target) == ["t1", "username:alice"] && targets.map(\.app) == ["shop", "news"])
+        #expect(hubNews.targets(recipient: "alice", devices: devices, app: nil, byDevice: true).count == 3)
+        #expect(DeliveryAddressing.perUserTag.targets(recipient: "bob", devices: [], app: nil, alwaysTag: true).map(\.target) == ["username:bob"])
+        #expect(DeliveryAddressing.perUserTag.targets(recipient: "bob", devices: [], app: "shop", alwaysTag: true).isEmpty)
+    }
+}
