@@ -381,10 +381,10 @@ public final class OutboxDispatcher: Service, PushDispatching {
         let now = Date()
         let decided = results.map { job, outcome, timestamp in (job, result(of: outcome, attempts: job.attempts + 1, deadSince: timestamp, now: now)) }
         let labels = try await outbox.record(decided, holder: holder)
-        var counts: [String: Int] = [:]
-        for label in labels { counts[label, default: 0] += 1 }
-        for (outcome, count) in counts {
-            Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
+        var counts: [PushCount: Int] = [:]
+        for (label, (job, _)) in zip(labels, decided) { counts[PushCount(outcome: label, app: job.app), default: 0] += 1 }
+        for (key, count) in counts {
+            Counter(label: "richpush_pushes_total", dimensions: [("outcome", key.outcome), ("app", key.app)]).increment(by: count)
         }
         for (job, outcome, _) in results {
             if case .failed(let reason, let prune) = outcome {
@@ -414,6 +414,12 @@ public final class OutboxDispatcher: Service, PushDispatching {
         let ceiling = min(backoffCap, backoffBase * pow(2, Double(attempt - 1)))
         return ceiling / 2 + Double.random(in: 0...(ceiling / 2))
     }
+}
+
+/// A `richpush_pushes_total` series: an outcome in one app.
+private struct PushCount: Hashable {
+    var outcome: String
+    var app: String
 }
 
 /// `richpush_push_duration_seconds` for one platform, a histogram per outcome made once.

@@ -248,6 +248,9 @@ public struct PlatformRouter: PushProvider {
     public func concurrencyGroup(of job: DeliveryJob) -> String? { provider(for: job)?.concurrencyGroup(of: job) }
 
     private static func missing(_ job: DeliveryJob) -> DeliveryOutcome {
+        guard job.app == AppName.default else {
+            return .failed(reason: "app \(job.app) sends no \(job.platform ?? "apns") pushes: give it \(job.platform ?? "apns") credentials in serve --apps", prune: false)
+        }
         let flags = switch job.platform ?? "apns" {
         case "fcm": "--fcm-service-account"
         case "web": "--vapid-key and --vapid-subject"
@@ -268,5 +271,76 @@ public struct PlatformRouter: PushProvider {
 
     public func shutdown() async {
         for provider in providers.values { await provider.shutdown() }
+    }
+}
+
+/// Sends each push with its app's provider (SPEC §18): the `default` app's (the section 7 and
+/// 12 flags) and those of `serve --apps`. Each app's provider has its own credentials and
+/// connections, and this node claims only the pushes of the apps and platforms it can send.
+public struct AppRouter: PushProvider {
+    /// App name → its provider (a `PlatformRouter`, or a hub's).
+    public let apps: [String: any PushProvider]
+
+    /// Routes to `apps` by the app of each push's device.
+    public init(_ apps: [String: any PushProvider]) {
+        self.apps = apps
+    }
+
+    /// Apps whose provider sends through a hub are addressed by user tag.
+    public var addressing: DeliveryAddressing {
+        DeliveryAddressing(tagApps: Set(apps.filter { $0.value.addressing.tagApps.contains(AppName.default) }.keys))
+    }
+
+    /// `PLATFORM` for the default app's platforms, `APP/PLATFORM` for the others' (`*`: a hub's rows, any platform).
+    public var platforms: Set<String>? {
+        var sends: Set<String> = []
+        for (app, provider) in apps {
+            let platforms = provider.platforms ?? ["*"]
+            sends.formUnion(app == AppName.default ? platforms : Set(platforms.map { "\(app)/\($0)" }))
+        }
+        return sends
+    }
+
+    public func platform(of job: DeliveryJob) -> String { apps[job.app]?.platform(of: job) ?? (job.platform ?? "apns") }
+
+    public func concurrencyGroup(of job: DeliveryJob) -> String? { apps[job.app]?.concurrencyGroup(of: job) }
+
+    private static func missing(_ job: DeliveryJob) -> DeliveryOutcome {
+        .failed(reason: "this server has no app named \(job.app): add it to serve --apps", prune: false)
+    }
+
+    public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        guard let provider = apps[job.app] else { return (Self.missing(job), nil) }
+        return await provider.deliver(job)
+    }
+
+    public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
+        guard let provider = apps[job.app] else { return completion(Self.missing(job), nil) }
+        provider.start(job, completion: completion)
+    }
+
+    public func shutdown() async {
+        for provider in apps.values { await provider.shutdown() }
+    }
+}
+
+/// Every app's hub copy of registrations (SPEC §18): a registration goes to its own app's hub; a
+/// deleted one is removed from every hub (it is gone from ours, whichever app it was of; a hub
+/// that never had it answers 404, which counts as done).
+public struct AppMirrors: RegistrationMirror {
+    /// App name → its hub.
+    public let mirrors: [String: any RegistrationMirror]
+
+    /// Mirrors each app's registrations into its own hub.
+    public init(mirrors: [String: any RegistrationMirror]) {
+        self.mirrors = mirrors
+    }
+
+    public func upsert(_ registration: Registration) async throws {
+        try await mirrors[registration.app]?.upsert(registration)
+    }
+
+    public func delete(registrationID: String) async throws {
+        for app in mirrors.keys.sorted() { try await mirrors[app]!.delete(registrationID: registrationID) }
     }
 }
