@@ -111,6 +111,8 @@ struct RegistrationUpdate: Codable, Sendable {
     var tags: [String]?
     /// The registration this device held before, when its token moves to this account.
     var replaces: String?
+    /// The app the device runs (SPEC §18): `default` unless named; one of `serve --apps`.
+    var app: String?
 }
 
 extension RegistrationUpdate: SchemaRefining {
@@ -142,6 +144,8 @@ struct RegistrationResponse: Codable, Sendable {
     var handle: String
     /// The caller's tags and the `username:<user>` tag the server adds.
     var tags: [String]
+    /// The app it belongs to.
+    var app: String
 }
 
 /// `200` of `DELETE /api/register/{id}`.
@@ -158,6 +162,11 @@ struct NotificationRequest: Codable, Sendable {
     var payload: String?
     var title: String?
     var mode: PushMode?
+    /// The app whose devices get it (SPEC §18); every app when left out.
+    var app: String?
+    /// The recipient: the caller when left out; another user only for an admin or an API key
+    /// (which has no inbox of its own, so must name one).
+    var to: String?
 
     func draft(defaultMode: PushMode) -> NotificationDraft {
         NotificationDraft(message: message, richType: richType, payload: payload, title: title, mode: mode ?? defaultMode)
@@ -265,6 +274,8 @@ struct CampaignRequest: Codable, Sendable {
     var payload: String?
     var richType: String?
     var mode: PushMode?
+    /// The app whose devices it goes to (SPEC §18); every app the audience has devices in when left out.
+    var app: String?
 }
 
 /// A campaign and its counts, as `/api/admin/campaigns…` answer (SPEC §10).
@@ -284,6 +295,8 @@ struct CampaignResponse: Codable, Sendable {
     var mode: PushMode
     var createdBy: String
     var created: String
+    /// The app it went to; absent for every app.
+    var app: String?
 
     init(_ progress: CampaignProgress) {
         let c = progress.campaign
@@ -302,6 +315,7 @@ struct CampaignResponse: Codable, Sendable {
         mode = c.mode
         createdBy = c.createdBy
         created = ISO8601DateFormatter().string(from: c.createdAt)
+        app = c.app
     }
 }
 

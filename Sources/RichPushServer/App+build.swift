@@ -38,7 +38,7 @@ public func buildApplication(
     let users = data.users
     let sessions = data.sessions
     let payloadIndex = PayloadIndex()
-    let authenticator = Authenticator(users: users, sessions: sessions, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL,
+    let authenticator = Authenticator(users: users, sessions: sessions, apiKeys: data.apiKeys, demoAuth: configuration.demoAuth, ttl: configuration.credentialTTL,
                                       failedSignIns: configuration.failedSignInLimit,
                                       bcryptPool: configuration.bcryptPool ?? Authenticator.sharedBcryptPool,
                                       usersChanged: { payloadIndex.removeAll() })
@@ -53,7 +53,8 @@ public func buildApplication(
     try await follower.start()
     // The breakers are made with the store, before the metrics system may have been: now it is.
     _ = PrometheusRegistry.registry
-    for breaker in [media.databaseBreaker, media.bucketBreaker, (mirror as? NotificationHubsClient)?.breaker].compactMap({ $0 }) {
+    let hubs = (mirror as? AppMirrors).map { $0.mirrors.values.compactMap { $0 as? NotificationHubsClient } } ?? [mirror as? NotificationHubsClient].compactMap { $0 }
+    for breaker in [media.databaseBreaker, media.bucketBreaker].compactMap({ $0 }) + hubs.map(\.breaker) {
         breaker.reportState()
     }
     let services = Services(
@@ -101,7 +102,7 @@ public func buildApplication(
         host: configuration.host,
         port: configuration.port,
         maxConnections: configuration.maxConnections,
-        services: [epochs, follower,
+        services: [epochs, follower, KeyUseRecorder(authenticator: authenticator),
                    CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
@@ -138,7 +139,20 @@ func buildRouter(_ services: Services) -> Router<AppRequestContext> {
         case .user, .password, .session: user
         case .admin: admin
         }
-        let handler = endpoint.handler
+        let route = endpoint.handler
+        let (scope, described) = (endpoint.keyScope, "\(endpoint.method.rawValue) \(endpoint.path)")
+        // API keys reach only the routes of their scope (SPEC §18); accounts are checked by the groups.
+        let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response = { services, request, context in
+            if let key = context.principal?.apiKey {
+                guard let scope else {
+                    throw Problem(.forbidden, "API keys cannot call \(described): it is an account's (a device's or a person's)")
+                }
+                guard key.scope.covers(scope) else {
+                    throw Problem(.forbidden, "API key \(key.name) has the scope \(key.scope.rawValue); \(described) needs \(scope.rawValue)")
+                }
+            }
+            return try await route(services, request, context)
+        }
         if endpoint.takesJSONOnly {
             group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in
                 try await handler(services, try await JSONBody.requireJSONType(request), context)

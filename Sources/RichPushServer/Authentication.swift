@@ -41,6 +41,22 @@ public struct Principal: Sendable, Equatable {
     public var admin: Bool
     /// The bearer token the request carried, when it used a session rather than a password.
     public var sessionToken: String?
+    /// The API key the request carried (SPEC §18); then `user` is `key:<name>`, which no account
+    /// can be named, and `admin` says whether its scope is `admin`.
+    public var apiKey: APIKey?
+
+    /// Creates a principal.
+    public init(user: String, admin: Bool, sessionToken: String? = nil, apiKey: APIKey? = nil) {
+        self.user = user
+        self.admin = admin
+        self.sessionToken = sessionToken
+        self.apiKey = apiKey
+    }
+
+    /// The principal of an API key.
+    init(key: APIKey) {
+        self.init(user: "key:\(key.name)", admin: key.scope == .admin, apiKey: key)
+    }
 }
 
 /// Verifies credentials: HTTP Basic (bcrypt for accounts, or the tutorial's user-equals-password
@@ -49,6 +65,10 @@ public struct Principal: Sendable, Equatable {
 public final class Authenticator: Sendable {
     private let users: UserStore
     private let sessions: SessionStore
+    /// API keys (SPEC §18); nil where none are accepted.
+    private let apiKeys: APIKeyStore?
+    /// When each API key was last used here, not yet written (`recordKeyUses` writes them in one batch).
+    private let keyUses = NIOLockedValueBox<[String: Date]>([:])
     private let demoAuth: Bool
     private let ttl: Double
     private struct Entry {
@@ -93,13 +113,14 @@ public final class Authenticator: Sendable {
     /// Creates an authenticator over the user and session stores. `usersChanged` runs when a
     /// user was removed or changed (by any process), after the cached credentials are dropped.
     /// `failedSignIns` is the throttle's limit per user name (0: no throttle).
-    public init(users: UserStore, sessions: SessionStore, demoAuth: Bool, ttl: Double, cacheCapacity: Int = 100_000,
+    public init(users: UserStore, sessions: SessionStore, apiKeys: APIKeyStore? = nil, demoAuth: Bool, ttl: Double, cacheCapacity: Int = 100_000,
                 failedSignIns: Int = LoginThrottle.defaultPerUser, bcryptPool: NIOThreadPool = Authenticator.sharedBcryptPool,
                 usersChanged: @escaping @Sendable () -> Void = {}) {
         self.bcryptPool = bcryptPool
         self.throttle = LoginThrottle(perUser: failedSignIns)
         self.users = users
         self.sessions = sessions
+        self.apiKeys = apiKeys
         self.demoAuth = demoAuth
         self.ttl = ttl
         self.cacheCapacity = cacheCapacity
@@ -152,7 +173,7 @@ public final class Authenticator: Sendable {
 
     /// A session's principal carries its token, read from the header (the cache does not keep it).
     private static func withSessionToken(_ principal: Principal, from header: String) -> Principal {
-        guard isBearer(header) else { return principal }
+        guard isBearer(header), principal.apiKey == nil else { return principal }
         var principal = principal
         principal.sessionToken = bearerToken(header)
         return principal
@@ -167,15 +188,42 @@ public final class Authenticator: Sendable {
         guard let key = Self.key(header) else {
             throw Self.unauthorized("the Authorization header is neither Basic credentials (base64 of user:password) nor Bearer <session token>")
         }
-        if let principal = cachedPrincipal(header, key: key) { return principal }
+        if let principal = cachedPrincipal(header, key: key) {
+            noteKeyUse(principal)
+            return principal
+        }
         // The attempt is counted before any work (a failure until it succeeds): guesses sent
         // at once are refused as soon as their count passes the limit, not after their bcrypt.
         let admission = LoginAdmission(throttle: throttle, user: Self.parseBasic(header)?.0, address: address)
         guard let principal = try await verifyAndCache(header, key: key, hideUnknownNames: true, admission: admission) else {
-            throw Self.unauthorized(Self.isBearer(header) ? "the session token is unknown, expired or revoked; sign in again with POST /api/sessions"
-                                                          : "wrong user name or password")
+            throw Self.unauthorized(Self.bearerToken(header)?.hasPrefix(APIKeyStore.prefix) == true
+                                    ? "the API key is unknown or was removed (richpush api-keys list shows the keys)"
+                                    : Self.isBearer(header) ? "the session token is unknown, expired or revoked; sign in again with POST /api/sessions"
+                                                            : "wrong user name or password")
         }
+        noteKeyUse(principal)
         return principal
+    }
+
+    /// Remembers that an API key was used now (written in batches by `recordKeyUses`, never per request).
+    private func noteKeyUse(_ principal: Principal) {
+        guard let key = principal.apiKey else { return }
+        let now = Date()
+        keyUses.withLockedValue { $0[key.name] = now }
+    }
+
+    /// Writes when API keys were last used, in one transaction for every key used since the last
+    /// call; kept for the next call when the database cannot take them now.
+    func recordKeyUses() async {
+        guard let apiKeys else { return }
+        let uses = keyUses.withLockedValue { uses in
+            defer { uses = [:] }
+            return uses
+        }
+        guard !uses.isEmpty else { return }
+        do { try await apiKeys.recordUse(uses) } catch {
+            keyUses.withLockedValue { pending in pending.merge(uses) { max($0, $1) } }
+        }
     }
 
     /// Forgets a header at once (its session was revoked here).
@@ -244,7 +292,10 @@ public final class Authenticator: Sendable {
             // is throttled and a miss counts as a failure, but it takes no slot of the bcrypt caps.
             try admission?.refuseWhileThrottled()
             do {
-                if let owner = try await sessions.owner(of: token) {
+                if token.hasPrefix(APIKeyStore.prefix) {
+                    // An API key: a lookup of its hash, cached like a session (removal moves the sessions epoch).
+                    if let found = try await apiKeys?.find(token: token) { principal = Principal(key: found) }
+                } else if let owner = try await sessions.owner(of: token) {
                     principal = Principal(user: owner.username, admin: owner.admin)
                     expiresAt = owner.expires.timeIntervalSince1970
                 }
@@ -422,11 +473,12 @@ struct AuthMiddleware: RouterMiddleware {
     }
 }
 
-/// Lets only admins through (403 for everyone else); goes below `AuthMiddleware`.
+/// Lets only admins through (403 for everyone else); goes below `AuthMiddleware`. API keys go
+/// on: each route checks its own scope (`Endpoint.keyScope`).
 struct AdminMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
         guard let principal = context.principal else { throw Authenticator.unauthorized("credentials are required") }
-        guard principal.admin else { throw Problem(.forbidden, "\(principal.user) is not an admin; only admins may do this (richpush users add NAME --admin)") }
+        guard principal.admin || principal.apiKey != nil else { throw Problem(.forbidden, "\(principal.user) is not an admin; only admins may do this (richpush users add NAME --admin)") }
         return try await next(request, context)
     }
 }
@@ -650,5 +702,19 @@ struct LoginAdmission: Sendable {
     /// Counts a failure that took no reservation.
     func recordFailure() {
         throttle.recordFailure(user: user, address: address)
+    }
+}
+
+/// Writes when API keys were last used (SPEC §18): every few seconds one batch, not a write per
+/// request, and a last one at shutdown.
+struct KeyUseRecorder: Service {
+    let authenticator: Authenticator
+    var interval: Duration = .seconds(2)
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully {
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            await authenticator.recordKeyUses()
+        }
     }
 }

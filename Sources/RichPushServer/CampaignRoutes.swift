@@ -51,10 +51,11 @@ extension Services {
         let admin = try principal(context)
         let body = try await request.body.collect(upTo: 1 << 20)
         let request = try RequestBody.decode(CampaignRequest.self, from: Data(body.readableBytesView),
-                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\"}")
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\"}")
         let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
                                         payload: request.payload, title: request.title, mode: request.mode ?? .alert)
-        let campaign = try await campaigns.create(CampaignDraft(audience: try request.audience.audience, content: content), by: admin.user)
+        let app = try appAllowed(request.app, for: admin)
+        let campaign = try await campaigns.create(CampaignDraft(audience: try request.audience.audience, content: content, app: app), by: admin.user)
         let dispatcher = self.dispatcher
         _ = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
         guard let progress = try await campaigns.progress(campaign.id) else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
@@ -67,12 +68,15 @@ extension Services {
 
     func listCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let (limit, before) = try Self.page(request, defaultLimit: 50)
-        return try encode(try await campaigns.list(limit: limit, before: before).map(CampaignResponse.init))
+        // A key bound to an app reads that app's campaigns only.
+        let bound = try principal(context).apiKey?.app
+        return try encode(try await campaigns.list(limit: limit, before: before, app: bound).map(CampaignResponse.init))
     }
 
     func showCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let raw = try context.parameters.require("id")
-        guard let id = Int64(raw), id > 0, let progress = try await campaigns.progress(id) else {
+        let bound = try principal(context).apiKey?.app
+        guard let id = Int64(raw), id > 0, let progress = try await campaigns.progress(id), bound == nil || progress.campaign.app == bound else {
             throw Problem(.notFound, "no campaign \(raw.prefix(40))")
         }
         return try encode(CampaignResponse(progress))

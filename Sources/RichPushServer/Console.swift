@@ -208,6 +208,7 @@ enum Console {
             </div>
             <label for="audience-value" class="visually-hidden">Users (comma-separated) or tag expression</label>
             <input type="text" id="audience-value" placeholder="alice, bob  ·  or  sports &amp;&amp; !lang:fr" disabled>
+            <label for="app">App</label><select id="app"><option value="">Every app</option></select>
           </fieldset>
           <p id="reach" aria-live="polite"></p>
           <label for="title">Title</label><input type="text" id="title" maxlength="200" value="">
@@ -227,6 +228,7 @@ enum Console {
         </section>
         <section id="people" aria-labelledby="people-title">
           <h2 id="people-title">Users and devices</h2>
+          <p id="apps-summary" aria-live="polite"></p>
           <label for="user-search">Search users</label><input type="text" id="user-search" placeholder="part of a name" autocomplete="off">
           <ul id="user-list"></ul>
           <div id="user-detail" aria-live="polite"></div>
@@ -305,10 +307,23 @@ enum Console {
         function audience() {
           const kind = document.querySelector('input[name="audience"]:checked').value;
           const value = $("audience-value").value.trim();
-          if (kind === "users") return { query: "users=" + encodeURIComponent(value), body: { users: value.split(",").map((s) => s.trim()).filter(Boolean) } };
-          if (kind === "tags") return { query: "tags=" + encodeURIComponent(value), body: { tags: value } };
-          return { query: "all=1", body: { all: true } };
+          const app = $("app").value ? "&app=" + encodeURIComponent($("app").value) : "";
+          if (kind === "users") return { query: "users=" + encodeURIComponent(value) + app, body: { users: value.split(",").map((s) => s.trim()).filter(Boolean) } };
+          if (kind === "tags") return { query: "tags=" + encodeURIComponent(value) + app, body: { tags: value } };
+          return { query: "all=1" + app, body: { all: true } };
         }
+        async function loadApps() {
+          const { ok, json } = await call("GET", "/console/api/apps");
+          if (!ok) return;
+          for (const a of json) {
+            const option = document.createElement("option");
+            option.value = a.name;
+            option.textContent = a.name + " · " + a.devices + " device" + (a.devices === 1 ? "" : "s");
+            $("app").append(option);
+          }
+          $("apps-summary").textContent = "Apps: " + json.map((a) => a.name + " (" + a.devices + " device" + (a.devices === 1 ? "" : "s") + ")").join(", ");
+        }
+        $("app").addEventListener("change", checkAudience);
         let reachTimer, reachAsked = 0;
         function checkAudience() {
           const kind = document.querySelector('input[name="audience"]:checked').value;
@@ -350,7 +365,8 @@ enum Console {
         }
         for (const id of ["title", "message", "image", "mode"]) $(id).addEventListener("input", preview);
         $("send").addEventListener("click", async () => {
-          const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined };
+          const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined,
+                         app: $("app").value || undefined };
           if ($("title").value) body.title = $("title").value;
           $("send").disabled = true; // one click, one campaign
           $("send-result").textContent = "Sending…";
@@ -399,7 +415,7 @@ enum Console {
           if (!ok) { $("user-detail").replaceChildren(text("p", json.detail || "Not found.", "error")); return; }
           const devices = document.createElement("ul");
           for (const d of json.devices) {
-            const li = text("li", d.platform + " " + d.handle + "…" + (d.tags.length ? " [" + d.tags.join(", ") + "]" : ""));
+            const li = text("li", d.app + " · " + d.platform + " " + d.handle + "…" + (d.tags.length ? " [" + d.tags.join(", ") + "]" : ""));
             const remove = document.createElement("button");
             remove.type = "button";
             remove.textContent = "Remove";
@@ -418,6 +434,7 @@ enum Console {
         }
         $("user-search").addEventListener("input", () => { clearTimeout(window.searchTimer); window.searchTimer = setTimeout(searchUsers, 200); });
         loadMedia();
+        loadApps();
         checkAudience();
         searchUsers();
         </script>
@@ -444,6 +461,12 @@ struct ConsoleReach: Codable, Sendable {
     var devices: Int
 }
 
+/// An app and how many devices are registered to it.
+struct ConsoleApp: Codable, Sendable {
+    var name: String
+    var devices: Int
+}
+
 /// A user in the console's list.
 struct ConsoleUser: Codable, Sendable {
     var name: String
@@ -456,6 +479,8 @@ struct ConsoleUser: Codable, Sendable {
 struct ConsoleDevice: Codable, Sendable {
     var registrationId: String
     var platform: String
+    /// The app it belongs to.
+    var app: String
     /// The token or handle, cut short.
     var handle: String
     var tags: [String]
@@ -602,8 +627,17 @@ extension Services {
         } catch let error as CoreError {
             throw Problem(.badRequest, error.message)
         }
-        let (users, devices) = try await campaigns.reach(audience)
+        let app = try knownApp(query.get("app").map { String($0) })
+        let (users, devices) = try await campaigns.reach(audience, app: app)
         return try encode(ConsoleReach(users: users, devices: devices))
+    }
+
+    /// `GET /console/api/apps`: this server's apps (and any other that devices are registered to), with their devices.
+    func consoleApps(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let counts = try await registrations.devicesByApp()
+        let names = Set([AppName.default]).union(configuration.apps.keys).union(counts.keys)
+        return try encode(names.sorted().map { ConsoleApp(name: $0, devices: counts[$0] ?? 0) })
     }
 
     /// `POST /console/api/campaigns`: sends a campaign, as `POST /api/admin/campaigns` does.
@@ -642,7 +676,7 @@ extension Services {
         guard try await users.credentials(of: name) != nil else { throw Problem(.notFound, "no user \(name.prefix(80))") }
         let dates = ISO8601DateFormatter()
         let devices = try await registrations.list(for: name).filter { $0.handle != nil }.map {
-            ConsoleDevice(registrationId: $0.id, platform: $0.platform ?? "apns", handle: String(($0.handle ?? "").prefix(24)),
+            ConsoleDevice(registrationId: $0.id, platform: $0.platform ?? "apns", app: $0.app, handle: String(($0.handle ?? "").prefix(24)),
                           tags: $0.tags.filter { !$0.hasPrefix("username:") }, updated: dates.string(from: $0.updatedAt))
         }
         let pushes = try await notifications.list(for: name, limit: 10).map {

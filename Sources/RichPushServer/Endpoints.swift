@@ -9,10 +9,12 @@ extension Endpoint {
 
     static let webPush: [Endpoint] = [
         Endpoint(method: .get, path: "/api/webpush/key", access: .open, summary: "The VAPID public key a browser subscribes with (SPEC §12).",
+                 parameters: [.query("app", .string, "The app (SPEC §18); default when left out.")],
                  responses: [
                      200: .json(WebPushKeyResponse.self, "The key, for pushManager.subscribe({applicationServerKey})."),
-                     404: .problem("This server sends no Web Push (no --vapid-key)."),
-                 ]) { s, _, _ in try s.webPushKey() },
+                     404: .problem("This server (or the app) sends no Web Push (no --vapid-key)."),
+                     422: .problem("No app of that name on this server."),
+                 ]) { s, r, _ in try s.webPushKey(r) },
         Endpoint(method: .get, path: "/webpush-demo", access: .open, summary: "A page where a browser subscribes for an account.",
                  responses: [200: APIResponse(description: "HTML, no external resources.", content: [("text/html", .string)])]) { _, _, _ in
             WebPushDemo.response(WebPushDemo.page, contentType: "text/html; charset=utf-8")
@@ -64,10 +66,16 @@ extension Endpoint {
                              413: .problem("Over the size limit."), 415: .problem("Not PNG or JPEG."), 422: .problem("It does not decode.")]) { s, r, c in
             try await s.consoleUpload(r, c)
         },
+        Endpoint(method: .get, path: "/console/api/apps", access: .open, summary: "The server's apps, each with its registered devices (SPEC §18).",
+                 responses: [200: .jsonArray(of: ConsoleApp.self, "By name, default included."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's.")]) { s, r, c in
+            try await s.consoleApps(r, c)
+        },
         Endpoint(method: .get, path: "/console/api/audience", access: .open, summary: "Who a campaign would reach: everyone, listed users, or a tag expression.",
                  parameters: [.query("users", .string, "User names, comma-separated."), .query("tags", .string, "A tag expression."),
-                              .query("all", .string, "Everyone (the default).")],
+                              .query("all", .string, "Everyone (the default)."), .query("app", .string, "Only this app's devices.")],
                  responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now."), 400: .problem("The expression or the list is malformed (in words)."),
+                             422: .problem("No app of that name on this server."),
                              401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { s, r, c in
             try await s.consoleAudience(r, c)
         },
@@ -192,7 +200,7 @@ extension Endpoint {
 
     static let notifications: [Endpoint] = [
         Endpoint(method: .post, path: "/api/notifications", access: .user,
-                 summary: "Create a rich notification for the caller and send its push to each of the caller's devices.",
+                 summary: "Create a rich notification for the caller (or, for an admin or a send key, the user named in to) and send its push to each of their devices (of app, when named).",
                  parameters: [.query("pns", .string, "Ignored (the tutorial's client sends it)."),
                               .query("to_tag", .string, "Ignored (the tutorial's client sends it).")],
                  requestBody: APIRequestBody(required: false, content: [("application/json", .oneOf([
@@ -203,8 +211,9 @@ extension Endpoint {
                          .linking("FetchPayload", to: "getApiNotificationsId", parameter: "id", from: "id")
                          .linking("PayloadHeaders", to: "headApiNotificationsId", parameter: "id", from: "id"),
                      400: .problem("The body is not one of the accepted shapes, or a field has the wrong type."),
+                     403: .problem("A user named another user in to, or an API key asked for an app it is not bound to, or lacks the scope."),
                      413: .problem("The body is over 64 KiB."),
-                     422: .problem("No media of that id or name, the push would be too large, or the notification cannot be made as asked."),
+                     422: .problem("No media of that id or name, no such user or app, the push would be too large, or the notification cannot be made as asked."),
                      429: .problem("The caller made --notifications-per-minute notifications in the last minute.", headers: ["Retry-After": "Seconds to wait."]),
                  ]) { s, r, c in try await s.createNotification(r, c) },
         Endpoint(method: .get, path: "/api/notifications", access: .user, summary: "The caller's notifications, newest first.",

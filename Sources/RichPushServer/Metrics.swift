@@ -24,7 +24,7 @@ enum MetricCatalog {
         "http_server_request_duration_seconds": "Time to answer an HTTP request, by route, method and status code.",
         "http_server_active_requests": "HTTP requests being answered now, by method.",
         "richpush_media_ingest_total": "Image uploads, by result: stored, exists, or the rejection's kind.",
-        "richpush_pushes_total": "Pushes, by outcome: queued, sent, failed, retried, lease_lost.",
+        "richpush_pushes_total": "Pushes, by outcome (queued, sent, failed, retried, lease_lost) and app.",
         "richpush_push_duration_seconds": "Time from sending a push to the push service's answer, by platform and outcome.",
         "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled from the database every few seconds.",
         "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",
@@ -131,9 +131,11 @@ enum Metric {
         Counter(label: "richpush_media_ingest_total", dimensions: [("result", outcome)]).increment()
     }
 
-    static func pushes(_ outcome: String, by count: Int = 1) {
-        guard count > 0 else { return }
-        Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome)]).increment(by: count)
+    /// Counts pushes of one outcome, by app (SPEC §18).
+    static func pushes(_ outcome: String, byApp counts: [String: Int]) {
+        for (app, count) in counts where count > 0 {
+            Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome), ("app", app)]).increment(by: count)
+        }
     }
 
     static let credentialFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/api/notifications/{id}")])

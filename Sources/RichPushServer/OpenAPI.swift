@@ -1,4 +1,5 @@
 import Foundation
+import RichPushCore
 import Hummingbird
 import RichPushCore
 
@@ -31,6 +32,18 @@ struct Endpoint: Sendable {
     /// Status → what the route answers with it.
     let responses: [Int: APIResponse]
     let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response
+
+    /// The scope an API key needs for this route (SPEC §18); nil where keys are refused (a
+    /// device's or a person's routes: registrations, inboxes, sessions). `send` makes
+    /// notifications and campaigns (and uploads their images), `read` reads campaigns and
+    /// media, and every other admin route needs `admin`.
+    var keyScope: APIKeyScope? {
+        switch (method, path) {
+        case (.post, "/api/notifications"), (.post, "/api/admin/campaigns"), (.post, "/api/media"): .send
+        case (.get, "/api/admin/campaigns"), (.get, "/api/admin/campaigns/{id}"), (.get, "/media/{sha256}"), (.head, "/media/{sha256}"): .read
+        default: access == .admin ? .admin : nil
+        }
+    }
 
     /// `getApiNotificationsId`-style names, unique per method and path.
     var operationID: String {
@@ -157,6 +170,21 @@ enum OpenAPIDocument {
         }
         var schemas: [String: Any] = [:]
         for type in bodyTypes { schemas[name(of: type)] = try object(JSONSchema.of(type)) }
+        // SPEC §18: an app is one of this server's, listed, so that a schema-valid request names one that exists.
+        let apps = appNames(configuration)
+        func listingApps(_ value: Any) -> Any {
+            if let array = value as? [Any] { return array.map(listingApps) }
+            guard var object = value as? [String: Any] else { return value }
+            for (key, nested) in object { object[key] = listingApps(nested) }
+            if var properties = object["properties"] as? [String: Any], properties["app"] != nil {
+                // null, as for every optional field, is "left out": `default`, or every app.
+                properties["app"] = ["type": ["string", "null"], "enum": apps.map { $0 as Any } + [NSNull()],
+                                     "description": "One of this server's apps (SPEC §18)."] as [String: Any]
+                object["properties"] = properties
+            }
+            return object
+        }
+        schemas = schemas.mapValues(listingApps)
         let document: [String: Any] = [
             "openapi": "3.1.0",
             "info": [
@@ -170,6 +198,8 @@ enum OpenAPIDocument {
                 "securitySchemes": [
                     "basic": ["type": "http", "scheme": "basic", "description": "An account's name and password."],
                     "bearer": ["type": "http", "scheme": "bearer", "description": "A session token from POST /api/sessions."],
+                    "apiKey": ["type": "http", "scheme": "bearer", "bearerFormat": "rpk_ and 43 base64url characters",
+                               "description": "An API key for servers (richpush api-keys add NAME --scope send|read|admin [--app APP]). Each operation lists the scope it needs (admin covers the others); a key bound to an app reaches that app's devices only."],
                 ],
             ],
         ]
@@ -187,7 +217,8 @@ enum OpenAPIDocument {
         }
         var responses = endpoint.responses
         if !schemes.isEmpty {
-            operation["security"] = schemes.map { [$0: [String]()] }
+            operation["security"] = schemes.map { [$0: [String]()] } + (endpoint.keyScope.map { [["apiKey": [$0.rawValue]]] } ?? [])
+            if let scope = endpoint.keyScope { operation["x-richpush-key-scope"] = scope.rawValue }
             responses[401] = responses[401] ?? .problem("No credentials, or wrong ones.", headers: ["WWW-Authenticate": "How to authenticate."])
             responses[429] = responses[429] ?? .problem("Too many failed sign-ins for this user or address.", headers: ["Retry-After": "Seconds to wait."])
         } else {
@@ -199,8 +230,10 @@ enum OpenAPIDocument {
         }
         if !endpoint.parameters.isEmpty {
             operation["parameters"] = try endpoint.parameters.map { parameter in
-                ["name": parameter.name, "in": parameter.location.rawValue, "required": parameter.required,
-                 "description": parameter.description, "schema": try object(parameter.schema)] as [String: Any]
+                let schema = parameter.name == "app" && parameter.location == .query
+                    ? ["type": "string", "enum": appNames(configuration)] as [String: Any] : try object(parameter.schema)
+                return ["name": parameter.name, "in": parameter.location.rawValue, "required": parameter.required,
+                        "description": parameter.description, "schema": schema] as [String: Any]
             }
         }
         if let body = endpoint.requestBody {
@@ -225,6 +258,11 @@ enum OpenAPIDocument {
             return (String(status), entry)
         })
         return operation
+    }
+
+    /// `default` and the apps of `serve --apps`.
+    private static func appNames(_ configuration: ServerConfiguration) -> [String] {
+        [AppName.default] + configuration.apps.keys.sorted()
     }
 
     private static func object(_ schema: JSONSchema) throws -> Any {

@@ -243,14 +243,16 @@ extension Services {
         let body = try await request.body.collect(upTo: 64 * 1024)
         let update = try RequestBody.decode(RegistrationUpdate.self, from: Data(body.readableBytesView),
                                             shape: "{\"platform\":\"apns\"|\"fcm\"|\"web\",\"handle\":<APNs hex token, FCM token or PushSubscription>,\"tags\":[...]}")
-        if mirror != nil && update.platform.lowercased() != "apns" {
-            throw Problem(.unprocessableContent, "this server delivers through Notification Hubs, which RichPush uses for APNs only; platform '\(update.platform.prefix(20))' needs serve with --fcm-service-account or --vapid-key instead")
+        let app = try knownApp(update.app) ?? AppName.default
+        let throughHub = mirror != nil && hubApps.contains(app)
+        if throughHub && update.platform.lowercased() != "apns" {
+            throw Problem(.unprocessableContent, "this server delivers app \(app) through Notification Hubs, which RichPush uses for APNs only; platform '\(update.platform.prefix(20))' needs FCM or Web Push credentials instead")
         }
         if update.platform.lowercased() == "web" { try await checkPushEndpoint(update.handle.text) }
         let registration = try await registrations.update(id: id, for: try user(context),
                                                           with: DeviceRegistration(platform: update.platform, handle: update.handle.text,
-                                                                                   tags: update.tags ?? [], replaces: update.replaces))
-        if let mirror {
+                                                                                   tags: update.tags ?? [], replaces: update.replaces, app: app))
+        if let mirror, throughHub {
             do { try await mirror.upsert(registration) } catch let error as DependencyUnavailable {
                 throw Problem(.serviceUnavailable, "registration \(id) is saved, but \(error.dependency.phrase) is not answering; PUT it again in \(error.retryAfter) s",
                               headers: [.retryAfter: String(error.retryAfter)])
@@ -261,7 +263,7 @@ extension Services {
             }
         }
         return try encode(RegistrationResponse(registrationId: registration.id, platform: registration.platform ?? "",
-                                               handle: registration.handle ?? "", tags: registration.tags))
+                                               handle: registration.handle ?? "", tags: registration.tags, app: registration.app))
     }
 
     /// Refuses (422) a subscription whose endpoint RichPush would never send to: not https, not
@@ -291,9 +293,11 @@ extension Services {
         return try encode(RegistrationDeleted(registrationId: id, deleted: true))
     }
 
-    func webPushKey() throws -> Response {
-        guard let key = configuration.vapidPublicKey else {
-            throw Problem(.notFound, "this server sends no Web Push; start serve with --vapid-key and --vapid-subject")
+    func webPushKey(_ request: Request) throws -> Response {
+        let app = try knownApp(request.uri.queryParameters.get("app").map { String($0) }) ?? AppName.default
+        guard let key = app == AppName.default ? configuration.vapidPublicKey : configuration.apps[app]?.vapidPublicKey else {
+            throw Problem(.notFound, app == AppName.default ? "this server sends no Web Push; start serve with --vapid-key and --vapid-subject"
+                                                            : "app \(app) sends no Web Push: give it \"webpush\" in serve --apps")
         }
         return try encode(WebPushKeyResponse(publicKey: key))
     }
@@ -301,16 +305,19 @@ extension Services {
     // MARK: notifications
 
     func createNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let sender = try user(context)
+        let caller = try principal(context)
+        let sender = caller.user
         if let wait = notificationRate.take(sender) {
             throw Problem(.tooManyRequests, "\(sender) has created \(notificationRate.perMinute) notifications in the last minute, this server's limit; try again in \(wait) s",
                           headers: [.retryAfter: String(wait)])
         }
         let body = try await request.body.collect(upTo: 64 * 1024)
-        let draft = try Self.parseDraft(Data(body.readableBytesView))
-        let created = try await notifications.create(for: sender, draft: draft,
-                                                     defaultImage: configuration.defaultImage, addressing: dispatcher.addressing)
-        Metric.pushes("queued", by: created.deliveries)
+        let (draft, to, requestedApp) = try Self.parseDraft(Data(body.readableBytesView))
+        let app = try appAllowed(requestedApp, for: caller)
+        let recipient = try await recipient(to, for: caller)
+        let created = try await notifications.create(for: recipient, draft: draft, defaultImage: configuration.defaultImage,
+                                                     addressing: dispatcher.addressing, app: app)
+        Metric.pushes("queued", byApp: created.deliveriesByApp)
         dispatcher.enqueued(created, logger: context.logger)
         let n = created.notification
         payloadIndex.made([QueuedNotification(id: n.id, recipient: n.recipient, payload: n.payload)])
@@ -319,21 +326,67 @@ extension Services {
     }
 
     /// Empty body, a JSON string (the message), or `{"message","richType","payload","title","mode"}`.
-    static func parseDraft(_ body: Data) throws -> NotificationDraft {
-        let shape = "{\"message\",\"richType\",\"payload\",\"title\",\"mode\"}"
+    /// The body of `POST /api/notifications`: the draft, its recipient (`to`) and its app, when named.
+    static func parseDraft(_ body: Data) throws -> (NotificationDraft, to: String?, app: String?) {
+        let shape = "{\"message\",\"richType\",\"payload\",\"title\",\"mode\",\"to\",\"app\"}"
         let body = body.starts(with: [0xEF, 0xBB, 0xBF]) ? body.dropFirst(3) : body // a UTF-8 byte order mark
         let text = body.drop { [0x20, 0x09, 0x0A, 0x0D].contains($0) }
-        if text.isEmpty { return NotificationDraft() }
+        if text.isEmpty { return (NotificationDraft(), nil, nil) }
         if text.first == UInt8(ascii: "\"") {
             guard let message = try? JSONDecoder().decode(String.self, from: body) else {
                 throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or \(shape)")
             }
-            return NotificationDraft(message: message)
+            return (NotificationDraft(message: message), nil, nil)
         }
         guard text.first == UInt8(ascii: "{") else {
             throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or \(shape)")
         }
-        return try RequestBody.decode(NotificationRequest.self, from: body, shape: shape).draft(defaultMode: .silent)
+        let request = try RequestBody.decode(NotificationRequest.self, from: body, shape: shape)
+        return (request.draft(defaultMode: .silent), request.to, request.app)
+    }
+
+    // MARK: apps and API keys (SPEC §18)
+
+    /// The apps whose registrations are mirrored into a hub.
+    var hubApps: Set<String> {
+        dispatcher.addressing.tagApps.union(configuration.apps.filter(\.value.hub).keys)
+    }
+
+    /// `name` when it is one of this server's apps (`default` or one of `serve --apps`); 422 otherwise.
+    func knownApp(_ name: String?) throws -> String? {
+        guard let name else { return nil }
+        guard name == AppName.default || configuration.apps[name] != nil else {
+            let known = ([AppName.default] + configuration.apps.keys.sorted()).joined(separator: ", ")
+            throw Problem(.unprocessableContent, "no app named '\(name.prefix(64))' on this server; its apps are \(known)")
+        }
+        return name
+    }
+
+    /// The app a notification or campaign goes to: the one asked for (known, 422 otherwise), and
+    /// for a key bound to an app, that app alone (403 for another; its own when none is named).
+    func appAllowed(_ requested: String?, for caller: Principal) throws -> String? {
+        let app = try knownApp(requested)
+        guard let bound = caller.apiKey?.app else { return app }
+        guard app == nil || app == bound else {
+            throw Problem(.forbidden, "API key \(caller.apiKey!.name) is bound to app \(bound); it cannot send to app \(app!)")
+        }
+        return bound
+    }
+
+    /// Who a notification is for: the caller, or `to` when an admin or an API key names another
+    /// (a key has no inbox: it must name one). 403 for a user naming someone else, 422 for nobody.
+    func recipient(_ to: String?, for caller: Principal) async throws -> String {
+        guard let to, to != caller.user else {
+            if caller.apiKey != nil { throw Problem(.unprocessableContent, "an API key sends to a user: name them in \"to\"") }
+            return caller.user
+        }
+        guard caller.admin || caller.apiKey != nil else {
+            throw Problem(.forbidden, "\(caller.user) may create notifications for themselves only; \"to\" is for admins and API keys")
+        }
+        guard (try? UserStore.validateName(to)) != nil, try await users.credentials(of: to) != nil else {
+            throw Problem(.unprocessableContent, "\"to\" names no user: '\(to.prefix(64))'")
+        }
+        return to
     }
 
     func listNotifications(_ request: Request, _ context: AppRequestContext) async throws -> Response {

@@ -74,6 +74,9 @@ public struct ServerConfiguration: Sendable {
     public var bcryptPool: NIOThreadPool?
     /// The VAPID public key browsers subscribe with (`GET /api/webpush/key`); nil without Web Push.
     public var vapidPublicKey: String?
+    /// SPEC §18: the apps this server sends for besides `default` (`serve --apps`), each with
+    /// what a device of it may ask: its VAPID public key, and whether it sends through a hub.
+    public var apps: [String: AppProfile] = [:]
     /// Web Push endpoints may be http, on any port, at private and loopback addresses
     /// (`--allow-private-push-endpoints`, for local stand-ins); else https on 443 to public addresses only.
     public var allowPrivatePushEndpoints = false
@@ -88,4 +91,18 @@ public struct ServerConfiguration: Sendable {
 
     /// The defaults of SPEC §4.
     public init() {}
+}
+
+/// What devices may ask of one app of `serve --apps` (SPEC §18); its credentials stay with its providers.
+public struct AppProfile: Sendable, Equatable {
+    /// The VAPID public key its browsers subscribe with; nil when it sends no Web Push.
+    public var vapidPublicKey: String?
+    /// Whether it sends through Notification Hubs (APNs devices only, mirrored into the hub).
+    public var hub: Bool
+
+    /// Describes an app.
+    public init(vapidPublicKey: String? = nil, hub: Bool = false) {
+        self.vapidPublicKey = vapidPublicKey
+        self.hub = hub
+    }
 }

@@ -71,6 +71,10 @@ struct ConsoleCLITests {
         field.send_keys("alice")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach"))
         seen["reach"] = driver.find_element(By.ID, "reach").text
+        # SPEC §18: the apps, with their devices, and the picker that narrows a campaign to one.
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "apps-summary").text)
+        seen["apps"] = driver.find_element(By.ID, "apps-summary").text
+        seen["appOptions"] = [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#app option")]
         driver.find_element(By.ID, "title").send_keys("Weekend sale")
         landscape = driver.execute_script("return [...document.querySelectorAll('#image option')].find(o => o.textContent.includes('1280×853')).value")
         driver.execute_script("document.getElementById('image').value = arguments[0]; document.getElementById('image').dispatchEvent(new Event('input'))", landscape)
@@ -221,6 +225,8 @@ struct ConsoleCLITests {
         #expect((seen["badExpression"] as? String)?.contains("expected a tag after '&&'") == true, "\(String(describing: seen["badExpression"]))")
         #expect(seen["sendDisabled"] as? Bool == true)
         #expect(seen["reach"] as? String == "Will reach 1 user on 2 devices.")
+        #expect(seen["apps"] as? String == "Apps: default (2 devices)", "\(String(describing: seen["apps"]))")
+        #expect(seen["appOptions"] as? [String] == ["Every app", "default · 2 devices"], "\(String(describing: seen["appOptions"]))")
         let previews = seen["previews"] as? [String] ?? []
         #expect(previews.count == 4 && previews.allSatisfy { $0.contains("Weekend sale") && $0.contains("Check this image out!") }, "\(previews)")
         #expect(seen["previewImages"] as? [String] == ["small", "large", "small", "large"])
@@ -228,7 +234,7 @@ struct ConsoleCLITests {
         let counts = seen["counts"] as? [String: String]
         #expect(counts?["sent"] == "2" && counts?["failed"] == "0" && counts?["pending"] == "0", "\(String(describing: counts))")
         let detail = seen["userDetail"] as? String ?? ""
-        #expect(detail.contains("apns abababab") && detail.contains("[sports]") && detail.contains("Weekend sale: Check this image out! (alert)"), "\(detail)")
+        #expect(detail.contains("default · apns abababab") && detail.contains("[sports]") && detail.contains("Weekend sale: Check this image out! (alert)"), "\(detail)")
         #expect((seen["afterRemove"] as? String)?.contains("1 device") == true)
         #expect(seen["overflow"] as? [String] == [], "wider than a 412 px window: \(String(describing: seen["overflow"]))")
 

@@ -207,6 +207,50 @@ struct NotificationHubsTests {
         }
     }
 
+    @Test("SPEC §18: an app through a hub beside an app sent directly: only the hub app's registrations reach the hub (APNs only), its pushes go there by user tag, the other app's never do")
+    func hubApp() async throws {
+        try await HubStandIn.run { hub, base in
+            let client = try NotificationHubsClient(connection: try NotificationHubsConnection(hub.connectionString(base)), hub: "hub1")
+            let direct = AnsweringProvider()
+            let router = AppRouter(["default": PlatformRouter(["apns": direct]), "legacy": NotificationHubsProvider(client: client)])
+            #expect(router.addressing == DeliveryAddressing(tagApps: ["legacy"]))
+            #expect(router.platforms == ["apns", "legacy/*"])
+            try await TestServer.run({ $0.apps = ["legacy": AppProfile(hub: true)] }, provider: router,
+                                     mirror: AppMirrors(mirrors: ["legacy": client])) { s in
+                func register(_ token: String, app: String, platform: String = "apns") async throws -> (Int, String) {
+                    let (_, created) = try await s.json(.post, "/api/register")
+                    let id = try #require((created as? [String: Any])?["registrationId"] as? String)
+                    let (response, _) = try await s.json(.put, "/api/register/\(id)", body: #"{"Platform":"\#(platform)","Handle":"\#(token)","app":"\#(app)"}"#)
+                    return (Int(response.status.code), id)
+                }
+                #expect(try await register(tokenA, app: "default").0 == 200)
+                #expect(hub.calls.withLockedValue { $0.isEmpty }, "a device of the direct app reached the hub")
+                let (status, legacy) = try await register(tokenB, app: "legacy")
+                #expect(status == 200)
+                #expect(hub.calls.withLockedValue { $0.map(\.path) } == ["/hub1/installations/\(legacy)"])
+                #expect(try await register(String(repeating: "f", count: 40), app: "legacy", platform: "fcm").0 == 422)
+
+                let (created, _) = try await s.json(.post, "/api/notifications", body: #"{"message":"both apps"}"#)
+                #expect(created.status == .created)
+                #expect(try await eventually { hub.calls.withLockedValue { $0.contains { $0.method == "POST" } } && direct.sent.withLockedValue { !$0.isEmpty } })
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(direct.sent.withLockedValue { $0 } == [tokenA])
+                let sends = hub.calls.withLockedValue { $0.filter { $0.method == "POST" } }
+                #expect(sends.count == 1 && sends.first?.headers["servicebusnotification-tags"] == "username:alice")
+
+                // One app only: the hub gets nothing.
+                let (only, _) = try await s.json(.post, "/api/notifications", body: #"{"message":"direct only","app":"default"}"#)
+                #expect(only.status == .created)
+                #expect(try await eventually { direct.sent.withLockedValue { $0.count } == 2 })
+                #expect(hub.calls.withLockedValue { $0.filter { $0.method == "POST" }.count } == 1)
+                #expect(try await s.json(.post, "/api/notifications", body: #"{"app":"nope"}"#).0.status == .unprocessableContent)
+
+                #expect(try await s.json(.delete, "/api/register/\(legacy)").0.status == .ok)
+                #expect(try await eventually { hub.calls.withLockedValue { $0.contains { $0.method == "DELETE" && $0.path == "/hub1/installations/\(legacy)" } } })
+            }
+        }
+    }
+
     @Test("--push-ca applies to the hub too: an https hub whose certificate only --push-ca vouches for is reached with it, refused without")
     func pushCA() async throws {
         let dir = try Fixtures.tempDirectory()

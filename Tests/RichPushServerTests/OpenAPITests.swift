@@ -23,15 +23,25 @@ struct OpenAPITests {
             #expect((document["info"] as? [String: Any])?["version"] as? String == RichPushBuild.version)
             let listed = operations(document)
             #expect(listed == Set(s.routes), "only served: \(Set(s.routes).subtracting(listed)); only listed: \(listed.subtracting(s.routes))")
-            #expect(listed.count == 36 && listed.contains("GET /openapi.json") && listed.contains("POST /console/session") && listed.contains("PUT /api/register/{id}"))
+            #expect(listed.count == 37 && listed.contains("GET /openapi.json") && listed.contains("POST /console/session") && listed.contains("PUT /api/register/{id}"))
 
             let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
             func security(_ method: String, _ path: String) -> [String] {
                 (paths[path]?[method]?["security"] as? [[String: Any]] ?? []).flatMap(\.keys).sorted()
             }
             #expect(security("get", "/health") == [] && security("get", "/p/{token}") == [])
-            #expect(security("get", "/media/{sha256}") == ["basic", "bearer"]) // without --public-media
+            #expect(security("get", "/media/{sha256}") == ["apiKey", "basic", "bearer"]) // without --public-media
             #expect(security("post", "/api/sessions") == ["basic"] && security("delete", "/api/sessions/current") == ["bearer"])
+            // SPEC §18: the API key scheme, and each route's scope (none on a device's or a person's routes).
+            func scope(_ method: String, _ path: String) -> [String]? {
+                (paths[path]?[method]?["security"] as? [[String: [String]]])?.first { $0["apiKey"] != nil }?["apiKey"]
+            }
+            #expect(scope("post", "/api/notifications") == ["send"] && scope("post", "/api/admin/campaigns") == ["send"])
+            #expect(scope("get", "/api/admin/campaigns/{id}") == ["read"] && scope("get", "/media/{sha256}") == ["read"])
+            #expect(scope("put", "/api/register/{id}") == nil && scope("post", "/api/sessions") == nil && scope("get", "/api/notifications") == nil)
+            let schemes = try #require((document["components"] as? [String: Any])?["securitySchemes"] as? [String: [String: String]])
+            #expect(schemes["apiKey"]?["scheme"] == "bearer" && schemes["apiKey"]?["type"] == "http")
+            #expect(paths["/api/notifications"]?["post"]?["x-richpush-key-scope"] as? String == "send")
             let campaign = try #require(paths["/api/admin/campaigns"]?["post"]?["responses"] as? [String: Any])
             #expect(Set(campaign.keys).isSuperset(of: ["202", "400", "401", "403", "413", "422"]))
         }
