@@ -78,6 +78,11 @@ struct PushOptions: ParsableArguments {
         _ = try APNsEnvironment(apnsEnv)
     }
 
+    /// Whether any push flag is given (they configure the app `default`).
+    var configuresProvider: Bool {
+        apnsKey != nil || anhConnectionString != nil || fcmAccountPath != nil || vapidKeyPath != nil
+    }
+
     /// The VAPID signer, when Web Push is configured.
     func makeVAPID() throws -> VAPID? {
         try vapidKeyPath.map { try VAPID(pem: $0, subject: vapidSubject) }

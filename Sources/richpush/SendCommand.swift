@@ -59,6 +59,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "alert (shown with the image by a Notification Service Extension) or silent (the tutorial's background push).")
     var mode: PushMode = .alert
     @Option(help: "The sender recorded with the campaign.") var by = "cli"
+    @Option(help: "Only the devices of this app (SPEC §18; default: every app the audience has devices in).") var app: String?
     @Flag(help: "Follow the campaign until it is done (progress on a terminal).") var wait = false
     @Option(help: "Media name used without --image (env RICHPUSH_DEFAULT_IMAGE).")
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
@@ -66,6 +67,9 @@ struct SendCommand: AsyncParsableCommand {
     func validate() throws {
         let chosen = (all ? 1 : 0) + (users.isEmpty ? 0 : 1) + (tags == nil ? 0 : 1)
         guard chosen == 1 else { throw ValidationError("choose the audience: one of --all, --user NAME…, --tags EXPR") }
+        if let app {
+            do { try AppName.validate(app) } catch let error as CoreError { throw ValidationError(error.message) }
+        }
     }
 
     func run() async throws {
@@ -90,7 +94,7 @@ struct SendCommand: AsyncParsableCommand {
         let content = NotificationDraft(message: message, payload: payload, title: title, mode: mode)
         let campaign: Campaign
         do {
-            campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content), by: by)
+            campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content, app: app), by: by)
             Console.out(String(campaign.id))
             let queued = try await campaigns.queue(campaign.id, addressing: .perDevice)
             Console.error("campaign \(campaign.id): \(queued.recipients) recipients, \(queued.devices) devices queued")

@@ -54,6 +54,10 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     @Option(help: ArgumentHelp("Serve /metrics only on this port (of --host), for Prometheus; the main port then answers 404 for it (env RICHPUSH_METRICS_PORT).",
                                valueName: "port"))
     var metricsPort: Int?
+    @Option(help: ArgumentHelp("SPEC §18: a JSON file of apps, each with its own credentials: {\"apps\":[{\"name\",\"apns\":{…},\"fcm\":{…},\"webpush\":{…},\"hub\":{…}}]}; the push flags configure the app named default (env RICHPUSH_APPS).",
+                               valueName: "file"))
+    var apps: String?
+    private var appsPath: String? { apps ?? Environment.string("RICHPUSH_APPS") }
     /// `--trusted-proxy`'s values, comma-separated lists split.
     private var trustedProxyBlocks: [String] {
         trustedProxy.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -117,11 +121,41 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         logOptions.bootstrap()
         let logger = Logger(label: "richpush")
         if let warning = ConfigFile.unreadWarning { logger.warning("\(warning)") }
+        // The apps file first: a bad one is exit 2 naming the app and the field, before anything opens.
+        var apps: [String: (provider: any PushProvider, mirror: (any RegistrationMirror)?)] = [:]
+        if let path = appsPath {
+            do {
+                let definitions = try AppsFile.load(path)
+                for definition in definitions {
+                    if definition.name == AppName.default && pushOptions.configuresProvider {
+                        throw AppsFileError(path, app: definition.name, "name: the push flags (--apns-…, --fcm-…, --vapid-…, --anh-…) configure the app default; leave it out of the file, or the flags out")
+                    }
+                    let made = try definition.makeProvider(options: pushOptions, file: path)
+                    apps[definition.name] = (made.provider, made.mirror)
+                    if definition.name == AppName.default {
+                        configuration.vapidPublicKey = made.profile.vapidPublicKey
+                    } else {
+                        configuration.apps[definition.name] = made.profile
+                    }
+                }
+            } catch let error as AppsFileError {
+                Console.error("error: \(error)")
+                throw ExitCode(2)
+            }
+        }
         let data = try await dataOptions.open(limits: configuration.limits)
         let vapid = try pushOptions.makeVAPID()
-        configuration.vapidPublicKey = vapid?.publicKey
+        if vapid != nil { configuration.vapidPublicKey = vapid?.publicKey }
         configuration.allowPrivatePushEndpoints = pushOptions.allowPrivatePushEndpoints
-        if let (provider, mirror) = try pushOptions.makeProvider(vapid: vapid) {
+        if let flags = try pushOptions.makeProvider(vapid: vapid) { apps[AppName.default] = flags }
+        // One app: its provider as it is. Several: each push through its app's.
+        let chosen: (provider: any PushProvider, mirror: (any RegistrationMirror)?)? = switch apps.count {
+        case 0: nil
+        case 1 where apps.keys.first == AppName.default: apps[AppName.default]
+        default: (AppRouter(apps.mapValues(\.provider)),
+                  apps.contains { $0.value.mirror != nil } ? AppMirrors(mirrors: apps.compactMapValues(\.mirror)) : nil)
+        }
+        if let (provider, mirror) = chosen {
             let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
             let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,
                                                  extraServices: [dispatcher], logger: logger)

@@ -109,6 +109,22 @@ struct ClusterCLITests {
             #expect(try await http(port, "GET", "/api/notifications", auth: alice).hasPrefix("HTTP/1.1 401"))
         }
 
+        // SPEC §18: an API key removed by a third process is refused by both nodes, which had it cached.
+        let added = try await CLI.run(["api-keys", "add", "dashboard", "--scope", "read"], cwd: dir, environment: environment)
+        #expect(added.status == 0, "\(added.stderr)")
+        let key = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        for port in [portA, portB] {
+            #expect(try await http(port, "GET", "/api/admin/campaigns", authorization: "Bearer \(key)").hasPrefix("HTTP/1.1 200"))
+        }
+        #expect(try await CLI.run(["api-keys", "rm", "dashboard"], cwd: dir, environment: environment).status == 0)
+        let keyRemoved = Date()
+        for port in [portA, portB] {
+            #expect(try await eventually(within: 5) {
+                try await http(port, "GET", "/api/admin/campaigns", authorization: "Bearer \(key)").hasPrefix("HTTP/1.1 401")
+            })
+        }
+        print("cluster: a removed API key was refused by both nodes \(Date().timeIntervalSince(keyRemoved)) s after api-keys rm")
+
         // An alert campaign sent through A: B takes its share of the outbox, and is killed mid-way.
         let campaign = try await http(portA, "POST", "/api/admin/campaigns", auth: root,
                                       body: #"{"audience":{"all":true},"title":"Hello","message":"to everyone","mode":"alert"}"#)
