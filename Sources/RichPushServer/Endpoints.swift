@@ -214,7 +214,7 @@ extension Endpoint {
                      403: .problem("A user named another user in to, or an API key asked for an app it is not bound to, or lacks the scope."),
                      413: .problem("The body is over 64 KiB."),
                      422: .problem("No media of that id or name, no such user or app, the push would be too large, or the notification cannot be made as asked."),
-                     429: .problem("The caller made --notifications-per-minute notifications in the last minute.", headers: ["Retry-After": "Seconds to wait."]),
+                     429: .problem("The caller made --notifications-per-minute notifications in the last minute (for an API key: the recipient was sent that many by keys).", headers: ["Retry-After": "Seconds to wait."]),
                  ]) { s, r, c in try await s.createNotification(r, c) },
         Endpoint(method: .get, path: "/api/notifications", access: .user, summary: "The caller's notifications, newest first.",
                  parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 100)."),

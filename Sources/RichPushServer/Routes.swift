@@ -307,14 +307,20 @@ extension Services {
     func createNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let caller = try principal(context)
         let sender = caller.user
-        if let wait = notificationRate.take(sender) {
-            throw Problem(.tooManyRequests, "\(sender) has created \(notificationRate.perMinute) notifications in the last minute, this server's limit; try again in \(wait) s",
-                          headers: [.retryAfter: String(wait)])
+        // A person is limited by what they send; an API key (a backend notifying many users) by
+        // what each recipient gets, so that it can serve everyone and flood no one.
+        func limit(_ key: String, _ who: String) throws {
+            if let wait = notificationRate.take(key) {
+                throw Problem(.tooManyRequests, "\(who) in the last minute, this server's limit (\(notificationRate.perMinute)); try again in \(wait) s",
+                              headers: [.retryAfter: String(wait)])
+            }
         }
+        if caller.apiKey == nil { try limit(sender, "\(sender) has created \(notificationRate.perMinute) notifications") }
         let body = try await request.body.collect(upTo: 64 * 1024)
         let (draft, to, requestedApp) = try Self.parseDraft(Data(body.readableBytesView))
         let app = try appAllowed(requestedApp, for: caller)
         let recipient = try await recipient(to, for: caller)
+        if caller.apiKey != nil { try limit("to:" + recipient, "\(recipient) has been sent \(notificationRate.perMinute) notifications by API keys") }
         let created = try await notifications.create(for: recipient, draft: draft, defaultImage: configuration.defaultImage,
                                                      addressing: dispatcher.addressing, app: app)
         Metric.pushes("queued", byApp: created.deliveriesByApp)
