@@ -37,6 +37,10 @@ public final class APNsSandbox: Sendable {
         /// The topics (bundle ids) the key may push to; nil accepts any, as a key for every app
         /// of the team does. Another topic is 400 TopicDisallowed.
         public var topics: Set<String>?
+        /// Device tokens whose app is known (token → its topic): a push to one of them under
+        /// another topic is 400 DeviceTokenNotForTopic, as Apple answers a token of another app.
+        /// Tokens not listed are taken under any allowed topic.
+        public var deviceTopics: [String: String] = [:]
         /// Apple refuses a provider token renewed sooner than this after the last one
         /// (429 TooManyProviderTokenUpdates); 0 turns the check off (benchmarks where two clients sign).
         public var minTokenUpdateInterval: TimeInterval = 20 * 60
@@ -200,6 +204,7 @@ public final class APNsSandbox: Sendable {
         guard token.count >= 64, token.count % 2 == 0, token.allSatisfy(\.isHexDigit) else { return .reject(400, "BadDeviceToken", timestamp: nil) }
         guard let topic = header("apns-topic"), !topic.isEmpty else { return .reject(400, "MissingTopic", timestamp: nil) }
         if let topics = configuration.topics, !topics.contains(topic) { return .reject(400, "TopicDisallowed", timestamp: nil) }
+        if let owner = configuration.deviceTopics[token.lowercased()], owner != topic { return .reject(400, "DeviceTokenNotForTopic", timestamp: nil) }
         let pushType = header("apns-push-type") ?? "alert"
         let validTypes = ["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk", "widgets"]
         guard validTypes.contains(pushType) else { return .reject(400, "InvalidPushType", timestamp: nil) }

@@ -26,6 +26,8 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
     @Option(help: "Append each accepted push as a JSON line.") var log: String?
     @Option(help: "Make a device token fail: TOKEN=STATUS:REASON[:TIMES], e.g. <hex>=410:Unregistered.") var fail: [String] = []
     @Option(help: "A topic (bundle id) the key may push to; repeat for more. Without it any topic is accepted.") var topic: [String] = []
+    @Option(help: "A device token's app: TOKEN=TOPIC; a push to it under another topic is 400 DeviceTokenNotForTopic. Repeatable.")
+    var deviceTopic: [String] = []
     @Option(help: "Refuse a provider token renewed sooner than this after the last (Apple: 20m; 0 turns it off).", transform: Duration.parse)
     var tokenUpdateInterval: TimeInterval = 20 * 60
     @OptionGroup var logOptions: LogOptions
@@ -34,6 +36,9 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        for rule in deviceTopic where rule.split(separator: "=", maxSplits: 1).count != 2 {
+            throw ValidationError("--device-topic '\(rule)' is not TOKEN=TOPIC")
+        }
         for rule in fail where Self.parseFailure(rule) == nil {
             throw ValidationError("--fail '\(rule)' is not TOKEN=STATUS:REASON[:TIMES]")
         }
@@ -70,6 +75,11 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
         configuration.port = port
         configuration.logPath = log
         configuration.topics = topic.isEmpty ? nil : Set(topic)
+        for rule in deviceTopic {
+            let parts = rule.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw ValidationError("--device-topic '\(rule)' is not TOKEN=TOPIC") }
+            configuration.deviceTopics[parts[0].lowercased()] = parts[1]
+        }
         configuration.minTokenUpdateInterval = tokenUpdateInterval
         configuration.responseDelay = .milliseconds(Int(delay * 1000))
         let sandbox = try APNsSandbox(configuration, keepAccepted: 1000)

@@ -33,10 +33,15 @@ struct AppsCLITests {
             "client_email": "sender@shop-android.iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:\(fcmPort)/token",
         ]
         try JSONSerialization.data(withJSONObject: account).write(to: dir.appendingPathComponent("service-account.json"))
-        // Each stand-in takes one team's key, for its app's topic alone (another is 400 TopicDisallowed).
+        // Each stand-in takes one team's key, for its app's topic alone (another is 400 TopicDisallowed),
+        // and knows each phone's app, as Apple does (a token of another app is 400 DeviceTokenNotForTopic).
+        let tokenShopAlice = String(repeating: "a1", count: 32), tokenNewsAlice = String(repeating: "b2", count: 32)
+        let tokenShopBob = String(repeating: "c3", count: 32)
+        let phones = [(tokenShopAlice, "com.example.shop"), (tokenShopBob, "com.example.shop"), (tokenNewsAlice, "com.example.news")]
+            .flatMap { ["--device-topic", "\($0)=\($1)"] }
         func apnsSandbox(_ port: Int, team: String, key: String, file: String, topic: String, log: String) throws -> Process {
             try startProcess(["apns-sandbox", "--port", String(port), "--team-id", team, "--key-id", key, "--public-key", file,
-                              "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--topic", topic, "--log", log, "--token-update-interval", "0"],
+                              "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--topic", topic, "--log", log, "--token-update-interval", "0"] + phones,
                              cwd: dir, log: dir.appendingPathComponent("\(log).out"))
         }
         let shop = try apnsSandbox(shopPort, team: "TEAMSHOP01", key: "KEYSHOP001", file: "AuthKey.p8", topic: "com.example.shop", log: "shop.jsonl")
@@ -77,8 +82,6 @@ struct AppsCLITests {
         #expect(try await waitForPort(port))
 
         // Devices: alice has the shop and news iPhone apps and the shop's Android app; bob the shop's iPhone app.
-        let tokenShopAlice = String(repeating: "a1", count: 32), tokenNewsAlice = String(repeating: "b2", count: 32)
-        let tokenShopBob = String(repeating: "c3", count: 32)
         let fcmToken = try #require(Self.object(try await http(fcmPort, "POST", "/register", auth: ""))["token"] as? String)
         func register(_ user: String, app: String, platform: String, handle: String) async throws -> String {
             let auth = Data("\(user):pw".utf8).base64EncodedString()
