@@ -76,6 +76,114 @@ public enum Audience: Sendable, Equatable {
     }
 }
 
+/// When a campaign goes out (SPEC §19).
+public enum CampaignSchedule: Sendable, Equatable {
+    /// At one instant, for everyone.
+    case at(Date)
+    /// At this wall-clock time in each recipient's own time zone (`users.timezone`, UTC when
+    /// unset): on `date` when given, else at the first such time after the campaign is made.
+    case localTime(LocalTime, date: LocalDate?)
+}
+
+/// A wall-clock time, `HH:MM`.
+public struct LocalTime: Sendable, Equatable, CustomStringConvertible {
+    public var hour: Int
+    public var minute: Int
+
+    /// Parses `HH:MM` (00:00 to 23:59); 400 otherwise.
+    public init(_ text: String) throws {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
+              let hour = Int(parts[0]), let minute = Int(parts[1]), (0...23).contains(hour), (0...59).contains(minute) else {
+            throw CoreError(.invalid, "localTime must be HH:MM (00:00 to 23:59), got '\(text.prefix(20))'")
+        }
+        self.hour = hour
+        self.minute = minute
+    }
+
+    public var description: String { String(format: "%02d:%02d", hour, minute) }
+}
+
+/// A calendar date, `YYYY-MM-DD`.
+public struct LocalDate: Sendable, Equatable, CustomStringConvertible {
+    public var year: Int
+    public var month: Int
+    public var day: Int
+
+    /// Parses `YYYY-MM-DD` (a real date); 400 otherwise.
+    public init(_ text: String) throws {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+              let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), (2000...2200).contains(year),
+              DateComponents(calendar: calendar, year: year, month: month, day: day).isValidDate else {
+            throw CoreError(.invalid, "localDate must be a date, YYYY-MM-DD, got '\(text.prefix(20))'")
+        }
+        self.year = year
+        self.month = month
+        self.day = day
+    }
+
+    public var description: String { String(format: "%04d-%02d-%02d", year, month, day) }
+}
+
+extension CampaignSchedule {
+    /// When `zone`'s recipients get a campaign made at `createdAt`: the instant itself, or the
+    /// local time in that zone (a time a DST change skips is taken as the moment after the gap).
+    public func due(in zone: TimeZone, createdAt: Date) -> Date {
+        switch self {
+        case .at(let date):
+            return date
+        case .localTime(let time, let date):
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = zone
+            if let date {
+                let components = DateComponents(year: date.year, month: date.month, day: date.day, hour: time.hour, minute: time.minute)
+                return calendar.date(from: components) ?? createdAt
+            }
+            let today = calendar.dateComponents([.year, .month, .day], from: createdAt)
+            var components = DateComponents(year: today.year, month: today.month, day: today.day, hour: time.hour, minute: time.minute)
+            let candidate = calendar.date(from: components) ?? createdAt
+            guard candidate < createdAt else { return candidate }
+            components.day = (today.day ?? 1) + 1
+            return calendar.date(from: components) ?? createdAt
+        }
+    }
+
+    /// After this, no zone can still be waiting: the latest zone's due time (UTC-12 for a local
+    /// time on a date, a day after the campaign is made otherwise).
+    public func last(createdAt: Date) -> Date {
+        switch self {
+        case .at(let date): return date
+        case .localTime(_, let date?): return due(in: TimeZone(secondsFromGMT: -12 * 3600)!, createdAt: createdAt)
+        case .localTime: return createdAt.addingTimeInterval(25 * 3600)
+        }
+    }
+
+    /// The earliest any zone can be due: UTC+14's time on a date; without a date, any zone's
+    /// next such time may come at once.
+    public func first(createdAt: Date) -> Date {
+        switch self {
+        case .at(let date): return date
+        case .localTime(_, _?): return due(in: TimeZone(secondsFromGMT: 14 * 3600)!, createdAt: createdAt)
+        case .localTime: return createdAt
+        }
+    }
+}
+
+/// One locale's words (SPEC §19).
+public struct LocalizedContent: Sendable, Equatable, Codable {
+    public var title: String?
+    public var message: String?
+
+    /// Creates content.
+    public init(title: String? = nil, message: String? = nil) {
+        self.title = title
+        self.message = message
+    }
+}
+
 /// What an admin asks for when sending a campaign.
 public struct CampaignDraft: Sendable {
     public var audience: Audience
@@ -83,19 +191,31 @@ public struct CampaignDraft: Sendable {
     public var content: NotificationDraft
     /// The app whose devices it goes to (SPEC §18); nil for every app the audience has devices in.
     public var app: String?
+    /// When it goes out (SPEC §19); nil for now.
+    public var schedule: CampaignSchedule?
+    /// Title and message per BCP 47 locale; each recipient gets theirs, falling back from
+    /// `fr-CA` to `fr` to `defaultLocale`, then to `content`'s title and message.
+    public var locales: [String: LocalizedContent]
+    /// The locale of recipients whose own has no content.
+    public var defaultLocale: String
 
     /// Creates a draft; the mode defaults to `alert` (SPEC §10).
-    public init(audience: Audience, content: NotificationDraft, app: String? = nil) {
+    public init(audience: Audience, content: NotificationDraft, app: String? = nil, schedule: CampaignSchedule? = nil,
+                locales: [String: LocalizedContent] = [:], defaultLocale: String = "en") {
         self.audience = audience
         self.content = content
         self.app = app
+        self.schedule = schedule
+        self.locales = locales
+        self.defaultLocale = defaultLocale
     }
 }
 
 /// A campaign and how far it got.
 public struct Campaign: Sendable, Equatable {
-    /// `sending` until every recipient is queued and no push is pending, then `done`.
-    public enum Status: String, Sendable, Codable, CaseIterable { case sending, done }
+    /// `scheduled` until its first push is queued, `sending` until every recipient is queued
+    /// and no push is pending, then `done`; `cancelled` once cancelled (SPEC §19).
+    public enum Status: String, Sendable, Codable, CaseIterable { case scheduled, sending, done, cancelled }
 
     public var id: Int64
     public var audience: Audience
@@ -113,6 +233,13 @@ public struct Campaign: Sendable, Equatable {
     public var queued: Bool
     /// The app whose devices it goes to; nil for every app.
     public var app: String? = nil
+    /// When it goes out; nil: when it was made.
+    public var schedule: CampaignSchedule? = nil
+    /// Per-locale content and the default locale.
+    public var locales: [String: LocalizedContent] = [:]
+    public var defaultLocale: String = "en"
+    /// When it was cancelled.
+    public var cancelledAt: Date? = nil
 
     /// The most users an audience may list by name.
     public static let maxListedUsers = 10_000
@@ -127,8 +254,12 @@ public struct CampaignProgress: Sendable, Equatable {
     /// Recipients who fetched the payload.
     public var fetched: Int
 
-    /// `done` once every recipient is queued and nothing is pending.
-    public var status: Campaign.Status { campaign.queued && pending == 0 ? .done : .sending }
+    /// `cancelled`, `scheduled` (nothing queued yet), `done` (everyone queued, nothing pending) or `sending`.
+    public var status: Campaign.Status {
+        if campaign.cancelledAt != nil { return .cancelled }
+        if campaign.schedule != nil && !campaign.queued && campaign.recipients == 0 { return .scheduled }
+        return campaign.queued && pending == 0 ? .done : .sending
+    }
 }
 
 /// Campaigns: one rich message to many users.
@@ -156,13 +287,52 @@ public struct CampaignStore: Sendable {
         self.defaultImage = defaultImage
     }
 
-    /// Records a campaign, refusing bad content (422) and unknown listed users (400), and
-    /// claims it for queueing by this process. Nothing is queued yet: call `queue`.
-    public func create(_ draft: CampaignDraft, by admin: String, now: Date = Date()) async throws -> Campaign {
+    /// Records a campaign, refusing bad content (422) and unknown listed users (400). An
+    /// unscheduled one is claimed for queueing by this process (call `queue`); a scheduled one
+    /// waits for `runDue`. With `idempotency`, a key seen before answers with its campaign
+    /// (`IdempotentReplay`) and makes nothing.
+    public func create(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey? = nil, now: Date = Date()) async throws -> Campaign {
         let links = self.links, defaultImage = self.defaultImage
+        // Checked before the transaction: none of it needs the database.
+        var locales: [String: LocalizedContent] = [:]
+        for (tag, content) in draft.locales {
+            let canonical = try UserPreferences.locale(tag)
+            guard locales[canonical] == nil else { throw CoreError(.unprocessable, "content names the locale \(canonical) twice (in two spellings)") }
+            locales[canonical] = content
+        }
+        let defaultLocale = try UserPreferences.locale(draft.defaultLocale)
+        if !locales.isEmpty && Self.contentLocale(for: nil, locales: locales, defaultLocale: defaultLocale) == nil && draft.content.message == nil {
+            throw CoreError(.unprocessable, "content has nothing for the default locale \(defaultLocale) and there is no message: add \"\(defaultLocale)\" to content, set defaultLocale, or give a message")
+        }
+        var schedule = draft.schedule
+        switch schedule {
+        case .at(let date)?:
+            guard date > now.addingTimeInterval(-60) else { throw CoreError(.unprocessable, "sendAt is in the past") }
+            guard date < now.addingTimeInterval(366 * 86_400) else { throw CoreError(.unprocessable, "sendAt is more than a year away") }
+            if date <= now { schedule = nil }
+        case .localTime(_, _?)?:
+            guard schedule!.last(createdAt: now) > now else { throw CoreError(.unprocessable, "localTime on localDate has passed in every time zone") }
+            guard schedule!.first(createdAt: now) < now.addingTimeInterval(366 * 86_400) else { throw CoreError(.unprocessable, "localDate is more than a year away") }
+        default: break
+        }
+        let (sendAt, localTime, localDate): (Double?, String?, String?) = switch schedule {
+        case .at(let date)?: (date.timeIntervalSince1970, nil, nil)
+        case .localTime(let time, let date)?: (nil, time.description, date?.description)
+        case nil: (nil, nil, nil)
+        }
+        let contentJSON = locales.isEmpty ? nil
+            : String(decoding: try Self.sortedEncoder.encode(locales), as: UTF8.self)
+        let scheduled = schedule != nil
+        let (finalLocales, finalSchedule) = (locales, schedule)
         return try await database.write { db in
+            try IdempotencyKey.replayIfSeen(db, idempotency, now: now)
             let writer = try NotificationWriter(db, draft: draft.content, defaultImage: defaultImage, links: links, now: now)
             try writer.checkFitsEveryPlatform(db)
+            for (_, content) in finalLocales {
+                // Every locale's push must fit too.
+                try NotificationWriter(db, draft: Self.localized(draft.content, content), defaultImage: defaultImage, links: links, now: now)
+                    .checkFitsEveryPlatform(db)
+            }
             if case .users(let names) = draft.audience {
                 var unknown: [String] = []
                 for chunk in names.sqlBatches() {
@@ -176,16 +346,48 @@ public struct CampaignStore: Sendable {
                 }
             }
             let inserted = try db.fetchOne(sql: """
-                INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app,
+                                       sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
-                                 writer.mode.rawValue, admin, Int(getpid()), now.timeIntervalSince1970, draft.app])
+                                 writer.mode.rawValue, admin, scheduled ? nil : Int(getpid()), now.timeIntervalSince1970, draft.app,
+                                 sendAt, localTime, localDate, contentJSON, defaultLocale,
+                                 scheduled ? nil : Date().timeIntervalSince1970 + Self.lease])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
+            if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
             return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
-                            app: draft.app)
+                            app: draft.app, schedule: finalSchedule, locales: finalLocales, defaultLocale: defaultLocale)
         }
+    }
+
+    private static var sortedEncoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+
+    /// How long a node holds a campaign it queues (renewed with each batch).
+    static let lease: Double = 120
+
+    /// The draft of one locale: its title and message, the campaign's where it has none.
+    static func localized(_ draft: NotificationDraft, _ content: LocalizedContent) -> NotificationDraft {
+        var draft = draft
+        if let message = content.message { draft.message = message }
+        if let title = content.title { draft.title = title }
+        return draft
+    }
+
+    /// The content locale a recipient whose locale is `userLocale` gets: theirs, falling back
+    /// through its prefixes (`fr-CA`, `fr`), then the default locale's; nil for the campaign's
+    /// own title and message.
+    static func contentLocale(for userLocale: String?, locales: [String: LocalizedContent], defaultLocale: String) -> String? {
+        guard !locales.isEmpty else { return nil }
+        for candidate in (userLocale.map(UserPreferences.fallbacks) ?? []) + UserPreferences.fallbacks(defaultLocale) where locales[candidate] != nil {
+            return candidate
+        }
+        return nil
     }
 
     /// Queues the rest of campaign `id`, a batch per transaction; `batchQueued` is called after
@@ -203,11 +405,14 @@ public struct CampaignStore: Sendable {
         }
     }
 
-    /// Queues campaigns left half-queued by processes that died; returns their ids.
+    /// Queues campaigns left half-queued by processes that died; returns their ids. (Scheduled
+    /// campaigns are `runDue`'s: a node's lease on them lapses when it dies.)
     public func resumeUnfinished(addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
         let pid = Int(getpid())
         let orphans = try await database.write { db -> [Int64] in
-            let rows = try SQLRow.fetchAll(db, sql: "SELECT id, queuedBy FROM campaigns WHERE queued = 0")
+            let rows = try SQLRow.fetchAll(db, sql: """
+                SELECT id, queuedBy FROM campaigns WHERE queued = 0 AND sendAt IS NULL AND atLocalTime IS NULL AND cancelledAt IS NULL
+                """)
             let ids: [Int64] = rows.compactMap { row in
                 let holder: Int? = row["queuedBy"]
                 if let holder, holder == pid || kill(pid_t(holder), 0) == 0 || errno == EPERM { return nil }
@@ -220,46 +425,224 @@ public struct CampaignStore: Sendable {
         return orphans
     }
 
+    /// Sends what is due at `now` (SPEC §19): a scheduled campaign whose time came is queued
+    /// whole; a local-time campaign, the zones whose local time came. Each campaign is leased
+    /// by one node at a time (a node that dies lets its lease lapse), so every recipient is
+    /// queued once, whichever nodes run this. Returns the campaigns it worked on.
+    @discardableResult
+    public func runDue(now: Date = Date(), addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
+        let candidates = try await database.read { db in
+            try SQLRow.fetchAll(db, sql: """
+                SELECT * FROM campaigns WHERE queued = 0 AND cancelledAt IS NULL AND (sendAt IS NOT NULL OR atLocalTime IS NOT NULL)
+                    AND (leaseUntil IS NULL OR leaseUntil < ?) ORDER BY id
+                """, arguments: [Date().timeIntervalSince1970]).map(Self.campaign)
+        }
+        var worked: [Int64] = []
+        for campaign in candidates {
+            guard let schedule = campaign.schedule, schedule.first(createdAt: campaign.createdAt) <= now else { continue }
+            guard try await claim(campaign.id) else { continue }
+            worked.append(campaign.id)
+            do {
+                switch schedule {
+                case .at: _ = try await queue(campaign.id, addressing: addressing, batchQueued: batchQueued)
+                case .localTime: try await queueZones(campaign.id, now: now, addressing: addressing, batchQueued: batchQueued)
+                }
+            } catch {
+                try? await release(campaign.id)
+                throw error
+            }
+            try await release(campaign.id)
+        }
+        return worked
+    }
+
+    /// Takes the lease on campaign `id` if nobody holds it; whether this node has it now.
+    private func claim(_ id: Int64) async throws -> Bool {
+        try await database.write(isolation: .readCommitted) { db in
+            let now = Date().timeIntervalSince1970
+            try db.execute(sql: """
+                UPDATE campaigns SET leaseUntil = ?, queuedBy = ? WHERE id = ? AND queued = 0 AND cancelledAt IS NULL
+                    AND (leaseUntil IS NULL OR leaseUntil < ?)
+                """, arguments: [now + Self.lease, Int(getpid()), id, now])
+            return db.changesCount == 1
+        }
+    }
+
+    /// Gives the lease back (another node may take the campaign's next zone).
+    private func release(_ id: Int64) async throws {
+        try await database.write(isolation: .readCommitted) { db in
+            try db.execute(sql: "UPDATE campaigns SET leaseUntil = NULL WHERE id = ?", arguments: [id])
+        }
+    }
+
+    /// The zones of a local-time campaign: each zone users are in gets its due time once; the
+    /// zones due at `now` are queued, a batch of users per transaction (memory stays flat, and
+    /// only what is due is pending); once the last zone anywhere is past and every zone queued,
+    /// the campaign is queued.
+    private func queueZones(_ id: Int64, now: Date, addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void) async throws {
+        try await database.write { db in
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return }
+            let campaign = try Self.campaign(row)
+            guard let schedule = campaign.schedule else { return }
+            let known = Set(try String.fetchAll(db, sql: "SELECT zone FROM campaign_zones WHERE campaignId = ?", arguments: [id]))
+            let zones = Set(try SQLRow.fetchAll(db, sql: "SELECT DISTINCT timezone FROM users").map { ($0["timezone"] as String?) ?? "UTC" })
+            for zone in zones.subtracting(known).sorted() {
+                let due = schedule.due(in: TimeZone(identifier: zone) ?? TimeZone(identifier: "UTC")!, createdAt: campaign.createdAt)
+                try db.execute(sql: "INSERT INTO campaign_zones (campaignId, zone, dueAt) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                               arguments: [id, zone, due.timeIntervalSince1970])
+            }
+        }
+        while true {
+            let (more, made) = try await queueZoneBatch(id, now: now, addressing: addressing)
+            if !made.isEmpty { onQueued?(made) }
+            batchQueued()
+            if !more { break }
+        }
+        try await database.write { db in
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return }
+            let campaign = try Self.campaign(row)
+            guard let schedule = campaign.schedule, now >= schedule.last(createdAt: campaign.createdAt) else { return }
+            let waiting = try Int.fetchOne(db, sql: "SELECT count(*) FROM campaign_zones WHERE campaignId = ? AND queued = 0", arguments: [id]) ?? 0
+            if waiting == 0 { try db.execute(sql: "UPDATE campaigns SET queued = 1 WHERE id = ?", arguments: [id]) }
+        }
+    }
+
+    /// One batch of the earliest zone that is due and not yet queued; whether there may be more.
+    private func queueZoneBatch(_ id: Int64, now: Date, addressing: DeliveryAddressing) async throws -> (Bool, [QueuedNotification]) {
+        let links = self.links, batchSize = self.batchSize, defaultImage = self.defaultImage, indexed = onQueued != nil
+        return try await database.write { db -> (Bool, [QueuedNotification]) in
+            let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ? \(lock)", arguments: [id]) else { return (false, []) }
+            var campaign = try Self.campaign(row)
+            guard campaign.cancelledAt == nil, !campaign.queued else { return (false, []) }
+            guard let zoneRow = try SQLRow.fetchOne(db, sql: """
+                SELECT zone, cursor FROM campaign_zones WHERE campaignId = ? AND queued = 0 AND dueAt <= ? ORDER BY dueAt, zone LIMIT 1
+                """, arguments: [id, now.timeIntervalSince1970]) else { return (false, []) }
+            let zone: String = zoneRow["zone"]
+            let (names, next, exhausted) = try Self.nextRecipients(db, campaign.audience, after: zoneRow["cursor"], limit: batchSize, zone: zone)
+            // Someone who moved from a zone already queued is not sent it twice.
+            var fresh = names
+            if !names.isEmpty {
+                var seen = Set<String>()
+                for chunk in names.sqlBatches() {
+                    seen.formUnion(try String.fetchAll(db, sql: "SELECT recipient FROM notifications WHERE campaignId = ? AND recipient IN (\(sqlPlaceholders(chunk.count)))",
+                                                       arguments: SQLArguments([id as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })))
+                }
+                fresh = names.filter { !seen.contains($0) }
+            }
+            let made = try Self.queueRecipients(db, &campaign, names: fresh, addressing: addressing, links: links, defaultImage: defaultImage, indexed: indexed)
+            try db.execute(sql: "UPDATE campaign_zones SET cursor = ?, queued = ? WHERE campaignId = ? AND zone = ?", arguments: [next, exhausted, id, zone])
+            try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, leaseUntil = ? WHERE id = ?",
+                           arguments: [campaign.recipients, campaign.devices, Date().timeIntervalSince1970 + Self.lease, id])
+            return (true, made)
+        }
+    }
+
+    /// Queues `names` for `campaign` in the caller's transaction: each gets the notification
+    /// in their locale and one push per device; the campaign's counts grow.
+    private static func queueRecipients(_ db: SQLConnection, _ campaign: inout Campaign, names: [String], addressing: DeliveryAddressing,
+                                        links: PayloadLinks?, defaultImage: String, indexed: Bool) throws -> [QueuedNotification] {
+        guard !names.isEmpty else { return [] }
+        let now = Date()
+        let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
+                                      title: campaign.title, mode: campaign.mode)
+        var writers: [String: NotificationWriter] = [:] // by content locale, "" for the campaign's own words
+        func writer(_ locale: String?) throws -> NotificationWriter {
+            if let known = writers[locale ?? ""] { return known }
+            let content = locale.flatMap { campaign.locales[$0] }
+            let made = try NotificationWriter(db, draft: content.map { localized(draft, $0) } ?? draft, defaultImage: defaultImage, links: links,
+                                              campaignId: campaign.id, now: now)
+            writers[locale ?? ""] = made
+            return made
+        }
+        var userLocales: [String: String] = [:]
+        if !campaign.locales.isEmpty {
+            for chunk in names.sqlBatches() {
+                for row in try SQLRow.fetchAll(db, sql: "SELECT name, locale FROM users WHERE name IN (\(sqlPlaceholders(chunk.count)))",
+                                               arguments: SQLArguments(Array(chunk))) {
+                    if let locale: String = row["locale"] { userLocales[row["name"]] = locale }
+                }
+            }
+        }
+        let devices = try Self.devices(db, of: names, audience: campaign.audience, app: campaign.app)
+        var groups: [String: [(name: String, targets: [PushTarget])]] = [:]
+        var queuedDevices = 0
+        for name in names {
+            let owned = devices[name] ?? []
+            if case .tags = campaign.audience, owned.isEmpty { continue }
+            // A tag expression picks devices: those go by device, a hub's too (to its installation).
+            let byDevice = if case .tags = campaign.audience { true } else { false }
+            let targets = addressing.targets(recipient: name, devices: owned, app: campaign.app, byDevice: byDevice)
+            let locale = contentLocale(for: userLocales[name], locales: campaign.locales, defaultLocale: campaign.defaultLocale)
+            groups[locale ?? "", default: []].append((name, targets))
+            queuedDevices += owned.count
+        }
+        var made: [QueuedNotification] = []
+        var queuedRecipients = 0
+        for (locale, recipients) in groups.sorted(by: { $0.key < $1.key }) {
+            let writer = try writer(locale.isEmpty ? nil : locale)
+            let created = try writer.insert(db, recipients: recipients)
+            queuedRecipients += created.count
+            if indexed {
+                made += created.map { QueuedNotification(id: $0.notification.id, recipient: $0.notification.recipient, payload: writer.media.id) }
+            }
+        }
+        campaign.recipients += queuedRecipients
+        campaign.devices += queuedDevices
+        return made
+    }
+
     /// One batch: the next recipients after the cursor, their notifications and deliveries,
     /// and the moved cursor, in one transaction.
     private func queueBatch(_ id: Int64, addressing: DeliveryAddressing) async throws -> (Campaign, [QueuedNotification]) {
         let links = self.links, batchSize = self.batchSize, defaultImage = self.defaultImage, indexed = onQueued != nil
         return try await database.write { db -> (Campaign, [QueuedNotification]) in
-            var made: [QueuedNotification] = []
-            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else {
+            // Locked on PostgreSQL: two nodes queueing one campaign take turns, each after the other's cursor.
+            let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ? \(lock)", arguments: [id]) else {
                 throw CoreError(.notFound, "no campaign \(id)")
             }
             var campaign = try Self.campaign(row)
-            guard !campaign.queued else { return (campaign, []) }
+            guard !campaign.queued, campaign.cancelledAt == nil else { return (campaign, []) }
             let cursor: String = row["cursor"] ?? ""
-            let now = Date()
-            let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
-                                          title: campaign.title, mode: campaign.mode)
-            let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: id, now: now)
             let (names, nextCursor, exhausted) = try Self.nextRecipients(db, campaign.audience, after: cursor, limit: batchSize)
-            let devices = try Self.devices(db, of: names, audience: campaign.audience, app: campaign.app)
-            var recipients: [(name: String, targets: [PushTarget])] = []
-            var queuedDevices = 0
-            for name in names {
-                let owned = devices[name] ?? []
-                if case .tags = campaign.audience, owned.isEmpty { continue }
-                // A tag expression picks devices: those go by device, a hub's too (to its installation).
-                let byDevice = if case .tags = campaign.audience { true } else { false }
-                let targets = addressing.targets(recipient: name, devices: owned, app: campaign.app, byDevice: byDevice)
-                recipients.append((name, targets))
-                queuedDevices += owned.count
-            }
-            let created = try writer.insert(db, recipients: recipients)
-            if indexed {
-                made = created.map { QueuedNotification(id: $0.notification.id, recipient: $0.notification.recipient, payload: writer.media.id) }
-            }
-            let queuedRecipients = created.count
-            campaign.recipients += queuedRecipients
-            campaign.devices += queuedDevices
+            let made = try Self.queueRecipients(db, &campaign, names: names, addressing: addressing, links: links, defaultImage: defaultImage, indexed: indexed)
             campaign.queued = exhausted
-            try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, cursor = ?, queued = ? WHERE id = ?",
-                           arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, id])
+            try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, cursor = ?, queued = ?, leaseUntil = ? WHERE id = ?",
+                           arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, Date().timeIntervalSince1970 + Self.lease, id])
             return (campaign, made)
+        }
+    }
+
+    /// Cancels campaign `id` (SPEC §19): nothing more is queued; pushes not yet handed to a push
+    /// service are dropped (those in flight finish); recipients who got nothing lose the inbox
+    /// entry; sent pushes stay sent. 404 for no such campaign, 409 for one already done.
+    public func cancel(_ id: Int64, now: Date = Date()) async throws -> CampaignProgress {
+        try await database.write { db in
+            let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ? \(lock)", arguments: [id]) else {
+                throw CoreError(.notFound, "no campaign \(id)")
+            }
+            var campaign = try Self.campaign(row)
+            if campaign.cancelledAt == nil {
+                let progress = try Self.progress(db, campaign: campaign)
+                if progress.status == .done { throw CoreError(.conflict, "campaign \(id) is done: every push was sent, nothing is left to cancel") }
+                let time = now.timeIntervalSince1970
+                try db.execute(sql: "UPDATE campaigns SET cancelledAt = ?, queued = 1, leaseUntil = NULL WHERE id = ?", arguments: [time, id])
+                // Not handed to a push service: never claimed, or claimed by a holder whose lease lapsed.
+                try db.execute(sql: """
+                    DELETE FROM deliveries WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR nextAttemptAt <= ?)
+                    """, arguments: [id, Date().timeIntervalSince1970])
+                let orphan = "SELECT n.id FROM notifications n WHERE n.campaignId = ? AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id)"
+                try db.execute(sql: "DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM (\(orphan)) AS gone)", arguments: [id])
+                try db.execute(sql: "DELETE FROM notifications WHERE id IN (SELECT id FROM (\(orphan)) AS gone)", arguments: [id])
+                campaign.cancelledAt = now
+                campaign.queued = true
+                campaign.recipients = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE campaignId = ?", arguments: [id]) ?? 0
+                campaign.devices = try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ?", arguments: [id]) ?? 0
+                try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ? WHERE id = ?", arguments: [campaign.recipients, campaign.devices, id])
+            }
+            return try Self.progress(db, campaign: campaign)
         }
     }
 
@@ -292,25 +675,33 @@ public struct CampaignStore: Sendable {
     }
 
     /// Up to `limit` recipient names after `cursor`, in name order; the cursor after them; and
-    /// whether none are left.
-    private static func nextRecipients(_ db: SQLConnection, _ audience: Audience, after cursor: String, limit: Int) throws
+    /// whether none are left. With `zone`, only users in that time zone (`UTC`: those with none).
+    private static func nextRecipients(_ db: SQLConnection, _ audience: Audience, after cursor: String, limit: Int, zone: String? = nil) throws
         -> (names: [String], cursor: String, exhausted: Bool) {
+        func inZone(_ column: String) -> (String, [any SQLValueConvertible]) {
+            guard let zone else { return ("", []) }
+            return zone == "UTC" ? ("AND (\(column) IS NULL OR \(column) = 'UTC')", []) : ("AND \(column) = ?", [zone])
+        }
         let names: [String]
         switch audience {
         case .all:
-            names = try String.fetchAll(db, sql: "SELECT name FROM users WHERE name > ? ORDER BY name LIMIT ?", arguments: [cursor, limit])
+            let (condition, values) = inZone("timezone")
+            names = try String.fetchAll(db, sql: "SELECT name FROM users WHERE name > ? \(condition) ORDER BY name LIMIT ?",
+                                        arguments: SQLArguments([cursor] + values + [limit]))
         case .users(let listed):
             let start = listed.firstIndex { $0 > cursor } ?? listed.count
             let slice = Array(listed[start..<min(start + limit, listed.count)])
             // Accounts removed since the campaign was made are skipped.
-            let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(sqlPlaceholders(slice.count)))",
-                                                   arguments: SQLArguments(slice)))
+            let (condition, values) = inZone("timezone")
+            let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(sqlPlaceholders(slice.count))) \(condition)",
+                                                   arguments: SQLArguments(slice.map { $0 as any SQLValueConvertible } + values)))
             return (slice.filter(existing.contains), slice.last ?? cursor, start + slice.count >= listed.count)
         case .tags:
+            let (condition, values) = inZone("u.timezone")
             names = try String.fetchAll(db, sql: """
                 SELECT DISTINCT r.username FROM registrations r JOIN users u ON u.name = r.username
-                WHERE r.username > ? AND r.handle IS NOT NULL ORDER BY r.username LIMIT ?
-                """, arguments: [cursor, limit])
+                WHERE r.username > ? AND r.handle IS NOT NULL \(condition) ORDER BY r.username LIMIT ?
+                """, arguments: SQLArguments([cursor] + values + [limit]))
         }
         return (names, names.last ?? cursor, names.count < limit)
     }
@@ -372,9 +763,18 @@ public struct CampaignStore: Sendable {
 
     private static func campaign(_ row: SQLRow) throws -> Campaign {
         guard let payload = MediaID(row["payload"] as String) else { throw CoreError(.notFound, "campaign payload unreadable") }
+        var schedule: CampaignSchedule?
+        if let sendAt: Double = row["sendAt"] {
+            schedule = .at(Date(timeIntervalSince1970: sendAt))
+        } else if let time: String = row["atLocalTime"] {
+            schedule = .localTime(try LocalTime(time), date: try (row["onLocalDate"] as String?).map(LocalDate.init))
+        }
+        let locales = try (row["content"] as String?).map { try JSONDecoder().decode([String: LocalizedContent].self, from: Data($0.utf8)) } ?? [:]
         return Campaign(id: row["id"], audience: try Audience(stored: row["audience"]), message: row["message"], title: row["title"],
                         richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .alert,
                         createdBy: row["createdBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
-                        recipients: row["recipients"], devices: row["devices"], queued: row["queued"], app: row["app"])
+                        recipients: row["recipients"], devices: row["devices"], queued: row["queued"], app: row["app"],
+                        schedule: schedule, locales: locales, defaultLocale: row["defaultLocale"] ?? "en",
+                        cancelledAt: (row["cancelledAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
     }
 }

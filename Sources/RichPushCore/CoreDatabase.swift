@@ -154,6 +154,41 @@ public enum CoreDatabase {
                     lastUsedAt REAL
                 );
                 """),
+        // SPEC §19: users' time zones and locales; campaigns scheduled (sendAt), at each
+        // recipient's local time (atLocalTime and onLocalDate, as PostgreSQL reserves LOCALTIME;
+        // queued zone by zone, each zone's progress in campaign_zones), cancelled, with
+        // per-locale content, and leased by the one node that queues them;
+        // Idempotency-Key answers, kept 24 h.
+        SQLMigration("core-v9-schedules", sqlite: """
+                ALTER TABLE users ADD COLUMN timezone TEXT;
+                ALTER TABLE users ADD COLUMN locale TEXT;
+                CREATE INDEX users_timezone ON users(timezone, name);
+                ALTER TABLE campaigns ADD COLUMN sendAt REAL;
+                ALTER TABLE campaigns ADD COLUMN atLocalTime TEXT;
+                ALTER TABLE campaigns ADD COLUMN onLocalDate TEXT;
+                ALTER TABLE campaigns ADD COLUMN cancelledAt REAL;
+                ALTER TABLE campaigns ADD COLUMN content TEXT;
+                ALTER TABLE campaigns ADD COLUMN defaultLocale TEXT;
+                ALTER TABLE campaigns ADD COLUMN leaseUntil REAL;
+                CREATE TABLE campaign_zones (
+                    campaignId INTEGER NOT NULL,
+                    zone       TEXT NOT NULL,
+                    dueAt      REAL NOT NULL,
+                    cursor     TEXT NOT NULL DEFAULT '',
+                    queued     INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (campaignId, zone)
+                );
+                CREATE TABLE idempotency_keys (
+                    owner     TEXT NOT NULL,
+                    route     TEXT NOT NULL,
+                    key       TEXT NOT NULL,
+                    bodyHash  BLOB NOT NULL,
+                    resource  INTEGER NOT NULL,
+                    createdAt REAL NOT NULL,
+                    PRIMARY KEY (owner, route, key)
+                );
+                CREATE INDEX idempotency_keys_created ON idempotency_keys(createdAt);
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -27,6 +27,8 @@ public final class DataStore: Sendable {
     public let registrations: RegistrationStore
     /// API keys for servers that call RichPush (SPEC §18).
     public let apiKeys: APIKeyStore
+    /// `Idempotency-Key`s seen (SPEC §19).
+    public let idempotency: IdempotencyStore
     /// The outbox as readers see it (`deliveries`).
     public let deliveries: DeliveryStore
     /// The outbox as the dispatcher works it: claims, leases, outcomes.
@@ -78,6 +80,7 @@ public final class DataStore: Sendable {
         self.sessions = SessionStore(database: database)
         self.registrations = RegistrationStore(database: database)
         self.apiKeys = APIKeyStore(database: database)
+        self.idempotency = IdempotencyStore(database: database)
         self.deliveries = DeliveryStore(database: database)
         self.outbox = OutboxStore(database: database)
         self.settings = SettingsStore(database: database)

@@ -277,9 +277,11 @@ public struct NotificationStore: Sendable {
     ///
     /// Refuses an unknown payload (422) and a push over 4096 bytes (422).
     public func create(for recipient: String, draft: NotificationDraft, defaultImage: String,
-                       addressing: DeliveryAddressing = .perDevice, app: String? = nil, now: Date = Date()) async throws -> CreatedNotification {
+                       addressing: DeliveryAddressing = .perDevice, app: String? = nil, idempotency: IdempotencyKey? = nil,
+                       now: Date = Date()) async throws -> CreatedNotification {
         let links = self.links
         return try await database.write { db in
+            try IdempotencyKey.replayIfSeen(db, idempotency, now: now)
             let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, now: now)
             let devices = try RegistrationStore.registrations(db, username: recipient).compactMap { r in
                 r.handle.map { PushTarget(registration: r.id, target: $0, platform: r.platform, app: r.app) }
@@ -287,7 +289,17 @@ public struct NotificationStore: Sendable {
             let targets = addressing.targets(recipient: recipient, devices: devices, app: app, alwaysTag: true)
             let made = try writer.insert(db, recipient: recipient, targets: targets)
             try MediaIndex.addReference(db, id: writer.media.id, owner: "notification:\(made.notification.id)", now: now)
+            if let idempotency { try IdempotencyKey.record(db, idempotency, resource: made.notification.id, now: now) }
             return made
+        }
+    }
+
+    /// Notification `id` and its payload URL, whoever it is for (an idempotent replay answers with it).
+    public func created(id: Int64) async throws -> (RichNotification, String?)? {
+        try await database.read { db in
+            try SQLRow.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id]).flatMap { row in
+                Self.notification(row).map { ($0, row["richUrl"] as String?) }
+            }
         }
     }
 

@@ -159,6 +159,31 @@ public struct RegistrationStore: Sendable {
         return db.changesCount > 0
     }
 
+    /// Registers devices in bulk (a move from another system, a benchmark's audience), 500 to a
+    /// statement: each handle checked for its platform, each user's `username:` tag added, in the
+    /// `default` app. The whole batch is refused when one is bad.
+    public func importDevices(_ devices: [(user: String, platform: String, handle: String)], now: Date = Date()) async throws {
+        var rows: [[SQLValue]] = []
+        var random = SystemRandomNumberGenerator()
+        for device in devices {
+            guard Self.platforms.contains(device.platform) else { throw CoreError(.invalid, "platform '\(device.platform.prefix(20))' is not supported") }
+            let handle = try Self.normalizeHandle(device.handle, platform: device.platform)
+            let id = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max, using: &random)) }.joined()
+            let values: [any SQLValueConvertible] = [id, device.user, device.platform, handle, Self.encodeTags(["username:\(device.user)"]),
+                                                     now.timeIntervalSince1970, now.timeIntervalSince1970]
+            rows.append(values.map(\.sqlValue))
+        }
+        let batches = rows.sqlBatches()
+        try await database.write { db in
+            for chunk in batches {
+                let tuple = "(?, ?, ?, ?, ?, ?, ?)"
+                try db.execute(sql: "INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES "
+                               + Array(repeating: tuple, count: chunk.count).joined(separator: ", "),
+                               arguments: SQLArguments(values: chunk.flatMap { $0 }))
+            }
+        }
+    }
+
     /// How many devices (registrations with a handle) each app has.
     public func devicesByApp() async throws -> [String: Int] {
         try await database.read { db in

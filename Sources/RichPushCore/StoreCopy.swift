@@ -30,6 +30,8 @@ extension DataStore {
         ("registrations", ["id"], false),
         ("sessions", ["tokenHash"], false),
         ("api_keys", ["name"], false),
+        ("campaign_zones", ["campaignId", "zone"], false),
+        ("idempotency_keys", ["owner", "route", "key"], false),
         ("mirror_deletions", ["registrationId"], false),
         ("meta", ["key"], true),
         ("settings", ["key"], true),

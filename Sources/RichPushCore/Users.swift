@@ -10,6 +10,43 @@ public struct User: Sendable, Equatable {
     public var admin: Bool
     /// When it was created.
     public var createdAt: Date
+    /// The IANA time zone a local-time campaign reaches them in (nil: UTC), SPEC §19.
+    public var timezone: String? = nil
+    /// The BCP 47 locale their campaigns' content is chosen by (nil: the campaign's default).
+    public var locale: String? = nil
+}
+
+/// A user's time zone and locale (SPEC §19), checked and in canonical form.
+public enum UserPreferences {
+    /// An IANA zone Foundation knows (`Europe/Paris`, `UTC`); 400 otherwise.
+    public static func timezone(_ text: String) throws -> String {
+        guard text.utf8.count <= 64, !text.isEmpty, TimeZone(identifier: text) != nil, text.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            throw CoreError(.invalid, "unknown time zone '\(text.prefix(64))': use an IANA name such as Europe/Paris or America/New_York")
+        }
+        return text
+    }
+
+    /// A well-formed BCP 47 tag (language, then subtags of 1 to 8 letters or digits), in its
+    /// canonical case: `fr-CA`, `zh-Hant-TW`, `es-419`; 400 otherwise.
+    public static func locale(_ text: String) throws -> String {
+        let parts = text.replacingOccurrences(of: "_", with: "-").split(separator: "-", omittingEmptySubsequences: false).map(String.init)
+        guard text.utf8.count <= 35, let language = parts.first, (2...3).contains(language.count), language.allSatisfy({ $0.isASCII && $0.isLetter }),
+              parts.dropFirst().allSatisfy({ (1...8).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } })
+        else {
+            throw CoreError(.invalid, "malformed locale '\(text.prefix(40))': use a BCP 47 tag such as en, fr-CA or zh-Hant-TW")
+        }
+        return ([language.lowercased()] + parts.dropFirst().map { part in
+            if part.count == 2 && part.allSatisfy(\.isLetter) { return part.uppercased() }              // region
+            if part.count == 4 && part.allSatisfy(\.isLetter) { return part.prefix(1).uppercased() + part.dropFirst().lowercased() } // script
+            return part.lowercased()
+        }).joined(separator: "-")
+    }
+
+    /// The tags `locale` falls back through, most specific first: `fr-CA` → `fr-CA`, `fr`.
+    public static func fallbacks(_ locale: String) -> [String] {
+        let parts = locale.split(separator: "-").map(String.init)
+        return (1...max(1, parts.count)).reversed().map { parts.prefix($0).joined(separator: "-") }
+    }
 }
 
 /// What authentication needs to know of an account.
@@ -151,6 +188,9 @@ public struct UserStore: Sendable {
             var summary = ImportSummary()
             for (entry, hash) in hashed {
                 if try Self.insert(db, name: entry.name, hash: hash, admin: entry.admin, now: now) {
+                    if entry.timezone != nil || entry.locale != nil {
+                        try db.execute(sql: "UPDATE users SET timezone = ?, locale = ? WHERE name = ?", arguments: [entry.timezone, entry.locale, entry.name])
+                    }
                     summary.imported += 1
                 } else {
                     summary.skipped += 1
@@ -163,10 +203,32 @@ public struct UserStore: Sendable {
     /// Every user, by name.
     public func list() async throws -> [User] {
         try await database.read { db in
-            try SQLRow.fetchAll(db, sql: "SELECT name, admin, createdAt FROM users ORDER BY name").map {
-                User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]))
+            try SQLRow.fetchAll(db, sql: "SELECT name, admin, createdAt, timezone, locale FROM users ORDER BY name").map {
+                User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]), timezone: $0["timezone"], locale: $0["locale"])
             }
         }
+    }
+
+    /// `name`'s account, or nil.
+    public func find(_ name: String) async throws -> User? {
+        try await database.read { db in
+            try SQLRow.fetchOne(db, sql: "SELECT name, admin, createdAt, timezone, locale FROM users WHERE name = ?", arguments: [name]).map {
+                User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]), timezone: $0["timezone"], locale: $0["locale"])
+            }
+        }
+    }
+
+    /// Sets `name`'s time zone and locale (SPEC §19, `PUT /api/me`): each when given, checked
+    /// (400 for an unknown zone or a malformed tag); 404 when there is no such user.
+    public func setPreferences(_ name: String, timezone: String?, locale: String?) async throws -> User {
+        let zone = try timezone.map(UserPreferences.timezone)
+        let tag = try locale.map(UserPreferences.locale)
+        try await database.write { db in
+            if let zone { try db.execute(sql: "UPDATE users SET timezone = ? WHERE name = ?", arguments: [zone, name]) }
+            if let tag { try db.execute(sql: "UPDATE users SET locale = ? WHERE name = ?", arguments: [tag, name]) }
+        }
+        guard let user = try await find(name) else { throw CoreError(.notFound, "no user \(name)") }
+        return user
     }
 
     /// Users whose name contains `search` (any case; every user without one), by name, at most
@@ -252,12 +314,17 @@ public enum UserImport {
         public var name: String
         public var secret: Secret
         public var admin: Bool
+        /// SPEC §19: the user's IANA time zone and BCP 47 locale, when given.
+        public var timezone: String?
+        public var locale: String?
 
         /// Creates an entry.
-        public init(name: String, secret: Secret, admin: Bool) {
+        public init(name: String, secret: Secret, admin: Bool, timezone: String? = nil, locale: String? = nil) {
             self.name = name
             self.secret = secret
             self.admin = admin
+            self.timezone = timezone
+            self.locale = locale
         }
     }
 
@@ -266,6 +333,8 @@ public enum UserImport {
         var password: String?
         var bcrypt: String?
         var admin: Bool?
+        var timezone: String?
+        var locale: String?
     }
 
     /// Parses one line; throws a `CoreError` saying what is wrong with it.
@@ -281,13 +350,15 @@ public enum UserImport {
         }
         guard let name = fields.name else { throw CoreError(.invalid, "\"name\" is missing") }
         try UserStore.validateName(name)
+        let timezone = try fields.timezone.map(UserPreferences.timezone)
+        let locale = try fields.locale.map(UserPreferences.locale)
         switch (fields.password, fields.bcrypt) {
         case (let password?, nil):
             try UserStore.validatePassword(password)
-            return Entry(name: name, secret: .password(password), admin: fields.admin ?? false)
+            return Entry(name: name, secret: .password(password), admin: fields.admin ?? false, timezone: timezone, locale: locale)
         case (nil, let hash?):
             try UserStore.validateBcrypt(hash)
-            return Entry(name: name, secret: .bcrypt(hash), admin: fields.admin ?? false)
+            return Entry(name: name, secret: .bcrypt(hash), admin: fields.admin ?? false, timezone: timezone, locale: locale)
         case (nil, nil):
             throw CoreError(.invalid, "give \"password\" or \"bcrypt\"")
         case (.some, .some):

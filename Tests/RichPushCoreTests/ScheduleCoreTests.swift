@@ -1,0 +1,205 @@
+import Foundation
+import SQLEngine
+import MediaStore
+@testable import RichPushCore
+import RichPushTestSupport
+import Testing
+
+@Suite("Core: scheduled and local-time campaigns, cancel, locales, idempotency (SPEC §19)")
+struct ScheduleCoreTests {
+    static func date(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+    /// A store with the default image and `users` (name, zone, locale), each with one device.
+    static func store(_ dir: URL, users: [(String, String?, String?)]) async throws -> DataStore {
+        let store = try await DataStore.open(path: dir.path)
+        _ = try await store.media.ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png")
+        _ = try await store.users(cost: 4).importUsers(users.map { .init(name: $0.0, secret: .password("pw"), admin: false, timezone: $0.1, locale: $0.2) })
+        for (index, user) in users.enumerated() {
+            let registration = try await store.registrations.create(for: user.0)
+            _ = try await store.registrations.update(id: registration.id, for: user.0,
+                                                     with: DeviceRegistration(platform: "apns", handle: String(format: "%064x", index + 1), tags: []))
+        }
+        return store
+    }
+
+    static func recipients(_ store: DataStore, campaign: Int64) async throws -> Set<String> {
+        Set(try await store.database.read { db in
+            try String.fetchAll(db, sql: "SELECT recipient FROM notifications WHERE campaignId = ?", arguments: [campaign])
+        })
+    }
+
+    @Test("09:00 on a date in each user's zone: both sides of the date line and across a DST change, each queued at their own 09:00 and not a second before, through a restart; only what is due is pending")
+    func localTime() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // 2026-03-29: Europe's clocks go forward at 01:00 UTC (Paris is UTC+2 by 09:00); New York has been on EDT since 03-08.
+        let zones: [(user: String, zone: String?, due: String)] = [
+            ("kiri", "Pacific/Kiritimati", "2026-03-28T19:00:00Z"), // UTC+14: first
+            ("tokyo", "Asia/Tokyo", "2026-03-29T00:00:00Z"),
+            ("paris", "Europe/Paris", "2026-03-29T07:00:00Z"),
+            ("nozone", nil, "2026-03-29T09:00:00Z"),                 // no zone: UTC
+            ("newyork", "America/New_York", "2026-03-29T13:00:00Z"),
+            ("pago", "Pacific/Pago_Pago", "2026-03-29T20:00:00Z"),  // UTC-11: last
+        ]
+        var store = try await Self.store(dir, users: zones.map { ($0.user, $0.zone, nil) })
+        var campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        let created = Self.date("2026-03-27T12:00:00Z")
+        let schedule = CampaignSchedule.localTime(try LocalTime("09:00"), date: try LocalDate("2026-03-29"))
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "Good morning"), schedule: schedule),
+                                                  by: "root", now: created)
+        #expect(try await campaigns.progress(campaign.id)?.status == .scheduled)
+        #expect(try await campaigns.runDue(now: created, addressing: .perDevice).isEmpty)
+        var expected: Set<String> = []
+        for (index, entry) in zones.enumerated() {
+            let due = Self.date(entry.due)
+            try await campaigns.runDue(now: due.addingTimeInterval(-1), addressing: .perDevice)
+            #expect(try await Self.recipients(store, campaign: campaign.id) == expected, "before \(entry.user)'s 09:00")
+            try await campaigns.runDue(now: due, addressing: .perDevice)
+            expected.insert(entry.user)
+            #expect(try await Self.recipients(store, campaign: campaign.id) == expected, "at \(entry.user)'s 09:00")
+            let progress = try #require(try await campaigns.progress(campaign.id))
+            #expect(progress.pending == expected.count, "only what is due is pending")
+            #expect(progress.status == .sending && !progress.campaign.queued)
+            if index == 2 {
+                // A restart between zones: the schedule lives in the database.
+                store.close()
+                store = try await DataStore.open(path: dir.path)
+                campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+            }
+        }
+        try await campaigns.runDue(now: Self.date("2026-03-29T21:00:00Z"), addressing: .perDevice)
+        let done = try #require(try await campaigns.progress(campaign.id))
+        #expect(done.campaign.queued && done.campaign.recipients == zones.count && done.campaign.devices == zones.count)
+        // Nobody twice, whatever runs later.
+        try await campaigns.runDue(now: Self.date("2026-03-30T21:00:00Z"), addressing: .perDevice)
+        #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications") } == zones.count)
+        store.close()
+    }
+
+    @Test("the due time of a zone: the next 09:00 after the campaign is made, a date's 09:00, and a time a DST change skips")
+    func dueTimes() throws {
+        let nine = CampaignSchedule.localTime(try LocalTime("09:00"), date: nil)
+        let tokyo = TimeZone(identifier: "Asia/Tokyo")!
+        // Made at 10:00 in Tokyo: tomorrow's 09:00; made at 08:00: today's.
+        #expect(nine.due(in: tokyo, createdAt: Self.date("2026-06-01T01:00:00Z")) == Self.date("2026-06-02T00:00:00Z"))
+        #expect(nine.due(in: tokyo, createdAt: Self.date("2026-05-31T23:00:00Z")) == Self.date("2026-06-01T00:00:00Z"))
+        // 02:30 does not exist in New York on 2026-03-08: the moment after the gap.
+        let gap = CampaignSchedule.localTime(try LocalTime("02:30"), date: try LocalDate("2026-03-08"))
+        let ny = gap.due(in: TimeZone(identifier: "America/New_York")!, createdAt: Self.date("2026-03-01T00:00:00Z"))
+        #expect(ny >= Self.date("2026-03-08T07:00:00Z") && ny <= Self.date("2026-03-08T07:30:00Z"), "\(ny)")
+        #expect(throws: CoreError.self) { try LocalTime("24:00") }
+        #expect(throws: CoreError.self) { try LocalTime("9:00") }
+        #expect(throws: CoreError.self) { try LocalDate("2026-02-30") }
+    }
+
+    @Test("sendAt: scheduled until its time, then queued whole; in the past is refused; a year away too")
+    func sendAt() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", "Asia/Tokyo", nil)])
+        defer { store.close() }
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        // Whole seconds: a Date read back from seconds since 1970 may differ from one made by adding by a rounding step.
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let at = now.addingTimeInterval(3600)
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), schedule: .at(at)), by: "root", now: now)
+        #expect(try await campaigns.runDue(now: at.addingTimeInterval(-1), addressing: .perDevice).isEmpty)
+        #expect(try await campaigns.progress(campaign.id)?.status == .scheduled)
+        // Not an unfinished campaign of a dead process either.
+        #expect(try await campaigns.resumeUnfinished(addressing: .perDevice).isEmpty)
+        #expect(try await campaigns.runDue(now: at, addressing: .perDevice) == [campaign.id])
+        let sent = try #require(try await campaigns.progress(campaign.id))
+        #expect(sent.campaign.queued && sent.campaign.recipients == 2 && sent.pending == 2 && sent.status == .sending)
+        await #expect(throws: CoreError.self) {
+            try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), schedule: .at(now.addingTimeInterval(-3600))), by: "root", now: now)
+        }
+        await #expect(throws: CoreError.self) {
+            try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), schedule: .at(now.addingTimeInterval(400 * 86_400))), by: "root", now: now)
+        }
+    }
+
+    @Test("cancel: nothing more is queued, pending pushes and the inbox entries of users who got nothing go, sent pushes stay; a done campaign is 409")
+    func cancel() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", nil, nil), ("c", nil, nil)])
+        defer { store.close() }
+        var campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        campaigns.batchSize = 2
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice, maxBatches: 1) // a and b queued, c not yet
+        try await store.database.write { db in
+            try db.execute(sql: "UPDATE deliveries SET state = 'sent' WHERE target = ?", arguments: [String(format: "%064x", 1)])
+        }
+        let cancelled = try await campaigns.cancel(campaign.id)
+        #expect(cancelled.status == .cancelled && cancelled.sent == 1 && cancelled.pending == 0 && cancelled.campaign.recipients == 1)
+        #expect(try await Self.recipients(store, campaign: campaign.id) == ["a"])
+        // Nothing more is queued, by anyone.
+        #expect(try await campaigns.queue(campaign.id, addressing: .perDevice).queued)
+        #expect(try await campaigns.resumeUnfinished(addressing: .perDevice).isEmpty)
+        #expect(try await Self.recipients(store, campaign: campaign.id) == ["a"])
+        #expect(try await campaigns.cancel(campaign.id).status == .cancelled)
+        // Done: nothing to cancel.
+        let other = try await campaigns.create(CampaignDraft(audience: .users(["b"]), content: NotificationDraft()), by: "root")
+        _ = try await campaigns.queue(other.id, addressing: .perDevice)
+        try await store.database.write { db in try db.execute(sql: "UPDATE deliveries SET state = 'sent' WHERE campaignId = ?", arguments: [other.id]) }
+        await #expect(throws: CoreError.self) { try await campaigns.cancel(other.id) }
+    }
+
+    @Test("locales: each recipient gets theirs, fr-CA falling back to fr, others to the default locale; every locale's push must fit")
+    func locales() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("quebec", nil, "fr-CA"), ("lyon", nil, "fr"), ("berlin", nil, "de"), ("plain", nil, nil),
+                                                     ("mexico", nil, "es-MX")])
+        defer { store.close() }
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        let content: [String: LocalizedContent] = ["en": .init(title: "Sale", message: "Half price"), "fr": .init(title: "Soldes", message: "Moitié prix"),
+                                                   "es": .init(title: "Rebajas", message: "Mitad de precio")]
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), locales: content), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        let messages = Dictionary(uniqueKeysWithValues: try await store.database.read { db in
+            try SQLRow.fetchAll(db, sql: "SELECT recipient, message, title FROM notifications").map { ($0["recipient"] as String, "\($0["title"] as String? ?? ""): \($0["message"] as String)") }
+        })
+        #expect(messages == ["quebec": "Soldes: Moitié prix", "lyon": "Soldes: Moitié prix", "berlin": "Sale: Half price", "plain": "Sale: Half price",
+                             "mexico": "Rebajas: Mitad de precio"])
+        // No content for the default locale and no message: refused; a locale too long for a push: refused.
+        await #expect(throws: CoreError.self) {
+            try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), locales: ["fr": .init(message: "Bonjour")]), by: "root")
+        }
+        await #expect(throws: CoreError.self) {
+            try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), locales: ["en": .init(message: String(repeating: "x", count: 5000))]), by: "root")
+        }
+        await #expect(throws: CoreError.self) {
+            try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), locales: ["not a tag": .init(message: "x")]), by: "root")
+        }
+        #expect(try UserPreferences.locale("zh_hant_tw") == "zh-Hant-TW" && (try UserPreferences.locale("ES-419")) == "es-419")
+        #expect(UserPreferences.fallbacks("zh-Hant-TW") == ["zh-Hant-TW", "zh-Hant", "zh"])
+        #expect(throws: CoreError.self) { try UserPreferences.timezone("Mars/Olympus") }
+    }
+
+    @Test("Idempotency-Key: the same key and body make one campaign, another body is 422, another caller's key is theirs")
+    func idempotency() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("a", nil, nil)])
+        defer { store.close() }
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        let body = Data(#"{"audience":{"all":true}}"#.utf8)
+        let key = try IdempotencyKey(owner: "root", route: "POST /api/admin/campaigns", key: "k-1", body: body)
+        let first = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root", idempotency: key)
+        do {
+            _ = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root", idempotency: key)
+            Issue.record("a second campaign was made")
+        } catch let replay as IdempotentReplay {
+            #expect(replay.resource == first.id)
+        }
+        let other = try IdempotencyKey(owner: "root", route: "POST /api/admin/campaigns", key: "k-1", body: Data(#"{"audience":{"users":["a"]}}"#.utf8))
+        await #expect(throws: CoreError.self) { try await store.idempotency.resource(for: other) }
+        let theirs = try IdempotencyKey(owner: "key:backend", route: "POST /api/admin/campaigns", key: "k-1", body: body)
+        #expect(try await store.idempotency.resource(for: theirs) == nil)
+        // A day later the key is free again.
+        #expect(try await store.idempotency.resource(for: key, now: Date().addingTimeInterval(IdempotencyKey.lifetime + 60)) == nil)
+        #expect(throws: CoreError.self) { try IdempotencyKey(owner: "root", route: "r", key: String(repeating: "k", count: 256), body: body) }
+    }
+}
