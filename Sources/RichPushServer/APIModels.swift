@@ -276,6 +276,79 @@ struct CampaignRequest: Codable, Sendable {
     var mode: PushMode?
     /// The app whose devices it goes to (SPEC §18); every app the audience has devices in when left out.
     var app: String?
+    /// SPEC §19: when it goes out, RFC 3339 (`2026-12-01T09:00:00Z`); now when left out.
+    var sendAt: String?
+    /// SPEC §19: `HH:MM` in each recipient's own time zone, on `localDate` (`YYYY-MM-DD`) or at the next such time.
+    var localTime: String?
+    var localDate: String?
+    /// SPEC §19: title and message per BCP 47 locale.
+    var content: LocaleContent?
+    /// The locale of recipients whose own has no content (default `en`).
+    var defaultLocale: String?
+}
+
+/// `content` of a campaign: BCP 47 locale → `{"title","message"}` (SPEC §19).
+struct LocaleContent: Codable, Sendable, DeclaredSchema {
+    var locales: [String: LocalizedContent]
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        // Strict inside too: each locale has a title, a message, or both, and nothing else.
+        guard let raw = try? container.decode([String: [String: String?]].self) else {
+            throw DecodingError.typeMismatch(LocaleContent.self, .init(codingPath: decoder.codingPath,
+                                                                       debugDescription: "an object of locale → {title, message} strings"))
+        }
+        var locales: [String: LocalizedContent] = [:]
+        for (locale, fields) in raw {
+            if let unknown = Set(fields.keys).subtracting(["title", "message"]).sorted().first {
+                throw Problem(.badRequest, "unknown field \"content.\(locale).\(unknown)\"; each locale has \"title\" and \"message\"")
+            }
+            locales[locale] = LocalizedContent(title: fields["title"] ?? nil, message: fields["message"] ?? nil)
+        }
+        self.locales = locales
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(locales)
+    }
+
+    static var declaredSchema: JSONSchema {
+        JSONSchema.type("object").with {
+            $0.description = "BCP 47 locale (en, fr-CA) → {\"title\", \"message\"}; each recipient gets theirs, falling back from fr-CA to fr to defaultLocale."
+            $0.propertyNames = [LocaleContent.tag]
+            $0.valuesSchema = [JSONSchema.type("object").with {
+                $0.properties = ["title": JSONSchema.string.with { $0.nullable = true }, "message": JSONSchema.string.with { $0.nullable = true }]
+                $0.additionalProperties = false
+            }]
+        }
+    }
+
+    /// A BCP 47 tag as the server takes it: a language of 2 or 3 letters, then subtags of 1 to 8 letters or digits.
+    static let tag = JSONSchema.string.with { $0.pattern = "^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$"; $0.maxLength = 35 }
+    static var schemaExample: LocaleContent { LocaleContent(locales: [:]) }
+
+    init(locales: [String: LocalizedContent]) {
+        self.locales = locales
+    }
+}
+
+/// `PUT /api/me`: the caller's time zone and locale (SPEC §19); each optional.
+struct MeUpdate: Codable, Sendable {
+    /// An IANA zone, e.g. `Europe/Paris`.
+    var timezone: String?
+    /// A BCP 47 tag, e.g. `fr-CA`.
+    var locale: String?
+}
+
+/// `GET`/`PUT /api/me`.
+struct MeResponse: Codable, Sendable {
+    var name: String
+    var admin: Bool
+    /// The IANA zone local-time campaigns reach the user in (`UTC` when unset).
+    var timezone: String
+    /// The BCP 47 locale campaigns' content is chosen by; absent when unset.
+    var locale: String?
 }
 
 /// A campaign and its counts, as `/api/admin/campaigns…` answer (SPEC §10).
@@ -297,6 +370,15 @@ struct CampaignResponse: Codable, Sendable {
     var created: String
     /// The app it went to; absent for every app.
     var app: String?
+    /// SPEC §19: its schedule, as asked.
+    var sendAt: String?
+    var localTime: String?
+    var localDate: String?
+    /// The locales it has content for, and the default one.
+    var locales: [String]?
+    var defaultLocale: String?
+    /// When it was cancelled.
+    var cancelled: String?
 
     init(_ progress: CampaignProgress) {
         let c = progress.campaign
@@ -314,8 +396,21 @@ struct CampaignResponse: Codable, Sendable {
         payload = c.payload.hex
         mode = c.mode
         createdBy = c.createdBy
-        created = ISO8601DateFormatter().string(from: c.createdAt)
+        let dates = ISO8601DateFormatter()
+        created = dates.string(from: c.createdAt)
         app = c.app
+        switch c.schedule {
+        case .at(let date)?: sendAt = dates.string(from: date)
+        case .localTime(let time, let date)?:
+            localTime = time.description
+            localDate = date?.description
+        case nil: break
+        }
+        if !c.locales.isEmpty {
+            locales = c.locales.keys.sorted()
+            defaultLocale = c.defaultLocale
+        }
+        cancelled = c.cancelledAt.map(dates.string(from:))
     }
 }
 
@@ -350,11 +445,41 @@ enum RequestBody {
             guard path.count == 1, let name = canonical[key.stringValue.lowercased()] else { return key }
             return AnyKey(name)
         }
+        let value: T
         do {
-            return try decoder.decode(type, from: data)
+            value = try decoder.decode(type, from: data)
         } catch let error as DecodingError {
             throw Problem(.badRequest, explain(error, schema: schema, shape: shape))
         }
+        // Strict: a field the server does not know (a typo, or a feature this server lacks, such
+        // as "sendAt" on an older one) is refused by name, never ignored.
+        if let object = try? JSONSerialization.jsonObject(with: data) {
+            if let unknown = unknownField(object, schema: schema, path: [], foldCase: true) {
+                throw Problem(.badRequest, "unknown field \"\(unknown)\"; the body is \(shape)")
+            }
+        }
+        return value
+    }
+
+    /// The first field of `value` (depth first, by path) that `schema` does not describe; nil
+    /// when every one is known. Objects with no listed properties (maps) take any key; the top
+    /// level's keys are matched in any case, as they are decoded.
+    static func unknownField(_ value: Any, schema: JSONSchema, path: [String], foldCase: Bool) -> String? {
+        if let array = value as? [Any] {
+            guard let element = schema.items?.first else { return nil }
+            for item in array { if let found = unknownField(item, schema: element, path: path, foldCase: false) { return found } }
+            return nil
+        }
+        guard let object = value as? [String: Any] else { return nil }
+        var properties = schema.properties ?? [:]
+        for alternative in schema.oneOf ?? [] { properties.merge(alternative.properties ?? [:]) { a, _ in a } }
+        guard !properties.isEmpty else { return nil }
+        let known = foldCase ? Dictionary(properties.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a }) : properties
+        for key in object.keys.sorted() {
+            guard let property = known[foldCase ? key.lowercased() : key] else { return (path + [key]).joined(separator: ".") }
+            if let found = unknownField(object[key]!, schema: property, path: path + [key], foldCase: false) { return found }
+        }
+        return nil
     }
 
     /// What was wrong, by the field's name.
@@ -404,5 +529,26 @@ enum RequestBody {
         init(_ string: String) { stringValue = string }
         init?(stringValue: String) { self.stringValue = stringValue }
         init?(intValue: Int) { nil }
+    }
+}
+
+extension CampaignRequest: SchemaRefining {
+    /// The schedule's and the locale's shapes (SPEC §19); a value of the right shape that is not
+    /// a time (02-30) or is past is 422.
+    static func refine(_ schema: inout JSONSchema) {
+        schema.properties?["sendAt"]?.format = "date-time"
+        schema.properties?["localTime"]?.pattern = "^([01][0-9]|2[0-3]):[0-5][0-9]$"
+        schema.properties?["localDate"]?.pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+        schema.properties?["defaultLocale"]?.pattern = LocaleContent.tag.pattern
+        schema.properties?["defaultLocale"]?.maxLength = LocaleContent.tag.maxLength
+    }
+}
+
+extension MeUpdate: SchemaRefining {
+    /// The zones Foundation knows, and BCP 47's shape.
+    static func refine(_ schema: inout JSONSchema) {
+        schema.properties?["timezone"]?.enumeration = TimeZone.knownTimeZoneIdentifiers.sorted()
+        schema.properties?["locale"]?.pattern = LocaleContent.tag.pattern
+        schema.properties?["locale"]?.maxLength = LocaleContent.tag.maxLength
     }
 }

@@ -60,7 +60,7 @@ public func buildApplication(
     let services = Services(
         configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
         users: users, registrations: data.registrations, notifications: notifications,
-        sessions: sessions, campaigns: campaigns, deliveries: data.deliveries, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
+        sessions: sessions, campaigns: campaigns, deliveries: data.deliveries, idempotency: data.idempotency, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
         accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
@@ -103,7 +103,8 @@ public func buildApplication(
         port: configuration.port,
         maxConnections: configuration.maxConnections,
         services: [epochs, follower, KeyUseRecorder(authenticator: authenticator),
-                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, logger: logger),
+                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, clock: configuration.scheduleClock,
+                                   interval: configuration.scheduleInterval, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
@@ -186,23 +187,36 @@ final class PublicURL: Sendable {
     private var scheme: String { secure ? "https" : "http" }
 }
 
-/// Finishes queueing campaigns whose process died half-way, at start and then every 10 s.
+/// Sends scheduled campaigns and local-time zones as they come due (every `interval`, SPEC
+/// §19), and finishes queueing campaigns whose process died half-way (at start, then every 10 s).
 struct CampaignResumer: Service {
     let campaigns: CampaignStore
     let dispatcher: any PushDispatching
+    let clock: @Sendable () -> Date
+    let interval: Duration
     let logger: Logger
 
     func run() async throws {
         let dispatcher = self.dispatcher
+        var lastResume = ContinuousClock.now - .seconds(60)
         repeat {
-            do {
-                let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
-                if !resumed.isEmpty { logger.notice("finished queueing campaigns left by a process that died", metadata: ["campaigns": "\(resumed)"]) }
-            } catch {
-                logger.error("cannot resume campaigns", metadata: ["error": "\(error)"])
+            if ContinuousClock.now - lastResume >= .seconds(10) {
+                lastResume = .now
+                do {
+                    let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+                    if !resumed.isEmpty { logger.notice("finished queueing campaigns left by a process that died", metadata: ["campaigns": "\(resumed)"]) }
+                } catch {
+                    logger.error("cannot resume campaigns", metadata: ["error": "\(error)"])
+                }
             }
-            // The pause ends at a graceful shutdown too: a plain sleep held every shutdown up to 10 s.
-        } while (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(10)) }) != nil && !Task.isShuttingDownGracefully
+            do {
+                let sent = try await campaigns.runDue(now: clock(), addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+                if !sent.isEmpty { logger.info("queued scheduled campaigns that came due", metadata: ["campaigns": "\(sent)"]) }
+            } catch {
+                logger.error("cannot send scheduled campaigns", metadata: ["error": "\(error)"])
+            }
+            // The pause ends at a graceful shutdown too: a plain sleep held every shutdown up to its length.
+        } while (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }) != nil && !Task.isShuttingDownGracefully
     }
 }
 

@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import MediaStore
@@ -49,21 +50,106 @@ extension Services {
 
     func createCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let admin = try principal(context)
+        let idempotencyHeader = request.headers[HTTPField.Name("Idempotency-Key")!]
         let body = try await request.body.collect(upTo: 1 << 20)
-        let request = try RequestBody.decode(CampaignRequest.self, from: Data(body.readableBytesView),
-                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\"}")
+        let bytes = Data(body.readableBytesView)
+        let request = try RequestBody.decode(CampaignRequest.self, from: bytes,
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\"}")
         let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
                                         payload: request.payload, title: request.title, mode: request.mode ?? .alert)
         let app = try appAllowed(request.app, for: admin)
-        let campaign = try await campaigns.create(CampaignDraft(audience: try request.audience.audience, content: content, app: app), by: admin.user)
-        let dispatcher = self.dispatcher
-        _ = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+        let schedule: CampaignSchedule?
+        do { schedule = try Self.schedule(request) } catch let error as CoreError { throw Problem(.unprocessableContent, error.message) }
+        let draft = CampaignDraft(audience: try request.audience.audience, content: content, app: app, schedule: schedule,
+                                  locales: request.content?.locales ?? [:], defaultLocale: request.defaultLocale ?? "en")
+        let key = try idempotencyHeader.map { try IdempotencyKey(owner: admin.user, route: "POST /api/admin/campaigns", key: $0, body: bytes) }
+        let campaign: Campaign
+        do {
+            campaign = try await campaigns.create(draft, by: admin.user, idempotency: key)
+        } catch let replay as IdempotentReplay {
+            return try await campaignReplay(replay, key: key!)
+        }
+        if campaign.schedule == nil {
+            let dispatcher = self.dispatcher
+            _ = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+        }
         guard let progress = try await campaigns.progress(campaign.id) else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
-        context.logger.info("campaign queued", metadata: ["campaign": "\(campaign.id)", "recipients": "\(progress.campaign.recipients)",
-                                                          "devices": "\(progress.campaign.devices)", "by": "\(admin.user)"])
+        context.logger.info(campaign.schedule == nil ? "campaign queued" : "campaign scheduled",
+                            metadata: ["campaign": "\(campaign.id)", "recipients": "\(progress.campaign.recipients)",
+                                       "devices": "\(progress.campaign.devices)", "by": "\(admin.user)"])
         var response = try encode(CampaignResponse(progress), status: .accepted)
         response.headers[.location] = "/api/admin/campaigns/\(campaign.id)"
         return response
+    }
+
+    /// What the first request with an `Idempotency-Key` answered: its campaign, as it stands.
+    private func campaignReplay(_ replay: IdempotentReplay, key: IdempotencyKey) async throws -> Response {
+        var id = replay.resource
+        if id == nil { id = try await idempotency.resource(for: key) }
+        guard let id, let progress = try await campaigns.progress(id) else {
+            throw Problem(.conflict, "a request with this Idempotency-Key is still being made; try again in a second", headers: [.retryAfter: "1"])
+        }
+        var response = try encode(CampaignResponse(progress), status: .accepted)
+        response.headers[.location] = "/api/admin/campaigns/\(id)"
+        response.headers[HTTPField.Name("Idempotent-Replayed")!] = "true"
+        return response
+    }
+
+    /// `sendAt` (RFC 3339), or `localTime` with an optional `localDate`; 400 for both, a date
+    /// without a time, or a malformed value.
+    static func schedule(_ request: CampaignRequest) throws -> CampaignSchedule? {
+        if let sendAt = request.sendAt {
+            guard request.localTime == nil, request.localDate == nil else {
+                throw Problem(.unprocessableContent, "give sendAt, or localTime (with an optional localDate), not both")
+            }
+            guard let date = Self.rfc3339(sendAt) else {
+                throw Problem(.unprocessableContent, "sendAt must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got '\(sendAt.prefix(40))'")
+            }
+            return .at(date)
+        }
+        if let time = request.localTime {
+            return .localTime(try LocalTime(time), date: try request.localDate.map(LocalDate.init))
+        }
+        if request.localDate != nil { throw Problem(.unprocessableContent, "localDate needs localTime") }
+        return nil
+    }
+
+    /// An RFC 3339 date-time: with a zone (Z or an offset), with or without fractional seconds.
+    static func rfc3339(_ text: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        plain.formatOptions = [.withInternetDateTime]
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return plain.date(from: text) ?? fractional.date(from: text)
+    }
+
+    /// `DELETE /api/admin/campaigns/{id}`: cancels what has not been sent (SPEC §19).
+    func cancelCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let raw = try context.parameters.require("id")
+        let bound = try principal(context).apiKey?.app
+        guard let id = Int64(raw), id > 0, let before = try await campaigns.progress(id), bound == nil || before.campaign.app == bound else {
+            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
+        }
+        let progress = try await campaigns.cancel(id)
+        let by = try principal(context).user
+        context.logger.notice("campaign cancelled", metadata: ["campaign": "\(id)", "sent": "\(progress.sent)", "by": "\(by)"])
+        return try encode(CampaignResponse(progress))
+    }
+
+    // MARK: the caller (SPEC §19)
+
+    func showMe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let caller = try principal(context)
+        guard let user = try await users.find(caller.user) else { throw Problem(.notFound, "no user \(caller.user)") }
+        return try encode(MeResponse(name: user.name, admin: user.admin, timezone: user.timezone ?? "UTC", locale: user.locale))
+    }
+
+    func updateMe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let caller = try principal(context)
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        let update = try RequestBody.decode(MeUpdate.self, from: Data(body.readableBytesView), shape: "{\"timezone\",\"locale\"}")
+        let user = try await users.setPreferences(caller.user, timezone: update.timezone, locale: update.locale)
+        return try encode(MeResponse(name: user.name, admin: user.admin, timezone: user.timezone ?? "UTC", locale: user.locale))
     }
 
     func listCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {

@@ -137,6 +137,8 @@ enum Console {
       #user-list button { background: #f2f2f7; color: inherit; }
       #user-detail ul { padding-left: 1.2rem; }
       #user-detail li button { margin-left: .5rem; padding: .1rem .5rem; background: #b00020; }
+      button.danger { background: #b00020; }
+      .locale-row label { font-weight: normal; }
       #counts { display: grid; grid-template-columns: repeat(4, 1fr); gap: .5rem; text-align: center; margin-top: .6rem; }
       #counts div { background: #f2f2f7; border-radius: 8px; padding: .4rem; }
       #counts b { display: block; font-size: 1.4rem; }
@@ -218,6 +220,20 @@ enum Console {
             <div style="flex: 1 1 8rem"><label for="mode">Mode</label>
               <select id="mode"><option value="alert">Alert (shown, with the image)</option><option value="silent">Silent (the app fetches)</option></select></div>
           </div>
+          <div class="row">
+            <div style="flex: 1 1 10rem"><label for="when">When</label>
+              <select id="when"><option value="now">Now</option><option value="at">At a time</option><option value="local">At each user's local time</option></select></div>
+            <div style="flex: 1 1 12rem" id="when-at" hidden><label for="send-at">Time (yours)</label><input type="datetime-local" id="send-at"></div>
+            <div style="flex: 1 1 7rem" id="when-local" hidden><label for="local-time">Local time</label><input type="time" id="local-time" value="09:00"></div>
+            <div style="flex: 1 1 10rem" id="when-date" hidden><label for="local-date">On (optional)</label><input type="date" id="local-date"></div>
+          </div>
+          <details id="languages"><summary>Other languages</summary>
+            <p>Each user gets their language's words (fr-CA falls back to fr, then to the default language); the title and message above are the default language's.</p>
+            <label for="default-locale">Default language</label><input type="text" id="default-locale" value="en" maxlength="35">
+            <div id="locale-rows"></div>
+            <p><button type="button" id="add-locale">Add a language</button></p>
+          </details>
+          <label for="preview-locale">Preview in</label><select id="preview-locale"><option value="">Default language</option></select>
           <div id="previews" aria-label="How phones will show it">
             <div class="phone ios"><h3>iPhone</h3><div class="note" id="ios-collapsed"></div></div>
             <div class="phone ios"><h3>iPhone, expanded</h3><div class="note expanded" id="ios-expanded"></div></div>
@@ -239,6 +255,7 @@ enum Console {
             <div><b id="count-pending">0</b>pending</div><div><b id="count-sent">0</b>sent</div>
             <div><b id="count-failed">0</b>failed</div><div><b id="count-fetched">0</b>fetched</div>
           </div>
+          <p><button type="button" id="cancel" class="danger" hidden>Cancel the rest</button> <span id="cancel-result" aria-live="polite"></span></p>
           <details id="failures-box"><summary>Failed devices and why</summary><ul id="failures"></ul></details>
         </section>
         </main>
@@ -342,12 +359,49 @@ enum Console {
         }
         for (const radio of document.querySelectorAll('input[name="audience"]')) radio.addEventListener("change", checkAudience);
         $("audience-value").addEventListener("input", checkAudience);
+        function localeRows() {
+          return [...document.querySelectorAll("#locale-rows .locale-row")].map((row) => ({
+            locale: row.querySelector(".locale-tag").value.trim(), title: row.querySelector(".locale-title").value, message: row.querySelector(".locale-message").value }))
+            .filter((r) => r.locale);
+        }
+        function words() {
+          const chosen = $("preview-locale").value;
+          const row = localeRows().find((r) => r.locale === chosen);
+          return row ? { title: row.title || $("title").value, message: row.message || $("message").value } : { title: $("title").value, message: $("message").value };
+        }
+        function refreshPreviewLocales() {
+          const chosen = $("preview-locale").value;
+          const options = [new Option("Default language (" + ($("default-locale").value || "en") + ")", "")];
+          for (const r of localeRows()) options.push(new Option(r.locale, r.locale));
+          $("preview-locale").replaceChildren(...options);
+          $("preview-locale").value = localeRows().some((r) => r.locale === chosen) ? chosen : "";
+          preview();
+        }
+        $("add-locale").addEventListener("click", () => {
+          const row = document.createElement("div");
+          row.className = "locale-row row";
+          const n = document.querySelectorAll("#locale-rows .locale-row").length + 1;
+          row.innerHTML = '<div style="flex: 0 1 6rem"><label>Language <input type="text" class="locale-tag" maxlength="35" placeholder="fr-CA"></label></div>'
+            + '<div style="flex: 1 1 10rem"><label>Title <input type="text" class="locale-title" maxlength="200"></label></div>'
+            + '<div style="flex: 2 1 14rem"><label>Message <input type="text" class="locale-message" maxlength="2000"></label></div>';
+          row.querySelector(".locale-tag").id = "locale-tag-" + n;
+          for (const input of row.querySelectorAll("input")) input.addEventListener("input", refreshPreviewLocales);
+          $("locale-rows").append(row);
+          row.querySelector(".locale-tag").focus();
+        });
+        $("default-locale").addEventListener("input", refreshPreviewLocales);
+        $("preview-locale").addEventListener("change", preview);
+        $("when").addEventListener("change", () => {
+          $("when-at").hidden = $("when").value !== "at";
+          $("when-local").hidden = $("when-date").hidden = $("when").value !== "local";
+        });
         function note(target, expanded, android) {
           const image = $("image").value, alert = $("mode").value === "alert";
           const parts = [text("span", android ? "My App · now" : "MY APP", "app")];
           const words = document.createElement("div");
-          if ($("title").value) words.append(text("strong", $("title").value));
-          words.append(text("span", alert ? $("message").value : "(silent: nothing shown until the app fetches and shows it)", "body"));
+          const chosen = window.words();
+          if (chosen.title) words.append(text("strong", chosen.title));
+          words.append(text("span", alert ? chosen.message : "(silent: nothing shown until the app fetches and shows it)", "body"));
           parts.push(words);
           if (alert && image) {
             const img = document.createElement("img");
@@ -368,6 +422,14 @@ enum Console {
           const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined,
                          app: $("app").value || undefined };
           if ($("title").value) body.title = $("title").value;
+          if ($("when").value === "at" && $("send-at").value) body.sendAt = new Date($("send-at").value).toISOString().replace(/\\.\\d{3}Z$/, "Z");
+          if ($("when").value === "local") { body.localTime = $("local-time").value; if ($("local-date").value) body.localDate = $("local-date").value; }
+          const rows = localeRows();
+          if (rows.length) {
+            body.defaultLocale = $("default-locale").value.trim() || "en";
+            body.content = { [body.defaultLocale]: { title: $("title").value || undefined, message: $("message").value } };
+            for (const r of rows) body.content[r.locale] = { title: r.title || undefined, message: r.message || undefined };
+          }
           $("send").disabled = true; // one click, one campaign
           $("send-result").textContent = "Sending…";
           const { ok, json } = await call("POST", "/console/api/campaigns", JSON.stringify(body), "application/json");
@@ -388,14 +450,23 @@ enum Console {
             let done = false;
             if (ok) {
               const c = json.campaign;
-              $("campaign-status").textContent = c.status;
+              $("campaign-status").textContent = c.status + (c.sendAt ? " for " + new Date(c.sendAt).toLocaleString() : c.localTime ? " for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") : "");
+              $("cancel").hidden = !(c.status === "scheduled" || c.status === "sending");
               for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
               $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
-              done = c.status === "done" && c.pending === 0;
+              done = (c.status === "done" && c.pending === 0) || c.status === "cancelled";
             }
             await new Promise((r) => setTimeout(r, done ? 3000 : ok ? 500 : 2000));
           }
         }
+        $("cancel").addEventListener("click", async () => {
+          const id = $("campaign-id").textContent;
+          $("cancel").disabled = true;
+          const { ok, json } = await call("DELETE", "/console/api/campaigns/" + encodeURIComponent(id));
+          $("cancel-result").textContent = ok ? "Cancelled: " + json.sent + " sent before." : (json.detail || "Refused.");
+          $("cancel").disabled = false;
+          if (ok) $("cancel").hidden = true;
+        });
         let searchAsked = 0;
         async function searchUsers() {
           const asked = ++searchAsked;
@@ -645,6 +716,13 @@ extension Services {
         var context = context
         context.principal = try await consoleAdmin(request)
         return try await createCampaign(request, context)
+    }
+
+    /// `DELETE /console/api/campaigns/{id}`: cancels it, as `DELETE /api/admin/campaigns/{id}` does.
+    func consoleCancel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request)
+        return try await cancelCampaign(request, context)
     }
 
     /// `GET /console/api/campaigns/{id}`: its counts, and the reasons of its failed deliveries.

@@ -5,7 +5,7 @@ import RichPushCore
 
 extension Endpoint {
     /// Every route of SPEC §5, §9–§11 and §14, in the order `/openapi.json` lists them.
-    static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + payloadLinks + console
+    static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + me + payloadLinks + console
 
     static let webPush: [Endpoint] = [
         Endpoint(method: .get, path: "/api/webpush/key", access: .open, summary: "The VAPID public key a browser subscribes with (SPEC §12).",
@@ -92,6 +92,13 @@ extension Endpoint {
                  responses: [200: .json(ConsoleProgress.self, "Counts and failures."), 401: .problem("No console session."),
                              403: .problem("The session is not an admin's."), 404: .problem("No such campaign.")]) { s, r, c in
             try await s.consoleWatch(r, c)
+        },
+        Endpoint(method: .delete, path: "/console/api/campaigns/{id}", access: .open, summary: "Cancels a campaign from the console (X-CSRF-Token required).",
+                 parameters: [.path("id", .integer, "The campaign id."), .header("X-CSRF-Token", "The token of the console page.")],
+                 responses: [200: .json(CampaignResponse.self, "Cancelled."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such campaign."),
+                             409: .problem("The campaign is done.")]) { s, r, c in
+            try await s.consoleCancel(r, c)
         },
         Endpoint(method: .get, path: "/console/api/users", access: .open, summary: "Users whose name contains q, with their device counts.",
                  parameters: [.query("q", .string, "Part of a name (any case).")],
@@ -202,7 +209,7 @@ extension Endpoint {
         Endpoint(method: .post, path: "/api/notifications", access: .user,
                  summary: "Create a rich notification for the caller (or, for an admin or a send key, the user named in to) and send its push to each of their devices (of app, when named).",
                  parameters: [.query("pns", .string, "Ignored (the tutorial's client sends it)."),
-                              .query("to_tag", .string, "Ignored (the tutorial's client sends it).")],
+                              .query("to_tag", .string, "Ignored (the tutorial's client sends it)."), idempotencyKey],
                  requestBody: APIRequestBody(required: false, content: [("application/json", .oneOf([
                      JSONSchema.string.with { $0.description = "The message (the tutorial's body)." }, .ref("NotificationRequest"),
                  ]))], description: "Empty (every default), a JSON string (the message), or an object; keys in any case."),
@@ -236,6 +243,10 @@ extension Endpoint {
         },
     ]
 
+    /// SPEC §19: `Idempotency-Key` on the POSTs that create.
+    static let idempotencyKey = APIParameter(name: "Idempotency-Key", location: .header,
+                                             schema: JSONSchema.string.with { $0.minLength = 1; $0.maxLength = 255 }, description: "Any string up to 255 bytes: a repeat with the same key and body within 24 h answers what the first did (Idempotent-Replayed: true) and creates nothing; the same key with another body is 422.")
+
     static let sessions: [Endpoint] = [
         Endpoint(method: .post, path: "/api/sessions", access: .password, summary: "A session token for a device, made with Basic credentials.",
                  responses: [
@@ -252,7 +263,8 @@ extension Endpoint {
 
     static let campaigns: [Endpoint] = [
         Endpoint(method: .post, path: "/api/admin/campaigns", access: .admin,
-                 summary: "Send one rich notification to everyone, to listed users, or to the devices a tag expression matches.",
+                 summary: "Send one rich notification to everyone, to listed users, or to the devices a tag expression matches: now, at sendAt, or at localTime in each recipient's zone.",
+                 parameters: [idempotencyKey],
                  requestBody: APIRequestBody(required: true, content: [("application/json", .ref("CampaignRequest"))],
                                              description: "audience holds exactly one of all (true), users or tags."),
                  responses: [
@@ -275,6 +287,25 @@ extension Endpoint {
                      200: .json(CampaignResponse.self, "The campaign and its counts."),
                      404: .problem("No such campaign."),
                  ]) { s, r, c in try await s.showCampaign(r, c) },
+        Endpoint(method: .delete, path: "/api/admin/campaigns/{id}", access: .admin,
+                 summary: "Cancel what has not been sent (SPEC §19): nothing more is queued, pushes not yet handed to a push service are dropped, recipients who got nothing lose the inbox entry.",
+                 parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
+                 responses: [
+                     200: .json(CampaignResponse.self, "Cancelled (or already): its status is cancelled, sent counts what went out."),
+                     404: .problem("No such campaign."),
+                     409: .problem("The campaign is done: every push was sent."),
+                 ]) { s, r, c in try await s.cancelCampaign(r, c) },
+    ]
+
+    /// SPEC §19: the caller's time zone and locale.
+    static let me: [Endpoint] = [
+        Endpoint(method: .get, path: "/api/me", access: .user, summary: "The caller's account: name, role, time zone and locale.",
+                 responses: [200: .json(MeResponse.self, "The account.")]) { s, r, c in try await s.showMe(r, c) },
+        Endpoint(method: .put, path: "/api/me", access: .user, summary: "Set the caller's time zone (IANA) and locale (BCP 47), each optional.",
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("MeUpdate"))], description: "{\"timezone\",\"locale\"}"),
+                 responses: [200: .json(MeResponse.self, "The account as it is now."),
+                             400: .problem("An unknown time zone, a malformed locale, or a field the body does not have."),
+                             413: .problem("The body is over 64 KiB.")]) { s, r, c in try await s.updateMe(r, c) },
     ]
 
     static let payloadLinks: [Endpoint] = [

@@ -27,6 +27,9 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
     public var maxItems: Int?
     public var pattern: String?
     public var additionalProperties: Bool?
+    /// A map's values (`additionalProperties` as a schema; one element, as `items`) and keys.
+    public var valuesSchema: [JSONSchema]?
+    public var propertyNames: [JSONSchema]?
     /// Null is a value too (`type: [T, "null"]`): Swift's `decodeIfPresent` reads null as absent.
     public var nullable = false
 
@@ -74,7 +77,7 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
 
     private enum CodingKeys: String, CodingKey {
         case type, format, description, properties, required, items, oneOf, minimum, maximum, minLength, maxLength
-        case minItems, maxItems, pattern, additionalProperties, anyOf
+        case minItems, maxItems, pattern, additionalProperties, anyOf, propertyNames
         case enumeration = "enum"
         case constant = "const"
         case reference = "$ref"
@@ -112,7 +115,12 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
         try container.encodeIfPresent(minItems, forKey: .minItems)
         try container.encodeIfPresent(maxItems, forKey: .maxItems)
         try container.encodeIfPresent(pattern, forKey: .pattern)
-        try container.encodeIfPresent(additionalProperties, forKey: .additionalProperties)
+        if let values = valuesSchema?.first {
+            try container.encode(values, forKey: .additionalProperties)
+        } else {
+            try container.encodeIfPresent(additionalProperties, forKey: .additionalProperties)
+        }
+        try container.encodeIfPresent(propertyNames?.first, forKey: .propertyNames)
     }
 }
 
@@ -180,6 +188,9 @@ private final class SchemaReader: Decoder {
         if schema.type != "object" { // a second keyed container adds to the first
             schema = .type("object")
             schema.properties = [:]
+            // Bodies are strict (RequestBody.decode refuses a field it does not know), and answers
+            // carry exactly their type's fields.
+            schema.additionalProperties = false
         }
         return KeyedDecodingContainer(Keyed<Key>(reader: self))
     }

@@ -39,7 +39,7 @@ struct Endpoint: Sendable {
     /// media, and every other admin route needs `admin`.
     var keyScope: APIKeyScope? {
         switch (method, path) {
-        case (.post, "/api/notifications"), (.post, "/api/admin/campaigns"), (.post, "/api/media"): .send
+        case (.post, "/api/notifications"), (.post, "/api/admin/campaigns"), (.delete, "/api/admin/campaigns/{id}"), (.post, "/api/media"): .send
         case (.get, "/api/admin/campaigns"), (.get, "/api/admin/campaigns/{id}"), (.get, "/media/{sha256}"), (.head, "/media/{sha256}"): .read
         default: access == .admin ? .admin : nil
         }

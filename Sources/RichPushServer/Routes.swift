@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import MediaStore
@@ -22,6 +23,8 @@ struct Services: Sendable {
     let campaigns: CampaignStore
     /// The outbox, read (the console's failed deliveries).
     let deliveries: DeliveryStore
+    /// `Idempotency-Key`s seen (SPEC §19).
+    let idempotency: IdempotencyStore
     /// Signs and checks payload URLs.
     let links: PayloadLinks
     /// Records payload fetches as read, a batch per commit.
@@ -307,6 +310,7 @@ extension Services {
     func createNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let caller = try principal(context)
         let sender = caller.user
+        let idempotencyHeader = request.headers[HTTPField.Name("Idempotency-Key")!]
         // A person is limited by what they send; an API key (a backend notifying many users) by
         // what each recipient gets, so that it can serve everyone and flood no one.
         func limit(_ key: String, _ who: String) throws {
@@ -317,18 +321,42 @@ extension Services {
         }
         if caller.apiKey == nil { try limit(sender, "\(sender) has created \(notificationRate.perMinute) notifications") }
         let body = try await request.body.collect(upTo: 64 * 1024)
-        let (draft, to, requestedApp) = try Self.parseDraft(Data(body.readableBytesView))
+        let bytes = Data(body.readableBytesView)
+        let key = try idempotencyHeader.map { try IdempotencyKey(owner: sender, route: "POST /api/notifications", key: $0, body: bytes) }
+        if let key, let id = try await idempotency.resource(for: key) { return try await notificationReplay(id) }
+        let (draft, to, requestedApp) = try Self.parseDraft(bytes)
         let app = try appAllowed(requestedApp, for: caller)
         let recipient = try await recipient(to, for: caller)
         if caller.apiKey != nil { try limit("to:" + recipient, "\(recipient) has been sent \(notificationRate.perMinute) notifications by API keys") }
-        let created = try await notifications.create(for: recipient, draft: draft, defaultImage: configuration.defaultImage,
-                                                     addressing: dispatcher.addressing, app: app)
+        let created: CreatedNotification
+        do {
+            created = try await notifications.create(for: recipient, draft: draft, defaultImage: configuration.defaultImage,
+                                                     addressing: dispatcher.addressing, app: app, idempotency: key)
+        } catch let replay as IdempotentReplay {
+            var id = replay.resource
+            if id == nil, let key { id = try await idempotency.resource(for: key) }
+            guard let id else {
+                throw Problem(.conflict, "a request with this Idempotency-Key is still being made; try again in a second", headers: [.retryAfter: "1"])
+            }
+            return try await notificationReplay(id)
+        }
         Metric.pushes("queued", byApp: created.deliveriesByApp)
         dispatcher.enqueued(created, logger: context.logger)
         let n = created.notification
         payloadIndex.made([QueuedNotification(id: n.id, recipient: n.recipient, payload: n.payload)])
         return try encode(NotificationCreated(id: n.id, message: n.message, richType: n.richType, payload: n.payload.hex, read: n.read,
                                               mode: n.mode, title: n.title, richUrl: created.richUrl), status: .created)
+    }
+
+    /// What the first request with an `Idempotency-Key` answered: its notification.
+    private func notificationReplay(_ id: Int64) async throws -> Response {
+        guard let (n, richUrl) = try await notifications.created(id: id) else {
+            throw Problem(.gone, "the notification this Idempotency-Key made (\(id)) was removed")
+        }
+        var response = try encode(NotificationCreated(id: n.id, message: n.message, richType: n.richType, payload: n.payload.hex, read: n.read,
+                                                      mode: n.mode, title: n.title, richUrl: richUrl), status: .created)
+        response.headers[HTTPField.Name("Idempotent-Replayed")!] = "true"
+        return response
     }
 
     /// Empty body, a JSON string (the message), or `{"message","richType","payload","title","mode"}`.

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import MediaStore
 import NIOPosix
@@ -88,6 +89,11 @@ public struct ServerConfiguration: Sendable {
     public var metricsPort: Int?
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
+    /// What time it is for schedules (SPEC §19): when a scheduled campaign or a zone of a
+    /// local-time one is due. The wall clock; tests move it through a day in an instant.
+    public var scheduleClock: @Sendable () -> Date = { Date() }
+    /// How often due schedules are looked for.
+    public var scheduleInterval: Duration = .seconds(1)
 
     /// The defaults of SPEC §4.
     public init() {}

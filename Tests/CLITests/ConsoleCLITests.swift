@@ -94,6 +94,28 @@ struct ConsoleCLITests {
         seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
         driver.execute_script("document.getElementById('watch').scrollIntoView()")
         driver.save_screenshot(shots + "/console-watch.png")
+        # SPEC §19: another language, previewed in it; a campaign scheduled for tomorrow, then cancelled.
+        wait = WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,))
+        driver.find_element(By.CSS_SELECTOR, "#languages summary").click()
+        driver.find_element(By.ID, "add-locale").click()
+        driver.find_element(By.CSS_SELECTOR, "#locale-rows .locale-tag").send_keys("fr")
+        driver.find_element(By.CSS_SELECTOR, "#locale-rows .locale-title").send_keys("Soldes")
+        driver.find_element(By.CSS_SELECTOR, "#locale-rows .locale-message").send_keys("Moitié prix")
+        seen["previewLocales"] = [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#preview-locale option")]
+        driver.execute_script("const s = document.getElementById('preview-locale'); s.value = 'fr'; s.dispatchEvent(new Event('change'))")
+        seen["frenchPreview"] = driver.find_element(By.ID, "ios-expanded").text
+        driver.execute_script("const s = document.getElementById('when'); s.value = 'at'; s.dispatchEvent(new Event('change'))")
+        tomorrow = driver.execute_script("const d = new Date(Date.now() + 86400000); d.setSeconds(0, 0); return new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16)")
+        driver.execute_script("document.getElementById('send-at').value = arguments[0]", tomorrow)
+        driver.find_element(By.ID, "send").click()
+        wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("scheduled"))
+        seen["scheduledStatus"] = driver.find_element(By.ID, "campaign-status").text
+        seen["cancelShown"] = driver.find_element(By.ID, "cancel").is_displayed()
+        driver.find_element(By.ID, "cancel").click()
+        wait.until(lambda d: d.find_element(By.ID, "cancel-result").text.startswith("Cancelled"))
+        wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("cancelled"))
+        seen["cancelledStatus"] = driver.find_element(By.ID, "campaign-status").text
+        driver.execute_script("const s = document.getElementById('when'); s.value = 'now'; s.dispatchEvent(new Event('change'))")
         # Users and devices: search, open alice, see her devices and the push, remove a device.
         driver.find_element(By.ID, "user-search").send_keys("ALI")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#user-list button")] == ["alice · 2 devices"])
@@ -111,7 +133,7 @@ struct ConsoleCLITests {
         from selenium.webdriver.common.keys import Keys
         driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0)")
         reached = []
-        for _ in range(60):
+        for _ in range(90):
             webdriver.ActionChains(driver).send_keys(Keys.TAB).perform() # as a person presses Tab, whatever has focus
             active = driver.switch_to.active_element
             reached.append(active.get_attribute("id") or active.get_attribute("name") or active.tag_name)
@@ -226,6 +248,11 @@ struct ConsoleCLITests {
         #expect(seen["sendDisabled"] as? Bool == true)
         #expect(seen["reach"] as? String == "Will reach 1 user on 2 devices.")
         #expect(seen["apps"] as? String == "Apps: default (2 devices)", "\(String(describing: seen["apps"]))")
+        #expect(seen["previewLocales"] as? [String] == ["Default language (en)", "fr"], "\(String(describing: seen["previewLocales"]))")
+        #expect((seen["frenchPreview"] as? String)?.contains("Soldes") == true && (seen["frenchPreview"] as? String)?.contains("Moitié prix") == true,
+                "\(String(describing: seen["frenchPreview"]))")
+        #expect((seen["scheduledStatus"] as? String)?.hasPrefix("scheduled for ") == true && seen["cancelShown"] as? Bool == true, "\(seen)")
+        #expect((seen["cancelledStatus"] as? String)?.hasPrefix("cancelled") == true, "\(String(describing: seen["cancelledStatus"]))")
         #expect(seen["appOptions"] as? [String] == ["Every app", "default · 2 devices"], "\(String(describing: seen["appOptions"]))")
         let previews = seen["previews"] as? [String] ?? []
         #expect(previews.count == 4 && previews.allSatisfy { $0.contains("Weekend sale") && $0.contains("Check this image out!") }, "\(previews)")
