@@ -60,6 +60,12 @@ struct SendCommand: AsyncParsableCommand {
     var mode: PushMode = .alert
     @Option(help: "The sender recorded with the campaign.") var by = "cli"
     @Option(help: "Only the devices of this app (SPEC §18; default: every app the audience has devices in).") var app: String?
+    @Option(help: "Send at this time, RFC 3339, e.g. 2026-12-01T09:00:00Z (SPEC §19).") var at: String?
+    @Option(help: "Send at this time of day, HH:MM, in each recipient's own time zone.") var localTime: String?
+    @Option(help: "With --local-time: on this date, YYYY-MM-DD (default: the next such time).") var localDate: String?
+    @Option(help: ArgumentHelp("Per-locale content: a JSON file {\"en\":{\"title\",\"message\"},\"fr\":{…}}.", valueName: "file"))
+    var localeFile: String?
+    @Option(help: "The locale of recipients whose own has no content (default en).") var defaultLocale = "en"
     @Flag(help: "Follow the campaign until it is done (progress on a terminal).") var wait = false
     @Option(help: "Media name used without --image (env RICHPUSH_DEFAULT_IMAGE).")
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
@@ -69,6 +75,13 @@ struct SendCommand: AsyncParsableCommand {
         guard chosen == 1 else { throw ValidationError("choose the audience: one of --all, --user NAME…, --tags EXPR") }
         if let app {
             do { try AppName.validate(app) } catch let error as CoreError { throw ValidationError(error.message) }
+        }
+        if at != nil && localTime != nil { throw ValidationError("choose --at or --local-time, not both") }
+        if localDate != nil && localTime == nil { throw ValidationError("--local-date goes with --local-time") }
+        do {
+            _ = try schedule()
+        } catch let error as CoreError {
+            throw ValidationError(error.message)
         }
     }
 
@@ -94,15 +107,47 @@ struct SendCommand: AsyncParsableCommand {
         let content = NotificationDraft(message: message, payload: payload, title: title, mode: mode)
         let campaign: Campaign
         do {
-            campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content, app: app), by: by)
+            var locales: [String: LocalizedContent] = [:]
+            if let localeFile {
+                guard let data = FileManager.default.contents(atPath: localeFile),
+                      let parsed = try? JSONDecoder().decode([String: LocalizedContent].self, from: data) else {
+                    throw CoreError(.invalid, "--locale-file \(localeFile): not a JSON object of locale → {\"title\",\"message\"}")
+                }
+                locales = parsed
+            }
+            campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content, app: app, schedule: try schedule(),
+                                                                locales: locales, defaultLocale: defaultLocale), by: by)
             Console.out(String(campaign.id))
-            let queued = try await campaigns.queue(campaign.id, addressing: .perDevice)
-            Console.error("campaign \(campaign.id): \(queued.recipients) recipients, \(queued.devices) devices queued")
+            if let schedule = campaign.schedule {
+                let when = switch schedule {
+                case .at(let date): ISO8601DateFormatter().string(from: date)
+                case .localTime(let time, let date): "\(time) in each recipient's time zone" + (date.map { " on \($0)" } ?? "")
+                }
+                Console.error("campaign \(campaign.id): scheduled for \(when); a running serve sends it")
+            } else {
+                let queued = try await campaigns.queue(campaign.id, addressing: .perDevice)
+                Console.error("campaign \(campaign.id): \(queued.recipients) recipients, \(queued.devices) devices queued")
+            }
         } catch let error as CoreError {
             Console.error("error: \(error.message)")
             throw ExitCode(1)
         }
         if wait { try await follow(campaign.id, campaigns) }
+    }
+
+    /// `--at` or `--local-time` (with `--local-date`).
+    private func schedule() throws -> CampaignSchedule? {
+        if let at {
+            let formatter = ISO8601DateFormatter()
+            let fractional = ISO8601DateFormatter()
+            fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            guard let date = formatter.date(from: at) ?? fractional.date(from: at) else {
+                throw CoreError(.invalid, "--at must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got '\(at.prefix(40))'")
+            }
+            return .at(date)
+        }
+        if let localTime { return .localTime(try LocalTime(localTime), date: try localDate.map(LocalDate.init)) }
+        return nil
     }
 
     /// Polls the campaign's counts until it is done, redrawing one line on a terminal.
@@ -111,7 +156,7 @@ struct SendCommand: AsyncParsableCommand {
         while true {
             guard let p = try await campaigns.progress(id) else { return }
             let line = "campaign \(id): \(p.status.rawValue), \(p.sent) sent, \(p.failed) failed, \(p.pending) pending, \(p.fetched) fetched of \(p.campaign.recipients) recipients"
-            if p.status == .done {
+            if p.status == .done || p.status == .cancelled {
                 if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
                 Console.error(line)
                 return

@@ -44,6 +44,46 @@ struct CampaignCLITests {
         #expect(try await CLI.run(["users", "passwd", "nobody", "--password-stdin", "--data", data], stdin: "new\n").status == 1)
     }
 
+    @Test("SPEC §19 from the command line: users import takes zones and locales; send --local-time with a locale file and --at schedule; campaigns list shows scheduled and cancelled; campaigns cancel")
+    func schedules() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        let logo = Fixtures.media.appendingPathComponent("logo.png").path
+        let users = dir.appendingPathComponent("users.jsonl")
+        try [#"{"name":"amelie","password":"pw","timezone":"Europe/Paris","locale":"fr-CA"}"#,
+             #"{"name":"bob","password":"pw","timezone":"Mars/Olympus"}"#,
+             #"{"name":"carl","password":"pw","locale":"not a tag"}"#].joined(separator: "\n").write(to: users, atomically: true, encoding: .utf8)
+        let imported = try await CLI.run(["users", "import", users.path, "--data", data])
+        #expect(imported.status == 1 && imported.stdout == "imported 1, skipped 0\n", "\(imported.stdout) \(imported.stderr)")
+        #expect(imported.stderr.contains("unknown time zone 'Mars/Olympus'") && imported.stderr.contains("malformed locale 'not a tag'"), "\(imported.stderr)")
+        let store = try await DataStore.open(path: data)
+        let amelie = try await store.users.find("amelie")
+        #expect(amelie?.timezone == "Europe/Paris" && amelie?.locale == "fr-CA")
+        store.close()
+
+        let locales = dir.appendingPathComponent("sale.json")
+        try #"{"en":{"title":"Sale","message":"Half price"},"fr":{"title":"Soldes","message":"Moitié prix"}}"#.write(to: locales, atomically: true, encoding: .utf8)
+        let local = try await CLI.run(["send", "--all", "--image", logo, "--local-time", "09:00", "--locale-file", locales.path, "--data", data])
+        #expect(local.status == 0 && local.stderr.contains("scheduled for 09:00 in each recipient's time zone"), "\(local.stderr)")
+        let localID = local.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(86_400))
+        let later = try await CLI.run(["send", "--all", "--image", logo, "--at", at, "--data", data])
+        #expect(later.status == 0 && later.stderr.contains("scheduled for \(at)"), "\(later.stderr)")
+        let laterID = later.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await CLI.run(["send", "--all", "--at", "2020-01-01T00:00:00Z", "--data", data]).status == 1)
+        #expect(try await CLI.run(["send", "--all", "--at", "tomorrow", "--data", data]).status != 0)
+        #expect(try await CLI.run(["send", "--all", "--local-time", "9am", "--data", data]).status != 0)
+
+        let listed = try await CLI.run(["campaigns", "list", "--data", data])
+        #expect(listed.lines.contains { $0.hasPrefix("\(localID)\tscheduled\t09:00 local") } && listed.lines.contains { $0.hasPrefix("\(laterID)\tscheduled\t\(at)") },
+                "\(listed.stdout)")
+        let cancelled = try await CLI.run(["campaigns", "cancel", laterID, "--data", data])
+        #expect(cancelled.status == 0 && cancelled.stdout == "campaign \(laterID) cancelled: 0 sent, 0 failed before it was\n", "\(cancelled.stdout)")
+        #expect(try await CLI.run(["campaigns", "list", "--data", data]).lines.contains { $0.hasPrefix("\(laterID)\tcancelled") })
+        #expect(try await CLI.run(["campaigns", "cancel", "999", "--data", data]).status == 1)
+    }
+
     @Test("send queues a campaign and prints its id; deliveries --campaign lists every target; --wait ends when nothing is pending; keys rotate")
     func send() async throws {
         let dir = try Fixtures.tempDirectory()

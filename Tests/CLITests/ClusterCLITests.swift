@@ -125,6 +125,29 @@ struct ClusterCLITests {
         }
         print("cluster: a removed API key was refused by both nodes \(Date().timeIntervalSince(keyRemoved)) s after api-keys rm")
 
+        // SPEC §19: the same POST with one Idempotency-Key, sent 20 times at once to the two nodes, makes one campaign.
+        let once = #"{"audience":{"users":["root"]},"message":"once","mode":"silent"}"#
+        let answers = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    try await onOwnThread {
+                        let fd = try connectTo(port: index % 2 == 0 ? portA : portB)
+                        defer { close(fd) }
+                        sendAll(fd, Array(("POST /api/admin/campaigns HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(root)\r\nContent-Type: application/json\r\n"
+                                           + "Idempotency-Key: cluster-once\r\nContent-Length: \(once.utf8.count)\r\nConnection: close\r\n\r\n\(once)").utf8))
+                        return receiveAll(fd)
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let ids = answers.compactMap { answer in answer.range(of: #""id":[0-9]+"#, options: .regularExpression).map { String(answer[$0].dropFirst(5)) } }
+        #expect(answers.allSatisfy { $0.hasPrefix("HTTP/1.1 202") }, "\(answers.filter { !$0.hasPrefix("HTTP/1.1 202") }.prefix(2))")
+        #expect(ids.count == 20 && Set(ids).count == 1, "\(Set(ids))")
+        #expect(answers.filter { $0.contains("Idempotent-Replayed: true") || $0.contains("idempotent-replayed: true") }.count == 19)
+        let made = try await http(portB, "GET", "/api/admin/campaigns", auth: root)
+        #expect(made.components(separatedBy: "\"message\":\"once\"").count - 1 == 1, "\(made)")
+
         // An alert campaign sent through A: B takes its share of the outbox, and is killed mid-way.
         let campaign = try await http(portA, "POST", "/api/admin/campaigns", auth: root,
                                       body: #"{"audience":{"all":true},"title":"Hello","message":"to everyone","mode":"alert"}"#)

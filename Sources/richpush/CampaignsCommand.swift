@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import RichPushCore
+
+/// `richpush campaigns list|cancel` (SPEC §19).
+struct CampaignsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "campaigns",
+        abstract: "List campaigns (scheduled, sending, done, cancelled) and cancel them.",
+        subcommands: [List.self, Cancel.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The newest campaigns: id, status, schedule, counts.")
+        @OptionGroup var dataOptions: DataOptions
+        @Option(help: "At most this many.") var limit = 50
+        @Flag(help: "One JSON object per line.") var json = false
+
+        func run() async throws {
+            let data = try await dataOptions.open()
+            let campaigns = data.campaigns(links: nil, defaultImage: "logo.png")
+            let formatter = ISO8601DateFormatter()
+            for p in try await campaigns.list(limit: max(1, min(limit, 500))) {
+                let c = p.campaign
+                let schedule: String = switch c.schedule {
+                case .at(let date)?: formatter.string(from: date)
+                case .localTime(let time, let date)?: "\(time) local" + (date.map { " on \($0)" } ?? "")
+                case nil: "now"
+                }
+                if json {
+                    let object: [String: Any] = ["id": c.id, "status": p.status.rawValue, "schedule": schedule, "recipients": c.recipients,
+                                                 "pending": p.pending, "sent": p.sent, "failed": p.failed, "fetched": p.fetched,
+                                                 "audience": c.audience.summary, "created": formatter.string(from: c.createdAt)]
+                    print(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self))
+                } else {
+                    print("\(c.id)\t\(p.status.rawValue)\t\(schedule)\t\(p.sent) sent, \(p.failed) failed, \(p.pending) pending of \(c.recipients) recipients\t\(c.audience.summary)")
+                }
+            }
+        }
+    }
+
+    struct Cancel: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Cancel what has not been sent: nothing more is queued, pending pushes are dropped, sent ones stay sent.")
+        @OptionGroup var dataOptions: DataOptions
+        @Argument(help: "The campaign id.") var id: Int64
+
+        func run() async throws {
+            let data = try await dataOptions.open()
+            do {
+                let progress = try await data.campaigns(links: nil, defaultImage: "logo.png").cancel(id)
+                print("campaign \(id) cancelled: \(progress.sent) sent, \(progress.failed) failed before it was")
+            } catch let error as CoreError {
+                Console.error("error: \(error.message)")
+                throw ExitCode(1)
+            }
+        }
+    }
+}
