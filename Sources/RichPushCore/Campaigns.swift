@@ -93,7 +93,7 @@ public struct LocalTime: Sendable, Equatable, CustomStringConvertible {
     /// Parses `HH:MM` (00:00 to 23:59); 400 otherwise.
     public init(_ text: String) throws {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
+        guard parts.count == 2, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
               let hour = Int(parts[0]), let minute = Int(parts[1]), (0...23).contains(hour), (0...59).contains(minute) else {
             throw CoreError(.invalid, "localTime must be HH:MM (00:00 to 23:59), got '\(text.prefix(20))'")
         }
@@ -116,6 +116,7 @@ public struct LocalDate: Sendable, Equatable, CustomStringConvertible {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+              parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
               let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), (2000...2200).contains(year),
               DateComponents(calendar: calendar, year: year, month: month, day: day).isValidDate else {
             throw CoreError(.invalid, "localDate must be a date, YYYY-MM-DD, got '\(text.prefix(20))'")
@@ -142,12 +143,15 @@ extension CampaignSchedule {
                 let components = DateComponents(year: date.year, month: date.month, day: date.day, hour: time.hour, minute: time.minute)
                 return calendar.date(from: components) ?? createdAt
             }
-            let today = calendar.dateComponents([.year, .month, .day], from: createdAt)
-            var components = DateComponents(year: today.year, month: today.month, day: today.day, hour: time.hour, minute: time.minute)
-            let candidate = calendar.date(from: components) ?? createdAt
+            let today = calendar.startOfDay(for: createdAt)
+            func at(_ day: Date) -> Date {
+                let components = calendar.dateComponents([.year, .month, .day], from: day)
+                return calendar.date(from: DateComponents(year: components.year, month: components.month, day: components.day,
+                                                          hour: time.hour, minute: time.minute)) ?? day
+            }
+            let candidate = at(today)
             guard candidate < createdAt else { return candidate }
-            components.day = (today.day ?? 1) + 1
-            return calendar.date(from: components) ?? createdAt
+            return at(calendar.date(byAdding: .day, value: 1, to: today) ?? today.addingTimeInterval(86_400))
         }
     }
 
@@ -156,7 +160,7 @@ extension CampaignSchedule {
     public func last(createdAt: Date) -> Date {
         switch self {
         case .at(let date): return date
-        case .localTime(_, let date?): return due(in: TimeZone(secondsFromGMT: -12 * 3600)!, createdAt: createdAt)
+        case .localTime(_, _?): return due(in: TimeZone(secondsFromGMT: -12 * 3600)!, createdAt: createdAt)
         case .localTime: return createdAt.addingTimeInterval(25 * 3600)
         }
     }
@@ -293,11 +297,16 @@ public struct CampaignStore: Sendable {
     /// (`IdempotentReplay`) and makes nothing.
     public func create(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey? = nil, now: Date = Date()) async throws -> Campaign {
         let links = self.links, defaultImage = self.defaultImage
+        // A repeat is answered before anything is checked again: its time may have passed since.
+        if let idempotency, let resource = try await IdempotencyStore(database: database).resource(for: idempotency, now: now) {
+            throw IdempotentReplay(resource: resource)
+        }
         // Checked before the transaction: none of it needs the database.
         var locales: [String: LocalizedContent] = [:]
         for (tag, content) in draft.locales {
             let canonical = try UserPreferences.locale(tag)
             guard locales[canonical] == nil else { throw CoreError(.unprocessable, "content names the locale \(canonical) twice (in two spellings)") }
+            guard content.title != nil || content.message != nil else { throw CoreError(.unprocessable, "content.\(tag) has neither a title nor a message") }
             locales[canonical] = content
         }
         let defaultLocale = try UserPreferences.locale(draft.defaultLocale)
@@ -352,7 +361,7 @@ public struct CampaignStore: Sendable {
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, scheduled ? nil : Int(getpid()), now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
-                                 scheduled ? nil : Date().timeIntervalSince1970 + Self.lease])
+                                 scheduled ? nil : db.now + Self.lease])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
@@ -410,15 +419,22 @@ public struct CampaignStore: Sendable {
     public func resumeUnfinished(addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
         let pid = Int(getpid())
         let orphans = try await database.write { db -> [Int64] in
+            let now = db.now
             let rows = try SQLRow.fetchAll(db, sql: """
-                SELECT id, queuedBy FROM campaigns WHERE queued = 0 AND sendAt IS NULL AND atLocalTime IS NULL AND cancelledAt IS NULL
+                SELECT id, queuedBy, leaseUntil FROM campaigns WHERE queued = 0 AND sendAt IS NULL AND atLocalTime IS NULL AND cancelledAt IS NULL
                 """)
             let ids: [Int64] = rows.compactMap { row in
+                // Whoever queues a campaign renews its lease with each batch: a live lease is a live
+                // holder, a lapsed one a holder that died or gave up (on any machine, whatever its
+                // pid). Campaigns made before leases go by their holder's pid on this machine.
+                if let until: Double = row["leaseUntil"] { return until < now ? row["id"] : nil }
                 let holder: Int? = row["queuedBy"]
                 if let holder, holder == pid || kill(pid_t(holder), 0) == 0 || errno == EPERM { return nil }
                 return row["id"]
             }
-            for id in ids { try db.execute(sql: "UPDATE campaigns SET queuedBy = ? WHERE id = ?", arguments: [pid, id]) }
+            for id in ids {
+                try db.execute(sql: "UPDATE campaigns SET queuedBy = ?, leaseUntil = ? WHERE id = ?", arguments: [pid, now + Self.lease, id])
+            }
             return ids
         }
         for id in orphans { _ = try await queue(id, addressing: addressing, batchQueued: batchQueued) }
@@ -433,45 +449,61 @@ public struct CampaignStore: Sendable {
     public func runDue(now: Date = Date(), addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
         let candidates = try await database.read { db in
             try SQLRow.fetchAll(db, sql: """
-                SELECT * FROM campaigns WHERE queued = 0 AND cancelledAt IS NULL AND (sendAt IS NOT NULL OR atLocalTime IS NOT NULL)
-                    AND (leaseUntil IS NULL OR leaseUntil < ?) ORDER BY id
-                """, arguments: [Date().timeIntervalSince1970]).map(Self.campaign)
+                SELECT c.*, (SELECT min(z.dueAt) FROM campaign_zones z WHERE z.campaignId = c.id AND z.queued = 0) AS nextZoneDue
+                FROM campaigns c WHERE c.queued = 0 AND c.cancelledAt IS NULL AND (c.sendAt IS NOT NULL OR c.atLocalTime IS NOT NULL)
+                    AND (c.leaseUntil IS NULL OR c.leaseUntil < ?) ORDER BY c.id
+                """, arguments: [db.now])
         }
         var worked: [Int64] = []
-        for campaign in candidates {
-            guard let schedule = campaign.schedule, schedule.first(createdAt: campaign.createdAt) <= now else { continue }
-            guard try await claim(campaign.id) else { continue }
-            worked.append(campaign.id)
+        var failures: [String] = []
+        for row in candidates {
+            // One campaign that cannot be read or queued must not hold up the others.
+            var claimed: Int64?
             do {
+                let campaign = try Self.campaign(row)
+                guard let schedule = campaign.schedule, schedule.first(createdAt: campaign.createdAt) <= now else { continue }
+                if case .localTime = schedule, now < schedule.last(createdAt: campaign.createdAt),
+                   let checked: Double = row["zonesCheckedAt"], now.timeIntervalSince1970 < checked + 60 {
+                    // Nothing due until the next zone's time, and the zones were looked at lately.
+                    guard let next: Double = row["nextZoneDue"], next <= now.timeIntervalSince1970 else { continue }
+                }
+                guard try await claim(campaign.id) else { continue }
+                claimed = campaign.id
+                worked.append(campaign.id)
                 switch schedule {
                 case .at: _ = try await queue(campaign.id, addressing: addressing, batchQueued: batchQueued)
                 case .localTime: try await queueZones(campaign.id, now: now, addressing: addressing, batchQueued: batchQueued)
                 }
+                claimed = nil
+                try await release(campaign.id)
             } catch {
-                try? await release(campaign.id)
-                throw error
+                if let claimed { try? await release(claimed) }
+                failures.append("campaign \((row["id"] as Int64?) ?? 0): \(error)")
             }
-            try await release(campaign.id)
         }
+        if !failures.isEmpty { throw CoreError(.conflict, "cannot send scheduled campaigns: " + failures.joined(separator: "; ")) }
         return worked
     }
+
+    /// This process's mark on the campaigns it leases (a pid is no name across machines or containers).
+    private static let holder = Int64.random(in: 1 ... Int64(Int32.max))
 
     /// Takes the lease on campaign `id` if nobody holds it; whether this node has it now.
     private func claim(_ id: Int64) async throws -> Bool {
         try await database.write(isolation: .readCommitted) { db in
-            let now = Date().timeIntervalSince1970
+            let now = db.now
             try db.execute(sql: """
                 UPDATE campaigns SET leaseUntil = ?, queuedBy = ? WHERE id = ? AND queued = 0 AND cancelledAt IS NULL
                     AND (leaseUntil IS NULL OR leaseUntil < ?)
-                """, arguments: [now + Self.lease, Int(getpid()), id, now])
+                """, arguments: [now + Self.lease, Self.holder, id, now])
             return db.changesCount == 1
         }
     }
 
-    /// Gives the lease back (another node may take the campaign's next zone).
+    /// Gives this process's lease back (another node may take the campaign's next zone).
     private func release(_ id: Int64) async throws {
         try await database.write(isolation: .readCommitted) { db in
-            try db.execute(sql: "UPDATE campaigns SET leaseUntil = NULL WHERE id = ?", arguments: [id])
+            try db.execute(sql: "UPDATE campaigns SET leaseUntil = NULL WHERE id = ? AND queuedBy = ?", arguments: [id, Self.holder])
         }
     }
 
@@ -484,13 +516,7 @@ public struct CampaignStore: Sendable {
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return }
             let campaign = try Self.campaign(row)
             guard let schedule = campaign.schedule else { return }
-            let known = Set(try String.fetchAll(db, sql: "SELECT zone FROM campaign_zones WHERE campaignId = ?", arguments: [id]))
-            let zones = Set(try SQLRow.fetchAll(db, sql: "SELECT DISTINCT timezone FROM users").map { ($0["timezone"] as String?) ?? "UTC" })
-            for zone in zones.subtracting(known).sorted() {
-                let due = schedule.due(in: TimeZone(identifier: zone) ?? TimeZone(identifier: "UTC")!, createdAt: campaign.createdAt)
-                try db.execute(sql: "INSERT INTO campaign_zones (campaignId, zone, dueAt) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                               arguments: [id, zone, due.timeIntervalSince1970])
-            }
+            try Self.addZones(db, campaign: campaign, schedule: schedule, now: now)
         }
         while true {
             let (more, made) = try await queueZoneBatch(id, now: now, addressing: addressing)
@@ -505,6 +531,23 @@ public struct CampaignStore: Sendable {
             let waiting = try Int.fetchOne(db, sql: "SELECT count(*) FROM campaign_zones WHERE campaignId = ? AND queued = 0", arguments: [id]) ?? 0
             if waiting == 0 { try db.execute(sql: "UPDATE campaigns SET queued = 1 WHERE id = ?", arguments: [id]) }
         }
+    }
+
+    /// Gives each zone users are in now, and the campaign has not seen, its due time. A zone
+    /// whose time had passed when the campaign was made (a date's 09:00 already gone in Tokyo),
+    /// or that appeared after its time (the first user in a new zone), is skipped: its users
+    /// would get it at another time than the one asked for.
+    static func addZones(_ db: SQLConnection, campaign: Campaign, schedule: CampaignSchedule, now: Date) throws {
+        let known = Set(try String.fetchAll(db, sql: "SELECT zone FROM campaign_zones WHERE campaignId = ?", arguments: [campaign.id]))
+        let zones = Set(try SQLRow.fetchAll(db, sql: "SELECT DISTINCT timezone FROM users").map { ($0["timezone"] as String?) ?? "UTC" })
+        let discovered = known.isEmpty ? campaign.createdAt : now
+        for zone in zones.subtracting(known).sorted() {
+            let due = schedule.due(in: TimeZone(identifier: zone) ?? TimeZone(identifier: "UTC")!, createdAt: campaign.createdAt)
+            let missed = due < max(campaign.createdAt, discovered.addingTimeInterval(-60))
+            try db.execute(sql: "INSERT INTO campaign_zones (campaignId, zone, dueAt, queued) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           arguments: [campaign.id, zone, due.timeIntervalSince1970, missed])
+        }
+        try db.execute(sql: "UPDATE campaigns SET zonesCheckedAt = ? WHERE id = ?", arguments: [now.timeIntervalSince1970, campaign.id])
     }
 
     /// One batch of the earliest zone that is due and not yet queued; whether there may be more.
@@ -533,7 +576,7 @@ public struct CampaignStore: Sendable {
             let made = try Self.queueRecipients(db, &campaign, names: fresh, addressing: addressing, links: links, defaultImage: defaultImage, indexed: indexed)
             try db.execute(sql: "UPDATE campaign_zones SET cursor = ?, queued = ? WHERE campaignId = ? AND zone = ?", arguments: [next, exhausted, id, zone])
             try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, leaseUntil = ? WHERE id = ?",
-                           arguments: [campaign.recipients, campaign.devices, Date().timeIntervalSince1970 + Self.lease, id])
+                           arguments: [campaign.recipients, campaign.devices, db.now + Self.lease, id])
             return (true, made)
         }
     }
@@ -609,7 +652,7 @@ public struct CampaignStore: Sendable {
             let made = try Self.queueRecipients(db, &campaign, names: names, addressing: addressing, links: links, defaultImage: defaultImage, indexed: indexed)
             campaign.queued = exhausted
             try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, cursor = ?, queued = ?, leaseUntil = ? WHERE id = ?",
-                           arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, Date().timeIntervalSince1970 + Self.lease, id])
+                           arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, db.now + Self.lease, id])
             return (campaign, made)
         }
     }
@@ -629,13 +672,22 @@ public struct CampaignStore: Sendable {
                 if progress.status == .done { throw CoreError(.conflict, "campaign \(id) is done: every push was sent, nothing is left to cancel") }
                 let time = now.timeIntervalSince1970
                 try db.execute(sql: "UPDATE campaigns SET cancelledAt = ?, queued = 1, leaseUntil = NULL WHERE id = ?", arguments: [time, id])
-                // Not handed to a push service: never claimed, or claimed by a holder whose lease lapsed.
-                try db.execute(sql: """
-                    DELETE FROM deliveries WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR nextAttemptAt <= ?)
-                    """, arguments: [id, Date().timeIntervalSince1970])
-                let orphan = "SELECT n.id FROM notifications n WHERE n.campaignId = ? AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id)"
-                try db.execute(sql: "DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM (\(orphan)) AS gone)", arguments: [id])
-                try db.execute(sql: "DELETE FROM notifications WHERE id IN (SELECT id FROM (\(orphan)) AS gone)", arguments: [id])
+                // Not handed to a push service: never claimed, or claimed by a holder whose lease lapsed
+                // (the outbox's leases are on the database's clock).
+                let dropped = Set(try Int64.fetchAll(db, sql: """
+                    DELETE FROM deliveries WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR nextAttemptAt <= ?) RETURNING notificationId
+                    """, arguments: [id, db.now]))
+                // Recipients who now get nothing lose the inbox entry, unless they have read it.
+                for chunk in Array(dropped).sorted().sqlBatches() {
+                    let gone = try Int64.fetchAll(db, sql: """
+                        SELECT n.id FROM notifications n WHERE n.id IN (\(sqlPlaceholders(chunk.count))) AND n.read = 0
+                            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id)
+                        """, arguments: SQLArguments(Array(chunk)))
+                    guard !gone.isEmpty else { continue }
+                    try db.execute(sql: "DELETE FROM media_refs WHERE owner IN (\(sqlPlaceholders(gone.count)))",
+                                   arguments: SQLArguments(gone.map { "notification:\($0)" }))
+                    try db.execute(sql: "DELETE FROM notifications WHERE id IN (\(sqlPlaceholders(gone.count)))", arguments: SQLArguments(gone))
+                }
                 campaign.cancelledAt = now
                 campaign.queued = true
                 campaign.recipients = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE campaignId = ?", arguments: [id]) ?? 0

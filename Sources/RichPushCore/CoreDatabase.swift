@@ -170,6 +170,7 @@ public enum CoreDatabase {
                 ALTER TABLE campaigns ADD COLUMN content TEXT;
                 ALTER TABLE campaigns ADD COLUMN defaultLocale TEXT;
                 ALTER TABLE campaigns ADD COLUMN leaseUntil REAL;
+                ALTER TABLE campaigns ADD COLUMN zonesCheckedAt REAL;
                 CREATE TABLE campaign_zones (
                     campaignId INTEGER NOT NULL,
                     zone       TEXT NOT NULL,

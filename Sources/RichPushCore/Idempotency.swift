@@ -54,15 +54,10 @@ public struct IdempotencyKey: Sendable, Equatable {
     /// `IdempotentReplay` when a concurrent request with the key committed first (the caller's
     /// transaction then rolls back, and it answers with that request's resource).
     static func record(_ db: SQLConnection, _ key: IdempotencyKey, resource: Int64, now: Date) throws {
-        // Expired keys go (a few at a time, so this stays cheap).
-        try db.execute(sql: """
-            DELETE FROM idempotency_keys WHERE createdAt < ? AND (owner, route, key) IN
-                (SELECT owner, route, key FROM idempotency_keys WHERE createdAt < ? ORDER BY createdAt LIMIT 20)
-            """, arguments: [now.timeIntervalSince1970 - lifetime, now.timeIntervalSince1970 - lifetime])
         try db.execute(sql: """
             INSERT INTO idempotency_keys (owner, route, key, bodyHash, resource, createdAt) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT (owner, route, key) DO UPDATE SET bodyHash = excluded.bodyHash, resource = excluded.resource, createdAt = excluded.createdAt
-            WHERE idempotency_keys.createdAt < ?
+            WHERE idempotency_keys.createdAt <= ?
             """, arguments: [key.owner, key.route, key.key, key.bodyHash, resource, now.timeIntervalSince1970, now.timeIntervalSince1970 - lifetime])
         guard db.changesCount > 0 else { throw IdempotentReplay(resource: nil) }
     }
@@ -81,6 +76,15 @@ public struct IdempotencyStore: Sendable {
 
     init(database: SQLDatabase) {
         self.database = database
+    }
+
+    /// Removes keys past their 24 h (run now and then, off the requests' path).
+    @discardableResult
+    public func expire(now: Date = Date()) async throws -> Int {
+        try await database.write(isolation: .readCommitted) { db in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE createdAt < ?", arguments: [now.timeIntervalSince1970 - IdempotencyKey.lifetime])
+            return db.changesCount
+        }
     }
 
     /// What the key's first request made; 422 for another body; nil when the key is new or expired.

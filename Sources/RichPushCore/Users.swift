@@ -20,10 +20,10 @@ public struct User: Sendable, Equatable {
 public enum UserPreferences {
     /// An IANA zone Foundation knows (`Europe/Paris`, `UTC`); 400 otherwise.
     public static func timezone(_ text: String) throws -> String {
-        guard text.utf8.count <= 64, !text.isEmpty, TimeZone(identifier: text) != nil, text.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+        guard text.utf8.count <= 64, !text.isEmpty, text.allSatisfy({ $0.isASCII && !$0.isWhitespace }), let zone = TimeZone(identifier: text) else {
             throw CoreError(.invalid, "unknown time zone '\(text.prefix(64))': use an IANA name such as Europe/Paris or America/New_York")
         }
-        return text
+        return zone.identifier
     }
 
     /// A well-formed BCP 47 tag (language, then subtags of 1 to 8 letters or digits), in its

@@ -103,7 +103,7 @@ public func buildApplication(
         port: configuration.port,
         maxConnections: configuration.maxConnections,
         services: [epochs, follower, KeyUseRecorder(authenticator: authenticator),
-                   CampaignResumer(campaigns: campaigns, dispatcher: dispatcher, clock: configuration.scheduleClock,
+                   CampaignResumer(campaigns: campaigns, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
                                    interval: configuration.scheduleInterval, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
@@ -191,6 +191,8 @@ final class PublicURL: Sendable {
 /// §19), and finishes queueing campaigns whose process died half-way (at start, then every 10 s).
 struct CampaignResumer: Service {
     let campaigns: CampaignStore
+    /// Its expired keys are removed every 10 s, off the requests' path.
+    let idempotency: IdempotencyStore
     let dispatcher: any PushDispatching
     let clock: @Sendable () -> Date
     let interval: Duration
@@ -205,6 +207,7 @@ struct CampaignResumer: Service {
                 do {
                     let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
                     if !resumed.isEmpty { logger.notice("finished queueing campaigns left by a process that died", metadata: ["campaigns": "\(resumed)"]) }
+                    try await idempotency.expire()
                 } catch {
                     logger.error("cannot resume campaigns", metadata: ["error": "\(error)"])
                 }

@@ -319,11 +319,12 @@ extension Services {
                               headers: [.retryAfter: String(wait)])
             }
         }
-        if caller.apiKey == nil { try limit(sender, "\(sender) has created \(notificationRate.perMinute) notifications") }
         let body = try await request.body.collect(upTo: 64 * 1024)
         let bytes = Data(body.readableBytesView)
+        // A repeat is answered first: it makes nothing, so it costs no share of the limit.
         let key = try idempotencyHeader.map { try IdempotencyKey(owner: sender, route: "POST /api/notifications", key: $0, body: bytes) }
         if let key, let id = try await idempotency.resource(for: key) { return try await notificationReplay(id) }
+        if caller.apiKey == nil { try limit(sender, "\(sender) has created \(notificationRate.perMinute) notifications") }
         let (draft, to, requestedApp) = try Self.parseDraft(bytes)
         let app = try appAllowed(requestedApp, for: caller)
         let recipient = try await recipient(to, for: caller)

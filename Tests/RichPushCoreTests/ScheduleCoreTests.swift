@@ -76,6 +76,31 @@ struct ScheduleCoreTests {
         store.close()
     }
 
+    @Test("a date's 09:00 that had already passed in a zone when the campaign was made is skipped there, never sent at another hour")
+    func passedZone() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("tokyo", "Asia/Tokyo", nil), ("newyork", "America/New_York", nil)])
+        defer { store.close() }
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        // 12:00 UTC: 21:00 in Tokyo (09:00 has passed), 08:00 in New York (09:00 is at 13:00 UTC).
+        let created = Self.date("2026-06-01T12:00:00Z")
+        let schedule = CampaignSchedule.localTime(try LocalTime("09:00"), date: try LocalDate("2026-06-01"))
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), schedule: schedule), by: "root", now: created)
+        try await campaigns.runDue(now: created, addressing: .perDevice)
+        #expect(try await Self.recipients(store, campaign: campaign.id).isEmpty)
+        try await campaigns.runDue(now: Self.date("2026-06-01T13:00:00Z"), addressing: .perDevice)
+        #expect(try await Self.recipients(store, campaign: campaign.id) == ["newyork"])
+        try await campaigns.runDue(now: Self.date("2026-06-02T00:00:00Z"), addressing: .perDevice)
+        let done = try #require(try await campaigns.progress(campaign.id))
+        #expect(done.campaign.queued && done.campaign.recipients == 1)
+        // A date whose 09:00 has passed everywhere is refused.
+        await #expect(throws: CoreError.self) {
+            try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), schedule: schedule), by: "root",
+                                       now: Self.date("2026-06-01T22:00:00Z"))
+        }
+    }
+
     @Test("the due time of a zone: the next 09:00 after the campaign is made, a date's 09:00, and a time a DST change skips")
     func dueTimes() throws {
         let nine = CampaignSchedule.localTime(try LocalTime("09:00"), date: nil)
@@ -90,6 +115,10 @@ struct ScheduleCoreTests {
         #expect(throws: CoreError.self) { try LocalTime("24:00") }
         #expect(throws: CoreError.self) { try LocalTime("9:00") }
         #expect(throws: CoreError.self) { try LocalDate("2026-02-30") }
+        #expect(throws: CoreError.self) { try LocalTime("+1:30") }
+        #expect(throws: CoreError.self) { try LocalDate("2026-+1-05") }
+        // Month and year ends roll over.
+        #expect(nine.due(in: tokyo, createdAt: Self.date("2026-12-31T02:00:00Z")) == Self.date("2027-01-01T00:00:00Z"))
     }
 
     @Test("sendAt: scheduled until its time, then queued whole; in the past is refused; a year away too")
