@@ -573,7 +573,9 @@ public struct CampaignStore: Sendable {
                 }
                 fresh = names.filter { !seen.contains($0) }
             }
-            let made = try Self.queueRecipients(db, &campaign, names: fresh, addressing: addressing, links: links, defaultImage: defaultImage, indexed: indexed)
+            // One zone's users are scattered over the names: their devices are looked up by name.
+            let made = try Self.queueRecipients(db, &campaign, names: fresh, addressing: addressing, links: links, defaultImage: defaultImage,
+                                                indexed: indexed, sparse: true)
             try db.execute(sql: "UPDATE campaign_zones SET cursor = ?, queued = ? WHERE campaignId = ? AND zone = ?", arguments: [next, exhausted, id, zone])
             try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, leaseUntil = ? WHERE id = ?",
                            arguments: [campaign.recipients, campaign.devices, db.now + Self.lease, id])
@@ -584,7 +586,7 @@ public struct CampaignStore: Sendable {
     /// Queues `names` for `campaign` in the caller's transaction: each gets the notification
     /// in their locale and one push per device; the campaign's counts grow.
     private static func queueRecipients(_ db: SQLConnection, _ campaign: inout Campaign, names: [String], addressing: DeliveryAddressing,
-                                        links: PayloadLinks?, defaultImage: String, indexed: Bool) throws -> [QueuedNotification] {
+                                        links: PayloadLinks?, defaultImage: String, indexed: Bool, sparse: Bool = false) throws -> [QueuedNotification] {
         guard !names.isEmpty else { return [] }
         let now = Date()
         let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
@@ -607,7 +609,7 @@ public struct CampaignStore: Sendable {
                 }
             }
         }
-        let devices = try Self.devices(db, of: names, audience: campaign.audience, app: campaign.app)
+        let devices = try Self.devices(db, of: names, audience: campaign.audience, app: campaign.app, sparse: sparse)
         var groups: [String: [(name: String, targets: [PushTarget])]] = [:]
         var queuedDevices = 0
         for name in names {
@@ -759,13 +761,14 @@ public struct CampaignStore: Sendable {
     }
 
     /// The device targets of each named user: every device, or those matching the tag expression.
-    private static func devices(_ db: SQLConnection, of names: [String], audience: Audience, app: String?) throws -> [String: [PushTarget]] {
+    private static func devices(_ db: SQLConnection, of names: [String], audience: Audience, app: String?, sparse: Bool = false) throws -> [String: [PushTarget]] {
         guard let first = names.first, let last = names.last else { return [:] }
         let wanted = Set(names)
         var devices: [String: [PushTarget]] = [:]
         // Listed users are sparse (two names can span the whole table): by name. The others
         // come in name order, a contiguous range.
-        let (condition, arguments): (String, [String]) = if case .users = audience {
+        let listed = if case .users = audience { true } else { false }
+        let (condition, arguments): (String, [String]) = if listed || sparse {
             ("username IN (\(sqlPlaceholders(names.count)))", names)
         } else {
             ("username BETWEEN ? AND ?", [first, last])
