@@ -10,8 +10,9 @@ struct ScheduleCoreTests {
     static func date(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
 
     /// A store with the default image and `users` (name, zone, locale), each with one device.
-    static func store(_ dir: URL, users: [(String, String?, String?)]) async throws -> DataStore {
-        let store = try await DataStore.open(path: dir.path)
+    static func store(_ dir: URL, users: [(String, String?, String?)], on locations: StoreEngine.Locations? = nil) async throws -> DataStore {
+        let store = try await DataStore.open(path: dir.path, database: locations?.database, blobs: locations?.blobs,
+                                             environment: locations?.environment ?? ProcessInfo.processInfo.environment)
         _ = try await store.media.ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png")
         _ = try await store.users(cost: 4).importUsers(users.map { .init(name: $0.0, secret: .password("pw"), admin: false, timezone: $0.1, locale: $0.2) })
         for (index, user) in users.enumerated() {
@@ -28,8 +29,13 @@ struct ScheduleCoreTests {
         })
     }
 
-    @Test("09:00 on a date in each user's zone: both sides of the date line and across a DST change, each queued at their own 09:00 and not a second before, through a restart; only what is due is pending")
-    func localTime() async throws {
+    @Test("09:00 on a date in each user's zone: both sides of the date line and across a DST change, each queued at their own 09:00 and not a second before, by two nodes at once, through a restart; only what is due is pending",
+          arguments: StoreEngine.all)
+    func localTime(engine: StoreEngine) async throws {
+        let locations = try await engine.locations()
+        func open(_ dir: URL) async throws -> DataStore {
+            try await DataStore.open(path: dir.path, database: locations.database, blobs: locations.blobs, environment: locations.environment)
+        }
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         // 2026-03-29: Europe's clocks go forward at 01:00 UTC (Paris is UTC+2 by 09:00); New York has been on EDT since 03-08.
@@ -41,8 +47,19 @@ struct ScheduleCoreTests {
             ("newyork", "America/New_York", "2026-03-29T13:00:00Z"),
             ("pago", "Pacific/Pago_Pago", "2026-03-29T20:00:00Z"),  // UTC-11: last
         ]
-        var store = try await Self.store(dir, users: zones.map { ($0.user, $0.zone, nil) })
+        var store = try await Self.store(dir, users: zones.map { ($0.user, $0.zone, nil) }, on: locations)
         var campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        // A second node on the same store runs the scheduler at the same moments.
+        let otherDir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: otherDir) }
+        var other = engine == .shared ? try await open(otherDir) : try await open(dir)
+        var otherCampaigns = other.campaigns(links: nil, defaultImage: "logo.png")
+        func tick(_ now: Date) async throws {
+            let (one, two) = (campaigns, otherCampaigns)
+            async let mine = one.runDue(now: now, addressing: .perDevice)
+            async let theirs = two.runDue(now: now, addressing: .perDevice)
+            _ = try await (mine, theirs)
+        }
         let created = Self.date("2026-03-27T12:00:00Z")
         let schedule = CampaignSchedule.localTime(try LocalTime("09:00"), date: try LocalDate("2026-03-29"))
         let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "Good morning"), schedule: schedule),
@@ -52,9 +69,9 @@ struct ScheduleCoreTests {
         var expected: Set<String> = []
         for (index, entry) in zones.enumerated() {
             let due = Self.date(entry.due)
-            try await campaigns.runDue(now: due.addingTimeInterval(-1), addressing: .perDevice)
+            try await tick(due.addingTimeInterval(-1))
             #expect(try await Self.recipients(store, campaign: campaign.id) == expected, "before \(entry.user)'s 09:00")
-            try await campaigns.runDue(now: due, addressing: .perDevice)
+            try await tick(due)
             expected.insert(entry.user)
             #expect(try await Self.recipients(store, campaign: campaign.id) == expected, "at \(entry.user)'s 09:00")
             let progress = try #require(try await campaigns.progress(campaign.id))
@@ -63,17 +80,22 @@ struct ScheduleCoreTests {
             if index == 2 {
                 // A restart between zones: the schedule lives in the database.
                 store.close()
-                store = try await DataStore.open(path: dir.path)
+                other.close()
+                store = try await open(dir)
+                other = engine == .shared ? try await open(otherDir) : try await open(dir)
                 campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+                otherCampaigns = other.campaigns(links: nil, defaultImage: "logo.png")
             }
         }
-        try await campaigns.runDue(now: Self.date("2026-03-29T21:00:00Z"), addressing: .perDevice)
+        try await tick(Self.date("2026-03-29T21:00:00Z"))
         let done = try #require(try await campaigns.progress(campaign.id))
         #expect(done.campaign.queued && done.campaign.recipients == zones.count && done.campaign.devices == zones.count)
         // Nobody twice, whatever runs later.
         try await campaigns.runDue(now: Self.date("2026-03-30T21:00:00Z"), addressing: .perDevice)
         #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications") } == zones.count)
+        #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries") } == zones.count)
         store.close()
+        other.close()
     }
 
     @Test("a date's 09:00 that had already passed in a zone when the campaign was made is skipped there, never sent at another hour")
