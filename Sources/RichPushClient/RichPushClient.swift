@@ -120,6 +120,27 @@ public final class RichPushClient: Sendable {
         _ = try await exchange(request, .json(accepting: 200...299), timeout: timeout)
     }
 
+    /// Reports that the user opened (tapped) `message` (SPEC §20): `POST <payloadURL>/opened` with
+    /// no credentials when the push carried a payload URL, else `POST /api/notifications/{id}/opened`
+    /// with the client's. The server counts it once however often it is reported; call it from
+    /// `userNotificationCenter(_:didReceive:withCompletionHandler:)`.
+    /// - Throws: `RichPushClientError` (`.http(status: 404)` for a notification that is not this
+    ///   user's or is gone), or `CancellationError`.
+    public func reportOpened(_ message: RichPushMessage, timeout: TimeInterval = 25) async throws {
+        let request: URLRequest
+        if let link = message.payloadURL {
+            var url = link
+            url.appendPathComponent("opened")
+            request = Self.request("POST", url, credentials: nil, accept: "application/json", timeout: timeout)
+        } else {
+            request = Self.request("POST", endpoint("api/notifications/\(message.id)/opened"), credentials: credentials,
+                                   accept: "application/json", timeout: timeout)
+        }
+        var body = request
+        body.httpBody = Data()
+        _ = try await exchange(body, .json(accepting: 200...299), timeout: timeout)
+    }
+
     /// Downloads the payload image of `message` into a new file in `directory`.
     ///
     /// With a `payloadURL` (an alert push's `richUrl`) the URL is fetched with no credentials: it is

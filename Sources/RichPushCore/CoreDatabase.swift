@@ -190,6 +190,54 @@ public enum CoreDatabase {
                 );
                 CREATE INDEX idempotency_keys_created ON idempotency_keys(createdAt);
                 """),
+        // SPEC §20: opened as the device reports it (displayed is the first fetch, `read`);
+        // counters per campaign, minute and platform, and failure reasons, kept as pushes happen;
+        // the webhook event queue, and each webhook's place in it.
+        SQLMigration("core-v10-insight", sqlite: """
+                ALTER TABLE notifications ADD COLUMN openedAt REAL;
+                ALTER TABLE campaigns ADD COLUMN doneAt REAL;
+                CREATE TABLE campaign_stats (
+                    campaignId INTEGER NOT NULL,
+                    minute     INTEGER NOT NULL,
+                    platform   TEXT NOT NULL,
+                    sent       INTEGER NOT NULL DEFAULT 0,
+                    failed     INTEGER NOT NULL DEFAULT 0,
+                    displayed  INTEGER NOT NULL DEFAULT 0,
+                    opened     INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (campaignId, minute, platform)
+                );
+                CREATE TABLE campaign_failures (
+                    campaignId INTEGER NOT NULL,
+                    reason     TEXT NOT NULL,
+                    n          INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (campaignId, reason)
+                );
+                CREATE TABLE events (
+                    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+                    type           TEXT NOT NULL,
+                    at             REAL NOT NULL,
+                    campaignId     INTEGER,
+                    notificationId INTEGER,
+                    recipient      TEXT,
+                    platform       TEXT,
+                    reason         TEXT
+                );
+                CREATE INDEX events_at ON events(at);
+                CREATE TABLE webhooks (
+                    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+                    url           TEXT NOT NULL,
+                    events        TEXT NOT NULL,
+                    secret        TEXT NOT NULL,
+                    createdAt     REAL NOT NULL,
+                    cursor        INTEGER NOT NULL DEFAULT 0,
+                    attempts      INTEGER NOT NULL DEFAULT 0,
+                    nextAttemptAt REAL NOT NULL DEFAULT 0,
+                    leaseUntil    REAL,
+                    delivered     INTEGER NOT NULL DEFAULT 0,
+                    dropped       INTEGER NOT NULL DEFAULT 0,
+                    lastError     TEXT
+                );
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -29,6 +29,8 @@ public final class DataStore: Sendable {
     public let apiKeys: APIKeyStore
     /// `Idempotency-Key`s seen (SPEC §19).
     public let idempotency: IdempotencyStore
+    /// Webhooks and their event queue (SPEC §20).
+    public let webhooks: WebhookStore
     /// The outbox as readers see it (`deliveries`).
     public let deliveries: DeliveryStore
     /// The outbox as the dispatcher works it: claims, leases, outcomes.
@@ -81,6 +83,7 @@ public final class DataStore: Sendable {
         self.registrations = RegistrationStore(database: database)
         self.apiKeys = APIKeyStore(database: database)
         self.idempotency = IdempotencyStore(database: database)
+        self.webhooks = WebhookStore(database: database)
         self.deliveries = DeliveryStore(database: database)
         self.outbox = OutboxStore(database: database)
         self.settings = SettingsStore(database: database)

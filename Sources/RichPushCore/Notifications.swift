@@ -340,11 +340,35 @@ public struct NotificationStore: Sendable {
         }
     }
 
+    ///
+    /// SPEC §20: a first fetch is the notification's **displayed**, counted with the marking.
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
         try await database.write { db in
+            var happenings: [Happening] = []
             for id in ids {
-                try db.execute(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0", arguments: [now.timeIntervalSince1970, id], cached: true)
+                if let row = try db.fetchOne(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0 RETURNING campaignId, recipient",
+                                             arguments: [now.timeIntervalSince1970, id]) {
+                    happenings.append(Happening(type: .displayed, campaign: row["campaignId"], notification: id, user: row["recipient"]))
+                }
             }
+            try Insight.record(db, happenings, now: now.timeIntervalSince1970)
+        }
+    }
+
+    /// SPEC §20: the recipient's device says notification `id` was opened (tapped). Counted once;
+    /// false when there is no such notification (for `recipient`, when given).
+    @discardableResult
+    public func markOpened(id: Int64, recipient: String? = nil, now: Date = Date()) async throws -> Bool {
+        try await database.write { db in
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT campaignId, recipient, openedAt FROM notifications WHERE id = ?", arguments: [id]),
+                  recipient == nil || (row["recipient"] as String) == recipient else { return false }
+            guard (row["openedAt"] as Double?) == nil else { return true }
+            try db.execute(sql: "UPDATE notifications SET openedAt = ? WHERE id = ? AND openedAt IS NULL", arguments: [now.timeIntervalSince1970, id])
+            if db.changesCount > 0 {
+                try Insight.record(db, [Happening(type: .opened, campaign: row["campaignId"], notification: id, user: row["recipient"])],
+                                   now: now.timeIntervalSince1970)
+            }
+            return true
         }
     }
 

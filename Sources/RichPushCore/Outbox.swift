@@ -25,6 +25,9 @@ public struct DeliveryJob: Sendable {
     public var content: PushContent?
     /// The app whose credentials send it (SPEC §18).
     public var app: String = AppName.default
+    /// The campaign it belongs to, and its notification's recipient (SPEC §20's counts and events).
+    public var campaignId: Int64? = nil
+    public var recipient: String? = nil
 
     /// The push's collapse identifier (SPEC §17): derived from the notification alone, so every
     /// send of it to a device (a retry, a resend after a crash or a node's death) carries the
@@ -101,7 +104,7 @@ public struct OutboxStore: Sendable {
         return try await database.write(isolation: .readCommitted) { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
-                SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.pushId, d.attempts, n.push, n.mode,
+                SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
                        n.message, n.title, n.richType, n.richUrl, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
@@ -116,6 +119,8 @@ public struct OutboxStore: Sendable {
                             content: PushContent(id: row["notificationId"], message: row["message"], title: row["title"], richType: row["richType"],
                                                  richUrl: row["richUrl"]))
                 job.app = row["app"] ?? AppName.default
+                job.campaignId = row["campaignId"]
+                job.recipient = row["recipient"]
                 return job
             }
             for chunk in jobs.map(\.id).sqlBatches() {
@@ -233,12 +238,22 @@ public struct OutboxStore: Sendable {
                     """, arguments: SQLArguments([now] + chunk.map { $0 as any SQLValueConvertible } + [holder.tag]))
                 recordedSent.formUnion(ids)
             }
-            return try results.map { job, result in
+            var happenings: [Happening] = []
+            let labels = try results.map { job, result in
                 switch result {
                 case .sent:
-                    return recordedSent.contains(job.id) ? "sent" : "lease_lost"
+                    guard recordedSent.contains(job.id) else { return "lease_lost" }
+                    happenings.append(Happening(type: .sent, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
+                                                platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns")))
+                    return "sent"
                 case .failed(let reason, let prune, let deadSince):
-                    return try Self.recordFailure(db, job, reason: reason, prune: prune, deadSince: deadSince, holder: holder, now: now)
+                    let label = try Self.recordFailure(db, job, reason: reason, prune: prune, deadSince: deadSince, holder: holder, now: now,
+                                                       happenings: &happenings)
+                    if label == "failed" {
+                        happenings.append(Happening(type: .failed, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
+                                                    platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns"), reason: reason))
+                    }
+                    return label
                 case .retry(let reason, let at):
                     // `at` is this machine's time; the row keeps the database's.
                     let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
@@ -249,12 +264,16 @@ public struct OutboxStore: Sendable {
                     return db.changesCount > 0 ? "retried" : "lease_lost"
                 }
             }
+            // SPEC §20: counted in the transaction that records them, so counts and events never disagree.
+            try Insight.record(db, happenings, now: now)
+            try Insight.finishCampaigns(db, Set(happenings.compactMap(\.campaign)), now: now)
+            return labels
         }
     }
 
     /// A push refused for good, pruning its registration where `prune` says so.
     private static func recordFailure(_ db: SQLConnection, _ job: DeliveryJob, reason: String, prune: Bool, deadSince: Date?,
-                                      holder: OutboxHolder, now: Double) throws -> String {
+                                      holder: OutboxHolder, now: Double, happenings: inout [Happening]) throws -> String {
         try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = ? AND state = 'pending'",
                        arguments: [job.attempts + 1, reason, now, job.id, holder.tag], cached: true)
         guard db.changesCount > 0 else { return "lease_lost" }
@@ -263,9 +282,17 @@ public struct OutboxStore: Sendable {
         let renewedSince = deadSince.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false
         if prune, let registration = job.registrationId, let claimedVersion = job.registrationUpdatedAt, !renewedSince {
             guard try RegistrationStore.prune(db, id: registration, ifUpdatedAt: claimedVersion) else { return "failed" }
-            try db.execute(
-                sql: "UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'",
-                arguments: ["device registration removed after \(reason)", now, registration])
+            // The device's other pending pushes fail with it, and count as failed too.
+            let cascade = "device registration removed after \(reason)"
+            for row in try db.fetchAll(sql: """
+                UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'
+                RETURNING notificationId, campaignId, platform
+                """, arguments: [cascade, now, registration]) {
+                let notification: Int64 = row["notificationId"]
+                let recipient = try String.fetchOne(db, sql: "SELECT recipient FROM notifications WHERE id = ?", arguments: [notification])
+                happenings.append(Happening(type: .failed, campaign: row["campaignId"], notification: notification, user: recipient,
+                                            platform: row["platform"] ?? "apns", reason: cascade))
+            }
         }
         return "failed"
     }

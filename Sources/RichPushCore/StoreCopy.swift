@@ -32,6 +32,10 @@ extension DataStore {
         ("api_keys", ["name"], false),
         ("campaign_zones", ["campaignId", "zone"], false),
         ("idempotency_keys", ["owner", "route", "key"], false),
+        ("campaign_stats", ["campaignId", "minute", "platform"], false),
+        ("campaign_failures", ["campaignId", "reason"], false),
+        ("events", ["id"], false),
+        ("webhooks", ["id"], false),
         ("mirror_deletions", ["registrationId"], false),
         ("meta", ["key"], true),
         ("settings", ["key"], true),
@@ -93,7 +97,7 @@ extension DataStore {
             try db.execute(sql: "UPDATE deliveries SET leasedBy = NULL, leaseTag = NULL WHERE state = 'pending'")
             if db.dialect == .postgres {
                 // Ids were given explicitly: the identity sequences carry on after the largest.
-                for table in ["notifications", "deliveries", "campaigns"] {
+                for table in ["notifications", "deliveries", "campaigns", "events", "webhooks"] {
                     try db.execute(sql: "SELECT setval(pg_get_serial_sequence('\(table)', 'id'), (SELECT COALESCE(max(id), 0) + 1 FROM \(table)), false)")
                 }
             }

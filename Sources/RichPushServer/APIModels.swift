@@ -333,6 +333,46 @@ struct LocaleContent: Codable, Sendable, DeclaredSchema {
     }
 }
 
+/// `GET /api/admin/campaigns/{id}/stats` (SPEC §20).
+struct CampaignStatsResponse: Codable, Sendable {
+    struct Counts: Codable, Sendable {
+        var sent: Int
+        var failed: Int
+    }
+    struct Minute: Codable, Sendable {
+        /// The minute's start, ISO 8601.
+        var minute: String
+        var sent: Int
+        var displayed: Int
+        var opened: Int
+    }
+    var queued: Int
+    var sent: Int
+    var failed: Int
+    /// Recipients whose device fetched the payload (the extension showed it).
+    var displayed: Int
+    /// Recipients whose device reported a tap.
+    var opened: Int
+    /// Sent and failed by device platform (`apns`, `fcm`, `web`, `hub`).
+    var byPlatform: [String: Counts]
+    /// Failure reasons (the push service's words up to the first colon) and how many.
+    var failures: [String: Int]
+    /// Per minute, oldest first.
+    var timeline: [Minute]
+
+    init(_ stats: CampaignStats) {
+        queued = stats.queued
+        sent = stats.totals.sent
+        failed = stats.totals.failed
+        displayed = stats.totals.displayed
+        opened = stats.totals.opened
+        byPlatform = stats.byPlatform.mapValues { Counts(sent: $0.sent, failed: $0.failed) }
+        failures = stats.failures
+        let dates = ISO8601DateFormatter()
+        timeline = stats.timeline.map { Minute(minute: dates.string(from: $0.minute), sent: $0.sent, displayed: $0.displayed, opened: $0.opened) }
+    }
+}
+
 /// `PUT /api/me`: the caller's time zone and locale (SPEC §19); each optional.
 struct MeUpdate: Codable, Sendable {
     /// An IANA zone, e.g. `Europe/Paris`.

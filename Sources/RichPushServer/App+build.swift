@@ -103,6 +103,8 @@ public func buildApplication(
         port: configuration.port,
         maxConnections: configuration.maxConnections,
         services: [epochs, follower, KeyUseRecorder(authenticator: authenticator),
+                   try WebhookDispatcher(webhooks: data.webhooks, extraRoots: configuration.webhookRoots, interval: configuration.webhookInterval,
+                                         backoffBase: configuration.webhookBackoff, logger: logger),
                    CampaignResumer(campaigns: campaigns, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
                                    interval: configuration.scheduleInterval, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]

@@ -123,6 +123,40 @@ extension Services {
         return plain.date(from: text) ?? fractional.date(from: text)
     }
 
+    /// `GET /api/admin/campaigns/{id}/stats` (SPEC §20): from counters, never a scan of the outbox.
+    func campaignStats(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let raw = try context.parameters.require("id")
+        let bound = try principal(context).apiKey?.app
+        guard let id = Int64(raw), id > 0, let progress = try await campaigns.progress(id), bound == nil || progress.campaign.app == bound,
+              let stats = try await campaigns.stats(id) else {
+            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
+        }
+        return try encode(CampaignStatsResponse(stats))
+    }
+
+    /// `POST /api/notifications/{id}/opened` (SPEC §20): the recipient's device says it was opened.
+    func reportOpened(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let user = try user(context)
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), id > 0, try await notifications.markOpened(id: id, recipient: user) else {
+            throw Problem(.notFound, "no notification \(raw.prefix(40)) for \(user)")
+        }
+        return Response(status: .noContent)
+    }
+
+    /// `POST /p/{token}/opened`: the same, with the payload URL for credentials (an expired one
+    /// still says which notification was opened).
+    func reportOpenedByLink(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let token = try context.parameters.require("token")
+        switch PayloadLinkCheck.check(token, links: links) {
+        case .invalid:
+            throw Problem(.notFound, "this payload URL is not valid (changed, or signed with a key that was rotated)")
+        case .expired(let id), .valid(let id, _):
+            guard try await notifications.markOpened(id: id) else { throw Problem(.notFound, "no notification \(id)") }
+            return Response(status: .noContent)
+        }
+    }
+
     /// `DELETE /api/admin/campaigns/{id}`: cancels what has not been sent (SPEC §19).
     func cancelCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let raw = try context.parameters.require("id")

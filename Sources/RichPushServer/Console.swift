@@ -138,6 +138,13 @@ enum Console {
       #user-detail ul { padding-left: 1.2rem; }
       #user-detail li button { margin-left: .5rem; padding: .1rem .5rem; background: #b00020; }
       button.danger { background: #b00020; }
+      #funnel .step { display: flex; align-items: center; gap: .5rem; margin: .2rem 0; }
+      #funnel .step span:first-child { flex: 0 0 6rem; }
+      #funnel .step span:last-child { white-space: nowrap; }
+      #funnel .bar { height: 1rem; background: #1a73e8; border-radius: 3px; min-width: 2px; }
+      #timeline .sent { stroke: #1a73e8; fill: #1a73e8; } #timeline .displayed { stroke: #188038; fill: #188038; }
+      #timeline .opened { stroke: #e37400; fill: #e37400; } #timeline text.axis { fill: #555; stroke: none; }
+      #timeline polyline { fill: none; stroke-width: 2; } #timeline text { font-size: 12px; stroke: none; }
       .locale-row label { font-weight: normal; }
       #counts { display: grid; grid-template-columns: repeat(4, 1fr); gap: .5rem; text-align: center; margin-top: .6rem; }
       #counts div { background: #f2f2f7; border-radius: 8px; padding: .4rem; }
@@ -256,6 +263,10 @@ enum Console {
             <div><b id="count-failed">0</b>failed</div><div><b id="count-fetched">0</b>fetched</div>
           </div>
           <p><button type="button" id="cancel" class="danger" hidden>Cancel the rest</button> <span id="cancel-result" aria-live="polite"></span></p>
+          <h3>Funnel</h3>
+          <div id="funnel" aria-label="Queued, sent, displayed and opened"></div>
+          <h3>Timeline</h3>
+          <svg id="timeline" role="img" aria-label="Sent, displayed and opened per minute" viewBox="0 0 600 160" width="100%" height="160"></svg>
           <details id="failures-box"><summary>Failed devices and why</summary><ul id="failures"></ul></details>
         </section>
         </main>
@@ -455,9 +466,51 @@ enum Console {
               for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
               $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
               done = (c.status === "done" && c.pending === 0) || c.status === "cancelled";
+              const stats = await call("GET", "/console/api/campaigns/" + id + "/stats");
+              if (stats.ok && generation === watching) drawStats(stats.json);
             }
             await new Promise((r) => setTimeout(r, done ? 3000 : ok ? 500 : 2000));
           }
+        }
+        function drawStats(stats) {
+          const steps = [["queued", stats.queued], ["sent", stats.sent], ["displayed", stats.displayed], ["opened", stats.opened]];
+          const top = Math.max(1, stats.queued, stats.sent);
+          $("funnel").replaceChildren(...steps.map(([name, n]) => {
+            const row = document.createElement("div");
+            row.className = "step";
+            const bar = document.createElement("div");
+            bar.className = "bar";
+            bar.style.width = (100 * n / top) * 0.6 + "%";
+            row.append(text("span", name), bar, text("span", String(n) + (name !== "queued" && stats.queued ? " (" + Math.round(100 * n / stats.queued) + "%)" : "")));
+            return row;
+          }), ...Object.entries(stats.failures).map(([reason, n]) => text("p", "Failed: " + reason + " × " + n, "error")));
+          const svg = $("timeline"), ns = "http://www.w3.org/2000/svg", points = stats.timeline;
+          const most = Math.max(1, ...points.flatMap((p) => [p.sent, p.displayed, p.opened]));
+          const x = (i) => points.length < 2 ? 300 : 30 + i * 560 / (points.length - 1), y = (n) => 140 - n * 120 / most;
+          const series = ["sent", "displayed", "opened"];
+          const shapes = series.map((name) => {
+            const line = document.createElementNS(ns, "polyline");
+            line.setAttribute("class", name);
+            line.setAttribute("points", points.map((p, i) => x(i) + "," + y(p[name])).join(" "));
+            return line;
+          });
+          // A dot per minute too: one minute is no line.
+          const dots = series.flatMap((name) => points.map((p, i) => {
+            const dot = document.createElementNS(ns, "circle");
+            dot.setAttribute("class", name); dot.setAttribute("cx", x(i)); dot.setAttribute("cy", y(p[name])); dot.setAttribute("r", 3);
+            return dot;
+          }));
+          const label = (content, lx, ly, className) => {
+            const t = document.createElementNS(ns, "text"); t.setAttribute("x", lx); t.setAttribute("y", ly); t.setAttribute("class", className); t.textContent = content; return t;
+          };
+          const legend = [label("● sent", 30, 156, "sent"), label("● displayed", 100, 156, "displayed"), label("● opened", 200, 156, "opened"),
+                          label(String(most) + "/min", 0, 12, "axis")];
+          if (points.length) {
+            const time = (p) => new Date(p.minute).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+            legend.push(label(time(points[0]), 300, 156, "axis"));
+            if (points.length > 1) legend.push(label(time(points[points.length - 1]), 540, 156, "axis"));
+          }
+          svg.replaceChildren(...shapes, ...dots, ...legend);
         }
         $("cancel").addEventListener("click", async () => {
           const id = $("campaign-id").textContent;
@@ -716,6 +769,13 @@ extension Services {
         var context = context
         context.principal = try await consoleAdmin(request)
         return try await createCampaign(request, context)
+    }
+
+    /// `GET /console/api/campaigns/{id}/stats`: as `GET /api/admin/campaigns/{id}/stats` answers it.
+    func consoleStats(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request)
+        return try await campaignStats(request, context)
     }
 
     /// `DELETE /console/api/campaigns/{id}`: cancels it, as `DELETE /api/admin/campaigns/{id}` does.

@@ -5,7 +5,7 @@ import RichPushCore
 
 extension Endpoint {
     /// Every route of SPEC §5, §9–§11 and §14, in the order `/openapi.json` lists them.
-    static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + me + payloadLinks + console
+    static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + me + payloadLinks + insight + console
 
     static let webPush: [Endpoint] = [
         Endpoint(method: .get, path: "/api/webpush/key", access: .open, summary: "The VAPID public key a browser subscribes with (SPEC §12).",
@@ -92,6 +92,12 @@ extension Endpoint {
                  responses: [200: .json(ConsoleProgress.self, "Counts and failures."), 401: .problem("No console session."),
                              403: .problem("The session is not an admin's."), 404: .problem("No such campaign.")]) { s, r, c in
             try await s.consoleWatch(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/campaigns/{id}/stats", access: .open, summary: "A campaign's funnel and timeline, for the console's chart.",
+                 parameters: [.path("id", .integer, "The campaign id.")],
+                 responses: [200: .json(CampaignStatsResponse.self, "As /api/admin/campaigns/{id}/stats."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such campaign.")]) { s, r, c in
+            try await s.consoleStats(r, c)
         },
         Endpoint(method: .delete, path: "/console/api/campaigns/{id}", access: .open, summary: "Cancels a campaign from the console (X-CSRF-Token required).",
                  parameters: [.path("id", .integer, "The campaign id."), .header("X-CSRF-Token", "The token of the console page.")],
@@ -318,6 +324,31 @@ extension Endpoint {
                  parameters: imageParameters(.path("token", .string, "The token of an alert push's richUrl."), variants: true),
                  responses: imageResponses(notFound: "The token is not valid (changed, or its key was rotated).", gone: true, variants: true)) { s, r, c in
             try await s.fetchPayloadByLink(r, c)
+        },
+        Endpoint(method: .post, path: "/p/{token}/opened", access: .open,
+                 summary: "The device says the notification of this payload URL was opened (SPEC §20); counted once.",
+                 parameters: [.path("token", .string, "The token of an alert push's richUrl.")],
+                 responses: [204: APIResponse(description: "Counted (or already)."),
+                             404: .problem("The token is not valid, or its notification is gone.")]) { s, r, c in
+            try await s.reportOpenedByLink(r, c)
+        },
+    ]
+
+    /// SPEC §20: opened reports and a campaign's stats.
+    static let insight: [Endpoint] = [
+        Endpoint(method: .post, path: "/api/notifications/{id}/opened", access: .user,
+                 summary: "The recipient's device says the notification was opened (tapped); counted once.",
+                 parameters: [.path("id", notificationID, "The notification id.")],
+                 responses: [204: APIResponse(description: "Counted (or already)."),
+                             404: .problem("No such notification for this user.")]) { s, r, c in
+            try await s.reportOpened(r, c)
+        },
+        Endpoint(method: .get, path: "/api/admin/campaigns/{id}/stats", access: .admin,
+                 summary: "A campaign's funnel (queued, sent, failed, displayed, opened), by platform, its failure reasons and a per-minute timeline.",
+                 parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
+                 responses: [200: .json(CampaignStatsResponse.self, "From counters kept as pushes happen."),
+                             404: .problem("No such campaign.")]) { s, r, c in
+            try await s.campaignStats(r, c)
         },
     ]
 

@@ -40,7 +40,8 @@ struct Endpoint: Sendable {
     var keyScope: APIKeyScope? {
         switch (method, path) {
         case (.post, "/api/notifications"), (.post, "/api/admin/campaigns"), (.delete, "/api/admin/campaigns/{id}"), (.post, "/api/media"): .send
-        case (.get, "/api/admin/campaigns"), (.get, "/api/admin/campaigns/{id}"), (.get, "/media/{sha256}"), (.head, "/media/{sha256}"): .read
+        case (.get, "/api/admin/campaigns"), (.get, "/api/admin/campaigns/{id}"), (.get, "/api/admin/campaigns/{id}/stats"), (.get, "/media/{sha256}"),
+             (.head, "/media/{sha256}"): .read
         default: access == .admin ? .admin : nil
         }
     }

@@ -94,6 +94,11 @@ public struct ServerConfiguration: Sendable {
     public var scheduleClock: @Sendable () -> Date = { Date() }
     /// How often due schedules are looked for.
     public var scheduleInterval: Duration = .seconds(1)
+    /// SPEC §20: extra trusted roots for webhook receivers (`--push-ca`), how often the queue is
+    /// looked at, and the first retry's delay (doubling to 10 minutes).
+    public var webhookRoots: [String] = []
+    public var webhookInterval: Duration = .milliseconds(500)
+    public var webhookBackoff: Double = 1
 
     /// The defaults of SPEC §4.
     public init() {}

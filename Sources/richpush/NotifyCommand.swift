@@ -61,9 +61,23 @@ struct DeliveriesCommand: AsyncParsableCommand {
     @Option(help: "Only this notification.") var notification: Int64?
     @Option(help: "Every delivery of this campaign.") var campaign: Int64?
     @Flag(help: "One JSON object per delivery.") var json = false
+    @Option(help: "text, json (as --json) or csv: a header, then notification,registrationId,target,state,attempts,pushId,updated,reason (RFC 4180 quoting).")
+    var format: String?
+
+    private var csv: Bool { format == "csv" }
 
     func validate() throws {
         if notification != nil && campaign != nil { throw ValidationError("give --notification or --campaign, not both") }
+        if let format, !["text", "json", "csv"].contains(format) { throw ValidationError("--format is text, json or csv") }
+    }
+
+    /// A CSV field: quoted when it holds a comma, a quote or a line break (quotes doubled); a
+    /// field a spreadsheet would run as a formula (= + - @ first) gets a leading apostrophe.
+    static func csvField(_ text: String) -> String {
+        var text = text
+        if let first = text.first, "=+-@\t\r".contains(first) { text = "'" + text }
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     func run() async throws {
@@ -79,7 +93,8 @@ struct DeliveriesCommand: AsyncParsableCommand {
                 header = false
                 after = last.id
             }
-            if header && !json { Console.error("campaign \(campaign) has no deliveries") }
+            if header && csv { print("notification,registrationId,target,state,attempts,pushId,updated,reason") }
+            if header && !json && !csv { Console.error("campaign \(campaign) has no deliveries") }
             return
         }
         show(try await store.list(notification: notification), header: true)
@@ -87,11 +102,16 @@ struct DeliveriesCommand: AsyncParsableCommand {
 
     private func show(_ deliveries: [Delivery], header: Bool) {
         let formatter = ISO8601DateFormatter()
-        if header && !json && !deliveries.isEmpty {
+        if header && csv && !deliveries.isEmpty {
+            print("notification,registrationId,target,state,attempts,pushId,updated,reason")
+        } else if header && !json && !csv && !deliveries.isEmpty {
             print("notification  target                                                            state    attempts  reason")
         }
         for d in deliveries {
-            if json {
+            if csv {
+                print([String(d.notificationId), d.registrationId ?? "", d.target, d.state.rawValue, String(d.attempts), d.pushId,
+                       formatter.string(from: d.updatedAt), d.reason ?? ""].map(Self.csvField).joined(separator: ","))
+            } else if json || format == "json" {
                 var object: [String: any Sendable] = [
                     "notification": d.notificationId, "target": d.target, "state": d.state.rawValue, "attempts": d.attempts,
                     "pushId": d.pushId, "updated": formatter.string(from: d.updatedAt),

@@ -147,6 +147,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         let vapid = try pushOptions.makeVAPID()
         if vapid != nil { configuration.vapidPublicKey = vapid?.publicKey }
         configuration.allowPrivatePushEndpoints = pushOptions.allowPrivatePushEndpoints
+        configuration.webhookRoots = pushOptions.pushCa
         if let flags = try pushOptions.makeProvider(vapid: vapid) { apps[AppName.default] = flags }
         // One app: its provider as it is. Several: each push through its app's.
         let chosen: (provider: any PushProvider, mirror: (any RegistrationMirror)?)? = switch apps.count {

@@ -92,6 +92,10 @@ struct ConsoleCLITests {
         WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "count-sent").text == "2")
         seen["sendResult"] = driver.find_element(By.ID, "send-result").text
         seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
+        # SPEC §20: the funnel and the timeline, drawn by the page from the campaign's stats.
+        WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "sent" in d.find_element(By.ID, "funnel").text)
+        seen["funnel"] = driver.find_element(By.ID, "funnel").text
+        seen["timeline"] = driver.execute_script("return [...document.querySelectorAll('#timeline polyline')].map(p => p.getAttribute('class') + ':' + p.getAttribute('points').split(' ').length)")
         driver.execute_script("document.getElementById('watch').scrollIntoView()")
         driver.save_screenshot(shots + "/console-watch.png")
         # SPEC §19: another language, previewed in it; a campaign scheduled for tomorrow, then cancelled.
@@ -248,6 +252,10 @@ struct ConsoleCLITests {
         #expect(seen["sendDisabled"] as? Bool == true)
         #expect(seen["reach"] as? String == "Will reach 1 user on 2 devices.")
         #expect(seen["apps"] as? String == "Apps: default (2 devices)", "\(String(describing: seen["apps"]))")
+        let funnel = seen["funnel"] as? String ?? ""
+        #expect(funnel.contains("queued\n2") && funnel.contains("sent\n2 (100%)"), "\(funnel)")
+        #expect((seen["timeline"] as? [String])?.map { $0.split(separator: ":").first.map(String.init) ?? "" } == ["sent", "displayed", "opened"],
+                "\(String(describing: seen["timeline"]))")
         #expect(seen["previewLocales"] as? [String] == ["Default language (en)", "fr"], "\(String(describing: seen["previewLocales"]))")
         #expect((seen["frenchPreview"] as? String)?.contains("Soldes") == true && (seen["frenchPreview"] as? String)?.contains("Moitié prix") == true,
                 "\(String(describing: seen["frenchPreview"]))")

@@ -105,6 +105,26 @@ struct ClientLibraryTests {
         }
     }
 
+    @Test("reportOpened: with the payload URL (no credentials) or the client's credentials, counted once; another user's is 404")
+    func reportOpened() async throws {
+        try await TestServer.run { s in
+            let alert = try await Self.createNotification(s, body: #"{"mode":"alert","title":"Hi","message":"Open me"}"#)
+            let silent = try await Self.createNotification(s)
+            let alice = RichPushClient(baseURL: try Self.baseURL(s), credentials: .basic(user: "alice", password: "wonderland"))
+            let anonymous = RichPushClient(baseURL: try Self.baseURL(s))
+            let link = try #require(URL(string: alert["richUrl"] as? String ?? ""))
+            try await anonymous.reportOpened(RichPushMessage(id: Int64(alert["id"] as? Int ?? 0), message: "Open me", payloadURL: link, kind: .alert))
+            let quiet = RichPushMessage(id: Int64(silent["id"] as? Int ?? 0), message: "", kind: .silent)
+            try await alice.reportOpened(quiet)
+            try await alice.reportOpened(quiet) // again: still once
+            let opened = try await s.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE openedAt IS NOT NULL") }
+            #expect(opened == 2)
+            let bob = RichPushClient(baseURL: try Self.baseURL(s), credentials: .basic(user: "bob", password: "builder"))
+            let refused = await #expect(throws: RichPushClientError.self) { try await bob.reportOpened(quiet) }
+            #expect(refused?.kind == .http(status: 404))
+        }
+    }
+
     @Test("bob's credentials get 404 for alice's notification, a wrong password 401, and no file is left", arguments: StoreEngine.all)
     func someoneElse(engine: StoreEngine) async throws {
         try await TestServer.run(engine: engine) { s in

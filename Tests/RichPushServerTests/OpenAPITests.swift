@@ -23,7 +23,7 @@ struct OpenAPITests {
             #expect((document["info"] as? [String: Any])?["version"] as? String == RichPushBuild.version)
             let listed = operations(document)
             #expect(listed == Set(s.routes), "only served: \(Set(s.routes).subtracting(listed)); only listed: \(listed.subtracting(s.routes))")
-            #expect(listed.count == 41 && listed.contains("GET /openapi.json") && listed.contains("POST /console/session") && listed.contains("PUT /api/register/{id}"))
+            #expect(listed.count == 45 && listed.contains("GET /openapi.json") && listed.contains("POST /console/session") && listed.contains("PUT /api/register/{id}"))
 
             let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
             func security(_ method: String, _ path: String) -> [String] {

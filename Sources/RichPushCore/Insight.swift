@@ -1,0 +1,186 @@
+import Crypto
+import Foundation
+import SQLEngine
+
+/// What happened to a push, as SPEC §20 names it.
+public enum DeliveryEventType: String, Sendable, CaseIterable, Codable {
+    case sent, failed, displayed, opened
+    case campaignDone = "campaign.done"
+}
+
+/// One thing that happened to a push: an event of the webhook queue (SPEC §20).
+public struct DeliveryEvent: Sendable, Equatable {
+    public var id: Int64
+    public var type: DeliveryEventType
+    public var at: Date
+    public var campaign: Int64?
+    public var notification: Int64?
+    public var user: String?
+    public var platform: String?
+    public var reason: String?
+
+    /// The event as a webhook receives it: `{"id","type","at","campaign","notification","user","platform","reason"}`.
+    public var json: [String: Any] {
+        var object: [String: Any] = ["id": id, "type": type.rawValue, "at": ISO8601DateFormatter().string(from: at)]
+        object["campaign"] = campaign
+        object["notification"] = notification
+        object["user"] = user
+        object["platform"] = platform
+        object["reason"] = reason
+        return object
+    }
+}
+
+/// What one push did, as the outbox, a payload fetch or a device reports it.
+struct Happening {
+    var type: DeliveryEventType
+    var campaign: Int64?
+    var notification: Int64?
+    var user: String?
+    var platform: String?
+    var reason: String?
+}
+
+/// Counts and events, written in the transaction of what they count (SPEC §20): a campaign's
+/// counters per minute and platform (`campaign_stats`) and its failure reasons
+/// (`campaign_failures`), so that its stats never scan the outbox; and, when a webhook wants
+/// that type, the event in the durable queue (`events`).
+enum Insight {
+    /// Counts `happenings` at `now` and queues the events webhooks want, inside the caller's transaction.
+    static func record(_ db: SQLConnection, _ happenings: [Happening], now: Double) throws {
+        guard !happenings.isEmpty else { return }
+        let minute = Int64((now / 60).rounded(.down))
+        struct Key: Hashable { var campaign: Int64; var platform: String }
+        var counts: [Key: (sent: Int, failed: Int, displayed: Int, opened: Int)] = [:]
+        var reasons: [Int64: [String: Int]] = [:]
+        for happening in happenings {
+            guard let campaign = happening.campaign else { continue }
+            let key = Key(campaign: campaign, platform: happening.platform ?? "")
+            var count = counts[key] ?? (0, 0, 0, 0)
+            switch happening.type {
+            case .sent: count.sent += 1
+            case .failed:
+                count.failed += 1
+                reasons[campaign, default: [:]][Self.reasonKey(happening.reason), default: 0] += 1
+            case .displayed: count.displayed += 1
+            case .opened: count.opened += 1
+            case .campaignDone: break
+            }
+            counts[key] = count
+        }
+        for (key, count) in counts.sorted(by: { ($0.key.campaign, $0.key.platform) < ($1.key.campaign, $1.key.platform) }) {
+            try db.execute(sql: """
+                INSERT INTO campaign_stats (campaignId, minute, platform, sent, failed, displayed, opened) VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (campaignId, minute, platform) DO UPDATE SET sent = campaign_stats.sent + excluded.sent,
+                    failed = campaign_stats.failed + excluded.failed, displayed = campaign_stats.displayed + excluded.displayed,
+                    opened = campaign_stats.opened + excluded.opened
+                """, arguments: [key.campaign, minute, key.platform, count.sent, count.failed, count.displayed, count.opened], cached: true)
+        }
+        for (campaign, byReason) in reasons.sorted(by: { $0.key < $1.key }) {
+            for (reason, n) in byReason.sorted(by: { $0.key < $1.key }) {
+                try db.execute(sql: """
+                    INSERT INTO campaign_failures (campaignId, reason, n) VALUES (?, ?, ?)
+                    ON CONFLICT (campaignId, reason) DO UPDATE SET n = campaign_failures.n + excluded.n
+                    """, arguments: [campaign, reason, n], cached: true)
+            }
+        }
+        try queueEvents(db, happenings, now: now)
+    }
+
+    /// A failure's reason as stats group it: the service's words up to the first colon (`400
+    /// BadDeviceToken`, `gave up after 5 attempts`), at most 120 characters.
+    static func reasonKey(_ reason: String?) -> String {
+        let text = reason ?? "unknown"
+        let head = text.split(separator: ":", maxSplits: 1).first.map(String.init) ?? text
+        return String(head.trimmingCharacters(in: .whitespaces).prefix(120))
+    }
+
+    /// Appends the events some webhook wants (none are written while no webhook wants them).
+    static func queueEvents(_ db: SQLConnection, _ happenings: [Happening], now: Double) throws {
+        let wanted = Set(try String.fetchAll(db, sql: "SELECT events FROM webhooks")
+            .flatMap { $0.split(separator: ",").map(String.init) })
+        let chosen = happenings.filter { wanted.contains($0.type.rawValue) }
+        guard !chosen.isEmpty else { return }
+        let rows: [[SQLValue]] = chosen.map { happening in
+            let values: [any SQLValueConvertible] = [happening.type.rawValue, now, happening.campaign, happening.notification, happening.user,
+                                                     happening.platform, happening.reason.map { String($0.prefix(500)) }]
+            return values.map(\.sqlValue)
+        }
+        for chunk in rows.sqlBatches() {
+            try db.execute(sql: "INSERT INTO events (type, at, campaignId, notificationId, recipient, platform, reason) VALUES "
+                           + Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: chunk.count).joined(separator: ", "),
+                           arguments: SQLArguments(values: chunk.flatMap { $0 }))
+        }
+    }
+
+    /// Marks campaigns among `campaigns` done once everyone is queued and nothing is pending,
+    /// each once, with its `campaign.done` event.
+    static func finishCampaigns(_ db: SQLConnection, _ campaigns: Set<Int64>, now: Double) throws {
+        for campaign in campaigns.sorted() {
+            try db.execute(sql: """
+                UPDATE campaigns SET doneAt = ? WHERE id = ? AND queued = 1 AND doneAt IS NULL AND cancelledAt IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending')
+                """, arguments: [now, campaign, campaign], cached: true)
+            if db.changesCount > 0 { try queueEvents(db, [Happening(type: .campaignDone, campaign: campaign)], now: now) }
+        }
+    }
+}
+
+/// A campaign's funnel, by platform, its failure reasons and its timeline (SPEC §20).
+public struct CampaignStats: Sendable, Equatable {
+    public struct Counts: Sendable, Equatable {
+        public var sent = 0
+        public var failed = 0
+        public var displayed = 0
+        public var opened = 0
+    }
+    public struct Minute: Sendable, Equatable {
+        public var minute: Date
+        public var sent: Int
+        public var displayed: Int
+        public var opened: Int
+    }
+    /// Pushes queued (its devices, or hub tags).
+    public var queued: Int
+    public var totals: Counts
+    /// By device platform (`apns`, `fcm`, `web`): sent and failed; displayed and opened are the
+    /// recipient's, whichever device showed it, so they count in `totals` only.
+    public var byPlatform: [String: Counts]
+    public var failures: [String: Int]
+    public var timeline: [Minute]
+}
+
+extension CampaignStore {
+    /// Campaign `id`'s stats, from its counters (a few rows a minute, however large the campaign); nil for no such campaign.
+    public func stats(_ id: Int64) async throws -> CampaignStats? {
+        try await database.read { db in
+            guard let queued = try Int.fetchOne(db, sql: "SELECT devices FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
+            var stats = CampaignStats(queued: queued, totals: .init(), byPlatform: [:], failures: [:], timeline: [])
+            var minutes: [Int64: CampaignStats.Minute] = [:]
+            for row in try SQLRow.fetchAll(db, sql: "SELECT minute, platform, sent, failed, displayed, opened FROM campaign_stats WHERE campaignId = ? ORDER BY minute",
+                                           arguments: [id]) {
+                let (sent, failed, displayed, opened): (Int, Int, Int, Int) = (row["sent"], row["failed"], row["displayed"], row["opened"])
+                stats.totals.sent += sent
+                stats.totals.failed += failed
+                stats.totals.displayed += displayed
+                stats.totals.opened += opened
+                let platform: String = row["platform"]
+                if !platform.isEmpty {
+                    stats.byPlatform[platform, default: .init()].sent += sent
+                    stats.byPlatform[platform, default: .init()].failed += failed
+                }
+                let minute: Int64 = row["minute"]
+                var entry = minutes[minute] ?? .init(minute: Date(timeIntervalSince1970: Double(minute) * 60), sent: 0, displayed: 0, opened: 0)
+                entry.sent += sent
+                entry.displayed += displayed
+                entry.opened += opened
+                minutes[minute] = entry
+            }
+            stats.timeline = minutes.keys.sorted().map { minutes[$0]! }
+            for row in try SQLRow.fetchAll(db, sql: "SELECT reason, n FROM campaign_failures WHERE campaignId = ?", arguments: [id]) {
+                stats.failures[row["reason"]] = row["n"]
+            }
+            return stats
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import RichPushCore
+
+/// `richpush webhooks add|list|rm` (SPEC §20).
+struct WebhooksCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webhooks",
+        abstract: "Send delivery events (sent, failed, displayed, opened, campaign.done) to your own systems, signed.",
+        subcommands: [Add.self, List.self, Remove.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a webhook; prints its id (and, without --secret-file, the secret it signs with, once).",
+            discussion: """
+                Each event is POSTed as JSON {"id","type","at","campaign","notification","user","platform","reason"} (several at once as \
+                {"events":[…]}) with X-RichPush-Signature: t=<unix>,v1=<hex HMAC-SHA-256 of "t.body">. Delivered at least once, \
+                retried with backoff for 24 h. Only https:// (or http:// to a loopback address).
+                """)
+        @OptionGroup var dataOptions: DataOptions
+        @Option(help: "Comma-separated: sent, failed, displayed, opened, campaign.done (default: all).") var events: String?
+        @Option(help: ArgumentHelp("A file holding the signing secret (at least 16 bytes).", valueName: "file")) var secretFile: String?
+        @Argument(help: "The receiver's URL.") var url: String
+
+        func run() async throws {
+            var types: [DeliveryEventType] = []
+            for name in (events ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+                guard let type = DeliveryEventType(rawValue: name) else {
+                    Console.error("error: unknown event '\(name)': use sent, failed, displayed, opened or campaign.done")
+                    throw ExitCode(2)
+                }
+                types.append(type)
+            }
+            var generated = false
+            let secret: String
+            if let secretFile {
+                guard let data = FileManager.default.contents(atPath: secretFile) else {
+                    Console.error("error: cannot read --secret-file \(secretFile)")
+                    throw ExitCode(2)
+                }
+                secret = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            } else {
+                var random = SystemRandomNumberGenerator()
+                secret = "whsec_" + Base64URL.encode((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &random) })
+                generated = true
+            }
+            do {
+                let id = try await dataOptions.open().webhooks.add(url: url, events: types, secret: secret)
+                print(id)
+                if generated { Console.error("signing secret (shown this once): \(secret)") }
+            } catch let error as CoreError {
+                Console.error("error: \(error.message)")
+                throw ExitCode(1)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Webhooks: id, URL, events, delivered, dropped, failing since.")
+        @OptionGroup var dataOptions: DataOptions
+
+        func run() async throws {
+            for webhook in try await dataOptions.open().webhooks.list() {
+                let state = webhook.lastError.map { "failing (\(webhook.attempts) attempts): \($0)" } ?? "ok"
+                print("\(webhook.id)\t\(webhook.url)\t\(webhook.events.map(\.rawValue).joined(separator: ","))\t\(webhook.delivered) delivered, \(webhook.dropped) dropped\t\(state)")
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a webhook; its undelivered events go with it.")
+        @OptionGroup var dataOptions: DataOptions
+        @Argument(help: "The webhook's id.") var id: Int64
+
+        func run() async throws {
+            do {
+                try await dataOptions.open().webhooks.remove(id: id)
+            } catch let error as CoreError {
+                Console.error("error: \(error.message)")
+                throw ExitCode(1)
+            }
+            print("removed webhook \(id)")
+        }
+    }
+}
