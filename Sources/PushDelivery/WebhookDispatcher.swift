@@ -35,7 +35,13 @@ public struct WebhookDispatcher: Service {
     }
 
     public func run() async throws {
+        var compacted = ContinuousClock.now
         while !Task.isShuttingDownGracefully {
+            if ContinuousClock.now - compacted > .seconds(60) {
+                // Events every webhook has taken go.
+                compacted = .now
+                do { try await webhooks.compact() } catch { logger.warning("cannot compact the webhook queue", metadata: ["error": "\(error)"]) }
+            }
             var busy = false
             do {
                 busy = try await deliverOne()

@@ -93,7 +93,14 @@ public struct WebhookStore: Sendable {
                     SELECT * FROM events WHERE id > ? AND at <= ? AND type IN (\(sqlPlaceholders(types.count))) ORDER BY id LIMIT ?
                     """, arguments: SQLArguments([row["cursor"] as Int64, now - Self.settle] + types.map { $0 as any SQLValueConvertible } + [limit]))
                     .map(Self.event)
-                guard !events.isEmpty else { continue }
+                guard !events.isEmpty else {
+                    // Nothing it wants: its place moves past what others want, so the queue can be compacted.
+                    try db.execute(sql: """
+                        UPDATE webhooks SET cursor = (SELECT max(id) FROM events WHERE id > ? AND at <= ?)
+                        WHERE id = ? AND EXISTS (SELECT 1 FROM events WHERE id > ? AND at <= ?)
+                        """, arguments: [row["cursor"] as Int64, now - Self.settle, webhook.id, row["cursor"] as Int64, now - Self.settle])
+                    continue
+                }
                 try db.execute(sql: "UPDATE webhooks SET leaseUntil = ? WHERE id = ? AND (leaseUntil IS NULL OR leaseUntil < ?)",
                                arguments: [now + lease, webhook.id, now])
                 guard db.changesCount == 1 else { continue }

@@ -83,3 +83,41 @@ struct AppsCoreTests {
         #expect(DeliveryAddressing.perUserTag.targets(recipient: "bob", devices: [], app: "shop", alwaysTag: true).isEmpty)
     }
 }
+
+@Suite("Core: the webhook queue (SPEC §20)")
+struct WebhookQueueCoreTests {
+    @Test("a webhook starts with what happens after it is added; a batch is leased to one node; events still failing after 24 h are recorded as dropped; only https or loopback http")
+    func queue() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let directory = DataDirectory(path: dir.path)
+        let store = DataStore(directory: directory, database: try CoreDatabase.open(directory), limits: .default)
+        let old = Date().timeIntervalSince1970 - 25 * 3600
+        // Before any webhook: nothing is queued.
+        try await store.database.write { db in try Insight.queueEvents(db, [Happening(type: .sent, campaign: 1)], now: old) }
+        #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM events") } == 0)
+        let id = try await store.webhooks.add(url: "https://hooks.example.com/richpush", events: [.sent, .failed], secret: "0123456789abcdef")
+        for url in ["http://example.com/x", "ftp://127.0.0.1/x", "not a url"] {
+            await #expect(throws: CoreError.self) { try await store.webhooks.add(url: url, events: [], secret: "0123456789abcdef") }
+        }
+        _ = try await store.webhooks.add(url: "http://127.0.0.1:9/x", events: [.opened], secret: "0123456789abcdef")
+        await #expect(throws: CoreError.self) { try await store.webhooks.add(url: "https://a.example", events: [], secret: "short") }
+        try await store.database.write { db in
+            try Insight.queueEvents(db, [Happening(type: .sent, campaign: 1, notification: 10, user: "alice", platform: "apns"),
+                                         Happening(type: .displayed, campaign: 1)], now: old)
+        }
+        // Only the types some webhook wants are queued: displayed is nobody's.
+        #expect(try await store.database.read { db in try String.fetchAll(db, sql: "SELECT type FROM events") } == ["sent"])
+        let batch = try #require(try await store.webhooks.claim(holder: 1))
+        #expect(batch.webhook.id == id && batch.events.map(\.type) == [.sent] && batch.events.first?.user == "alice")
+        #expect(try await store.webhooks.claim(holder: 2) == nil, "leased to the first node")
+        try await store.webhooks.failed(id, attempts: 0, error: "HTTP 503", backoffBase: 0)
+        let state = try #require(try await store.webhooks.list().first { $0.id == id })
+        #expect(state.dropped == 1 && state.delivered == 0 && state.lastError == "HTTP 503")
+        #expect(try await store.webhooks.claim(holder: 1) == nil, "the dropped event is not sent again")
+        // The other webhook wants none of it: its place moved past it too, and the queue empties.
+        try await store.webhooks.compact()
+        #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM events") } == 0)
+        store.close()
+    }
+}
