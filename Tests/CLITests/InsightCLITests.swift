@@ -17,16 +17,10 @@ struct InsightCLITests {
         try prepareNodeDirectory(dir)
         let hooks = dir.appendingPathComponent("hooks")
         try FileManager.default.createDirectory(at: hooks, withIntermediateDirectories: true)
-        try webhookReceiver.write(to: dir.appendingPathComponent("receiver.py"), atomically: true, encoding: .utf8)
         let secret = "whsec_cli_0123456789abcdef"
         try secret.write(to: dir.appendingPathComponent("secret.txt"), atomically: true, encoding: .utf8)
-        let (apnsPort, hookPort, port) = (freePort(), freePort(), freePort())
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        receiver.arguments = ["python3", dir.appendingPathComponent("receiver.py").path, String(hookPort), hooks.path, secret]
-        receiver.standardOutput = FileHandle.nullDevice
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
+        let (apnsPort, port) = (freePort(), freePort())
+        let (receiver, hookPort) = try startWebhookReceiver(in: hooks, secret: secret)
         defer { receiver.terminate() }
 
         let users = (1...6).map { "user\($0)" }

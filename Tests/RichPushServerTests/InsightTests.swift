@@ -14,22 +14,15 @@ import Glibc
 
 @Suite("Delivery insight: displayed, opened, stats and webhooks (SPEC §20)")
 struct InsightTests {
+    let secret = "whsec_test_secret_0123456789"
+
     @Test("a campaign's stats match what the push service and the fetches did, number for number; every event reaches a webhook that refused at first, signed as Python's hmac checks, once each",
           arguments: StoreEngine.all)
     func statsAndWebhooks(engine: StoreEngine) async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let script = dir.appendingPathComponent("receiver.py")
-        try webhookReceiver.write(to: script, atomically: true, encoding: .utf8)
         try Data().write(to: dir.appendingPathComponent("fail")) // down at first
-        let port = freePort()
-        let secret = "whsec_test_secret_0123456789"
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        receiver.arguments = ["python3", script.path, String(port), dir.path, secret]
-        receiver.standardOutput = FileHandle.nullDevice
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
+        let (receiver, port) = try startWebhookReceiver(in: dir, secret: secret)
         defer { receiver.terminate() }
         let dead = String(repeating: "de", count: 32)
         let provider = ScriptedProvider(outcomes: [dead: .failed(reason: "410 Unregistered: the device token is inactive", prune: false)])
@@ -107,17 +100,8 @@ struct InsightTests {
     func stallingReceiver() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let script = dir.appendingPathComponent("receiver.py")
-        try webhookReceiver.write(to: script, atomically: true, encoding: .utf8)
         try Data().write(to: dir.appendingPathComponent("stall")) // holds each request 30 s, past the dispatcher's 10 s
-        let port = freePort()
-        let secret = "whsec_test_secret_0123456789"
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        receiver.arguments = ["python3", script.path, String(port), dir.path, secret]
-        receiver.standardOutput = FileHandle.nullDevice
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
+        let (receiver, port) = try startWebhookReceiver(in: dir, secret: secret)
         defer { receiver.terminate() }
         let provider = AnsweringProvider()
         try await TestServer.run({ configuration in

@@ -29,3 +29,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """#
 
+
+/// Starts `webhookReceiver` on a free port, writing beside it in `directory`; the caller ends it.
+public func startWebhookReceiver(in directory: URL, secret: String) throws -> (Process, Int) {
+    let script = directory.appendingPathComponent("receiver.py")
+    try webhookReceiver.write(to: script, atomically: true, encoding: .utf8)
+    let port = freePort()
+    let receiver = Process()
+    receiver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    receiver.arguments = ["python3", script.path, String(port), directory.path, secret]
+    receiver.standardOutput = FileHandle.nullDevice
+    receiver.standardError = FileHandle.nullDevice
+    try receiver.run()
+    return (receiver, port)
+}
