@@ -529,7 +529,11 @@ public struct CampaignStore: Sendable {
             let campaign = try Self.campaign(row)
             guard let schedule = campaign.schedule, now >= schedule.last(createdAt: campaign.createdAt) else { return }
             let waiting = try Int.fetchOne(db, sql: "SELECT count(*) FROM campaign_zones WHERE campaignId = ? AND queued = 0", arguments: [id]) ?? 0
-            if waiting == 0 { try db.execute(sql: "UPDATE campaigns SET queued = 1 WHERE id = ?", arguments: [id]) }
+            if waiting == 0 {
+                try db.execute(sql: "UPDATE campaigns SET queued = 1 WHERE id = ?", arguments: [id])
+                // Every push may have been recorded before this: done now, if so.
+                try Insight.finishCampaigns(db, [id], now: db.now)
+            }
         }
     }
 
@@ -655,6 +659,8 @@ public struct CampaignStore: Sendable {
             campaign.queued = exhausted
             try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, cursor = ?, queued = ?, leaseUntil = ? WHERE id = ?",
                            arguments: [campaign.recipients, campaign.devices, nextCursor, exhausted, db.now + Self.lease, id])
+            // Every push may have been recorded before the last batch: done now, if so (a campaign with no devices too).
+            if exhausted { try Insight.finishCampaigns(db, [id], now: db.now) }
             return (campaign, made)
         }
     }

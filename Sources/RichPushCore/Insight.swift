@@ -22,11 +22,12 @@ public struct DeliveryEvent: Sendable, Equatable {
     /// The event as a webhook receives it: `{"id","type","at","campaign","notification","user","platform","reason"}`.
     public var json: [String: Any] {
         var object: [String: Any] = ["id": id, "type": type.rawValue, "at": ISO8601DateFormatter().string(from: at)]
-        object["campaign"] = campaign
-        object["notification"] = notification
-        object["user"] = user
-        object["platform"] = platform
-        object["reason"] = reason
+        // Every key, null where there is nothing: receivers see one shape.
+        object["campaign"] = campaign ?? NSNull()
+        object["notification"] = notification ?? NSNull()
+        object["user"] = user ?? NSNull()
+        object["platform"] = platform ?? NSNull()
+        object["reason"] = reason ?? NSNull()
         return object
     }
 }
@@ -102,7 +103,8 @@ enum Insight {
         let chosen = happenings.filter { wanted.contains($0.type.rawValue) }
         guard !chosen.isEmpty else { return }
         let rows: [[SQLValue]] = chosen.map { happening in
-            let values: [any SQLValueConvertible] = [happening.type.rawValue, now, happening.campaign, happening.notification, happening.user,
+            // The database's clock at the write: a reader takes events in id order, and only an unbroken run of settled ones.
+            let values: [any SQLValueConvertible] = [happening.type.rawValue, db.now, happening.campaign, happening.notification, happening.user,
                                                      happening.platform, happening.reason.map { String($0.prefix(500)) }]
             return values.map(\.sqlValue)
         }

@@ -343,7 +343,8 @@ public struct NotificationStore: Sendable {
     ///
     /// SPEC §20: a first fetch is the notification's **displayed**, counted with the marking.
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
-        try await database.write { db in
+        // Read committed: the guards (read = 0) hold, and batches from several nodes touch the same counter row.
+        try await database.write(isolation: .readCommitted) { db in
             var happenings: [Happening] = []
             for id in ids {
                 if let row = try db.fetchOne(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0 RETURNING campaignId, recipient",
@@ -359,7 +360,7 @@ public struct NotificationStore: Sendable {
     /// false when there is no such notification (for `recipient`, when given).
     @discardableResult
     public func markOpened(id: Int64, recipient: String? = nil, now: Date = Date()) async throws -> Bool {
-        try await database.write { db in
+        try await database.write(isolation: .readCommitted) { db in
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT campaignId, recipient, openedAt FROM notifications WHERE id = ?", arguments: [id]),
                   recipient == nil || (row["recipient"] as String) == recipient else { return false }
             guard (row["openedAt"] as Double?) == nil else { return true }

@@ -31,6 +31,11 @@ public struct WebhookStore: Sendable {
     /// commit, so a newer id may commit before an older one; waiting this long lets the older
     /// commit first (a transaction that makes events takes milliseconds).
     public static let settle: Double = 2
+    /// The first event past a cursor (`?`) that is not yet settled (newer than `?`): only the
+    /// unbroken run of settled events before it is read, so an event whose `at` is later than a
+    /// higher id's is never passed over.
+    static let unsettled = "COALESCE((SELECT min(u.id) FROM events u WHERE u.id > ? AND u.at > ?), 9223372036854775807)"
+
     /// How long events are retried for before they are recorded as dropped.
     public static let retention: Double = 24 * 3600
 
@@ -90,15 +95,17 @@ public struct WebhookStore: Sendable {
                 let webhook = Self.webhook(row)
                 let types = webhook.events.map(\.rawValue)
                 let events = try SQLRow.fetchAll(db, sql: """
-                    SELECT * FROM events WHERE id > ? AND at <= ? AND type IN (\(sqlPlaceholders(types.count))) ORDER BY id LIMIT ?
-                    """, arguments: SQLArguments([row["cursor"] as Int64, now - Self.settle] + types.map { $0 as any SQLValueConvertible } + [limit]))
+                    SELECT * FROM events WHERE id > ? AND id < \(Self.unsettled) AND type IN (\(sqlPlaceholders(types.count))) ORDER BY id LIMIT ?
+                    """, arguments: SQLArguments([row["cursor"] as Int64, row["cursor"] as Int64, now - Self.settle]
+                                                   + types.map { $0 as any SQLValueConvertible } + [limit]))
                     .map(Self.event)
                 guard !events.isEmpty else {
                     // Nothing it wants: its place moves past what others want, so the queue can be compacted.
                     try db.execute(sql: """
-                        UPDATE webhooks SET cursor = (SELECT max(id) FROM events WHERE id > ? AND at <= ?)
-                        WHERE id = ? AND EXISTS (SELECT 1 FROM events WHERE id > ? AND at <= ?)
-                        """, arguments: [row["cursor"] as Int64, now - Self.settle, webhook.id, row["cursor"] as Int64, now - Self.settle])
+                        UPDATE webhooks SET cursor = (SELECT max(id) FROM events WHERE id > ? AND id < \(Self.unsettled))
+                        WHERE id = ? AND EXISTS (SELECT 1 FROM events WHERE id > ? AND id < \(Self.unsettled))
+                        """, arguments: [row["cursor"] as Int64, row["cursor"] as Int64, now - Self.settle, webhook.id,
+                                         row["cursor"] as Int64, row["cursor"] as Int64, now - Self.settle])
                     continue
                 }
                 try db.execute(sql: "UPDATE webhooks SET leaseUntil = ? WHERE id = ? AND (leaseUntil IS NULL OR leaseUntil < ?)",

@@ -106,7 +106,7 @@ struct DurabilityCLITests {
         func lines() -> [String] {
             ((try? String(contentsOf: pushes, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }
-        for _ in 0..<150 where lines().isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<600 where lines().isEmpty { try await Task.sleep(for: .milliseconds(100)) } // a restart on a loaded machine may take many seconds
         try await Task.sleep(for: .seconds(2))
         let delivered = lines()
         #expect(delivered.count == 1, "\(delivered)")

@@ -105,6 +105,8 @@ struct WebhookQueueCoreTests {
         try await store.database.write { db in
             try Insight.queueEvents(db, [Happening(type: .sent, campaign: 1, notification: 10, user: "alice", platform: "apns"),
                                          Happening(type: .displayed, campaign: 1)], now: old)
+            // Events carry the database's time of their write; these happened a day and more ago.
+            try db.execute(sql: "UPDATE events SET at = ?", arguments: [old])
         }
         // Only the types some webhook wants are queued: displayed is nobody's.
         #expect(try await store.database.read { db in try String.fetchAll(db, sql: "SELECT type FROM events") } == ["sent"])
