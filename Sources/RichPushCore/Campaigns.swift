@@ -130,6 +130,16 @@ public struct LocalDate: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension CampaignSchedule {
+    /// An RFC 3339 date-time (`sendAt`, `send --at`): with a zone (Z or an offset), with or
+    /// without fractional seconds; nil otherwise.
+    public static func rfc3339(_ text: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        plain.formatOptions = [.withInternetDateTime]
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return plain.date(from: text) ?? fractional.date(from: text)
+    }
+
     /// When `zone`'s recipients get a campaign made at `createdAt`: the instant itself, or the
     /// local time in that zone (a time a DST change skips is taken as the moment after the gap).
     public func due(in zone: TimeZone, createdAt: Date) -> Date {

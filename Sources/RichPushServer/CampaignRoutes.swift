@@ -102,7 +102,7 @@ extension Services {
             guard request.localTime == nil, request.localDate == nil else {
                 throw Problem(.unprocessableContent, "give sendAt, or localTime (with an optional localDate), not both")
             }
-            guard let date = Self.rfc3339(sendAt) else {
+            guard let date = CampaignSchedule.rfc3339(sendAt) else {
                 throw Problem(.unprocessableContent, "sendAt must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got '\(sendAt.prefix(40))'")
             }
             return .at(date)
@@ -112,15 +112,6 @@ extension Services {
         }
         if request.localDate != nil { throw Problem(.unprocessableContent, "localDate needs localTime") }
         return nil
-    }
-
-    /// An RFC 3339 date-time: with a zone (Z or an offset), with or without fractional seconds.
-    static func rfc3339(_ text: String) -> Date? {
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return plain.date(from: text) ?? fractional.date(from: text)
     }
 
     /// `GET /api/admin/campaigns/{id}/stats` (SPEC §20): from counters, never a scan of the outbox.

@@ -138,10 +138,7 @@ struct SendCommand: AsyncParsableCommand {
     /// `--at` or `--local-time` (with `--local-date`).
     private func schedule() throws -> CampaignSchedule? {
         if let at {
-            let formatter = ISO8601DateFormatter()
-            let fractional = ISO8601DateFormatter()
-            fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            guard let date = formatter.date(from: at) ?? fractional.date(from: at) else {
+            guard let date = CampaignSchedule.rfc3339(at) else {
                 throw CoreError(.invalid, "--at must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got '\(at.prefix(40))'")
             }
             return .at(date)
