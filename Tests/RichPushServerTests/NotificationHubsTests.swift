@@ -70,8 +70,7 @@ final class HubStandIn: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             do {
-                let bound = try await eventually(within: 30) { port.withLockedValue { $0 } != nil }
-                guard bound, let number = port.withLockedValue({ $0 }) else { throw MissingValue() }
+                let number = try await boundPort(port)
                 try await body(hub, "\(tls == nil ? "http" : "https")://127.0.0.1:\(number)/")
             } catch {
                 await group.triggerGracefulShutdown()

@@ -60,8 +60,7 @@ func servingRouter(_ router: Router<BasicRequestContext>, tls: TLSConfiguration?
     try await withThrowingTaskGroup(of: Void.self) { tasks in
         tasks.addTask { try await group.run() }
         do {
-            let bound = try await eventually(within: 30) { port.withLockedValue { $0 } != nil }
-            guard bound, let number = port.withLockedValue({ $0 }) else { throw MissingValue() }
+            let number = try await boundPort(port)
             try await body(number)
         } catch {
             await group.triggerGracefulShutdown()

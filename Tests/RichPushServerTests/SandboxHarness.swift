@@ -51,13 +51,9 @@ struct RunningSandbox: Sendable {
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            var bound: Int?
-            for _ in 0..<3000 where bound == nil { // up to 30 s: a loaded machine binds late
-                try await Task.sleep(for: .milliseconds(10))
-                bound = port.withLockedValue { $0 }
-            }
+            let bound = try await boundPort(port)
             do {
-                try await body(RunningSandbox(sandbox: sandbox, port: try requireValue(bound), key: key, certificatePath: certificatePath))
+                try await body(RunningSandbox(sandbox: sandbox, port: bound, key: key, certificatePath: certificatePath))
             } catch {
                 await group.triggerGracefulShutdown()
                 throw error
@@ -69,6 +65,19 @@ struct RunningSandbox: Sendable {
 }
 
 struct MissingValue: Error {}
+
+/// The port a server under test bound, once its `onServerRunning` has stored it in `port`.
+///
+/// Counted in polls of 10 ms, not by the wall clock: a loaded suite that keeps the cooperative
+/// pool busy delays the server's start and these polls alike, so a slow start is waited for
+/// (6,000 polls, a minute at the least) instead of failing the test.
+func boundPort(_ port: NIOLockedValueBox<Int?>, polls: Int = 6000) async throws -> Int {
+    for _ in 0..<polls {
+        if let bound = port.withLockedValue({ $0 }) { return bound }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    throw MissingValue()
+}
 
 func requireValue<T>(_ value: T?) throws -> T {
     guard let value else { throw MissingValue() }
