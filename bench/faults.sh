@@ -207,8 +207,11 @@ def jrequest(method, path, body):
         c.close()
 rid = json.loads(jrequest("POST", "/api/register", {})[2])["registrationId"]
 assert jrequest("PUT", f"/api/register/{rid}", {"platform": "apns", "handle": "ab" * 32, "tags": []})[0] == 200
+seed[0] += 1
+image = json.loads(request("POST", "/api/media", png(seed[0]))[2])["sha256"]
 before = pushes()
-assert jrequest("POST", "/api/notifications", {"message": "warm"})[0] == 201
+warm = jrequest("POST", "/api/notifications", {"message": "warm", "payload": image})
+assert warm[0] == 201, warm
 while pushes() == before: time.sleep(0.05)
 push_rows = []
 for round in range(rounds):
@@ -216,7 +219,7 @@ for round in range(rounds):
         frozen = apns_pids()
         sh(("kill -9 " if fault == "stopped" else "kill -STOP ") + " ".join(frozen))
         before = pushes()
-        answer = jrequest("POST", "/api/notifications", {"message": f"{fault} {round}"})
+        answer = jrequest("POST", "/api/notifications", {"message": f"{fault} {round}", "payload": image})
         assert answer[0] == 201, answer
         time.sleep(3)  # the push is tried, and fails or waits, meanwhile
         if fault == "stopped":
