@@ -7,7 +7,7 @@ ARG SWIFT_IMAGE=swift:6.3-bookworm
 
 FROM ${SWIFT_IMAGE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libsqlite3-dev libpng-dev libjpeg-dev pkg-config \
+ && apt-get install -y --no-install-recommends libsqlite3-dev libpng-dev libjpeg-dev libgif-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies first, so that source edits do not re-resolve them.
@@ -20,7 +20,7 @@ RUN swift build -c release --static-swift-stdlib --product richpush \
 
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libpng16-16 libjpeg62-turbo libsqlite3-0 libstdc++6 zlib1g ca-certificates \
+ && apt-get install -y --no-install-recommends libpng16-16 libjpeg62-turbo libgif7 libsqlite3-0 libstdc++6 zlib1g ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin richpush \
  && mkdir -p /data /app \

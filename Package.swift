@@ -47,8 +47,11 @@ let package = Package(
         // System libraries: headers and link flags come from pkg-config, apt names the package.
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CJPEG", pkgConfig: "libjpeg", providers: [.apt(["libjpeg-dev"])]),
+        // giflib installs no pkg-config file on every distribution: its header is in the default path.
+        .systemLibrary(name: "CGIF", providers: [.apt(["libgif-dev"])]),
         // The only code that calls setjmp: one C function inspects and fully decodes a buffer.
-        .target(name: "CImageCodecs", dependencies: ["CPNG", "CJPEG"]),
+        // giflib: linked here (a module map's `link` reaches only Swift importers, and it has no pkg-config on every distribution).
+        .target(name: "CImageCodecs", dependencies: ["CPNG", "CJPEG", "CGIF"], linkerSettings: [.linkedLibrary("gif")]),
         // Linux epoll for the load tool's threads (Glibc's module does not carry it).
         .target(name: "CEpoll"),
         // Deadlines' partner: a circuit breaker per dependency, and the error a 503 is made from.
@@ -129,7 +132,7 @@ let package = Package(
         .target(
             name: "PushSandboxes",
             dependencies: [
-                "PushDelivery", "RichPushCore",
+                "PushDelivery", "RichPushCore", "APNsSandbox",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),

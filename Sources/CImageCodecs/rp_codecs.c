@@ -3,6 +3,7 @@
  * function: create the library structs, decode, destroy them on every path.
  */
 #include "CImageCodecs.h"
+#include "rp_gif_internal.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -429,6 +430,7 @@ void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits
             result->format = RP_FORMAT_PNG;
             inspect_png(data, length, limits, result);
         }
+        result->frames = 1;
     } else if (data != NULL && length >= 3 && data[0] == 0xFF && data[1] == 0xD8 &&
                data[2] == 0xFF) {
         result->format = RP_FORMAT_JPEG;
@@ -437,8 +439,11 @@ void rp_image_inspect(const uint8_t *data, size_t length, rp_image_limits limits
             result->format = RP_FORMAT_JPEG;
             inspect_jpeg(data, length, limits, result);
         }
+        result->frames = 1;
+    } else if (data != NULL && length >= 6 && (memcmp(data, "GIF87a", 6) == 0 || memcmp(data, "GIF89a", 6) == 0)) {
+        rp_gif_inspect_into(data, length, limits, result);
     } else {
         result->status = RP_IMAGE_UNSUPPORTED;
-        set_message(result, "not a PNG or JPEG file");
+        set_message(result, "not a PNG, JPEG or GIF file");
     }
 }
