@@ -212,7 +212,11 @@ public final class APNsSandbox: Sendable {
         guard ["1", "5", "10"].contains(priority) else { return .reject(400, "BadPriority", timestamp: nil) }
         if pushType == "background" && priority != "5" { return .reject(400, "BadPriority", timestamp: nil) }
         if let id = header("apns-id"), UUID(uuidString: id) == nil { return .reject(400, "BadMessageId", timestamp: nil) }
-        if let expiration = header("apns-expiration"), Int(expiration) == nil { return .reject(400, "BadExpirationDate", timestamp: nil) }
+        if let expiration = header("apns-expiration") {
+            // 0 is "now or never"; any other moment must be ahead (a push whose life ended is not stored or sent).
+            guard let stamp = Int(expiration), stamp >= 0 else { return .reject(400, "BadExpirationDate", timestamp: nil) }
+            if stamp != 0 && Double(stamp) < now.timeIntervalSince1970 - 1 { return .reject(400, "BadExpirationDate", timestamp: nil) }
+        }
         if let collapse = header("apns-collapse-id"), collapse.utf8.count > 64 { return .reject(400, "BadCollapseId", timestamp: nil) }
         // Payload.
         if body.isEmpty { return .reject(400, "PayloadEmpty", timestamp: nil) }
@@ -222,6 +226,9 @@ public final class APNsSandbox: Sendable {
         }
         if pushType == "background", ((object["aps"] as? [String: Any])?["content-available"] as? Int) != 1 {
             return .reject(400, "BadPayload", timestamp: nil)
+        }
+        if let aps = object["aps"] {
+            guard let fields = aps as? [String: Any], APSRules.refusal(fields) == nil else { return .reject(400, "BadPayload", timestamp: nil) }
         }
         // Injected failures for chosen tokens.
         let injected: Failure? = state.withLockedValue { state in
@@ -274,7 +281,8 @@ public final class APNsSandbox: Sendable {
         log.withLockedValue { handle in
             guard let handle else { return }
             let payload = (try? JSONSerialization.jsonObject(with: push.payload)) ?? [:]
-            let line: [String: Any] = ["token": push.token, "headers": push.headers, "payload": payload]
+            // `at`: when it was accepted (Unix seconds), for measuring a paced campaign's spread.
+            let line: [String: Any] = ["token": push.token, "headers": push.headers, "payload": payload, "at": Date().timeIntervalSince1970]
             if var data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys, .withoutEscapingSlashes]) {
                 data.append(0x0A)
                 handle.write(data)

@@ -92,18 +92,20 @@ public final class APNsClient: Sendable {
     /// Sends one push. `pushID` is sent as `apns-id` and reused on retries; `collapseID`, as
     /// `apns-collapse-id`, makes the device show one alert for every push that carries it.
     public func send(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String,
-                     expiration: Date, collapseID: String? = nil) async -> (DeliveryOutcome, timestamp: Date?) {
+                     expiration: Date, collapseID: String? = nil, priority: String? = nil) async -> (DeliveryOutcome, timestamp: Date?) {
         await withCheckedContinuation { continuation in
-            start(token: deviceToken, payload: payload, mode: mode, pushID: pushID, expiration: expiration, collapseID: collapseID) { outcome, timestamp in
+            start(token: deviceToken, payload: payload, mode: mode, pushID: pushID, expiration: expiration, collapseID: collapseID,
+                  priority: priority) { outcome, timestamp in
                 continuation.resume(returning: (outcome, timestamp))
             }
         }
     }
 
     /// `send` without a task: `completion` gets the outcome (and Apple's timestamp on a 410),
-    /// called once on the connection's event loop.
+    /// called once on the connection's event loop. `priority` is `apns-priority` (the mode's
+    /// when nil); an `expiration` at 1970's start is sent as 0, Apple's "now or never".
     public func start(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String, expiration: Date,
-                      collapseID: String? = nil, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
+                      collapseID: String? = nil, priority: String? = nil, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         let jwt: String
         do { jwt = try tokens.token() } catch {
             completion(.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
@@ -113,7 +115,7 @@ public final class APNsClient: Sendable {
             ("authorization", "bearer \(jwt)"),
             ("apns-topic", topic),
             ("apns-push-type", mode.apnsPushType),
-            ("apns-priority", mode.apnsPriority),
+            ("apns-priority", priority ?? mode.apnsPriority),
             ("apns-expiration", String(Int(expiration.timeIntervalSince1970))),
             ("apns-id", pushID),
             ("content-type", "application/json"),

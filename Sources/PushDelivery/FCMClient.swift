@@ -34,13 +34,57 @@ public final class FCMClient: Sendable {
     /// them in the background), and a `notification` with the image in alert mode. With a
     /// `collapseID`, Android's `collapse_key` and, for FCM's iOS devices, `apns-collapse-id`:
     /// a resend replaces the shown message instead of adding a second.
+    ///
+    /// Given the push's `mode`, its options go in each platform's form (SPEC §22):
+    /// `android.priority` (`HIGH` for an alert unless `normal`), `android.ttl` (`ttl` seconds),
+    /// `android.notification.channel_id`, `notification_count` and `sound`; for iOS devices
+    /// `apns-priority`, `apns-expiration` and `aps`' `thread-id`, `category`, `badge`, `sound`,
+    /// `interruption-level`, `relevance-score` and the alert's `subtitle`; for browsers, `TTL` and `Urgency`.
     public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?,
-                               collapseID: String? = nil) -> Data {
+                               collapseID: String? = nil, mode: PushMode? = nil, options: PushOptions = PushOptions(), badge: Int? = nil,
+                               ttl: Int? = nil, now: Date = Date()) -> Data {
         var message: [String: Any] = ["token": token, "data": data]
+        var android: [String: Any] = [:]
+        var apnsHeaders: [String: String] = [:]
         if let collapseID {
-            message["android"] = ["collapse_key": collapseID]
-            message["apns"] = ["headers": ["apns-collapse-id": collapseID]]
+            android["collapse_key"] = collapseID
+            apnsHeaders["apns-collapse-id"] = collapseID
         }
+        if let mode {
+            let high = mode == .alert && options.priority != .normal
+            android["priority"] = high ? "HIGH" : "NORMAL"
+            apnsHeaders["apns-priority"] = options.apnsPriority(mode)
+            var webHeaders = ["Urgency": high ? "high" : "normal"]
+            if let ttl {
+                android["ttl"] = "\(ttl)s"
+                apnsHeaders["apns-expiration"] = ttl == 0 ? "0" : String(Int(now.timeIntervalSince1970) + ttl)
+                webHeaders["TTL"] = String(ttl)
+            }
+            message["webpush"] = ["headers": webHeaders]
+            if let notification {
+                var shown: [String: Any] = [:]
+                if let channel = options.androidChannelId { shown["channel_id"] = channel }
+                if let badge { shown["notification_count"] = badge }
+                if let sound = options.sound, !sound.isEmpty { shown["sound"] = sound }
+                if !shown.isEmpty { android["notification"] = shown }
+                var aps: [String: Any] = ["mutable-content": 1]
+                if let subtitle = options.subtitle {
+                    var alert: [String: Any] = ["body": notification.body, "subtitle": subtitle]
+                    if let title = notification.title { alert["title"] = title }
+                    aps["alert"] = alert
+                }
+                if let thread = options.threadId { aps["thread-id"] = thread }
+                if let category = options.category { aps["category"] = category }
+                if let badge { aps["badge"] = badge }
+                let sound = options.sound ?? "default"
+                if !sound.isEmpty { aps["sound"] = sound }
+                if let level = options.interruptionLevel { aps["interruption-level"] = level.rawValue }
+                if let score = options.relevanceScore { aps["relevance-score"] = score }
+                message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps]]
+            }
+        }
+        if !android.isEmpty { message["android"] = android }
+        if message["apns"] == nil && !apnsHeaders.isEmpty { message["apns"] = ["headers": apnsHeaders] }
         if let notification {
             var shown: [String: Any] = ["body": notification.body]
             if let title = notification.title { shown["title"] = title }

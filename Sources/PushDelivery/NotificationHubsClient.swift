@@ -101,14 +101,17 @@ public final class NotificationHubsClient: Sendable {
         return request
     }
 
-    /// Sends an Apple-native notification (alert or background) to every device matching `tag`.
-    public func send(payload: Data, mode: PushMode = .silent, tag: String) async -> DeliveryOutcome {
+    /// Sends an Apple-native notification (alert or background) to every device matching `tag`;
+    /// `priority` is `apns-priority` (the mode's when nil), `expiry` the hub's
+    /// `ServiceBusNotification-Apns-Expiry` (SPEC §22).
+    public func send(payload: Data, mode: PushMode = .silent, tag: String, priority: String? = nil, expiry: Date? = nil) async -> DeliveryOutcome {
         var request = request(.POST, "messages/")
         request.headers.add(name: "content-type", value: "application/json;charset=utf-8")
         request.headers.add(name: "ServiceBusNotification-Format", value: "apple")
         request.headers.add(name: "ServiceBusNotification-Tags", value: tag)
         request.headers.add(name: "apns-push-type", value: mode.apnsPushType)
-        request.headers.add(name: "apns-priority", value: mode.apnsPriority)
+        request.headers.add(name: "apns-priority", value: priority ?? mode.apnsPriority)
+        if let expiry { request.headers.add(name: "ServiceBusNotification-Apns-Expiry", value: expiry.formatted(.iso8601)) }
         request.body = .bytes(ByteBuffer(data: payload))
         return await execute(request)
     }

@@ -42,11 +42,9 @@ extension PushProvider {
     }
 }
 
-/// APNs direct: one push per device token.
+/// APNs direct: one push per device token, with its notification's priority and expiry (SPEC §22).
 public struct APNsProvider: PushProvider {
     public let client: APNsClient
-    /// How long Apple should keep trying an offline device.
-    public var expiration: TimeInterval = 24 * 3600
 
     /// Wraps a client.
     public init(client: APNsClient) {
@@ -57,13 +55,17 @@ public struct APNsProvider: PushProvider {
     public var platform: String { "apns" }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
-        await client.send(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
-                          expiration: Date().addingTimeInterval(expiration), collapseID: job.collapseID)
+        await withCheckedContinuation { continuation in
+            start(job) { outcome, timestamp in continuation.resume(returning: (outcome, timestamp)) }
+        }
     }
 
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
-        client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId,
-                     expiration: Date().addingTimeInterval(expiration), collapseID: job.collapseID, completion: completion)
+        guard let life = job.remainingLife() else { return completion(.failed(reason: job.expiredReason, prune: false), nil) }
+        // `apns-expiration` is a moment: 0 for now or never, else the end of the push's life.
+        let expiration = life == 0 ? Date(timeIntervalSince1970: 0) : (job.expiresAt ?? Date())
+        client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId, expiration: expiration,
+                     collapseID: job.collapseID, priority: job.options.apnsPriority(job.mode), completion: completion)
     }
 
     public func shutdown() async {
@@ -87,7 +89,9 @@ public struct NotificationHubsProvider: PushProvider {
     /// such as `richpush notify`) goes to that device's installation, mirrored under the registration id.
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         let tag = job.registrationId.map { "$InstallationId:{\($0)}" } ?? job.target
-        return (await client.send(payload: job.payload, mode: job.mode, tag: tag), nil)
+        guard let life = job.remainingLife() else { return (.failed(reason: job.expiredReason, prune: false), nil) }
+        return (await client.send(payload: job.payload, mode: job.mode, tag: tag, priority: job.options.apnsPriority(job.mode),
+                                  expiry: life == 0 ? nil : job.expiresAt), nil)
     }
 
     public func shutdown() async {
@@ -180,8 +184,10 @@ public struct FCMProvider: PushProvider {
         // Android shows a notification image only up to 1 MB: the push variant (SPEC §16).
         let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
         let notification = job.mode == .alert ? (title: content.title, body: content.message, image: image) : nil
+        guard let life = job.remainingLife() else { return (.failed(reason: job.expiredReason, prune: false), nil) }
         return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
-                                                    collapseID: job.collapseID)), nil)
+                                                    collapseID: job.collapseID, mode: job.mode, options: job.options, badge: content.badge,
+                                                    ttl: life)), nil)
     }
 
     public func shutdown() async {
@@ -190,11 +196,10 @@ public struct FCMProvider: PushProvider {
 }
 
 /// Web Push: each message encrypted for its subscription and sent with VAPID; alert pushes are
-/// `Urgency: high`, silent ones `normal`, and both live 24 hours in the push service (SPEC §12).
+/// `Urgency: high` (unless their options say `normal`), silent ones `normal`, and both live as
+/// long as their options' `expiresIn`, a day by default (SPEC §12, §22).
 public struct WebPushProvider: PushProvider {
     public let client: WebPushClient
-    /// How long the push service keeps a message for an offline browser.
-    public var ttl = 24 * 3600
 
     /// Wraps a client.
     public init(client: WebPushClient) {
@@ -216,8 +221,10 @@ public struct WebPushProvider: PushProvider {
             // Not pruned: a stored handle that no longer reads is this server's problem, not the browser's.
             return (.failed(reason: "the registration's handle is not a PushSubscription", prune: false), nil)
         }
-        let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: ttl,
-                                        urgency: job.mode == .alert ? .high : .normal, topic: job.collapseID)
+        guard let life = job.remainingLife() else { return (.failed(reason: job.expiredReason, prune: false), nil) }
+        let high = job.mode == .alert && job.options.priority != .normal
+        let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: life,
+                                        urgency: high ? .high : .normal, topic: job.collapseID)
         return (outcome, nil)
     }
 

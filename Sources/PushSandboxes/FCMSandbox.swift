@@ -1,3 +1,4 @@
+import APNsSandbox
 import CryptoExtras
 import Foundation
 import Hummingbird
@@ -39,6 +40,11 @@ public final class FCMSandbox: PushStandIn {
         public var collapseKey: String? = nil
         /// `apns.headers["apns-collapse-id"]`, when given (what FCM passes to Apple for iOS devices).
         public var apnsCollapseID: String? = nil
+        /// The `android` block (AndroidConfig) as sent, checked: `priority`, `ttl`, `notification.channel_id`, …
+        public var android: [String: any Sendable] = [:]
+        /// `apns.headers` and `apns.payload.aps` as sent, checked as Apple would.
+        public var apnsHeaders: [String: String] = [:]
+        public var apnsAps: [String: any Sendable] = [:]
     }
 
     private struct State {
@@ -186,16 +192,22 @@ public final class FCMSandbox: PushStandIn {
             notification = shown
         }
         var collapseKey: String?
+        var androidBlock: [String: any Sendable] = [:]
         if let raw = message["android"] {
             guard let android = raw as? [String: Any] else { return Self.invalid("android must be an AndroidConfig object") }
+            if let refusal = Self.androidRefusal(android) { return Self.invalid(refusal) }
             if let key = android["collapse_key"] {
                 guard let text = key as? String else { return Self.invalid("Invalid value at 'message.android.collapse_key' (TYPE_STRING)") }
                 collapseKey = text
             }
+            androidBlock = Self.sendable(android)
         }
         var apnsCollapseID: String?
+        var apnsHeaders: [String: String] = [:]
+        var apnsAps: [String: any Sendable] = [:]
         if let raw = message["apns"] {
-            guard let apns = raw as? [String: Any], let headers = (apns["headers"] ?? [String: Any]()) as? [String: Any] else {
+            guard let apns = raw as? [String: Any], let headers = (apns["headers"] ?? [String: Any]()) as? [String: Any],
+                  Set(apns.keys).isSubset(of: ["headers", "payload", "fcm_options", "live_activity_token"]) else {
                 return Self.invalid("apns must be an ApnsConfig object with a headers map")
             }
             for (key, value) in headers {
@@ -204,6 +216,21 @@ public final class FCMSandbox: PushStandIn {
                     guard text.utf8.count <= 64 else { return Self.invalid("apns-collapse-id is longer than 64 bytes") }
                     apnsCollapseID = text
                 }
+                apnsHeaders[key] = text
+            }
+            if let priority = apnsHeaders["apns-priority"], !["5", "10", "1"].contains(priority) {
+                return Self.invalid("apns-priority must be 10, 5 or 1 (got \(priority))")
+            }
+            if let expiration = apnsHeaders["apns-expiration"] {
+                guard let stamp = Int(expiration), stamp >= 0 else { return Self.invalid("apns-expiration must be a UNIX time in seconds") }
+                if stamp != 0 && Double(stamp) < now.timeIntervalSince1970 - 1 { return Self.invalid("apns-expiration \(stamp) is in the past") }
+            }
+            if let payload = apns["payload"] {
+                guard let payload = payload as? [String: Any], let aps = (payload["aps"] ?? [String: Any]()) as? [String: Any] else {
+                    return Self.invalid("apns.payload must be an object with an aps dictionary")
+                }
+                if let refusal = APSRules.refusal(aps) { return Self.invalid("apns.payload.aps: \(refusal)") }
+                apnsAps = Self.sendable(aps)
             }
         }
         let size = data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count } + (notification?.values.reduce(0) { $0 + $1.utf8.count } ?? 0)
@@ -225,10 +252,58 @@ public final class FCMSandbox: PushStandIn {
         if verdict.gone { return Self.error(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.") }
         let name = "projects/\(project)/messages/0:\(UInt64.random(in: 1...UInt64.max))"
         recorded.record(AcceptedMessage(token: token, data: data, notification: notification, name: name,
-                                        collapseKey: collapseKey, apnsCollapseID: apnsCollapseID)) {
+                                        collapseKey: collapseKey, apnsCollapseID: apnsCollapseID, android: androidBlock,
+                                        apnsHeaders: apnsHeaders, apnsAps: apnsAps)) {
             ["token": token, "data": data, "notification": notification ?? [:], "name": name]
         }
         return Self.json(200, ["name": name])
+    }
+
+    /// What FCM refuses in an AndroidConfig (its v1 reference): unknown fields, a priority
+    /// other than NORMAL or HIGH, a `ttl` that is not a duration of up to 28 days (`"3600s"`),
+    /// a notification block with unknown fields or a negative `notification_count`.
+    static func androidRefusal(_ android: [String: Any]) -> String? {
+        let known: Set<String> = ["collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options", "direct_boot_ok"]
+        if let unknown = Set(android.keys).subtracting(known).sorted().first { return "Unknown name \"\(unknown)\" at 'message.android'" }
+        if let priority = android["priority"] {
+            guard let text = priority as? String, ["NORMAL", "HIGH"].contains(text) else {
+                return "Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \"\(priority)\""
+            }
+        }
+        if let ttl = android["ttl"] {
+            guard let text = ttl as? String, text.hasSuffix("s"), let seconds = Double(text.dropLast()), seconds >= 0,
+                  text.dropLast().allSatisfy({ $0.isNumber || $0 == "." }) else {
+                return "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \"\(ttl)\""
+            }
+            if seconds > 2_419_200 { return "message.android.ttl \(text) is more than 4 weeks" }
+        }
+        if let raw = android["notification"] {
+            guard let notification = raw as? [String: Any] else { return "android.notification must be an AndroidNotification object" }
+            let fields: Set<String> = ["title", "body", "icon", "color", "sound", "tag", "click_action", "body_loc_key", "body_loc_args", "title_loc_key",
+                                       "title_loc_args", "channel_id", "ticker", "sticky", "event_time", "local_only", "notification_priority",
+                                       "default_sound", "default_vibrate_timings", "default_light_settings", "vibrate_timings", "visibility",
+                                       "notification_count", "light_settings", "image", "bypass_proxy_notification", "proxy"]
+            if let unknown = Set(notification.keys).subtracting(fields).sorted().first {
+                return "Unknown name \"\(unknown)\" at 'message.android.notification'"
+            }
+            for key in ["title", "body", "channel_id", "sound", "tag"] where notification[key] != nil && !(notification[key] is String) {
+                return "Invalid value at 'message.android.notification.\(key)' (TYPE_STRING)"
+            }
+            if let count = notification["notification_count"] {
+                guard let number = count as? Int, number >= 0 else { return "Invalid value at 'message.android.notification.notification_count' (TYPE_INT32)" }
+            }
+        }
+        return nil
+    }
+
+    /// A JSON object's values as sendable ones (JSONSerialization's are).
+    static func sendable(_ object: [String: Any]) -> [String: any Sendable] {
+        object.mapValues { value -> any Sendable in
+            if let nested = value as? [String: Any] { return sendable(nested) }
+            if let text = value as? String { return text }
+            if let number = value as? NSNumber { return number.doubleValue }
+            return String(describing: value)
+        }
     }
 
     static func googleStatus(_ status: Int) -> String {

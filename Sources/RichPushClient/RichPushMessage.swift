@@ -31,6 +31,26 @@ public struct RichPushMessage: Sendable, Equatable {
     public var payloadURL: URL?
     /// Whether the push is silent or an alert.
     public var kind: Kind
+    /// SPEC §22's options as the device sees them: the alert's subtitle, `aps.thread-id`,
+    /// `aps.category` and the badge (`aps.badge`, or the flat shape's `badgeCount`); nil when absent.
+    public var subtitle: String? = nil
+    public var threadID: String? = nil
+    public var category: String? = nil
+    public var badge: Int? = nil
+    /// The buttons (`richActions` in an APNs push and FCM data, `actions` in a Web Push message), in order.
+    public var actions: [Action] = []
+
+    /// A button: `id` is what the app is told was tapped.
+    public struct Action: Sendable, Equatable {
+        public var id: String
+        public var title: String
+
+        /// Creates a button.
+        public init(id: String, title: String) {
+            self.id = id
+            self.title = title
+        }
+    }
 
     /// Creates a message from its parts, for tests and for apps that keep messages of their own.
     public init(id: Int64, message: String, richType: String = "img", title: String? = nil, payloadURL: URL? = nil, kind: Kind) {
@@ -69,6 +89,31 @@ public struct RichPushMessage: Sendable, Equatable {
         let message = userInfo["richMessage"] as? String ?? alertFields?["body"] as? String ?? alert as? String ?? ""
         self.init(id: id, message: message, richType: Self.nonEmpty(userInfo["richType"] as? String) ?? "img",
                   title: title, payloadURL: payloadURL, kind: kind)
+        subtitle = Self.nonEmpty(alertFields?["subtitle"] as? String) ?? Self.nonEmpty(userInfo["subtitle"] as? String)
+        threadID = Self.nonEmpty(aps?["thread-id"] as? String)
+        category = Self.nonEmpty(aps?["category"] as? String)
+        badge = Self.count(aps?["badge"]) ?? Self.count(userInfo["badgeCount"])
+        actions = Self.actions(userInfo["richActions"] ?? userInfo["actions"])
+    }
+
+    /// A non-negative whole number, whether a number or (FCM's data map) its decimal string.
+    private static func count(_ value: Any?) -> Int? {
+        if let text = value as? String { return Int(text).flatMap { $0 >= 0 ? $0 : nil } }
+        guard let number = value as? NSNumber, number.doubleValue == number.doubleValue.rounded(), number.intValue >= 0 else { return nil }
+        return number.intValue
+    }
+
+    /// Buttons from `[{"id","title"}]` or the Notifications API's `[{"action","title"}]`, given as
+    /// an array or (FCM's data map holds strings only) as its JSON text; what does not read is left out.
+    private static func actions(_ value: Any?) -> [Action] {
+        var list = value
+        if let text = value as? String { list = try? JSONSerialization.jsonObject(with: Data(text.utf8)) }
+        guard let items = list as? [Any] else { return [] }
+        return items.compactMap { item in
+            guard let fields = dictionary(item), let id = nonEmpty((fields["id"] ?? fields["action"]) as? String),
+                  let title = fields["title"] as? String else { return nil }
+            return Action(id: id, title: title)
+        }
     }
 
     /// Reads a push from its JSON text: an APNs payload or a flat data object.

@@ -29,21 +29,27 @@ public enum PushMode: String, Sendable, Codable, CaseIterable {
 ///     {"aps":{"alert":{"title":"<title>","body":"<message>"},"mutable-content":1,"sound":"default"},
 ///      "richId":"<id>","richMessage":"<message>","richType":"img","richUrl":"<payload url>"}
 ///
-/// `"title"` is left out when there is none. Strings are escaped by a JSON encoder.
+/// `"title"` is left out when there is none. Strings are escaped by a JSON encoder. Options
+/// (SPEC §22) add `subtitle` to the alert, and `thread-id`, `category`, `interruption-level`,
+/// `relevance-score` and a fixed `badge` to `aps` after `sound` (which they may change or, when
+/// empty, leave out); buttons travel as `richActions` for the app (an iOS category's buttons
+/// are the app's own). An unread-count badge is set per device at send time (`settingBadge`).
 public struct AlertPush: Sendable, Equatable {
     public let richId: String
     public let title: String?
     public let richMessage: String
     public let richType: String
     public let richUrl: String
+    public let options: PushOptions
 
     /// Creates the push for notification `id`.
-    public init(id: Int64, title: String?, message: String, richType: String, richUrl: String) {
+    public init(id: Int64, title: String?, message: String, richType: String, richUrl: String, options: PushOptions = PushOptions()) {
         self.richId = String(id)
         self.title = title
         self.richMessage = message
         self.richType = richType
         self.richUrl = richUrl
+        self.options = options
     }
 
     /// The JSON bytes.
@@ -51,10 +57,38 @@ public struct AlertPush: Sendable, Equatable {
         let message = Self.quote(richMessage)
         var alert = "{"
         if let title { alert += "\"title\":\(Self.quote(title))," }
+        if let subtitle = options.subtitle { alert += "\"subtitle\":\(Self.quote(subtitle))," }
         alert += "\"body\":\(message)}"
-        let json = "{\"aps\":{\"alert\":\(alert),\"mutable-content\":1,\"sound\":\"default\"},\"richId\":\(Self.quote(richId))," +
-            "\"richMessage\":\(message),\"richType\":\(Self.quote(richType)),\"richUrl\":\(Self.quote(richUrl))}"
-        return Data(json.utf8)
+        var aps = "\"alert\":\(alert),\"mutable-content\":1"
+        let sound = options.sound ?? "default"
+        if !sound.isEmpty { aps += ",\"sound\":\(Self.quote(sound))" }
+        if let thread = options.threadId { aps += ",\"thread-id\":\(Self.quote(thread))" }
+        if let category = options.category { aps += ",\"category\":\(Self.quote(category))" }
+        if let level = options.interruptionLevel { aps += ",\"interruption-level\":\"\(level.rawValue)\"" }
+        if let score = options.relevanceScore { aps += ",\"relevance-score\":\(Self.number(score))" }
+        if case .count(let badge)? = options.badge { aps += ",\"badge\":\(badge)" }
+        var json = "{\"aps\":{\(aps)},\"richId\":\(Self.quote(richId))," +
+            "\"richMessage\":\(message),\"richType\":\(Self.quote(richType)),\"richUrl\":\(Self.quote(richUrl))"
+        if let actions = options.actions, !actions.isEmpty { json += ",\"richActions\":\(Self.actions(actions))" }
+        return Data((json + "}").utf8)
+    }
+
+    /// `payload` (an APNs push RichPush made, which begins `{"aps":{`) with `aps.badge` set to
+    /// `badge`: the unread count of its recipient at send time (SPEC §22).
+    public static func settingBadge(_ payload: Data, to badge: Int) -> Data {
+        let prefix = Data("{\"aps\":{".utf8)
+        guard payload.starts(with: prefix) else { return payload }
+        return prefix + Data("\"badge\":\(badge),".utf8) + payload.dropFirst(prefix.count)
+    }
+
+    /// `[{"id":…,"title":…}]`.
+    static func actions(_ actions: [PushOptions.Action]) -> String {
+        "[" + actions.map { "{\"id\":\(quote($0.id)),\"title\":\(quote($0.title))}" }.joined(separator: ",") + "]"
+    }
+
+    /// A JSON number as short as it reads (`0.5`, `1`).
+    static func number(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     /// A JSON string literal, as `JSONEncoder` writes it (slashes unescaped, like the silent push).

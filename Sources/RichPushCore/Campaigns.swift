@@ -212,10 +212,13 @@ public struct CampaignDraft: Sendable {
     public var locales: [String: LocalizedContent]
     /// The locale of recipients whose own has no content.
     public var defaultLocale: String
+    /// At most this many pushes a minute, across all nodes (SPEC §22); nil: as fast as they go.
+    public var ratePerMinute: Int?
 
     /// Creates a draft; the mode defaults to `alert` (SPEC §10).
     public init(audience: Audience, content: NotificationDraft, app: String? = nil, schedule: CampaignSchedule? = nil,
-                locales: [String: LocalizedContent] = [:], defaultLocale: String = "en") {
+                locales: [String: LocalizedContent] = [:], defaultLocale: String = "en", ratePerMinute: Int? = nil) {
+        self.ratePerMinute = ratePerMinute
         self.audience = audience
         self.content = content
         self.app = app
@@ -254,6 +257,15 @@ public struct Campaign: Sendable, Equatable {
     public var defaultLocale: String = "en"
     /// When it was cancelled.
     public var cancelledAt: Date? = nil
+    /// Platform options and the badge, as each recipient's notification gets them (SPEC §22).
+    public var options = PushOptions()
+    /// The pace, pushes a minute; nil for unpaced.
+    public var ratePerMinute: Int? = nil
+    /// A paced campaign's next free send time: when its last push queued so far goes out, plus one step.
+    public var paceNextAt: Date? = nil
+
+    /// The most pushes a minute a pace may ask for (a million: beyond it, pacing is moot).
+    public static let maxRatePerMinute = 1_000_000
 
     /// The most users an audience may list by name.
     public static let maxListedUsers = 10_000
@@ -267,6 +279,12 @@ public struct CampaignProgress: Sendable, Equatable {
     public var failed: Int
     /// Recipients who fetched the payload.
     public var fetched: Int
+
+    /// When a paced campaign's last queued push goes out (SPEC §22): nil when unpaced, done or cancelled.
+    public var expectedEnd: Date? {
+        guard campaign.ratePerMinute != nil, let next = campaign.paceNextAt, status == .sending else { return nil }
+        return next.addingTimeInterval(-60 / Double(campaign.ratePerMinute!))
+    }
 
     /// `cancelled`, `scheduled` (nothing queued yet), `done` (everyone queued, nothing pending) or `sending`.
     public var status: Campaign.Status {
@@ -320,6 +338,9 @@ public struct CampaignStore: Sendable {
             locales[canonical] = content
         }
         let defaultLocale = try UserPreferences.locale(draft.defaultLocale)
+        if let rate = draft.ratePerMinute, !(1...Campaign.maxRatePerMinute).contains(rate) {
+            throw CoreError(.invalid, "ratePerMinute must be 1 to \(Campaign.maxRatePerMinute) (got \(rate))")
+        }
         if !locales.isEmpty && Self.contentLocale(for: nil, locales: locales, defaultLocale: defaultLocale) == nil && draft.content.message == nil {
             throw CoreError(.unprocessable, "content has nothing for the default locale \(defaultLocale) and there is no message: add \"\(defaultLocale)\" to content, set defaultLocale, or give a message")
         }
@@ -366,18 +387,19 @@ public struct CampaignStore: Sendable {
             }
             let inserted = try db.fetchOne(sql: """
                 INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app,
-                                       sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                                       sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, scheduled ? nil : Int(getpid()), now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
-                                 scheduled ? nil : db.now + Self.lease])
+                                 scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
             return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
-                            app: draft.app, schedule: finalSchedule, locales: finalLocales, defaultLocale: defaultLocale)
+                            app: draft.app, schedule: finalSchedule, locales: finalLocales, defaultLocale: defaultLocale,
+                            options: writer.options, ratePerMinute: draft.ratePerMinute)
         }
     }
 
@@ -604,7 +626,9 @@ public struct CampaignStore: Sendable {
         guard !names.isEmpty else { return [] }
         let now = Date()
         let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
-                                      title: campaign.title, mode: campaign.mode)
+                                      title: campaign.title, mode: campaign.mode, options: campaign.options)
+        // A paced campaign's pushes are due one step apart, after those queued before (SPEC §22).
+        let pace = campaign.ratePerMinute.map { Pace(start: max(campaign.paceNextAt?.timeIntervalSince1970 ?? 0, db.now), perMinute: $0) }
         var writers: [String: NotificationWriter] = [:] // by content locale, "" for the campaign's own words
         func writer(_ locale: String?) throws -> NotificationWriter {
             if let known = writers[locale ?? ""] { return known }
@@ -640,7 +664,7 @@ public struct CampaignStore: Sendable {
         var queuedRecipients = 0
         for (locale, recipients) in groups.sorted(by: { $0.key < $1.key }) {
             let writer = try writer(locale.isEmpty ? nil : locale)
-            let created = try writer.insert(db, recipients: recipients)
+            let created = try writer.insert(db, recipients: recipients, pace: pace)
             queuedRecipients += created.count
             if indexed {
                 made += created.map { QueuedNotification(id: $0.notification.id, recipient: $0.notification.recipient, payload: writer.media.id) }
@@ -648,6 +672,10 @@ public struct CampaignStore: Sendable {
         }
         campaign.recipients += queuedRecipients
         campaign.devices += queuedDevices
+        if let pace {
+            campaign.paceNextAt = Date(timeIntervalSince1970: pace.nextAt)
+            try db.execute(sql: "UPDATE campaigns SET paceNextAt = ? WHERE id = ?", arguments: [pace.nextAt, campaign.id])
+        }
         return made
     }
 
@@ -846,6 +874,8 @@ public struct CampaignStore: Sendable {
                         createdBy: row["createdBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
                         recipients: row["recipients"], devices: row["devices"], queued: row["queued"], app: row["app"],
                         schedule: schedule, locales: locales, defaultLocale: row["defaultLocale"] ?? "en",
-                        cancelledAt: (row["cancelledAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
+                        cancelledAt: (row["cancelledAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                        options: PushOptions(stored: row["options"]), ratePerMinute: row["ratePerMinute"],
+                        paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
     }
 }

@@ -238,6 +238,15 @@ public enum CoreDatabase {
                     lastError     TEXT
                 );
                 """),
+        // SPEC §22: platform options and the badge, stored as JSON; a campaign's pace, and when each
+        // paced push is due (its life counts from then).
+        SQLMigration("core-v11-options", sqlite: """
+                ALTER TABLE notifications ADD COLUMN options TEXT;
+                ALTER TABLE campaigns ADD COLUMN options TEXT;
+                ALTER TABLE campaigns ADD COLUMN ratePerMinute INTEGER;
+                ALTER TABLE campaigns ADD COLUMN paceNextAt REAL;
+                ALTER TABLE deliveries ADD COLUMN dueAt REAL;
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -30,9 +30,13 @@ public struct NotificationDraft: Sendable, Equatable {
     /// The alert's title (alert mode only).
     public var title: String?
     public var mode: PushMode
+    /// Platform options and the badge (SPEC §22).
+    public var options: PushOptions
 
     /// Creates a draft.
-    public init(message: String? = nil, richType: String? = nil, payload: String? = nil, title: String? = nil, mode: PushMode = .silent) {
+    public init(message: String? = nil, richType: String? = nil, payload: String? = nil, title: String? = nil, mode: PushMode = .silent,
+                options: PushOptions = PushOptions()) {
+        self.options = options
         self.message = message
         self.richType = richType
         self.payload = payload
@@ -128,6 +132,7 @@ struct NotificationWriter {
     let title: String?
     let richType: String
     let mode: PushMode
+    let options: PushOptions
     let media: MediaItem
     let links: PayloadLinks?
     let campaignId: Int64?
@@ -139,6 +144,8 @@ struct NotificationWriter {
         richType = draft.richType ?? NotificationDraft.defaultRichType
         title = draft.title.flatMap { $0.isEmpty ? nil : $0 }
         mode = draft.mode
+        options = draft.options
+        try options.validate(mode: mode)
         guard !richType.isEmpty, richType.utf8.count <= 64 else {
             throw CoreError(.unprocessable, "richType must be 1 to 64 bytes")
         }
@@ -168,21 +175,24 @@ struct NotificationWriter {
 
     /// Inserts `recipient`'s notification with its push and one pending delivery per target.
     /// Throws 422 when the push would exceed APNs' 4096 bytes.
-    func insert(_ db: SQLConnection, recipient: String, targets: [PushTarget]) throws -> CreatedNotification {
+    func insert(_ db: SQLConnection, recipient: String, targets: [PushTarget], pace: Pace? = nil) throws -> CreatedNotification {
         let time = now.timeIntervalSince1970
         let inserted = try db.fetchOne(sql: """
-            INSERT INTO notifications (recipient, message, title, richType, payload, mode, campaignId, push, createdAt)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
-            """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), time])
+            INSERT INTO notifications (recipient, message, title, richType, payload, mode, campaignId, push, createdAt, options)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+            """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), time, options.stored])
         let id: Int64 = inserted!["id"]
         let (push, richUrl) = try self.push(id: id, targets: targets)
         try db.execute(sql: "UPDATE notifications SET push = ?, richUrl = ? WHERE id = ?", arguments: [push, richUrl, id], cached: true)
         if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         for target in targets {
+            // A paced campaign's push is due at its turn (SPEC §22); its life counts from then.
+            let due = pace?.next() ?? time
             try db.execute(sql: """
-                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, createdAt, updatedAt)
-                VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
-                """, arguments: [id, campaignId, target.registration, target.target, target.platform, target.app, UUID().uuidString, time, time, time],
+                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt)
+                VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
+                """, arguments: [id, campaignId, target.registration, target.target, target.platform, target.app, UUID().uuidString,
+                                 due, due, time, time],
                     cached: true)
         }
         return made(id: id, recipient: recipient, push: push, richUrl: richUrl, targets: targets)
@@ -191,9 +201,9 @@ struct NotificationWriter {
     /// `insert` for many recipients. On PostgreSQL the ids come from the sequence first and the
     /// rows go in 500 to a statement (a statement per row would cost a round trip and a parse
     /// each); SQLite, in process, takes them one by one from its statement cache.
-    func insert(_ db: SQLConnection, recipients: [(name: String, targets: [PushTarget])]) throws -> [CreatedNotification] {
+    func insert(_ db: SQLConnection, recipients: [(name: String, targets: [PushTarget])], pace: Pace? = nil) throws -> [CreatedNotification] {
         guard db.dialect == .postgres, recipients.count > 1 else {
-            return try recipients.map { try insert(db, recipient: $0.name, targets: $0.targets) }
+            return try recipients.map { try insert(db, recipient: $0.name, targets: $0.targets, pace: pace) }
         }
         let ids = try Int64.fetchAll(db, sql: "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, ?)",
                                      arguments: [recipients.count])
@@ -204,18 +214,20 @@ struct NotificationWriter {
         for (index, recipient) in recipients.enumerated() {
             let id = ids[index]
             let (push, richUrl) = try self.push(id: id, targets: recipient.targets)
-            let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, richUrl, time]
+            let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, richUrl, time,
+                                                     options.stored]
             notificationRows.append(fields.map(\.sqlValue))
             for target in recipient.targets {
+                let due = pace?.next() ?? time
                 let delivery: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, target.platform, target.app, "pending", UUID().uuidString,
-                                                           time, time, time]
+                                                           due, due, time, time]
                 deliveryRows.append(delivery.map(\.sqlValue))
             }
             created.append(made(id: id, recipient: recipient.name, push: push, richUrl: richUrl, targets: recipient.targets))
         }
-        try Self.insertRows(db, "notifications (id, recipient, message, title, richType, payload, mode, campaignId, push, richUrl, createdAt)",
+        try Self.insertRows(db, "notifications (id, recipient, message, title, richType, payload, mode, campaignId, push, richUrl, createdAt, options)",
                             notificationRows)
-        try Self.insertRows(db, "deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, createdAt, updatedAt)",
+        try Self.insertRows(db, "deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt)",
                             deliveryRows)
         if !deliveryRows.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         return created
@@ -237,13 +249,17 @@ struct NotificationWriter {
         let richUrl = links?.url(notification: id, payload: media.id, now: now)
         let push: Data = switch mode {
         case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
-        case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!).encoded()
+        case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!, options: options).encoded()
         }
-        guard push.count <= SilentPush.maxBytes else {
-            throw CoreError(.unprocessable, "the push would be \(push.count) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
+        // An unread count is set per device at send time: room is kept for the largest.
+        let largest = options.badge == .unread ? AlertPush.settingBadge(push, to: PushOptions.maxBadge).count : push.count
+        guard largest <= SilentPush.maxBytes else {
+            throw CoreError(.unprocessable, "the push would be \(largest) bytes, over APNs' limit of \(SilentPush.maxBytes); shorten the message or title")
         }
         if targets.contains(where: { $0.platform == "web" }) {
-            let size = PushContent(id: id, message: message, title: title, richType: richType, richUrl: richUrl).webPushPlaintext.count
+            var content = PushContent(id: id, message: message, title: title, richType: richType, richUrl: richUrl, options: options)
+            if options.badge == .unread { content.badge = PushOptions.maxBadge }
+            let size = content.webPushPlaintext.count
             guard size <= PushContent.webPushMaxBytes else {
                 throw CoreError(.unprocessable, "the Web Push message would be \(size) bytes, over its limit of \(PushContent.webPushMaxBytes); shorten the message or title")
             }
@@ -256,6 +272,26 @@ struct NotificationWriter {
                                             payload: media.id, mode: mode, campaignId: campaignId, read: false, createdAt: now)
         return CreatedNotification(notification: notification, push: push, richUrl: richUrl, deliveries: targets.count,
                                    deliveriesByApp: Dictionary(targets.map { ($0.app, 1) }, uniquingKeysWith: +))
+    }
+}
+
+/// The send times of a paced campaign's pushes (SPEC §22): one every `step` seconds from `start`,
+/// handed out in the order the pushes are queued, so every node's outbox claims them no faster
+/// than the campaign's rate.
+final class Pace {
+    private(set) var nextAt: Double
+    let step: Double
+
+    /// Pushes from `start` (the database's clock), `perMinute` a minute.
+    init(start: Double, perMinute: Int) {
+        nextAt = start
+        step = 60 / Double(max(1, perMinute))
+    }
+
+    /// The next push's time.
+    func next() -> Double {
+        defer { nextAt += step }
+        return nextAt
     }
 }
 

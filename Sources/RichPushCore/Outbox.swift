@@ -28,6 +28,24 @@ public struct DeliveryJob: Sendable {
     /// The campaign it belongs to, and its notification's recipient (SPEC §20's counts and events).
     public var campaignId: Int64? = nil
     public var recipient: String? = nil
+    /// The notification's options (SPEC §22).
+    public var options = PushOptions()
+    /// When the push's life ends, this machine's time: its notification's making (or its turn,
+    /// in a paced campaign) plus `expiresIn`; nil for `expiresIn` 0 (now or never).
+    public var expiresAt: Date? = Date().addingTimeInterval(Double(PushOptions.defaultExpiresIn))
+
+    /// Seconds the push service should keep it (0: now or never), or nil when its life ended
+    /// before it could be sent (it is then failed, never sent late: a sale that ended at noon).
+    public func remainingLife(now: Date = Date()) -> Int? {
+        guard let expiresAt else { return 0 }
+        let left = expiresAt.timeIntervalSince(now)
+        return left >= 1 ? Int(left) : nil
+    }
+
+    /// The reason a push whose life ended is failed with.
+    public var expiredReason: String {
+        "expired: its life of \(options.lifetime) s (options.expiresIn) ended before it could be sent"
+    }
 
     /// The push's collapse identifier (SPEC §17): derived from the notification alone, so every
     /// send of it to a device (a retry, a resend after a crash or a node's death) carries the
@@ -105,13 +123,13 @@ public struct OutboxStore: Sendable {
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
-                       n.message, n.title, n.richType, n.richUrl, r.updatedAt AS registrationUpdatedAt
+                       n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
                 """, arguments: [now, limit], cached: true)
-            let jobs = rows.map { row in
+            var jobs = rows.map { row in
                 var job = DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
@@ -121,13 +139,41 @@ public struct OutboxStore: Sendable {
                 job.app = row["app"] ?? AppName.default
                 job.campaignId = row["campaignId"]
                 job.recipient = row["recipient"]
+                job.options = PushOptions(stored: row["options"])
+                job.content?.options = job.options
+                if case .count(let fixed)? = job.options.badge { job.content?.badge = fixed }
+                let lifetime = job.options.lifetime
+                // A push's life counts from its notification's making, or from its turn in a paced campaign.
+                let born = max(row["createdAt"] as Double, (row["dueAt"] as Double?) ?? 0)
+                job.expiresAt = lifetime == 0 ? nil : Date(timeIntervalSince1970: born + Double(lifetime))
                 return job
             }
+            try Self.setUnreadBadges(db, &jobs)
             for chunk in jobs.map(\.id).sqlBatches() {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE id IN (\(sqlPlaceholders(chunk.count)))",
                                arguments: SQLArguments([now + lease, holder.pid, holder.tag] + chunk.map { $0 as any SQLValueConvertible }))
             }
             return jobs
+        }
+    }
+
+    /// SPEC §22: each push whose notification asks for `"badge":"unread"` carries its
+    /// recipient's unread inbox count as it is now, read for the whole batch in one query.
+    static func setUnreadBadges(_ db: SQLConnection, _ jobs: inout [DeliveryJob]) throws {
+        let recipients = Set(jobs.filter { $0.options.badge == .unread }.compactMap(\.recipient))
+        guard !recipients.isEmpty else { return }
+        var unread: [String: Int] = [:]
+        for chunk in Array(recipients).sorted().sqlBatches() {
+            for row in try db.fetchAll(sql: """
+                SELECT recipient, count(*) AS n FROM notifications WHERE read = 0 AND recipient IN (\(sqlPlaceholders(chunk.count))) GROUP BY recipient
+                """, arguments: SQLArguments(Array(chunk))) {
+                unread[row["recipient"]] = row["n"]
+            }
+        }
+        for index in jobs.indices where jobs[index].options.badge == .unread {
+            let count = min(unread[jobs[index].recipient ?? ""] ?? 0, PushOptions.maxBadge)
+            jobs[index].payload = AlertPush.settingBadge(jobs[index].payload, to: count)
+            jobs[index].content?.badge = count
         }
     }
 

@@ -10,13 +10,19 @@ public struct PushContent: Sendable, Equatable {
     public var richType: String
     /// The signed payload URL; nil where the notification was made without a payload key.
     public var richUrl: String?
+    /// The notification's options (SPEC §22).
+    public var options = PushOptions()
+    /// The badge this device's push carries: a fixed one, or the recipient's unread count at send time.
+    public var badge: Int?
 
     /// The most a Web Push message may hold: one 4,096-byte aes128gcm record less its 86-byte
     /// header, 16-byte tag and 1-byte padding delimiter.
     public static let webPushMaxBytes = 4096 - 86 - 16 - 1
 
     /// Creates the content.
-    public init(id: Int64, message: String, title: String?, richType: String, richUrl: String?) {
+    public init(id: Int64, message: String, title: String?, richType: String, richUrl: String?, options: PushOptions = PushOptions()) {
+        self.options = options
+        if case .count(let fixed)? = options.badge { badge = fixed }
         self.id = id
         self.message = message
         self.title = title
@@ -28,14 +34,20 @@ public struct PushContent: Sendable, Equatable {
     public var fcmData: [String: String] {
         var data = ["richId": String(id), "richMessage": message, "richType": richType]
         if let richUrl { data["richUrl"] = richUrl }
+        if let actions = options.actions, !actions.isEmpty { data["richActions"] = AlertPush.actions(actions) }
         return data
     }
 
-    /// `{"richId","richMessage","richType","richUrl","title"}`, the plaintext of a Web Push message.
+    /// `{"richId","richMessage","richType","richUrl","title"}`, the plaintext of a Web Push message;
+    /// with options, `subtitle`, `actions` in the Notifications API's shape (`[{"action","title"}]`,
+    /// for `showNotification`) and `badgeCount` (for `navigator.setAppBadge`).
     public var webPushPlaintext: Data {
         var object: [String: Any] = ["richId": String(id), "richMessage": message, "richType": richType]
         if let richUrl { object["richUrl"] = richUrl }
         if let title { object["title"] = title }
+        if let subtitle = options.subtitle { object["subtitle"] = subtitle }
+        if let actions = options.actions, !actions.isEmpty { object["actions"] = actions.map { ["action": $0.id, "title": $0.title] } }
+        if let badge { object["badgeCount"] = badge }
         return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
     }
 }

@@ -167,9 +167,22 @@ struct NotificationRequest: Codable, Sendable {
     /// The recipient: the caller when left out; another user only for an admin or an API key
     /// (which has no inbox of its own, so must name one).
     var to: String?
+    /// SPEC §22: each platform's options, and the badge (`"unread"` or a number).
+    var options: PushOptions?
+    var badge: PushOptions.Badge?
 
     func draft(defaultMode: PushMode) -> NotificationDraft {
-        NotificationDraft(message: message, richType: richType, payload: payload, title: title, mode: mode ?? defaultMode)
+        NotificationDraft(message: message, richType: richType, payload: payload, title: title, mode: mode ?? defaultMode,
+                          options: PushOptions.with(options, badge: badge))
+    }
+}
+
+extension PushOptions {
+    /// A request's `options` with its `badge` beside them (the API keeps the badge out of `options`).
+    static func with(_ options: PushOptions?, badge: Badge?) -> PushOptions {
+        var all = options ?? PushOptions()
+        all.badge = badge
+        return all
     }
 }
 
@@ -285,6 +298,10 @@ struct CampaignRequest: Codable, Sendable {
     var content: LocaleContent?
     /// The locale of recipients whose own has no content (default `en`).
     var defaultLocale: String?
+    /// SPEC §22: each platform's options, the badge, and the pace (pushes a minute, across all nodes).
+    var options: PushOptions?
+    var badge: PushOptions.Badge?
+    var ratePerMinute: Int?
 }
 
 /// `content` of a campaign: BCP 47 locale → `{"title","message"}` (SPEC §19).
@@ -419,6 +436,12 @@ struct CampaignResponse: Codable, Sendable {
     var defaultLocale: String?
     /// When it was cancelled.
     var cancelled: String?
+    /// SPEC §22: its options and badge as asked, its pace, and when a paced campaign's last
+    /// push queued so far goes out.
+    var options: PushOptions?
+    var badge: PushOptions.Badge?
+    var ratePerMinute: Int?
+    var expectedEnd: String?
 
     init(_ progress: CampaignProgress) {
         let c = progress.campaign
@@ -451,6 +474,12 @@ struct CampaignResponse: Codable, Sendable {
             defaultLocale = c.defaultLocale
         }
         cancelled = c.cancelledAt.map(dates.string(from:))
+        var options = c.options
+        badge = options.badge
+        options.badge = nil
+        self.options = options.isEmpty ? nil : options
+        ratePerMinute = c.ratePerMinute
+        expectedEnd = progress.expectedEnd.map(dates.string(from:))
     }
 }
 
@@ -581,6 +610,8 @@ extension CampaignRequest: SchemaRefining {
         schema.properties?["localDate"]?.pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
         schema.properties?["defaultLocale"]?.pattern = LocaleContent.tag.pattern
         schema.properties?["defaultLocale"]?.maxLength = LocaleContent.tag.maxLength
+        schema.properties?["ratePerMinute"]?.minimum = 1
+        schema.properties?["ratePerMinute"]?.maximum = Int64(Campaign.maxRatePerMinute)
     }
 }
 
@@ -590,5 +621,56 @@ extension MeUpdate: SchemaRefining {
         schema.properties?["timezone"]?.enumeration = TimeZone.knownTimeZoneIdentifiers.sorted()
         schema.properties?["locale"]?.pattern = LocaleContent.tag.pattern
         schema.properties?["locale"]?.maxLength = LocaleContent.tag.maxLength
+    }
+}
+
+extension PushOptions.InterruptionLevel: SchemaEnumeration {}
+extension PushOptions.Priority: SchemaEnumeration {}
+
+extension PushOptions.Badge: DeclaredSchema {
+    public static var declaredSchema: JSONSchema {
+        JSONSchema.oneOf([JSONSchema.string.with { $0.enumeration = ["unread"] },
+                          JSONSchema.integer.with { $0.minimum = 0; $0.maximum = Int64(PushOptions.maxBadge) }]).with {
+            $0.description = "The app icon's badge: \"unread\" (the recipient's unread count at send time) or a number."
+        }
+    }
+    public static var schemaExample: PushOptions.Badge { .unread }
+}
+
+extension PushOptions: SchemaRefining {
+    /// The platforms' limits, as `validate` enforces them (SPEC §22).
+    public static func refine(_ schema: inout JSONSchema) {
+        for field in ["threadId", "category", "androidChannelId"] { schema.properties?[field]?.refineIdentifier() }
+        schema.properties?["subtitle"]?.refineText(minLength: 1)
+        schema.properties?["sound"]?.refineText(minLength: 0)
+        schema.properties?["relevanceScore"]?.minimum = 0
+        schema.properties?["relevanceScore"]?.maximum = 1
+        schema.properties?["expiresIn"]?.minimum = 0
+        schema.properties?["expiresIn"]?.maximum = Int64(PushOptions.maxExpiresIn)
+        schema.properties?["actions"]?.maxItems = PushOptions.maxActions
+    }
+}
+
+extension PushOptions.Action: SchemaRefining {
+    /// An id as an identifier, a title as a text (SPEC §22).
+    public static func refine(_ schema: inout JSONSchema) {
+        schema.properties?["id"]?.refineIdentifier()
+        schema.properties?["title"]?.refineText(minLength: 1)
+    }
+}
+
+extension JSONSchema {
+    /// 1 to 64 visible ASCII characters: a thread, category, channel or button id.
+    mutating func refineIdentifier() {
+        minLength = 1
+        maxLength = PushOptions.maxIdentifier
+        pattern = "^[!-~]+$"
+    }
+
+    /// Up to 256 characters with no control characters: a subtitle, a sound's name, a button's title.
+    mutating func refineText(minLength: Int) {
+        self.minLength = minLength
+        maxLength = PushOptions.maxText
+        pattern = "^[^\\u0000-\\u001F\\u007F]*$"
     }
 }

@@ -54,14 +54,16 @@ extension Services {
         let body = try await request.body.collect(upTo: 1 << 20)
         let bytes = Data(body.readableBytesView)
         let request = try RequestBody.decode(CampaignRequest.self, from: bytes,
-                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\"}")
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\"}")
         let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
-                                        payload: request.payload, title: request.title, mode: request.mode ?? .alert)
+                                        payload: request.payload, title: request.title, mode: request.mode ?? .alert,
+                                        options: PushOptions.with(request.options, badge: request.badge))
         let app = try appAllowed(request.app, for: admin)
         let schedule: CampaignSchedule?
         do { schedule = try Self.schedule(request) } catch let error as CoreError { throw Problem(.unprocessableContent, error.message) }
         let draft = CampaignDraft(audience: try request.audience.audience, content: content, app: app, schedule: schedule,
-                                  locales: request.content?.locales ?? [:], defaultLocale: request.defaultLocale ?? "en")
+                                  locales: request.content?.locales ?? [:], defaultLocale: request.defaultLocale ?? "en",
+                                  ratePerMinute: request.ratePerMinute)
         let key = try idempotencyHeader.map { try IdempotencyKey(owner: admin.user, route: "POST /api/admin/campaigns", key: $0, body: bytes) }
         let campaign: Campaign
         do {

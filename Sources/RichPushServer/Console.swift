@@ -129,6 +129,9 @@ enum Console {
       .note strong { display: block; }
       .note .body { overflow: hidden; display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical; }
       .note.expanded .body { -webkit-line-clamp: unset; display: block; }
+      .note .subtitle { display: block; font-weight: 600; font-size: .8rem; }
+      .note .buttons { grid-column: 1 / -1; display: flex; gap: .35rem; margin-top: .3rem; }
+      .note .button { flex: 1; text-align: center; background: rgba(120,120,128,.16); border-radius: 8px; padding: .3rem; font-size: .8rem; }
       .note .small { width: 2.6rem; height: 2.6rem; object-fit: cover; border-radius: 6px; grid-row: 2 / span 2; grid-column: 2; }
       .note .large { grid-column: 1 / -1; width: 100%; border-radius: 8px; margin-top: .3rem; }
       .ios .note .large { max-height: 14rem; object-fit: contain; background: #f2f2f7; }
@@ -239,6 +242,25 @@ enum Console {
             <label for="default-locale">Default language</label><input type="text" id="default-locale" value="en" maxlength="35">
             <div id="locale-rows"></div>
             <p><button type="button" id="add-locale">Add a language</button></p>
+          </details>
+          <details id="options"><summary>Delivery options</summary>
+            <div class="row">
+              <div style="flex: 2 1 10rem"><label for="opt-subtitle">Subtitle</label><input type="text" id="opt-subtitle" maxlength="256"></div>
+              <div style="flex: 1 1 7rem"><label for="opt-thread">Thread</label><input type="text" id="opt-thread" maxlength="64" placeholder="sales"></div>
+              <div style="flex: 1 1 7rem"><label for="opt-category">Category</label><input type="text" id="opt-category" maxlength="64" placeholder="SALE"></div>
+            </div>
+            <div class="row">
+              <div style="flex: 1 1 7rem"><label for="opt-sound">Sound</label><input type="text" id="opt-sound" maxlength="256" placeholder="default"></div>
+              <div style="flex: 1 1 9rem"><label for="opt-level">Interruption</label><select id="opt-level"><option value="">Active (default)</option><option value="passive">Passive</option><option value="time-sensitive">Time-sensitive</option><option value="critical">Critical</option></select></div>
+              <div style="flex: 1 1 7rem"><label for="opt-priority">Priority</label><select id="opt-priority"><option value="">High (default)</option><option value="normal">Normal</option></select></div>
+            </div>
+            <div class="row">
+              <div style="flex: 1 1 7rem"><label for="opt-expiry">Expires after (hours)</label><input type="number" id="opt-expiry" min="0" max="672" step="any" placeholder="24"></div>
+              <div style="flex: 1 1 7rem"><label for="opt-badge">Badge</label><select id="opt-badge"><option value="">None</option><option value="unread">Unread count</option></select></div>
+              <div style="flex: 1 1 8rem"><label for="opt-pace">Pace (pushes a minute)</label><input type="number" id="opt-pace" min="1" max="1000000" placeholder="as fast as they go"></div>
+              <div style="flex: 1 1 7rem"><label for="opt-channel">Android channel</label><input type="text" id="opt-channel" maxlength="64"></div>
+            </div>
+            <label for="opt-buttons">Buttons (up to 4: id:Title, comma-separated)</label><input type="text" id="opt-buttons" placeholder="buy:Buy now, later:Later">
           </details>
           <label for="preview-locale">Preview in</label><select id="preview-locale"><option value="">Default language</option></select>
           <div id="previews" aria-label="How phones will show it">
@@ -412,6 +434,7 @@ enum Console {
           const words = document.createElement("div");
           const chosen = window.words();
           if (chosen.title) words.append(text("strong", chosen.title));
+          if (alert && $("opt-subtitle").value) words.append(text("span", $("opt-subtitle").value, "subtitle"));
           words.append(text("span", alert ? chosen.message : "(silent: nothing shown until the app fetches and shows it)", "body"));
           parts.push(words);
           if (alert && image) {
@@ -422,19 +445,49 @@ enum Console {
             img.className = expanded ? "large" : "small";
             parts.push(img);
           }
+          // Buttons show when a notification is expanded (a long press on iOS, the arrow on Android).
+          const shown = buttons().slice(0, 4);
+          if (alert && expanded && shown.length) {
+            const row = document.createElement("div");
+            row.className = "buttons";
+            row.append(...shown.map((b) => text("span", b.title, "button")));
+            parts.push(row);
+          }
           target.replaceChildren(...parts);
+        }
+        // Buttons as the API takes them, from "id:Title, id:Title".
+        function buttons() {
+          return $("opt-buttons").value.split(",").map((s) => s.trim()).filter(Boolean).map((s) => {
+            const i = s.indexOf(":");
+            return i < 0 ? { id: s, title: s } : { id: s.slice(0, i).trim(), title: s.slice(i + 1).trim() };
+          });
+        }
+        // SPEC §22: what the options section asks for, into the campaign's body.
+        function deliveryOptions(body) {
+          const o = {};
+          const put = (key, value) => { if (value !== "") o[key] = value; };
+          put("subtitle", $("opt-subtitle").value); put("threadId", $("opt-thread").value.trim()); put("category", $("opt-category").value.trim());
+          put("sound", $("opt-sound").value); put("interruptionLevel", $("opt-level").value); put("priority", $("opt-priority").value);
+          put("androidChannelId", $("opt-channel").value.trim());
+          if ($("opt-expiry").value !== "") o.expiresIn = Math.round(Number($("opt-expiry").value) * 3600);
+          const b = buttons();
+          if (b.length) o.actions = b;
+          if (Object.keys(o).length) body.options = o;
+          if ($("opt-badge").value) body.badge = $("opt-badge").value;
+          if ($("opt-pace").value !== "") body.ratePerMinute = Number($("opt-pace").value);
         }
         function preview() {
           note($("ios-collapsed"), false, false); note($("ios-expanded"), true, false);
           note($("android-collapsed"), false, true); note($("android-expanded"), true, true);
         }
-        for (const id of ["title", "message", "image", "mode"]) $(id).addEventListener("input", preview);
+        for (const id of ["title", "message", "image", "mode", "opt-subtitle", "opt-buttons"]) $(id).addEventListener("input", preview);
         $("send").addEventListener("click", async () => {
           const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined,
                          app: $("app").value || undefined };
           if ($("title").value) body.title = $("title").value;
           if ($("when").value === "at" && $("send-at").value) body.sendAt = new Date($("send-at").value).toISOString().replace(/\\.\\d{3}Z$/, "Z");
           if ($("when").value === "local") { body.localTime = $("local-time").value; if ($("local-date").value) body.localDate = $("local-date").value; }
+          deliveryOptions(body);
           const rows = localeRows();
           if (rows.length) {
             body.defaultLocale = $("default-locale").value.trim() || "en";
@@ -461,7 +514,8 @@ enum Console {
             let done = false;
             if (ok) {
               const c = json.campaign;
-              $("campaign-status").textContent = c.status + (c.sendAt ? " for " + new Date(c.sendAt).toLocaleString() : c.localTime ? " for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") : "");
+              $("campaign-status").textContent = c.status + (c.sendAt ? " for " + new Date(c.sendAt).toLocaleString() : c.localTime ? " for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") : "")
+                + (c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" + (c.expectedEnd ? ", until about " + new Date(c.expectedEnd).toLocaleTimeString() : "") : "");
               $("cancel").hidden = !(c.status === "scheduled" || c.status === "sending");
               for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
               $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));

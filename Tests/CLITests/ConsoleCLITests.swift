@@ -111,9 +111,22 @@ struct ConsoleCLITests {
         driver.execute_script("const s = document.getElementById('when'); s.value = 'at'; s.dispatchEvent(new Event('change'))")
         tomorrow = driver.execute_script("const d = new Date(Date.now() + 86400000); d.setSeconds(0, 0); return new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16)")
         driver.execute_script("document.getElementById('send-at').value = arguments[0]", tomorrow)
+        # SPEC §22: delivery options, previewed (subtitle, buttons) and sent with the campaign.
+        driver.execute_script("const s = document.getElementById('preview-locale'); s.value = ''; s.dispatchEvent(new Event('change'))")
+        driver.find_element(By.CSS_SELECTOR, "#options summary").click()
+        driver.find_element(By.ID, "opt-subtitle").send_keys("Today only")
+        driver.find_element(By.ID, "opt-thread").send_keys("sales")
+        driver.find_element(By.ID, "opt-buttons").send_keys("buy:Buy now, later:Later")
+        driver.execute_script("for (const [id, v] of [['opt-level', 'time-sensitive'], ['opt-priority', 'normal'], ['opt-badge', 'unread']]) document.getElementById(id).value = v")
+        driver.find_element(By.ID, "opt-expiry").send_keys("3")
+        driver.find_element(By.ID, "opt-pace").send_keys("600")
+        seen["optionsPreview"] = driver.find_element(By.ID, "ios-expanded").text
+        seen["optionsButtons"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#ios-expanded .button")]
         driver.find_element(By.ID, "send").click()
         wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("scheduled"))
         seen["scheduledStatus"] = driver.find_element(By.ID, "campaign-status").text
+        seen["optionsSent"] = driver.execute_async_script(
+            "const done = arguments[0]; fetch('/console/api/campaigns/' + document.getElementById('campaign-id').textContent).then(r => r.json()).then(j => done(j.campaign))")
         seen["cancelShown"] = driver.find_element(By.ID, "cancel").is_displayed()
         driver.find_element(By.ID, "cancel").click()
         wait.until(lambda d: d.find_element(By.ID, "cancel-result").text.startswith("Cancelled"))
@@ -177,6 +190,8 @@ struct ConsoleCLITests {
     other = browser()
     try:
         sign_in(other, "alice", "alice-password")
+        # The click's page load may still be under way: wait for it, as for the admin's.
+        WebDriverWait(other, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_elements(By.ID, "forbidden"))
         seen["nonAdmin"] = other.find_element(By.ID, "forbidden").text
     finally:
         other.quit()
@@ -261,6 +276,15 @@ struct ConsoleCLITests {
                 "\(String(describing: seen["frenchPreview"]))")
         #expect((seen["scheduledStatus"] as? String)?.hasPrefix("scheduled for ") == true && seen["cancelShown"] as? Bool == true, "\(seen)")
         #expect((seen["cancelledStatus"] as? String)?.hasPrefix("cancelled") == true, "\(String(describing: seen["cancelledStatus"]))")
+        #expect((seen["optionsPreview"] as? String)?.contains("Today only") == true, "\(String(describing: seen["optionsPreview"]))")
+        #expect(seen["optionsButtons"] as? [String] == ["Buy now", "Later"], "\(String(describing: seen["optionsButtons"]))")
+        #expect((seen["scheduledStatus"] as? String)?.contains("600 a minute") == true, "\(String(describing: seen["scheduledStatus"]))")
+        let sent = seen["optionsSent"] as? [String: Any] ?? [:]
+        let options = sent["options"] as? [String: Any] ?? [:]
+        #expect(options["subtitle"] as? String == "Today only" && options["threadId"] as? String == "sales" && options["interruptionLevel"] as? String == "time-sensitive"
+                && options["priority"] as? String == "normal" && options["expiresIn"] as? Int == 10_800, "\(sent)")
+        #expect((options["actions"] as? [[String: String]]) == [["id": "buy", "title": "Buy now"], ["id": "later", "title": "Later"]], "\(sent)")
+        #expect(sent["badge"] as? String == "unread" && sent["ratePerMinute"] as? Int == 600, "\(sent)")
         #expect(seen["appOptions"] as? [String] == ["Every app", "default · 2 devices"], "\(String(describing: seen["appOptions"]))")
         let previews = seen["previews"] as? [String] ?? []
         #expect(previews.count == 4 && previews.allSatisfy { $0.contains("Weekend sale") && $0.contains("Check this image out!") }, "\(previews)")

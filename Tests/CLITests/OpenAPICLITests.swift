@@ -29,8 +29,9 @@ struct OpenAPICLITests {
         let (server, port) = try await CLI.startServe(["--failed-sign-ins", "0"], cwd: dir)
         defer { kill(server.processIdentifier, SIGKILL) }
         let seed = ProcessInfo.processInfo.environment["RICHPUSH_SCHEMATHESIS_SEED"] ?? "20261123"
+        // Every check but use_after_free: a cancelled campaign stays readable (schemathesis.toml says why).
         let arguments = ["--config-file", Self.config, "run", "http://127.0.0.1:\(port)/openapi.json", "--auth", "root:schema-pw",
-                         "--checks", "all", "--max-examples", "25", "--seed", seed, "--request-timeout", "20", "--no-color"]
+                         "--checks", "all", "--exclude-checks", "use_after_free", "--max-examples", "25", "--seed", seed, "--request-timeout", "20", "--no-color"]
         // Bounded: a run that hangs must fail this test, not the whole suite.
         let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["600", schemathesis] + arguments) }
         #expect(status == 0, "schemathesis \(arguments.joined(separator: " ")):\n\(output.suffix(6000))")

@@ -155,4 +155,24 @@ struct RichPushMessageTests {
         #expect(RichPushClientError.tooLarge(limit: 100, size: 5000).description.contains("5000"))
         #expect(RichPushClientError.http(status: 404).kind != RichPushClientError.http(status: 410).kind)
     }
+
+    @Test("SPEC §22's options in each shape: an APNs push's subtitle, thread, category, badge and richActions; FCM's data map; a Web Push message's actions and badgeCount")
+    func options() throws {
+        let apns = try parse("""
+            {"aps":{"badge":3,"alert":{"title":"Sale","subtitle":"Today only","body":"50% off"},"mutable-content":1,"sound":"chime.caf",\
+            "thread-id":"sale-7","category":"SALE","interruption-level":"time-sensitive","relevance-score":0.75},"richId":"9",\
+            "richMessage":"50% off","richType":"img","richUrl":"https://push.example.com/p/t","richActions":[{"id":"buy","title":"Buy now"},{"id":"later","title":"Later"}]}
+            """)
+        #expect(apns.subtitle == "Today only" && apns.threadID == "sale-7" && apns.category == "SALE" && apns.badge == 3)
+        #expect(apns.actions == [.init(id: "buy", title: "Buy now"), .init(id: "later", title: "Later")])
+        // FCM's data map holds strings: the buttons arrive as JSON text.
+        let fcm = try RichPushMessage(userInfo: ["richId": "9", "richMessage": "50% off", "richType": "img",
+                                                 "richActions": #"[{"id":"buy","title":"Buy now"}]"#])
+        #expect(fcm.actions == [.init(id: "buy", title: "Buy now")] && fcm.badge == nil)
+        let web = try parse(#"{"richId":"9","richMessage":"50% off","title":"Sale","subtitle":"Today only","badgeCount":2,"actions":[{"action":"buy","title":"Buy now"}]}"#)
+        #expect(web.subtitle == "Today only" && web.badge == 2 && web.actions == [.init(id: "buy", title: "Buy now")])
+        // Without options: nothing set, and a malformed button or badge is left out, not an error.
+        let plain = try parse(#"{"aps":{"alert":{"body":"x"},"badge":-1},"richId":"1","richActions":"not json"}"#)
+        #expect(plain.subtitle == nil && plain.threadID == nil && plain.badge == nil && plain.actions.isEmpty)
+    }
 }

@@ -276,3 +276,57 @@ final class Counter: @unchecked Sendable {
     func increment() { lock.lock(); count += 1; lock.unlock() }
     var value: Int { lock.lock(); defer { lock.unlock() }; return count }
 }
+
+@Suite("Core: paced campaigns (SPEC §22)")
+struct PaceCoreTests {
+    @Test("a paced campaign's pushes are due one step apart, across batches; only what is due is claimed; each push lives from its turn; progress says when the last goes out")
+    func pace() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(250)
+        try await f.registerDevices(names)
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.batchSize = 100
+        let started = Date().timeIntervalSince1970
+        let content = NotificationDraft(message: "sale", title: "T", mode: .alert, options: PushOptions(expiresIn: 60))
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: content, ratePerMinute: 600), by: "admin")
+        _ = try await store.queue(campaign.id, addressing: .perDevice)
+        let due = try await f.database.read { db in
+            try SQLRow.fetchAll(db, sql: "SELECT dueAt FROM deliveries WHERE campaignId = ? ORDER BY dueAt", arguments: [campaign.id]).map { $0["dueAt"] as Double }
+        }
+        #expect(due.count == 250)
+        #expect(abs(due[0] - started) < 5)
+        // 600 a minute: a tenth of a second apart, the three batches continuing one another.
+        let steps = zip(due.dropFirst(), due).map { $0 - $1 }
+        #expect(steps.allSatisfy { abs($0 - 0.1) < 0.001 }, "\(steps.filter { abs($0 - 0.1) >= 0.001 }.prefix(5))")
+        let progress = try #require(try await store.progress(campaign.id))
+        #expect(progress.campaign.ratePerMinute == 600)
+        let end = try #require(progress.expectedEnd).timeIntervalSince1970
+        #expect(abs(end - due.last!) < 0.01)
+        // Only what is due is claimed now (the first push or two), not the whole campaign.
+        let outbox = OutboxStore(database: f.database)
+        let claimed = try await outbox.claim(limit: 500, lease: 30, holder: OutboxHolder(pid: 1))
+        #expect((1...20).contains(claimed.count), "\(claimed.count)")
+        // A push's 60 s of life count from its turn: the last one, 25 s out, lives until 85 s from now.
+        try await f.database.write { db in
+            try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = 0 WHERE campaignId = ? AND leasedBy IS NULL", arguments: [campaign.id])
+        }
+        let rest = try await outbox.claim(limit: 500, lease: 30, holder: OutboxHolder(pid: 1))
+        #expect(rest.count == 250 - claimed.count)
+        let lastLife = try #require(rest.compactMap(\.expiresAt).max()).timeIntervalSince1970
+        #expect(abs(lastLife - (due.last! + 60)) < 0.01)
+        #expect(rest.allSatisfy { $0.remainingLife() != nil })
+    }
+
+    @Test("a pace out of range is refused")
+    func badPace() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        for rate in [0, -5, Campaign.maxRatePerMinute + 1] {
+            await #expect(throws: CoreError.self) {
+                _ = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "x", mode: .alert), ratePerMinute: rate), by: "admin")
+            }
+        }
+    }
+}
