@@ -2,7 +2,7 @@ import CImageCodecs
 
 /// What a successful inspection found about an image.
 public struct ImageInfo: Sendable, Equatable, Codable {
-    /// `image/png` or `image/jpeg`.
+    /// `image/png`, `image/jpeg` or `image/gif`.
     public var contentType: String
     public var width: Int
     public var height: Int
@@ -24,7 +24,7 @@ public struct ImageInfo: Sendable, Equatable, Codable {
     }
 }
 
-/// Validates an image by sniffing it and fully decoding it with libpng / libjpeg.
+/// Validates an image by sniffing it and fully decoding it with libpng, libjpeg or giflib.
 public enum ImageInspector {
     /// Sniffs, checks limits and fully decodes `bytes`; throws the rejection on any problem.
     ///
@@ -40,11 +40,15 @@ public enum ImageInspector {
         let message = withUnsafeBytes(of: &result.message) { raw in
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
-        let format = result.format == Int32(RP_FORMAT_PNG.rawValue) ? "PNG" : "JPEG"
+        let (format, contentType) = switch UInt32(result.format) {
+        case RP_FORMAT_PNG.rawValue: ("PNG", "image/png")
+        case RP_FORMAT_GIF.rawValue: ("GIF", "image/gif")
+        default: ("JPEG", "image/jpeg")
+        }
         switch UInt32(result.status) {
         case RP_IMAGE_OK.rawValue:
             return ImageInfo(
-                contentType: format == "PNG" ? "image/png" : "image/jpeg",
+                contentType: contentType,
                 width: Int(result.width), height: Int(result.height),
                 bitDepth: Int(result.bit_depth), colorModel: colorModelName(result.color_model),
                 interlaced: result.interlaced != 0)

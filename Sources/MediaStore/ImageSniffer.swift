@@ -4,6 +4,8 @@ public enum ImageSniffer {
     public enum Verdict: Sendable, Equatable {
         case png
         case jpeg
+        /// GIF87a or GIF89a, animated or not (SPEC §22).
+        case gif
         /// Recognised as something RichPush does not accept; `mediaType` names it.
         case other(mediaType: String)
         /// A PNG whose 8-byte signature was altered (typically by a text-mode transfer).
@@ -31,7 +33,7 @@ public enum ImageSniffer {
         if b.count >= 4, b[1] == 0x50, b[2] == 0x4E, b[3] == 0x47, b[0] & 0x7F == 0x09 || b[0] == 0x89 {
             return .damagedPNGSignature
         }
-        if ascii("GIF87a") || ascii("GIF89a") { return .other(mediaType: "image/gif") }
+        if ascii("GIF87a") || ascii("GIF89a") { return .gif }
         if ascii("RIFF"), ascii("WEBP", at: 8) { return .other(mediaType: "image/webp") }
         if ascii("BM"), b.count >= 14 { return .other(mediaType: "image/bmp") }
         if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) {
@@ -79,15 +81,15 @@ public enum ImageSniffer {
         return nil
     }
 
-    /// The rejection for a verdict that is not PNG or JPEG, or nil for PNG/JPEG.
+    /// The rejection for a verdict that is not PNG, JPEG or GIF, or nil for those.
     public static func rejection(for verdict: Verdict) -> MediaRejection? {
         switch verdict {
-        case .png, .jpeg: return nil
-        case .other(let type): return MediaRejection(.unsupported, "\(type) is not accepted; send PNG or JPEG")
+        case .png, .jpeg, .gif: return nil
+        case .other(let type): return MediaRejection(.unsupported, "\(type) is not accepted; send PNG, JPEG or GIF")
         case .damagedPNGSignature:
             return MediaRejection(.corrupt, "PNG signature is damaged (was the file sent in text mode?)")
-        case .unknown: return MediaRejection(.unsupported, "not an image (unrecognised content); send PNG or JPEG")
-        case .empty: return MediaRejection(.unsupported, "the file is empty; send PNG or JPEG")
+        case .unknown: return MediaRejection(.unsupported, "not an image (unrecognised content); send PNG, JPEG or GIF")
+        case .empty: return MediaRejection(.unsupported, "the file is empty; send PNG, JPEG or GIF")
         }
     }
 }

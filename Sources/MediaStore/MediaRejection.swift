@@ -12,7 +12,7 @@ public struct MediaRejection: Error, Sendable, Equatable, CustomStringConvertibl
 
     /// The class of the rejection.
     public let kind: Kind
-    /// One line a person can act on, e.g. `image/webp is not accepted; send PNG or JPEG`.
+    /// One line a person can act on, e.g. `image/webp is not accepted; send PNG, JPEG or GIF`.
     public let reason: String
 
     /// Creates a rejection of `kind` with a one-line `reason`.

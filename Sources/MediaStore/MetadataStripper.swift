@@ -1,3 +1,8 @@
+import CImageCodecs
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What stripping removed, in the upload response's words (`"stripped": ["exif-gps", …]`).
 ///
 /// Ordered as declared: where the photo was taken first, then what else identifies it.
@@ -7,11 +12,11 @@ public enum StrippedMetadata: String, Sendable, Codable, CaseIterable, Comparabl
     /// EXIF other than Orientation and the GPS pointer (camera serials, dates, maker notes,
     /// the IFD1 thumbnail), or an EXIF block too malformed to read, dropped whole.
     case exif
-    /// JPEG APP1 XMP packets, standard and extended.
+    /// JPEG APP1 XMP packets, standard and extended, and GIF XMP application extensions.
     case xmp
     /// JPEG APP13 (Photoshop 3.0 image resources, which carry IPTC).
     case iptc
-    /// JPEG COM segments.
+    /// JPEG COM segments and GIF comment extensions.
     case comment
     /// PNG `tEXt`, `zTXt` and `iTXt` chunks.
     case pngText = "png-text"
@@ -19,12 +24,13 @@ public enum StrippedMetadata: String, Sendable, Codable, CaseIterable, Comparabl
     case pngTime = "png-time"
     /// Any other JPEG application segment: APP0 that is neither JFIF nor JFXX, APP1 that is neither
     /// EXIF nor XMP, APP2 that is not ICC (MPF, FlashPix), APP3–APP12 (APP11 holds C2PA/JUMBF)
-    /// and APP15; none of them is needed to show the pixels.
+    /// and APP15; a GIF's application extensions other than looping, and extensions GIF89a does
+    /// not define. None of them is needed to show the pixels.
     case applicationSegment = "app-other"
     /// A thumbnail embedded in JFIF or JFXX (APP0), which can show the photo as it was before
     /// it was cropped or edited.
     case thumbnail
-    /// Bytes after a JPEG's EOI or a PNG's IEND: MPF secondary images and gain maps (each with
+    /// Bytes after a JPEG's EOI, a PNG's IEND or a GIF's trailer: MPF secondary images and gain maps (each with
     /// its own EXIF), or anything appended to the file.
     case trailingData = "trailing-data"
 
@@ -53,6 +59,8 @@ public enum MetadataStripper {
             plan = planJPEG(bytes)
         } else if isPNG(bytes) {
             plan = planPNG(bytes)
+        } else if isGIF(bytes) {
+            return stripGIF(bytes)
         } else {
             plan = nil
         }
@@ -90,6 +98,29 @@ public enum MetadataStripper {
     // MARK: - Formats
 
     private static func isJPEG(_ b: [UInt8]) -> Bool { b.count >= 2 && b[0] == 0xFF && b[1] == 0xD8 }
+
+    private static func isGIF(_ b: [UInt8]) -> Bool { b.starts(with: Array("GIF87a".utf8)) || b.starts(with: Array("GIF89a".utf8)) }
+
+    /// A GIF without comments, application extensions other than the loop ones, unknown
+    /// extensions and what follows its trailer, block by block in C (`rp_gif_strip`): no pixel is
+    /// re-encoded. A GIF whose blocks cannot be walked is left as it is (the inspector refuses it).
+    private static func stripGIF(_ bytes: [UInt8]) -> (bytes: [UInt8], removed: [StrippedMetadata]) {
+        let flags = bytes.withUnsafeBufferPointer { rp_gif_has_metadata($0.baseAddress, $0.count) }
+        guard flags != 0 else { return (bytes, []) }
+        var out: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        var message = [CChar](repeating: 0, count: 256)
+        let status = bytes.withUnsafeBufferPointer { rp_gif_strip($0.baseAddress, $0.count, &out, &length, &message) }
+        guard status == 0, let out else { return (bytes, []) }
+        defer { free(out) }
+        var removed: Set<StrippedMetadata> = []
+        func has(_ flag: rp_gif_metadata) -> Bool { flags & Int32(flag.rawValue) != 0 }
+        if has(RP_GIF_META_COMMENT) { removed.insert(.comment) }
+        if has(RP_GIF_META_XMP) { removed.insert(.xmp) }
+        if has(RP_GIF_META_APPLICATION) || has(RP_GIF_META_UNKNOWN_EXTENSION) { removed.insert(.applicationSegment) }
+        if has(RP_GIF_META_TRAILING_DATA) { removed.insert(.trailingData) }
+        return (Array(UnsafeBufferPointer(start: out, count: length)), removed.sorted())
+    }
 
     private static func isPNG(_ b: [UInt8]) -> Bool { b.count >= 8 && b[0..<8].elementsEqual(Magic.png) }
 

@@ -10,13 +10,16 @@ public enum MediaVariant: String, Sendable, CaseIterable, Codable {
     /// (alpha kept) from a PNG.
     case thumb
     /// A baseline JPEG of at most 1 MB and 2048 px on its long side: FCM's image limit, and small
-    /// enough for a Notification Service Extension's 24 MB.
+    /// enough for a Notification Service Extension's 24 MB. A GIF's stays an animated GIF of at
+    /// most 10 MB (`maxGIFBytes`), and its thumb is its first frame as a PNG.
     case push
 
     /// The box the variant fits in.
     public var box: Int { self == .thumb ? 320 : 2048 }
     /// The most bytes it may have (push only).
     public var maxBytes: Int? { self == .push ? 1_048_576 : nil }
+    /// The most bytes a GIF's push variant may have: iOS's limit for an animated attachment (SPEC §22).
+    public static let maxGIFBytes = 10 * 1_048_576
 }
 
 /// Makes variants: a scaled decode (libjpeg's DCT scaling for JPEG), a Lanczos-3 resample, the
@@ -28,6 +31,7 @@ public enum VariantMaker {
     /// The variant of `source` (a validated, stored image), or nil when the source itself is
     /// already that variant (it fits, needs no turning, and has the right format and size).
     public static func make(_ kind: MediaVariant, of source: [UInt8], info: ImageInfo) throws -> [UInt8]? {
+        if info.contentType == "image/gif" { return try makeGIF(kind, of: source) }
         let orientation = MetadataStripper.orientation(source) ?? 1
         let fits = info.width <= kind.box && info.height <= kind.box
         let isJPEG = info.contentType == "image/jpeg"
@@ -62,6 +66,32 @@ public enum VariantMaker {
                 if jpeg.count <= kind.maxBytes! { return jpeg }
             }
             throw MediaStoreError.encode("the push variant does not fit in \(kind.maxBytes!) bytes")
+        }
+    }
+
+    /// SPEC §22: a GIF's thumb is its first frame as a PNG (fitting 320×320); its push variant
+    /// stays an animated GIF, fitting 2048×2048 and 10 MB (nil when the source already does).
+    static func makeGIF(_ kind: MediaVariant, of source: [UInt8]) throws -> [UInt8]? {
+        var message = [CChar](repeating: 0, count: 256)
+        switch kind {
+        case .thumb:
+            var frame = rp_pixels()
+            let status = source.withUnsafeBufferPointer { rp_gif_first_frame($0.baseAddress, $0.count, UInt32(kind.box), &frame, &message) }
+            guard status == 0, let base = frame.pixels else { throw MediaStoreError.encode(cString(message)) }
+            defer { free(base); free(frame.icc) }
+            let count = Int(frame.width) * Int(frame.height) * Int(frame.components)
+            return try Pixels(bytes: Array(UnsafeBufferPointer(start: base, count: count)), width: Int(frame.width), height: Int(frame.height),
+                              components: Int(frame.components)).opaqueDropped().png()
+        case .push:
+            var out: UnsafeMutablePointer<UInt8>?
+            var length = 0
+            let status = source.withUnsafeBufferPointer {
+                rp_gif_fit($0.baseAddress, $0.count, UInt32(kind.box), MediaVariant.maxGIFBytes, &out, &length, &message)
+            }
+            guard status == 0 else { throw MediaStoreError.encode(cString(message)) }
+            guard let out else { return nil }
+            defer { free(out) }
+            return Array(UnsafeBufferPointer(start: out, count: length))
         }
     }
 

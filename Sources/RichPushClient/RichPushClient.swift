@@ -147,8 +147,8 @@ public final class RichPushClient: Sendable {
     /// a capability of its own. Otherwise `GET /api/notifications/{id}` is fetched with the client's
     /// credentials. Either way the server marks the notification read. The body is written to disk
     /// as it arrives and refused, with the transfer cancelled, as soon as the status is not 200, the
-    /// size passes `maxBytes`, the `Content-Type` is not `image/png` or `image/jpeg`, or the first
-    /// bytes are not that type's signature. The file is named `<richId>-<random>.png` or `.jpg` by
+    /// size passes `maxBytes`, the `Content-Type` is not `image/png`, `image/jpeg` or `image/gif`, or the first
+    /// bytes are not that type's signature. The file is named `<richId>-<random>.png`, `.jpg` or `.gif` by
     /// the verified type, as `UNNotificationAttachment` requires; on any failure nothing is left.
     ///
     /// `variant` asks for an image made for the purpose (SPEC §16): `.push` is a JPEG of at most
@@ -166,7 +166,7 @@ public final class RichPushClient: Sendable {
             url = parts.url ?? url
         }
         let request = Self.request("GET", url, credentials: message.payloadURL == nil ? credentials : nil,
-                                   accept: "image/png, image/jpeg", timeout: timeout)
+                                   accept: "image/png, image/jpeg, image/gif", timeout: timeout)
         let name = "\(message.id)-\(String(UInt64.random(in: .min ... .max), radix: 36))"
         let target = Transfer.ImageTarget(directory: directory, baseName: name, maxBytes: maxBytes)
         let reply = try await exchange(request, .image(target), timeout: timeout)
@@ -207,12 +207,12 @@ public enum PayloadVariant: String, Sendable {
     case thumb
 }
 
-/// A payload image saved to a file and verified to be the PNG or JPEG its name says.
+/// A payload image saved to a file and verified to be the PNG, JPEG or GIF its name says.
 public struct DownloadedPayload: Sendable, Equatable {
-    /// The file, `<richId>-<random>.png` or `.jpg` in the directory given; the caller owns it
+    /// The file, `<richId>-<random>.png`, `.jpg` or `.gif` in the directory given; the caller owns it
     /// (iOS moves it away when it becomes a notification attachment).
     public var fileURL: URL
-    /// `image/png` or `image/jpeg`: what the server declared and the first bytes confirmed.
+    /// `image/png`, `image/jpeg` or `image/gif`: what the server declared and the first bytes confirmed.
     public var contentType: String
     /// The file's size in bytes.
     public var size: Int
@@ -247,12 +247,13 @@ final class ConfigurationBox: @unchecked Sendable {
     }
 }
 
-/// The two payload types, by declared media type and by signature.
+/// The payload types (PNG, JPEG, and GIF since SPEC §22), by declared media type and by signature.
 enum ImageType: Sendable, Equatable {
-    case png, jpeg
+    case png, jpeg, gif
 
     static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
     static let jpegSignature: [UInt8] = [0xFF, 0xD8, 0xFF]
+    static let gifSignatures: [[UInt8]] = [Array("GIF87a".utf8), Array("GIF89a".utf8)]
 
     /// What the first bytes of a body say, so far.
     enum Sniffed: Sendable, Equatable {
@@ -261,8 +262,20 @@ enum ImageType: Sendable, Equatable {
         case image(ImageType)
     }
 
-    var mediaType: String { self == .png ? "image/png" : "image/jpeg" }
-    var fileExtension: String { self == .png ? "png" : "jpg" }
+    var mediaType: String {
+        switch self {
+        case .png: "image/png"
+        case .jpeg: "image/jpeg"
+        case .gif: "image/gif"
+        }
+    }
+    var fileExtension: String {
+        switch self {
+        case .png: "png"
+        case .jpeg: "jpg"
+        case .gif: "gif"
+        }
+    }
 
     /// The type a `Content-Type` value names (parameters and case ignored); nil for anything else.
     init?(contentType: String?) {
@@ -270,6 +283,7 @@ enum ImageType: Sendable, Equatable {
         switch essence ?? "" {
         case "image/png": self = .png
         case "image/jpeg": self = .jpeg
+        case "image/gif": self = .gif
         default: return nil
         }
     }
@@ -280,7 +294,8 @@ enum ImageType: Sendable, Equatable {
         let bytes = [UInt8](head.prefix(pngSignature.count))
         if bytes.starts(with: jpegSignature) { return .image(.jpeg) }
         if bytes.starts(with: pngSignature) { return .image(.png) }
-        let couldStillBe = pngSignature.starts(with: bytes) || jpegSignature.starts(with: bytes)
+        if gifSignatures.contains(where: { bytes.starts(with: $0) }) { return .image(.gif) }
+        let couldStillBe = pngSignature.starts(with: bytes) || jpegSignature.starts(with: bytes) || gifSignatures.contains { $0.starts(with: bytes) }
         return couldStillBe && !complete ? .undecided : .notAnImage
     }
 
@@ -473,7 +488,7 @@ final class Transfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
         let contentType = Self.header("Content-Type", of: http)
         guard let declared = ImageType(contentType: contentType) else {
-            let reason = "the server sent Content-Type \(contentType ?? "(none)"), not image/png or image/jpeg"
+            let reason = "the server sent Content-Type \(contentType ?? "(none)"), not image/png, image/jpeg or image/gif"
             return Self.end(&state, .failure(RichPushClientError.notAnImage(reason)), cancelTask: true)
         }
         state.declaredType = declared

@@ -9,7 +9,7 @@ public struct RichPushClientError: Error, Sendable, Equatable, CustomStringConve
         case notRichPush
         /// The payload is larger than the caller's `maxBytes`, by its `Content-Length` or by the bytes that came.
         case tooLarge
-        /// The answer is not a PNG or JPEG: wrong `Content-Type`, or bytes that do not start like one.
+        /// The answer is not a PNG, JPEG or GIF: wrong `Content-Type`, or bytes that do not start like one.
         case notAnImage
         /// The server answered with this status instead of success.
         case http(status: Int)
@@ -40,8 +40,8 @@ public struct RichPushClientError: Error, Sendable, Equatable, CustomStringConve
         return .init(.tooLarge, "\(what); the limit is \(limit) bytes (raise maxBytes, or send a smaller image or the push variant)")
     }
 
-    /// The answer is not a PNG or JPEG; `reason` says what was seen.
-    public static func notAnImage(_ reason: String) -> Self { .init(.notAnImage, "the payload is not a PNG or JPEG image: \(reason)") }
+    /// The answer is not a PNG, JPEG or GIF; `reason` says what was seen.
+    public static func notAnImage(_ reason: String) -> Self { .init(.notAnImage, "the payload is not a PNG, JPEG or GIF image: \(reason)") }
 
     /// The server answered `status`; `detail` is the problem+json `detail` it sent, when it sent one.
     public static func http(status: Int, detail: String? = nil) -> Self {

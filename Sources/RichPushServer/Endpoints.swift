@@ -60,10 +60,10 @@ extension Endpoint {
         },
         Endpoint(method: .post, path: "/console/api/media", access: .open, summary: "An upload from the console (X-CSRF-Token required).",
                  parameters: [.header("X-CSRF-Token", "The token of the console page.")],
-                 requestBody: APIRequestBody(required: true, content: [("application/octet-stream", .binary)], description: "A PNG or JPEG file."),
+                 requestBody: APIRequestBody(required: true, content: [("application/octet-stream", .binary)], description: "A PNG, JPEG or GIF file."),
                  responses: [201: .json(MediaResponse.self, "Stored."), 200: .json(MediaResponse.self, "Already stored."),
                              401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
-                             413: .problem("Over the size limit."), 415: .problem("Not PNG or JPEG."), 422: .problem("It does not decode.")]) { s, r, c in
+                             413: .problem("Over the size limit."), 415: .problem("Not PNG, JPEG or GIF."), 422: .problem("It does not decode.")]) { s, r, c in
             try await s.consoleUpload(r, c)
         },
         Endpoint(method: .get, path: "/console/api/apps", access: .open, summary: "The server's apps, each with its registered devices (SPEC §18).",
@@ -160,9 +160,9 @@ extension Endpoint {
         Endpoint(method: .head, path: "/media/{sha256}", access: .media, summary: "An image's headers, by its media id.",
                  parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits."), variants: true),
                  responses: imageResponses(notFound: "No such media.", variants: true)) { s, r, c in try await s.serveMedia(r, c) },
-        Endpoint(method: .post, path: "/api/media", access: .user, summary: "Store an image (PNG or JPEG), checked by decoding it whole.",
+        Endpoint(method: .post, path: "/api/media", access: .user, summary: "Store an image (PNG, JPEG or GIF), checked by decoding it whole.",
                  parameters: [.query("name", ValuePattern.string(ValuePattern.mediaName), "A name for the image (admins only); a name of other bytes is 409.")],
-                 requestBody: APIRequestBody(required: true, content: [("image/png", .binary), ("image/jpeg", .binary), ("application/octet-stream", .binary)],
+                 requestBody: APIRequestBody(required: true, content: [("image/png", .binary), ("image/jpeg", .binary), ("image/gif", .binary), ("application/octet-stream", .binary)],
                                              description: "The image's bytes."),
                  responses: [
                      201: .json(MediaResponse.self, "Stored.", headers: ["Location": "Where the image is served."]),
@@ -172,7 +172,7 @@ extension Endpoint {
                      409: .problem("The name already names other bytes."),
                      411: .problem("The upload has no length."),
                      413: .problem("too_large: over the size or pixel limits."),
-                     415: .problem("unsupported: not a PNG or JPEG."),
+                     415: .problem("unsupported: not a PNG, JPEG or GIF."),
                      422: .problem("corrupt: it does not decode."),
                      503: .problem("Too many uploads are being checked; try again.", headers: ["Retry-After": "Seconds to wait."]),
                  ]) { s, r, c in try await s.uploadMedia(r, c) },

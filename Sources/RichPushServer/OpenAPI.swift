@@ -143,7 +143,7 @@ struct APIResponse: Sendable {
 
     /// Image bytes with their stored type.
     static func image(_ description: String, headers: [String: String]) -> APIResponse {
-        APIResponse(description: description, content: [("image/png", .binary), ("image/jpeg", .binary)], headers: headers)
+        APIResponse(description: description, content: [("image/png", .binary), ("image/jpeg", .binary), ("image/gif", .binary)], headers: headers)
     }
 }
 

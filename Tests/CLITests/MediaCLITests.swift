@@ -46,8 +46,8 @@ struct MediaCLITests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let data = dir.appendingPathComponent("data").path
         let logo = Fixtures.media.appendingPathComponent("logo.png").path
-        let gif = dir.appendingPathComponent("anim.png")
-        try Data("GIF89a\u{1}\u{0}\u{1}\u{0}".utf8).write(to: gif)
+        let gif = dir.appendingPathComponent("scan.png")
+        try Data("%PDF-1.4\n".utf8).write(to: gif)
         let r = try await CLI.run(["media", "add", "--data", data, "--json", logo, logo, gif.path])
         #expect(r.status == 1)
         let objects = try r.lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
@@ -57,7 +57,7 @@ struct MediaCLITests {
         #expect(Set([objects[0]["status"] as? String, objects[1]["status"] as? String]) == ["stored", "exists"])
         let error = objects[2]["error"] as? [String: Any]
         #expect(error?["class"] as? String == "unsupported")
-        #expect(error?["reason"] as? String == "image/gif is not accepted; send PNG or JPEG")
+        #expect(error?["reason"] as? String == "application/pdf is not accepted; send PNG, JPEG or GIF")
         #expect(r.stderr.isEmpty)
     }
 

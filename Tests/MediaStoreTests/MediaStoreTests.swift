@@ -65,6 +65,7 @@ struct MediaStoreTests {
     @Test("a rejected image leaves no blob, row or temp file", arguments: [
         PNGBuilder.rgb(width: 30, height: 30).prefix(200).map { $0 },
         Array("GIF89a\u{1}\u{0}\u{1}\u{0}".utf8),
+        Array("%PDF-1.4\n".utf8),
         PNGBuilder.signature + PNGBuilder.ihdr(width: 30_000, height: 30_000) + PNGBuilder.chunk("IEND", []),
     ])
     func rejectionLeavesNothing(_ bytes: [UInt8]) async throws {

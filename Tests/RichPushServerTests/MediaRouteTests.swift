@@ -22,7 +22,7 @@ struct MediaRouteTests {
             let (health, object) = try await s.json(.get, "/health", as: nil)
             #expect(health.status == .ok)
             #expect(object as? [String: String] == ["status": "ok"])
-            _ = try await s.request(.post, "/api/media", body: Array("GIF89a".utf8))
+            _ = try await s.request(.post, "/api/media", body: Array("%PDF-1.4".utf8))
             // A push sent, one failed, and a payload fetched.
             _ = try await s.registerDevice(tokenA)
             _ = try await s.registerDevice(tokenB)
@@ -125,8 +125,9 @@ struct MediaRouteTests {
         try await TestServer.run(engine: engine, { $0.limits = MediaLimits(maxBytes: 100_000, maxPixels: 40_000_000, maxSide: 16_384) }) { s in
             let cases: [([UInt8], HTTPResponse.Status, String)] = [
                 (corrupt, .unprocessableContent, "corrupt: PNG: IDAT: CRC error"),
-                (Array("GIF89a\u{1}\u{0}\u{1}\u{0}".utf8), .unsupportedMediaType, "unsupported: image/gif is not accepted; send PNG or JPEG"),
-                (Array("%PDF-1.4\n".utf8), .unsupportedMediaType, "unsupported: application/pdf is not accepted; send PNG or JPEG"),
+                (Array("RIFF".utf8) + [26, 0, 0, 0] + Array("WEBPVP8 ".utf8) + [UInt8](repeating: 0, count: 14), .unsupportedMediaType,
+                 "unsupported: image/webp is not accepted; send PNG, JPEG or GIF"),
+                (Array("%PDF-1.4\n".utf8), .unsupportedMediaType, "unsupported: application/pdf is not accepted; send PNG, JPEG or GIF"),
                 ([UInt8](repeating: 0, count: 150_000), .contentTooLarge, "too_large: 150000 bytes, over the limit of 100000 bytes"),
                 (PNGBuilder.signature + PNGBuilder.ihdr(width: 20_000, height: 20_000) + PNGBuilder.chunk("IEND", []), .contentTooLarge,
                  "too_large: 20000x20000 pixels: a side is over the limit of 16384"),
