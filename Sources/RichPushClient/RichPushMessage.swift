@@ -99,7 +99,9 @@ public struct RichPushMessage: Sendable, Equatable {
     /// A non-negative whole number, whether a number or (FCM's data map) its decimal string.
     private static func count(_ value: Any?) -> Int? {
         if let text = value as? String { return Int(text).flatMap { $0 >= 0 ? $0 : nil } }
-        guard let number = value as? NSNumber, number.doubleValue == number.doubleValue.rounded(), number.intValue >= 0 else { return nil }
+        // JSON's true and false read as NSNumber too: a badge is a number, not a flag.
+        guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
+              number.doubleValue == number.doubleValue.rounded(), number.intValue >= 0 else { return nil }
         return number.intValue
     }
 

@@ -31,7 +31,7 @@ public struct DeliveryJob: Sendable {
     /// The notification's options (SPEC §22).
     public var options = PushOptions()
     /// When the push's life ends, this machine's time: its notification's making (or its turn,
-    /// in a paced campaign) plus `expiresIn`; nil for `expiresIn` 0 (now or never).
+    /// in a paced campaign) plus `expiresIn`, or plus `nowOrNeverWindow` for `expiresIn` 0.
     public var expiresAt: Date? = Date().addingTimeInterval(Double(PushOptions.defaultExpiresIn))
 
     /// Seconds the push service should keep it (0: now or never), or nil when its life ended
@@ -39,8 +39,14 @@ public struct DeliveryJob: Sendable {
     public func remainingLife(now: Date = Date()) -> Int? {
         guard let expiresAt else { return 0 }
         let left = expiresAt.timeIntervalSince(now)
+        // "Now or never" (expiresIn 0) is sent with a life of 0 while its short window lasts.
+        if options.lifetime == 0 { return left > 0 ? 0 : nil }
         return left >= 1 ? Int(left) : nil
     }
+
+    /// How long a push with `expiresIn` 0 ("now or never") may wait in the outbox (a retry, a
+    /// busy node, its turn in a paced campaign) before it is failed instead of sent late.
+    public static let nowOrNeverWindow: Double = 60
 
     /// The reason a push whose life ended is failed with.
     public var expiredReason: String {
@@ -145,7 +151,7 @@ public struct OutboxStore: Sendable {
                 let lifetime = job.options.lifetime
                 // A push's life counts from its notification's making, or from its turn in a paced campaign.
                 let born = max(row["createdAt"] as Double, (row["dueAt"] as Double?) ?? 0)
-                job.expiresAt = lifetime == 0 ? nil : Date(timeIntervalSince1970: born + Double(lifetime))
+                job.expiresAt = Date(timeIntervalSince1970: born + (lifetime == 0 ? DeliveryJob.nowOrNeverWindow : Double(lifetime)))
                 return job
             }
             try Self.setUnreadBadges(db, &jobs)

@@ -202,9 +202,9 @@ enum Console {
         <section aria-labelledby="media-title">
           <h2 id="media-title">Media</h2>
           <div id="drop">
-            <p>Drop PNG or JPEG images here, or</p>
+            <p>Drop PNG, JPEG or GIF images here, or</p>
             <label for="files" class="visually-hidden">Choose images</label>
-            <input type="file" id="files" accept="image/png,image/jpeg" multiple>
+            <input type="file" id="files" accept="image/png,image/jpeg,image/gif" multiple>
           </div>
           <ul id="verdicts" aria-live="polite"></ul>
           <div id="grid" aria-label="Stored images"></div>
@@ -257,7 +257,7 @@ enum Console {
             <div class="row">
               <div style="flex: 1 1 7rem"><label for="opt-expiry">Expires after (hours)</label><input type="number" id="opt-expiry" min="0" max="672" step="any" placeholder="24"></div>
               <div style="flex: 1 1 7rem"><label for="opt-badge">Badge</label><select id="opt-badge"><option value="">None</option><option value="unread">Unread count</option></select></div>
-              <div style="flex: 1 1 8rem"><label for="opt-pace">Pace (pushes a minute)</label><input type="number" id="opt-pace" min="1" max="1000000" placeholder="as fast as they go"></div>
+              <div style="flex: 1 1 8rem"><label for="opt-pace">Pace (pushes a minute)</label><input type="number" id="opt-pace" min="1" max="1000000" step="1" placeholder="as fast as they go"></div>
               <div style="flex: 1 1 7rem"><label for="opt-channel">Android channel</label><input type="text" id="opt-channel" maxlength="64"></div>
             </div>
             <label for="opt-buttons">Buttons (up to 4: id:Title, comma-separated)</label><input type="text" id="opt-buttons" placeholder="buy:Buy now, later:Later">
@@ -474,7 +474,7 @@ enum Console {
           if (b.length) o.actions = b;
           if (Object.keys(o).length) body.options = o;
           if ($("opt-badge").value) body.badge = $("opt-badge").value;
-          if ($("opt-pace").value !== "") body.ratePerMinute = Number($("opt-pace").value);
+          if ($("opt-pace").value !== "") body.ratePerMinute = Math.round(Number($("opt-pace").value));
         }
         function preview() {
           note($("ios-collapsed"), false, false); note($("ios-expanded"), true, false);

@@ -184,6 +184,9 @@ extension Services {
             throw Problem(.internalServerError, "the server could not store the upload; nothing was stored; its log has details under request id \(context.id)")
         } catch let error as MediaStoreError {
             throw Problem(.badRequest, error.message) // the name given, or the like: the client's to mend
+        } catch let error as S3Error {
+            context.logger.error("the media bucket did not store an upload", metadata: ["error": "\(error)"])
+            throw Self.bucketRefusal(error, requestID: context.id)
         } catch let error as any HTTPResponseError {
             throw error
         } catch {
@@ -481,5 +484,19 @@ extension Services {
     func user(_ context: AppRequestContext) throws -> String {
         guard let user = context.user else { throw Authenticator.unauthorized("credentials are required") }
         return user
+    }
+}
+
+extension Services {
+    /// The answer to an upload the bucket answered but did not store (SPEC §17): never the
+    /// client's fault. Its own trouble (a 5xx, still there after the client's retries) is a 503
+    /// naming the bucket, to be tried again; a refusal (403 for wrong credentials, a missing
+    /// bucket) is a 500 whose details go to the log. Either way nothing was stored.
+    static func bucketRefusal(_ error: S3Error, requestID: String) -> Problem {
+        if case .service(let status, _, _) = error, status >= 500 {
+            return Problem(.serviceUnavailable, "the media bucket is failing (it answered \(status) to every try); nothing was stored; try again in a few seconds",
+                           headers: [.retryAfter: "5"])
+        }
+        return Problem(.internalServerError, "the media bucket refused to store the upload; nothing was stored; the server's log has details under request id \(requestID)")
     }
 }

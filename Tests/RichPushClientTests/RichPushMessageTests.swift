@@ -174,5 +174,6 @@ struct RichPushMessageTests {
         // Without options: nothing set, and a malformed button or badge is left out, not an error.
         let plain = try parse(#"{"aps":{"alert":{"body":"x"},"badge":-1},"richId":"1","richActions":"not json"}"#)
         #expect(plain.subtitle == nil && plain.threadID == nil && plain.badge == nil && plain.actions.isEmpty)
+        #expect(try parse(#"{"aps":{"alert":"x","badge":true},"richId":"1"}"#).badge == nil)
     }
 }

@@ -318,6 +318,23 @@ struct PaceCoreTests {
         #expect(rest.allSatisfy { $0.remainingLife() != nil })
     }
 
+    @Test("a push's remaining life: what is left of expiresIn, nil once it ended (failed, never sent late); expiresIn 0 is sent with a life of 0 within its short window, then failed")
+    func remainingLife() {
+        let now = Date()
+        var job = DeliveryJob(id: 1, notificationId: 1, target: "t", payload: Data(), pushId: "p")
+        job.options = PushOptions(expiresIn: 3600)
+        job.expiresAt = now.addingTimeInterval(100)
+        #expect(job.remainingLife(now: now) == 100)
+        job.expiresAt = now.addingTimeInterval(-1)
+        #expect(job.remainingLife(now: now) == nil)
+        job.options = PushOptions(expiresIn: 0)
+        job.expiresAt = now.addingTimeInterval(DeliveryJob.nowOrNeverWindow / 2)
+        #expect(job.remainingLife(now: now) == 0)
+        job.expiresAt = now.addingTimeInterval(-1)
+        #expect(job.remainingLife(now: now) == nil)
+        #expect(job.expiredReason.contains("expired"))
+    }
+
     @Test("a pace out of range is refused")
     func badPace() async throws {
         let f = try await CoreFixture()
