@@ -19,7 +19,8 @@ swift build -c release --product richpush >&2
 bin="$(swift build -c release --show-bin-path)/richpush"
 floor_bin="$work/decode-floor"
 cc -O2 -Wall -ISources/CImageCodecs/include $(pkg-config --cflags libpng libjpeg) \
-    bench/decode-floor.c Sources/CImageCodecs/rp_codecs.c $(pkg-config --libs libpng libjpeg) -o "$floor_bin"
+    bench/decode-floor.c Sources/CImageCodecs/rp_codecs.c Sources/CImageCodecs/rp_gif.c Sources/CImageCodecs/rp_variants.c $(pkg-config --libs libpng libjpeg) -lgif -lm \
+    -o "$floor_bin"
 
 mapfile -t files < <(find "$images" -type f \( -name '*.png' -o -name '*.jpg' \) | sort)
 count=${#files[@]}

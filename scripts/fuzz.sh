@@ -17,8 +17,8 @@ mkdir -p fuzz/work/corpus fuzz/crashes
 bin=fuzz/work/image_fuzzer
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I Sources/CImageCodecs/include $(pkg-config --cflags libpng libjpeg) \
-    fuzz/image_fuzzer.c Sources/CImageCodecs/rp_codecs.c \
-    $(pkg-config --libs libpng libjpeg) -o "$bin"
+    fuzz/image_fuzzer.c Sources/CImageCodecs/rp_codecs.c Sources/CImageCodecs/rp_gif.c Sources/CImageCodecs/rp_variants.c \
+    $(pkg-config --libs libpng libjpeg) -lgif -lm -o "$bin"
 mkdir -p fuzz/corpus
 seeds=(fuzz/corpus ../shared/corpus/pngsuite ../shared/corpus/jpeg media)
 [ -d fuzz/crashes ] && seeds+=(fuzz/crashes)
