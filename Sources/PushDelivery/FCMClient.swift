@@ -81,6 +81,11 @@ public final class FCMClient: Sendable {
                 if let level = options.interruptionLevel { aps["interruption-level"] = level.rawValue }
                 if let score = options.relevanceScore { aps["relevance-score"] = score }
                 message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps]]
+            } else {
+                // A data message reaches an iOS app only as a background push: its push type and
+                // content-available, at priority 5 (set above), as Apple requires.
+                apnsHeaders["apns-push-type"] = "background"
+                message["apns"] = ["headers": apnsHeaders, "payload": ["aps": ["content-available": 1]]]
             }
         }
         if !android.isEmpty { message["android"] = android }

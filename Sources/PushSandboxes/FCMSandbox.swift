@@ -230,6 +230,10 @@ public final class FCMSandbox: PushStandIn {
                     return Self.invalid("apns.payload must be an object with an aps dictionary")
                 }
                 if let refusal = APSRules.refusal(aps) { return Self.invalid("apns.payload.aps: \(refusal)") }
+                // Apple's rule for background pushes, which FCM passes on: content-available alone, at priority 5.
+                if apnsHeaders["apns-push-type"] == "background" && ((aps["content-available"] as? Int) != 1 || apnsHeaders["apns-priority"] == "10") {
+                    return Self.invalid("apns-push-type background needs aps.content-available 1 and apns-priority 5")
+                }
                 apnsAps = Self.sendable(aps)
             }
         }

@@ -281,9 +281,12 @@ public struct CampaignProgress: Sendable, Equatable {
     public var fetched: Int
 
     /// When a paced campaign's last queued push goes out (SPEC §22): nil when unpaced, done or cancelled.
+    /// The last queued push's turn, or later when the outbox has fallen behind the pace (a
+    /// service down, retries): then the pushes still pending, one step apart from now.
     public var expectedEnd: Date? {
-        guard campaign.ratePerMinute != nil, let next = campaign.paceNextAt, status == .sending else { return nil }
-        return next.addingTimeInterval(-60 / Double(campaign.ratePerMinute!))
+        guard let rate = campaign.ratePerMinute, let next = campaign.paceNextAt, status == .sending else { return nil }
+        let step = 60 / Double(rate)
+        return max(next.addingTimeInterval(-step), Date().addingTimeInterval(Double(max(0, pending - 1)) * step))
     }
 
     /// `cancelled`, `scheduled` (nothing queued yet), `done` (everyone queued, nothing pending) or `sending`.

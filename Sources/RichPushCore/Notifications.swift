@@ -177,17 +177,20 @@ struct NotificationWriter {
     /// Throws 422 when the push would exceed APNs' 4096 bytes.
     func insert(_ db: SQLConnection, recipient: String, targets: [PushTarget], pace: Pace? = nil) throws -> CreatedNotification {
         let time = now.timeIntervalSince1970
+        // A paced campaign's pushes are due at their turns (SPEC §22), and its inbox entry shows
+        // from the first of them (`Notifications.visibleNow`), not before; a push's life counts
+        // from its turn.
+        let dues = targets.map { _ in pace?.next() ?? time }
         let inserted = try db.fetchOne(sql: """
             INSERT INTO notifications (recipient, message, title, richType, payload, mode, campaignId, push, createdAt, options)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
-            """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), time, options.stored])
+            """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), max(time, dues.min() ?? time),
+                             options.stored])
         let id: Int64 = inserted!["id"]
         let (push, richUrl) = try self.push(id: id, targets: targets)
         try db.execute(sql: "UPDATE notifications SET push = ?, richUrl = ? WHERE id = ?", arguments: [push, richUrl, id], cached: true)
         if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }
-        for target in targets {
-            // A paced campaign's push is due at its turn (SPEC §22); its life counts from then.
-            let due = pace?.next() ?? time
+        for (target, due) in zip(targets, dues) {
             try db.execute(sql: """
                 INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt)
                 VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
@@ -214,11 +217,11 @@ struct NotificationWriter {
         for (index, recipient) in recipients.enumerated() {
             let id = ids[index]
             let (push, richUrl) = try self.push(id: id, targets: recipient.targets)
-            let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, richUrl, time,
-                                                     options.stored]
+            let dues = recipient.targets.map { _ in pace?.next() ?? time }
+            let fields: [any SQLValueConvertible] = [id, recipient.name, message, title, richType, media.id.hex, mode.rawValue, campaignId, push, richUrl,
+                                                     max(time, dues.min() ?? time), options.stored]
             notificationRows.append(fields.map(\.sqlValue))
-            for target in recipient.targets {
-                let due = pace?.next() ?? time
+            for (target, due) in zip(recipient.targets, dues) {
                 let delivery: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, target.platform, target.app, "pending", UUID().uuidString,
                                                            due, due, time, time]
                 deliveryRows.append(delivery.map(\.sqlValue))
@@ -339,13 +342,22 @@ public struct NotificationStore: Sendable {
         }
     }
 
-    /// `recipient`'s notifications, newest first.
+    /// How far ahead of this machine's clock an entry's time may be and still be listed: another
+    /// node's clock may run that much ahead. A paced campaign's entries further out are not yet
+    /// in the inbox, nor in the unread count a badge shows.
+    public static let clockTolerance: Double = 5
+
+    /// The newest `createdAt` an inbox shows now.
+    public static func visibleNow(_ now: Date = Date()) -> Double { now.timeIntervalSince1970 + clockTolerance }
+
+    /// `recipient`'s notifications, newest first: those whose time has come (a paced campaign's
+    /// entry shows from its push's turn).
     public func list(for recipient: String, limit: Int = 100, before: Int64? = nil) async throws -> [RichNotification] {
         try await database.read { db in
             try SQLRow.fetchAll(
                 db,
-                sql: "SELECT * FROM notifications WHERE recipient = ? AND id < ? ORDER BY id DESC LIMIT ?",
-                arguments: [recipient, before ?? Int64.max, limit]
+                sql: "SELECT * FROM notifications WHERE recipient = ? AND id < ? AND createdAt <= ? ORDER BY id DESC LIMIT ?",
+                arguments: [recipient, before ?? Int64.max, Self.visibleNow(), limit]
             ).compactMap(Self.notification)
         }
     }

@@ -171,8 +171,9 @@ public struct OutboxStore: Sendable {
         var unread: [String: Int] = [:]
         for chunk in Array(recipients).sorted().sqlBatches() {
             for row in try db.fetchAll(sql: """
-                SELECT recipient, count(*) AS n FROM notifications WHERE read = 0 AND recipient IN (\(sqlPlaceholders(chunk.count))) GROUP BY recipient
-                """, arguments: SQLArguments(Array(chunk))) {
+                SELECT recipient, count(*) AS n FROM notifications
+                WHERE read = 0 AND createdAt <= ? AND recipient IN (\(sqlPlaceholders(chunk.count))) GROUP BY recipient
+                """, arguments: SQLArguments([NotificationStore.visibleNow() as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
                 unread[row["recipient"]] = row["n"]
             }
         }

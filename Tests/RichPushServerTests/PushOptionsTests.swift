@@ -35,6 +35,10 @@ struct PushOptionsTests {
                 // Two unread notifications before the campaign: its own makes three.
                 for _ in 0..<2 { #expect(try await s.json(.post, "/api/notifications", body: #""before""#).0.status == .created) }
                 #expect(try await eventually { apns.sandbox.acceptedCount == 2 && fcm.acceptedCount == 2 && web.acceptedCount == 2 })
+                // Silent through FCM: a background push for its iOS devices, as Apple requires.
+                let silent = try #require(fcm.accepted.first)
+                #expect(silent.apnsHeaders["apns-push-type"] == "background" && silent.apnsHeaders["apns-priority"] == "5")
+                #expect(silent.apnsAps["content-available"] as? Double == 1)
 
                 let sent = Date()
                 let (response, campaign) = try await s.campaign(#"{"audience":{"users":["alice"]},"title":"Sale","message":"50% off","badge":"unread","options":\#(Self.options)}"#)
