@@ -28,6 +28,7 @@
  * function may be called from many threads at once.
  */
 #include "CImageCodecs.h"
+#include "rp_internal.h"
 #include "rp_gif_internal.h"
 
 #include <math.h>
@@ -642,18 +643,8 @@ static int first_frame_done(gif_reader *r, void *ctx, const gif_frame *f) {
 
 /* Hands `rgba` (taken over) to `out`, resampled to fit `box`×`box` when larger. */
 static int fit_rgba(uint8_t *rgba, uint32_t w, uint32_t h, uint32_t box, rp_pixels *out, char message[256]) {
-    uint32_t dw = w, dh = h;
-    if (box > 0 && (w > box || h > box)) {
-        if (w >= h) {
-            dw = box;
-            dh = (uint32_t)llround((double)h * box / w);
-        } else {
-            dh = box;
-            dw = (uint32_t)llround((double)w * box / h);
-        }
-        if (dw < 1) dw = 1;
-        if (dh < 1) dh = 1;
-    }
+    uint32_t dw, dh;
+    rp_fit_box(w, h, box, &dw, &dh);
     if (dw != w || dh != h) {
         uint8_t *fitted = malloc((size_t)dw * dh * 4);
         if (fitted == NULL || rp_resize(rgba, w, h, 4, fitted, dw, dh) != 0) {

@@ -5,6 +5,7 @@
  * Only images that passed rp_image_inspect come here, and the same limits bound every buffer.
  */
 #include "CImageCodecs.h"
+#include "rp_internal.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -259,21 +260,26 @@ int rp_decode(const uint8_t *data, size_t length, uint32_t box, rp_pixels *out, 
     return -1;
 }
 
+void rp_fit_box(uint32_t w, uint32_t h, uint32_t box, uint32_t *dw, uint32_t *dh) {
+    *dw = w;
+    *dh = h;
+    if (box == 0 || (w <= box && h <= box)) return;
+    if (w >= h) {
+        *dw = box;
+        *dh = (uint32_t)llround((double)h * box / w);
+    } else {
+        *dh = box;
+        *dw = (uint32_t)llround((double)w * box / h);
+    }
+    if (*dw < 1) *dw = 1;
+    if (*dh < 1) *dh = 1;
+}
+
 int rp_decode_fitted(const uint8_t *data, size_t length, uint32_t box, rp_pixels *out, char message[256]) {
     rp_pixels full;
     if (rp_decode(data, length, box, &full, message) != 0) return -1;
-    uint32_t w = full.width, h = full.height, dw = w, dh = h;
-    if (box > 0 && (w > box || h > box)) {
-        if (w >= h) {
-            dw = box;
-            dh = (uint32_t)llround((double)h * box / w);
-        } else {
-            dh = box;
-            dw = (uint32_t)llround((double)w * box / h);
-        }
-        if (dw < 1) dw = 1;
-        if (dh < 1) dh = 1;
-    }
+    uint32_t w = full.width, h = full.height, dw, dh;
+    rp_fit_box(w, h, box, &dw, &dh);
     if (dw == w && dh == h) {
         *out = full;
         return 0;
