@@ -9,6 +9,7 @@
 # of a release build, for trying the script only: a debug build's figures mean nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 rounds=${1:-5}
 files_wanted=${2:-30}
 work=$(realpath -m "${BENCH_WORK:-bench/work}")/gif
@@ -46,7 +47,6 @@ count=${#files[@]}
 bytes=$(cat "${files[@]}" | wc -c)
 cat "${files[@]}" > /dev/null   # warm the page cache for both sides alike
 
-now() { date +%s.%N; }
 floor_times=()
 ours_times=()
 for round in $(seq 1 "$rounds"); do
@@ -66,9 +66,8 @@ for round in $(seq 1 "$rounds"); do
     echo "round $round: floor ${floor_times[-1]}s, richpush ${ours_times[-1]}s" >&2
 done
 
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-floor=$(median "${floor_times[@]}")
-ours=$(median "${ours_times[@]}")
+floor=$(median_of "${floor_times[@]}")
+ours=$(median_of "${ours_times[@]}")
 mb=$(echo "$bytes / 1000000" | bc -l)
 printf '%-38s %8s %10s %10s\n' "GIF ingest ($count files, $(printf %.1f "$mb") MB)" "seconds" "MB/s" "files/s"
 printf '%-38s %8.2f %10.1f %10.1f\n' "floor: sha256sum + giflib DGifSlurp" "$floor" "$(echo "$mb / $floor" | bc -l)" "$(echo "$count / $floor" | bc -l)"

@@ -27,7 +27,6 @@ count=${#files[@]}
 bytes=$(cat "${files[@]}" | wc -c)
 cat "${files[@]}" > /dev/null   # warm the page cache for both sides alike
 
-now() { date +%s.%N; }
 floor_times=()
 ours_times=()
 for round in $(seq 1 "$rounds"); do
@@ -48,9 +47,8 @@ for round in $(seq 1 "$rounds"); do
 done
 "$bin" media verify --data "$work/data" > /dev/null
 
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-floor=$(median "${floor_times[@]}")
-ours=$(median "${ours_times[@]}")
+floor=$(median_of "${floor_times[@]}")
+ours=$(median_of "${ours_times[@]}")
 mb=$(echo "$bytes / 1000000" | bc -l)
 printf '%-34s %8s %10s %10s\n' "ingest ($count images, $(printf %.1f "$mb") MB)" "seconds" "MB/s" "images/s"
 printf '%-34s %8.2f %10.1f %10.1f\n' "floor: sha256sum + 1-process decode" "$floor" "$(echo "$mb / $floor" | bc -l)" "$(echo "$count / $floor" | bc -l)"

@@ -50,3 +50,9 @@ ensure_photos() {
     python3 bench/make-photos.py "$dir" >&2
     echo v2 > "$dir/.complete"
 }
+
+# now: the time in seconds, with nanoseconds (for bc).
+now() { date +%s.%N; }
+
+# median VALUE...: the median of the values given (the mean of the two middle ones for an even count).
+median_of() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

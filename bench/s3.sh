@@ -55,7 +55,6 @@ done
 
 mapfile -t files < <(find "$images" -type f \( -name '*.png' -o -name '*.jpg' \) | sort)
 count=${#files[@]}
-now() { date +%s.%N; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # --- 1. Ingest
