@@ -305,7 +305,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                     for (job, group) in jobs {
                         let started = DispatchTime.now().uptimeNanoseconds
                         let timers = durations(job)
-                        provider.start(job) { outcome, timestamp in
+                        let finish: @Sendable (DeliveryOutcome, Date?) -> Void = { outcome, timestamp in
                             timers.record(outcome, since: started)
                             window.withLockedValue { w in
                                 w.inFlight[laneName, default: 0] -= 1
@@ -316,6 +316,13 @@ public final class OutboxDispatcher: Service, PushDispatching {
                                 w.outcomes.append((job, outcome, timestamp))
                             }
                             completed.yield()
+                        }
+                        // A push whose life ended while it waited (a retry, a busy node, its turn in a
+                        // paced campaign) is failed here, whatever its platform: never sent late.
+                        if job.remainingLife() == nil {
+                            finish(.failed(reason: job.expiredReason, prune: false), nil)
+                        } else {
+                            provider.start(job, completion: finish)
                         }
                     }
                 }

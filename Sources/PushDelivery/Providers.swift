@@ -61,7 +61,7 @@ public struct APNsProvider: PushProvider {
     }
 
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
-        guard let life = job.remainingLife() else { return completion(.failed(reason: job.expiredReason, prune: false), nil) }
+        let life = job.sendingLife
         // `apns-expiration` is a moment: 0 for now or never, else the end of the push's life.
         let expiration = life == 0 ? Date(timeIntervalSince1970: 0) : (job.expiresAt ?? Date())
         client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId, expiration: expiration,
@@ -89,7 +89,7 @@ public struct NotificationHubsProvider: PushProvider {
     /// such as `richpush notify`) goes to that device's installation, mirrored under the registration id.
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         let tag = job.registrationId.map { "$InstallationId:{\($0)}" } ?? job.target
-        guard let life = job.remainingLife() else { return (.failed(reason: job.expiredReason, prune: false), nil) }
+        let life = job.sendingLife
         return (await client.send(payload: job.payload, mode: job.mode, tag: tag, priority: job.options.apnsPriority(job.mode),
                                   expiry: life == 0 ? nil : job.expiresAt), nil)
     }
@@ -184,7 +184,7 @@ public struct FCMProvider: PushProvider {
         // Android shows a notification image only up to 1 MB: the push variant (SPEC §16).
         let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
         let notification = job.mode == .alert ? (title: content.title, body: content.message, image: image) : nil
-        guard let life = job.remainingLife() else { return (.failed(reason: job.expiredReason, prune: false), nil) }
+        let life = job.sendingLife
         return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
                                                     collapseID: job.collapseID, mode: job.mode, options: job.options, badge: content.badge,
                                                     ttl: life)), nil)
@@ -221,7 +221,7 @@ public struct WebPushProvider: PushProvider {
             // Not pruned: a stored handle that no longer reads is this server's problem, not the browser's.
             return (.failed(reason: "the registration's handle is not a PushSubscription", prune: false), nil)
         }
-        guard let life = job.remainingLife() else { return (.failed(reason: job.expiredReason, prune: false), nil) }
+        let life = job.sendingLife
         let high = job.mode == .alert && job.options.priority != .normal
         let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: life,
                                         urgency: high ? .high : .normal, topic: job.collapseID)

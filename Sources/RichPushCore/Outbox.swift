@@ -44,6 +44,11 @@ public struct DeliveryJob: Sendable {
         return left >= 1 ? Int(left) : nil
     }
 
+    /// The life a provider sends the push with: `remainingLife()`, or 0 ("now or never") when it
+    /// ended in the moment since the outbox checked it, which fails pushes whose life has ended
+    /// before it hands them to a provider.
+    public var sendingLife: Int { remainingLife() ?? 0 }
+
     /// How long a push with `expiresIn` 0 ("now or never") may wait in the outbox (a retry, a
     /// busy node, its turn in a paced campaign) before it is failed instead of sent late.
     public static let nowOrNeverWindow: Double = 60

@@ -181,4 +181,22 @@ struct OutboxLeaseTests {
         try await dispatcher(database2, ScriptedProvider(outcomes: [token: .failed(reason: "410 Unregistered", prune: true)]), lease: 60).drain()
         #expect(try await RegistrationStore(database: database2).list(for: "alice").isEmpty)
     }
+    @Test("a push whose life ended while it waited is failed by the outbox, for any platform, and never reaches a provider")
+    func expiredBeforeSending() async throws {
+        let (dir, database, _) = try await queued()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let created = try await NotificationStore(database: database)
+            .create(for: "alice", draft: NotificationDraft(message: "sale ends at noon", options: PushOptions(expiresIn: 60)), defaultImage: "logo.png")
+        // Made two minutes ago (a node was down, say): its 60 s life is over.
+        try await database.write { db in
+            try db.execute(sql: "UPDATE notifications SET createdAt = createdAt - 120 WHERE id = ?", arguments: [created.notification.id])
+            try db.execute(sql: "UPDATE deliveries SET dueAt = dueAt - 120 WHERE notificationId = ?", arguments: [created.notification.id])
+        }
+        let provider = SlowProvider(delay: .zero)
+        try await dispatcher(database, provider, lease: 60).drain()
+        #expect(provider.sends.withLockedValue { $0 } == 1, "only the first notification, whose life is a day, was sent")
+        let expired = try #require(try await DeliveryStore(database: database).list(notification: created.notification.id).first)
+        #expect(expired.state == .failed && expired.attempts == 1, "\(expired)")
+        #expect(expired.reason?.hasPrefix("expired: its life of 60 s") == true, "\(String(describing: expired.reason))")
+    }
 }
