@@ -59,7 +59,15 @@ public enum Bombs {
         let side = 6_000
         let zeros = PNGBuilder.signature + PNGBuilder.chunk("IHDR", PNGBuilder.ihdr(width: UInt32(side), height: UInt32(side)))
             + PNGBuilder.chunk("IDAT", PNGBuilder.zlibZeros(count: (1 + side * 3) * side)) + PNGBuilder.chunk("IEND", [])
+        // GIFs (SPEC §22): a 36-megapixel canvas with 4,999 one-pixel frames (one under the frame
+        // limit, each its own extension and descriptor), and a frame of one pixel behind 600,000
+        // clear codes.
+        let dot = GIFBuilder.Frame.pattern(width: 1, height: 1)
+        let frames = GIFBuilder.gif(width: side, height: side, frames: Array(repeating: dot, count: 4_999))
+        let flood = GIFBuilder.gif(width: 1, height: 1, frames: []).dropLast()
+            + GIFBuilder.image(dot, data: GIFBuilder.codes(Array(repeating: 256, count: 600_000) + [0, 257])) + [0x3B]
         return [("jpeg-repeated-scans.jpg", scans), ("jpeg-coefficients.jpg", coefficients), ("png-ztxt.png", ztxt),
-                ("png-iccp.png", iccp), ("png-zeros-36mp.png", zeros)]
+                ("png-iccp.png", iccp), ("png-zeros-36mp.png", zeros), ("gif-36mp-4999-frames.gif", frames),
+                ("gif-clear-flood.gif", Array(flood))]
     }
 }
