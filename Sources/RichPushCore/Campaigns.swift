@@ -186,15 +186,21 @@ extension CampaignSchedule {
     }
 }
 
-/// One locale's words (SPEC §19).
+/// One locale's words (SPEC §19): the title and message, and the words of the options a phone
+/// shows (SPEC §22): the subtitle and the buttons' titles, by button id.
 public struct LocalizedContent: Sendable, Equatable, Codable {
     public var title: String?
     public var message: String?
+    public var subtitle: String?
+    /// Button id (one of the campaign's `options.actions`) → its title in this locale.
+    public var actions: [String: String]?
 
     /// Creates content.
-    public init(title: String? = nil, message: String? = nil) {
+    public init(title: String? = nil, message: String? = nil, subtitle: String? = nil, actions: [String: String]? = nil) {
         self.title = title
         self.message = message
+        self.subtitle = subtitle
+        self.actions = actions
     }
 }
 
@@ -337,7 +343,19 @@ public struct CampaignStore: Sendable {
         for (tag, content) in draft.locales {
             let canonical = try UserPreferences.locale(tag)
             guard locales[canonical] == nil else { throw CoreError(.unprocessable, "content names the locale \(canonical) twice (in two spellings)") }
-            guard content.title != nil || content.message != nil else { throw CoreError(.unprocessable, "content.\(tag) has neither a title nor a message") }
+            guard content.title != nil || content.message != nil || content.subtitle != nil || content.actions != nil else {
+                throw CoreError(.unprocessable, "content.\(tag) has no title, message, subtitle or button titles")
+            }
+            let buttons = Set((draft.content.options.actions ?? []).map(\.id))
+            if let unknown = (content.actions ?? [:]).keys.sorted().first(where: { !buttons.contains($0) }) {
+                throw CoreError(.unprocessable, "content.\(tag).actions names the button \"\(unknown)\", which options.actions does not have")
+            }
+            // Its words follow the options' rules (lengths; no subtitle on a silent push).
+            do {
+                try Self.localized(draft.content, content).options.validate(mode: draft.content.mode)
+            } catch let error as CoreError {
+                throw CoreError(error.kind, "content.\(tag): \(error.message)")
+            }
             locales[canonical] = content
         }
         let defaultLocale = try UserPreferences.locale(draft.defaultLocale)
@@ -415,11 +433,16 @@ public struct CampaignStore: Sendable {
     /// How long a node holds a campaign it queues (renewed with each batch).
     static let lease: Double = 120
 
-    /// The draft of one locale: its title and message, the campaign's where it has none.
+    /// The draft of one locale: its title, message, subtitle and button titles, the campaign's
+    /// where it has none.
     static func localized(_ draft: NotificationDraft, _ content: LocalizedContent) -> NotificationDraft {
         var draft = draft
         if let message = content.message { draft.message = message }
         if let title = content.title { draft.title = title }
+        if let subtitle = content.subtitle { draft.options.subtitle = subtitle }
+        if let titles = content.actions, let actions = draft.options.actions {
+            draft.options.actions = actions.map { PushOptions.Action(id: $0.id, title: titles[$0.id] ?? $0.title) }
+        }
         return draft
     }
 

@@ -304,23 +304,51 @@ struct CampaignRequest: Codable, Sendable {
     var ratePerMinute: Int?
 }
 
-/// `content` of a campaign: BCP 47 locale → `{"title","message"}` (SPEC §19).
+/// `content` of a campaign: BCP 47 locale → `{"title","message","subtitle","actions"}` (SPEC §19,
+/// §22: `actions` gives the buttons' titles by button id).
 struct LocaleContent: Codable, Sendable, DeclaredSchema {
     var locales: [String: LocalizedContent]
 
+    /// One field of a locale: a string, null, or (for `actions`) an object of strings.
+    private enum Field: Decodable {
+        case text(String?)
+        case titles([String: String])
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if container.decodeNil() { self = .text(nil) }
+            else if let text = try? container.decode(String.self) { self = .text(text) }
+            else if let titles = try? container.decode([String: String].self) { self = .titles(titles) }
+            else { throw DecodingError.typeMismatch(Field.self, .init(codingPath: decoder.codingPath, debugDescription: "a string, or an object of strings")) }
+        }
+    }
+
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        // Strict inside too: each locale has a title, a message, or both, and nothing else.
-        guard let raw = try? container.decode([String: [String: String?]].self) else {
+        // Strict inside too: each locale has a title, a message, a subtitle, button titles, and nothing else.
+        guard let raw = try? container.decode([String: [String: Field]].self) else {
             throw DecodingError.typeMismatch(LocaleContent.self, .init(codingPath: decoder.codingPath,
-                                                                       debugDescription: "an object of locale → {title, message} strings"))
+                                                                       debugDescription: "an object of locale → {title, message, subtitle, actions}"))
         }
         var locales: [String: LocalizedContent] = [:]
         for (locale, fields) in raw {
-            if let unknown = Set(fields.keys).subtracting(["title", "message"]).sorted().first {
-                throw Problem(.badRequest, "unknown field \"content.\(locale).\(unknown)\"; each locale has \"title\" and \"message\"")
+            if let unknown = Set(fields.keys).subtracting(["title", "message", "subtitle", "actions"]).sorted().first {
+                throw Problem(.badRequest, "unknown field \"content.\(locale).\(unknown)\"; each locale has \"title\", \"message\", \"subtitle\" and \"actions\"")
             }
-            locales[locale] = LocalizedContent(title: fields["title"] ?? nil, message: fields["message"] ?? nil)
+            func text(_ name: String) throws -> String? {
+                switch fields[name] {
+                case .text(let value)?: return value
+                case .titles?: throw Problem(.badRequest, "content.\(locale).\(name) must be a string")
+                case nil: return nil
+                }
+            }
+            var titles: [String: String]?
+            switch fields["actions"] {
+            case .titles(let value)?: titles = value
+            case .text(nil)?, nil: titles = nil
+            case .text?: throw Problem(.badRequest, "content.\(locale).actions must be an object of button id → title")
+            }
+            locales[locale] = LocalizedContent(title: try text("title"), message: try text("message"), subtitle: try text("subtitle"), actions: titles)
         }
         self.locales = locales
     }
@@ -332,10 +360,12 @@ struct LocaleContent: Codable, Sendable, DeclaredSchema {
 
     static var declaredSchema: JSONSchema {
         JSONSchema.type("object").with {
-            $0.description = "BCP 47 locale (en, fr-CA) → {\"title\", \"message\"}; each recipient gets theirs, falling back from fr-CA to fr to defaultLocale."
+            $0.description = "BCP 47 locale (en, fr-CA) → {\"title\", \"message\", \"subtitle\", \"actions\"}; each recipient gets theirs, falling back from fr-CA to fr to defaultLocale. actions maps a button id of options.actions to its title in that locale."
             $0.propertyNames = [LocaleContent.tag]
             $0.valuesSchema = [JSONSchema.type("object").with {
-                $0.properties = ["title": JSONSchema.string.with { $0.nullable = true }, "message": JSONSchema.string.with { $0.nullable = true }]
+                $0.properties = ["title": JSONSchema.string.with { $0.nullable = true }, "message": JSONSchema.string.with { $0.nullable = true },
+                                 "subtitle": JSONSchema.string.with { $0.nullable = true },
+                                 "actions": JSONSchema.type("object").with { $0.nullable = true; $0.valuesSchema = [JSONSchema.string] }]
                 $0.additionalProperties = false
             }]
         }

@@ -224,6 +224,31 @@ struct ScheduleCoreTests {
         await #expect(throws: CoreError.self) {
             try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), locales: ["not a tag": .init(message: "x")]), by: "root")
         }
+        // The words of the options a phone shows are localised too (SPEC §22): the subtitle and
+        // the buttons' titles, by button id; a button not among the options' is refused.
+        let links = PayloadLinks(key: try PayloadKey(secret: String(repeating: "k", count: 32)), baseURL: "http://x", lifetime: 60)
+        let buttons = NotificationDraft(message: "Half price", title: "Sale", mode: .alert,
+                                        options: PushOptions(subtitle: "Today only", actions: [.init(id: "buy", title: "Buy"), .init(id: "later", title: "Later")]))
+        let shop = store.campaigns(links: links, defaultImage: "logo.png")
+        let worded = try await shop.create(CampaignDraft(audience: .users(["lyon", "berlin"]), content: buttons,
+                                                         locales: ["fr": .init(title: "Soldes", subtitle: "Aujourd'hui seulement", actions: ["buy": "Acheter"])]),
+                                           by: "root")
+        _ = try await shop.queue(worded.id, addressing: .perDevice)
+        let options = Dictionary(uniqueKeysWithValues: try await store.database.read { db in
+            try SQLRow.fetchAll(db, sql: "SELECT recipient, options FROM notifications WHERE campaignId = ?", arguments: [worded.id])
+                .map { ($0["recipient"] as String, PushOptions(stored: $0["options"])) }
+        })
+        #expect(options["lyon"]?.subtitle == "Aujourd'hui seulement" && options["lyon"]?.actions?.map(\.title) == ["Acheter", "Later"])
+        #expect(options["berlin"]?.subtitle == "Today only" && options["berlin"]?.actions?.map(\.title) == ["Buy", "Later"])
+        do {
+            _ = try await shop.create(CampaignDraft(audience: .all, content: buttons, locales: ["fr": .init(actions: ["sell": "Vendre"])]), by: "root")
+            Issue.record("a title for a button the options do not have was taken")
+        } catch let error as CoreError {
+            #expect(error.kind == .unprocessable && error.message.contains("content.fr.actions") && error.message.contains("sell"), "\(error)")
+        }
+        await #expect(throws: CoreError.self) {
+            try await shop.create(CampaignDraft(audience: .all, content: buttons, locales: ["fr": .init(actions: ["buy": String(repeating: "x", count: 5000)])]), by: "root")
+        }
         #expect(try UserPreferences.locale("zh_hant_tw") == "zh-Hant-TW" && (try UserPreferences.locale("ES-419")) == "es-419")
         #expect(UserPreferences.fallbacks("zh-Hant-TW") == ["zh-Hant-TW", "zh-Hant", "zh"])
         #expect(throws: CoreError.self) { try UserPreferences.timezone("Mars/Olympus") }

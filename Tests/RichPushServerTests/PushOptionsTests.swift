@@ -139,6 +139,18 @@ struct PushOptionsTests {
             }
             let (_, campaign) = try await s.campaign(#"{"audience":{"all":true},"message":"x","ratePerMinute":0}"#)
             #expect((campaign["detail"] as? String)?.contains("ratePerMinute") == true)
+            // A locale's button titles: an object of strings (400 otherwise), for buttons the options have (422 otherwise).
+            let buttons = #""mode":"alert","message":"x","options":{"actions":[{"id":"buy","title":"Buy"}]}"#
+            for (body, status, field) in [
+                (#"{"audience":{"all":true},\#(buttons),"content":{"fr":{"actions":"Acheter"}}}"#, HTTPResponse.Status.badRequest, "content.fr.actions"),
+                (#"{"audience":{"all":true},\#(buttons),"content":{"fr":{"subtitle":["x"]}}}"#, .badRequest, "content"),
+                (#"{"audience":{"all":true},\#(buttons),"content":{"fr":{"actions":{"sell":"Vendre"}}}}"#, .unprocessableContent, "content.fr.actions"),
+                (#"{"audience":{"all":true},"mode":"silent","message":"x","content":{"fr":{"subtitle":"Aujourd'hui"}}}"#, .unprocessableContent, "options.subtitle"),
+            ] {
+                let (response, object) = try await s.campaign(body)
+                #expect(response.status == status, "\(body): \(object)")
+                #expect((object["detail"] as? String)?.contains(field) == true, "\(body): \(object)")
+            }
             let (_, list) = try await s.json(.get, "/api/notifications")
             #expect((list as? [Any])?.isEmpty == true)
         }
