@@ -20,6 +20,13 @@ public protocol PushDispatching: Sendable {
     func enqueued(_ created: CreatedNotification, logger: Logger)
     /// Called after a batch of a campaign's deliveries was committed.
     func outboxChanged()
+    /// Sets what runs on each claimed batch before any of its pushes is sent (the server puts
+    /// their payloads in its memory cache, SPEC §21).
+    func beforeSending(_ prepare: @escaping @Sendable ([DeliveryJob]) async -> Void)
+}
+
+extension PushDispatching {
+    public func beforeSending(_ prepare: @escaping @Sendable ([DeliveryJob]) async -> Void) {}
 }
 
 /// Used when no push provider is configured: pushes stay pending, and the log says why.
@@ -67,6 +74,8 @@ public final class OutboxDispatcher: Service, PushDispatching {
     /// once the server has bootstrapped its metrics (a dispatcher is made before that).
     /// Per platform, made on first use.
     private let durations = NIOLockedValueBox<[String: PushDurations]>([:])
+    /// Runs on each claimed batch before its pushes are sent (`beforeSending`).
+    private let preparation = NIOLockedValueBox<(@Sendable ([DeliveryJob]) async -> Void)?>(nil)
 
     /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
     /// with jitter; after `maxAttempts` a delivery fails with its last reason.
@@ -98,6 +107,10 @@ public final class OutboxDispatcher: Service, PushDispatching {
 
     public func outboxChanged() {
         wake.yield()
+    }
+
+    public func beforeSending(_ prepare: @escaping @Sendable ([DeliveryJob]) async -> Void) {
+        preparation.withLockedValue { $0 = prepare }
     }
 
     public func run() async throws {
@@ -276,6 +289,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                 // they leave is filled), up to a bound on what one lane holds claimed.
                 if !drained && (ready + inFlight <= concurrency / 2 || (ready == 0 && inFlight < concurrency)) && queue.count < 4 * concurrency {
                     let claimed = try await claim(limit: concurrency, platforms: lane)
+                    if !claimed.isEmpty, let prepare = preparation.withLockedValue({ $0 }) { await prepare(claimed) }
                     drained = claimed.isEmpty
                     drainedAt = ContinuousClock.now
                     queue.append(contentsOf: claimed.map { ($0, provider.concurrencyGroup(of: $0)) })

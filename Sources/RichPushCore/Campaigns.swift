@@ -320,6 +320,9 @@ public struct CampaignStore: Sendable {
     /// Called with each batch's notifications once it is committed (the server indexes them,
     /// so that recipients' first fetches need no database read).
     public var onQueued: (@Sendable ([QueuedNotification]) -> Void)?
+    /// Called with a campaign's payload before this process queues a batch of it (the server
+    /// puts the image in its memory cache, SPEC §21).
+    public var beforeQueueing: (@Sendable (MediaID) async -> Void)?
 
     /// Creates the store over a database opened with `CoreDatabase`.
     init(database: SQLDatabase, links: PayloadLinks?, defaultImage: String) {
@@ -462,6 +465,7 @@ public struct CampaignStore: Sendable {
     /// With `maxBatches`, stops after that many batches (the campaign then says `queued == false`).
     public func queue(_ id: Int64, addressing: DeliveryAddressing, maxBatches: Int = .max,
                       batchQueued: @Sendable () -> Void = {}) async throws -> Campaign {
+        try await prepare(id)
         var batches = 0
         while true {
             let (campaign, made) = try await queueBatch(id, addressing: addressing)
@@ -543,6 +547,15 @@ public struct CampaignStore: Sendable {
         return worked
     }
 
+    /// Runs `beforeQueueing` with campaign `id`'s payload, when it is set.
+    private func prepare(_ id: Int64) async throws {
+        guard let beforeQueueing else { return }
+        let payload = try await database.read { db in
+            try String.fetchOne(db, sql: "SELECT payload FROM campaigns WHERE id = ?", arguments: [id]).flatMap { MediaID($0) }
+        }
+        if let payload { await beforeQueueing(payload) }
+    }
+
     /// This process's mark on the campaigns it leases (a pid is no name across machines or containers).
     private static let holder = Int64.random(in: 1 ... Int64(Int32.max))
 
@@ -570,6 +583,7 @@ public struct CampaignStore: Sendable {
     /// only what is due is pending); once the last zone anywhere is past and every zone queued,
     /// the campaign is queued.
     private func queueZones(_ id: Int64, now: Date, addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void) async throws {
+        try await prepare(id)
         try await database.write { db in
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return }
             let campaign = try Self.campaign(row)

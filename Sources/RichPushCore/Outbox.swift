@@ -1,4 +1,5 @@
 import Foundation
+import MediaStore
 import SQLEngine
 
 /// One push to make, as the outbox hands it to a provider.
@@ -27,6 +28,8 @@ public struct DeliveryJob: Sendable {
     public var app: String = AppName.default
     /// The campaign it belongs to, and its notification's recipient (SPEC §20's counts and events).
     public var campaignId: Int64? = nil
+    /// The notification's payload image (the claim reads it; nil when a job is made otherwise).
+    public var image: MediaID? = nil
     public var recipient: String? = nil
     /// The notification's options (SPEC §22).
     public var options = PushOptions()
@@ -134,7 +137,7 @@ public struct OutboxStore: Sendable {
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
-                       n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, r.updatedAt AS registrationUpdatedAt
+                       n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, n.payload, r.updatedAt AS registrationUpdatedAt
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
@@ -149,6 +152,7 @@ public struct OutboxStore: Sendable {
                                                  richUrl: row["richUrl"]))
                 job.app = row["app"] ?? AppName.default
                 job.campaignId = row["campaignId"]
+                job.image = (row["payload"] as String?).flatMap { MediaID($0) }
                 job.recipient = row["recipient"]
                 job.options = PushOptions(stored: row["options"])
                 job.content?.options = job.options

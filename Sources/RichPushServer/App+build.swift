@@ -46,10 +46,15 @@ public func buildApplication(
     let payloadKey = try await data.payloadKey()
     let publicURL = PublicURL(configuration)
     let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
+    let blobs = BlobCache(store: media, capacity: configuration.blobCacheBytes)
+    // SPEC §21: a campaign's image and its push variant are in memory before its first push.
+    let warmer = PayloadWarmer(blobs: blobs, logger: logger)
     var campaigns = data.campaigns(links: links, defaultImage: configuration.defaultImage)
     campaigns.onQueued = { payloadIndex.made($0) }
+    campaigns.beforeQueueing = { await warmer.warm([$0]) }
+    dispatcher.beforeSending { jobs in await warmer.warm(Set(jobs.compactMap(\.image))) }
     let notifications = data.notifications(links: links)
-    let follower = PayloadIndexFollower(index: payloadIndex, notifications: notifications, logger: logger)
+    let follower = PayloadIndexFollower(index: payloadIndex, notifications: notifications, warmer: warmer, logger: logger)
     try await follower.start()
     // The breakers are made with the store, before the metrics system may have been: now it is.
     _ = PrometheusRegistry.registry
@@ -58,7 +63,7 @@ public func buildApplication(
         breaker.reportState()
     }
     let services = Services(
-        configuration: configuration, media: media, blobs: BlobCache(store: media, capacity: configuration.blobCacheBytes),
+        configuration: configuration, media: media, blobs: blobs,
         users: users, registrations: data.registrations, notifications: notifications,
         sessions: sessions, campaigns: campaigns, deliveries: data.deliveries, idempotency: data.idempotency, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HTTPTypes
+import Logging
 import NIOHTTP1
 import MediaStore
 import NIOConcurrencyHelpers
@@ -111,6 +112,17 @@ final class BlobCache: Sendable {
             if known.count >= 100_000 { known.removeAll() }
             known[VariantKey(source: source, kind: kind)] = (variant, now)
         }
+    }
+
+    /// Loads blob `id` and its `push` variant (made now if it never was) into memory, so that a
+    /// broadcast's first fetches of either find it there (SPEC §21). Returns the variant's id.
+    @discardableResult
+    func warm(_ id: MediaID) async throws -> MediaID {
+        _ = try await blob(id)
+        let variant = try await store.variant(.push, of: id).id
+        remember(variant: variant, of: id, .push)
+        _ = try await blob(variant)
+        return variant
     }
 
     init(store: MediaStore, capacity: Int) {
@@ -253,5 +265,49 @@ enum FileChunks {
             offset += length
         }
         try await writer.finish(nil)
+    }
+}
+
+/// Puts payloads in the memory cache before their pushes go out (SPEC §21): a campaign's image
+/// and its `push` variant, when this node queues the campaign (before its first batch), when it
+/// claims pushes to send (before it sends them), and when it sees the notifications of a
+/// campaign another node queued (within the half second its index follower takes).
+///
+/// Each image is warmed at most once a minute: a warm-up is a few cache lookups when the image
+/// is still there, and the cache may have let it go since.
+final class PayloadWarmer: Sendable {
+    let blobs: BlobCache
+    let logger: Logger
+    /// Image → when it was last warmed (uptime, ns). Bounded: cleared past 10,000.
+    private let warmed = NIOLockedValueBox<[MediaID: UInt64]>([:])
+    private static let interval: UInt64 = 60_000_000_000
+
+    init(blobs: BlobCache, logger: Logger) {
+        self.blobs = blobs
+        self.logger = logger
+    }
+
+    /// Warms each of `ids` not warmed (or tried) in the last minute; a failure is logged (the
+    /// fetches then load it as they would have), never thrown.
+    func warm(_ ids: some Sequence<MediaID>) async {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let due = warmed.withLockedValue { warmed -> [MediaID] in
+            var due: [MediaID] = []
+            for id in ids where warmed[id].map({ now &- $0 >= Self.interval }) ?? true {
+                if warmed.count >= 10_000 { warmed.removeAll() }
+                warmed[id] = now
+                due.append(id)
+            }
+            return due
+        }
+        for id in due {
+            do {
+                let variant = try await blobs.warm(id)
+                logger.debug("payload warmed", metadata: ["media": "\(id.hex)", "push": "\(variant.hex)"])
+            } catch {
+                // Not tried again for a minute: with the store failing, pushes must not wait on it per batch.
+                logger.warning("cannot warm a payload", metadata: ["media": "\(id.hex)", "error": "\(error)"])
+            }
+        }
     }
 }

@@ -244,16 +244,20 @@ final class PayloadIndex: Sendable {
 }
 
 /// Keeps a `PayloadIndex` up with the notifications table: the newest at start, then every
-/// half second those made since (by this process, or by `richpush send` in another).
+/// half second those made since (by this process, or by `richpush send` or another node), whose
+/// images it warms (SPEC §21: every node has a campaign's image in memory, not only the node
+/// that queued it).
 struct PayloadIndexFollower: Service {
     let index: PayloadIndex
     let notifications: NotificationStore
+    let warmer: PayloadWarmer?
     let logger: Logger
     private let last = NIOLockedValueBox<Int64>(0)
 
-    init(index: PayloadIndex, notifications: NotificationStore, logger: Logger) {
+    init(index: PayloadIndex, notifications: NotificationStore, warmer: PayloadWarmer? = nil, logger: Logger) {
         self.index = index
         self.notifications = notifications
+        self.warmer = warmer
         self.logger = logger
     }
 
@@ -270,6 +274,7 @@ struct PayloadIndexFollower: Service {
                 while true {
                     let batch = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
                     index.load(batch)
+                    if let warmer, !batch.isEmpty { await warmer.warm(Set(batch.map(\.notification.payload))) }
                     if let id = batch.last?.notification.id { last.withLockedValue { $0 = id } }
                     if batch.count < 5_000 { break }
                 }
