@@ -64,6 +64,9 @@ final class FastPath: Sendable {
         var logged: String?
         /// The client's address, when `logged`.
         var remote: String?
+        /// Its `Cache-Control`, one of `ServedBlob.cacheControls` (HTTP/2 answers take the
+        /// blob's headers for it).
+        var cacheControl: String
     }
 
     /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
@@ -73,6 +76,22 @@ final class FastPath: Sendable {
         guard var answer = route(head) else { return nil }
         answer.close = !head.isKeepAlive
         return answer
+    }
+
+    /// The answer to an HTTP/2 stream's request if it can be given from memory now; nil sends
+    /// the request to the router.
+    func answer(_ request: HTTPRequest) -> Answer? {
+        guard request.method == .get, let path = request.path else { return nil }
+        // One pass over the headers: conditional and ranged requests go to the router.
+        var authorization: String?
+        for field in request.headerFields {
+            switch field.name {
+            case .range, .ifRange, .ifNoneMatch: return nil
+            case .authorization: authorization = field.value
+            default: continue
+            }
+        }
+        return route(uri: path, authorization: authorization)
     }
 
     private func route(_ head: HTTPRequestHead) -> Answer? {
@@ -87,21 +106,25 @@ final class FastPath: Sendable {
             default: continue
             }
         }
-        let uri = head.uri.utf8
+        return route(uri: head.uri, authorization: authorization)
+    }
+
+    private func route(uri path: String, authorization: String?) -> Answer? {
+        let uri = path.utf8
         let pathEnd = uri.firstIndex(of: UInt8(ascii: "?")) ?? uri.endIndex
         let length = uri.distance(from: uri.startIndex, to: pathEnd)
         // `?variant=thumb|push` is served here once the router has looked it up (or made it);
         // any other query goes to the router.
         var variant: MediaVariant?
         if pathEnd != uri.endIndex {
-            let query = head.uri.utf8[uri.index(after: pathEnd)...]
+            let query = path.utf8[uri.index(after: pathEnd)...]
             guard query.starts(with: "variant=".utf8), let kind = Self.variant(query.dropFirst(8)) else {
                 // Another query is ignored, as the router ignores it; another variant is the router's 400.
-                return head.uri.contains("variant=") ? nil : answer(head, authorization: authorization, length: length, variant: nil)
+                return path.contains("variant=") ? nil : answer(path, authorization: authorization, length: length, variant: nil)
             }
             variant = kind
         }
-        return answer(head, authorization: authorization, length: length, variant: variant)
+        return answer(path, authorization: authorization, length: length, variant: variant)
     }
 
     /// `thumb` or `push`, read without making a string.
@@ -112,35 +135,36 @@ final class FastPath: Sendable {
     }
 
     /// The answer for the path (its first `length` bytes), serving the `variant` of the image.
-    private func answer(_ head: HTTPRequestHead, authorization: String?, length: Int, variant: MediaVariant?) -> Answer? {
+    private func answer(_ uri: String, authorization: String?, length: Int, variant: MediaVariant?) -> Answer? {
         /// The image to serve for `id`: itself, or its known variant.
         func served(_ id: MediaID) -> MediaID? {
             guard let variant else { return id }
             return blobs.knownVariant(id, variant)
         }
-        if length == 7 + 64, head.uri.hasPrefix("/media/") {
-            guard let id = MediaID(String(head.uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
+        if length == 7 + 64, uri.hasPrefix("/media/") {
+            guard let id = MediaID(String(uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
             if !publicMedia {
                 guard authenticator.cachedUser(authorization) != nil else { return nil }
             }
             guard let shown = served(id), let blob = blobs.freshBlob(shown) else { return nil }
-            return Answer(head: publicMedia ? blob.publicHead : blob.privateImmutableHead, blob: blob, metrics: mediaMetrics)
+            return publicMedia ? Answer(head: blob.publicHead, blob: blob, metrics: mediaMetrics, cacheControl: ServedBlob.cacheControls[0])
+                : Answer(head: blob.privateImmutableHead, blob: blob, metrics: mediaMetrics, cacheControl: ServedBlob.cacheControls[1])
         }
-        if length > 19, head.uri.hasPrefix("/api/notifications/") {
-            guard let digits = String(head.uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
+        if length > 19, uri.hasPrefix("/api/notifications/") {
+            guard let digits = String(uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
                   let user = authenticator.cachedUser(authorization),
                   let known = payloads.get(id), known.recipient == user,
                   let shown = served(known.payload), let blob = blobs.freshBlob(shown) else { return nil }
             // A first fetch: its read mark is committed just after, in a batch (as for /p/).
             if !known.read, payloads.markRead(id) { readMarks.markSoon(id) }
-            return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics)
+            return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics, cacheControl: ServedBlob.cacheControls[2])
         }
-        if length == 3 + PayloadLinks.tokenLength, head.uri.hasPrefix("/p/") {
-            let token = head.uri.dropFirst(3).prefix(PayloadLinks.tokenLength)
+        if length == 3 + PayloadLinks.tokenLength, uri.hasPrefix("/p/") {
+            let token = uri.dropFirst(3).prefix(PayloadLinks.tokenLength)
             guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links),
                   let shown = served(payload), let blob = blobs.freshBlob(shown) else { return nil }
             readMarks.markSoon(id)
-            return Answer(head: blob.privateHead, blob: blob, metrics: linkMetrics)
+            return Answer(head: blob.privateHead, blob: blob, metrics: linkMetrics, cacheControl: ServedBlob.cacheControls[2])
         }
         return nil
     }
@@ -436,6 +460,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
         }
         answered = true
+        Metric.memoryAnswersHTTP1.increment()
         answer.metrics.requests.increment()
         answer.metrics.fetches?.increment()
         let elapsed = DispatchTime.now().uptimeNanoseconds - start
@@ -481,6 +506,94 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             promise.futureResult.whenComplete { _ in bound.value.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
             raw.writeAndFlush(NIOAny(ByteBuffer()), promise: promise)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
+/// Per HTTP/2 stream, after the conversion to HTTP types: answers the stream's request from
+/// `FastPath` when it can (the same answers, headers and rules as over HTTP/1.1, with the
+/// router's `Date` and `Server`), so a cached image or payload over h2 needs neither the router
+/// nor a request object; anything else passes on to Hummingbird untouched.
+///
+/// Hummingbird's stream task closes the stream once its inbound side ends. An answer larger
+/// than the stream's flow-control window is still being written then, and closing would cut it
+/// off (RST_STREAM), so the end of the inbound side is passed on only once the answer's last
+/// frame is written.
+final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let fastPath: FastPath
+    private var answering: (answer: FastPath.Answer, start: UInt64)?
+    private var forwarding = false
+    /// The answer's last frame is not yet written.
+    private var writing = false
+    /// The end of input, held while `writing`.
+    private var heldInputClosed = false
+
+    init(fastPath: FastPath) {
+        self.fastPath = fastPath
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if forwarding { return context.fireChannelRead(data) }
+        switch unwrapInboundIn(data) {
+        case .head(let request):
+            if answering == nil, !writing, var answer = fastPath.answer(request) {
+                if fastPath.accessLog.sampled {
+                    answer.logged = request.path
+                    answer.remote = fastPath.clientAddresses.client(peer: context.remoteAddress?.ipAddress ?? context.channel.parent?.remoteAddress?.ipAddress,
+                                                                    forwardedFor: request.headerFields[values: HTTPField.Name("X-Forwarded-For")!])
+                }
+                answering = (answer, DispatchTime.now().uptimeNanoseconds)
+            } else {
+                forwarding = true
+                context.fireChannelRead(data)
+            }
+        case .body:
+            break // an answered GET's body is dropped
+        case .end:
+            guard let (answer, start) = answering else { return }
+            answering = nil
+            write(answer, start: start, context: context)
+        }
+    }
+
+    private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
+        var fields = answer.blob.fullHeaders[answer.cacheControl] ?? [:]
+        fields[.date] = HTTPDate.value()
+        fields[.server] = "RichPush"
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: .ok, headerFields: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(answer.blob.bytes)), promise: nil)
+        writing = true
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            let (handler, context) = bound.value
+            handler.writing = false
+            if handler.heldInputClosed {
+                handler.heldInputClosed = false
+                context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            }
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+        Metric.memoryAnswersH2.increment()
+        answer.metrics.requests.increment()
+        answer.metrics.fetches?.increment()
+        let elapsed = DispatchTime.now().uptimeNanoseconds - start
+        answer.metrics.duration.recordNanoseconds(Int64(elapsed))
+        if let uri = answer.logged {
+            fastPath.accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed, remote: answer.remote)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed, writing || answering != nil {
+            heldInputClosed = true
             return
         }
         context.fireUserInboundEventTriggered(event)

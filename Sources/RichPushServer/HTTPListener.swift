@@ -226,7 +226,10 @@ public struct RichPushApplication: ApplicationProtocol {
         let http1 = channel(respond)
         // Each HTTP/2 stream keeps to the same body rate and idle timeout as an HTTP/1.1 connection.
         let bodyRate = http1.bodyRate
-        let streams = HTTP1Channel.Configuration(additionalChannelHandlers: [BodyRateHandler<HTTP2BodyRate>(limit: bodyRate)],
+        // Each stream's request is answered from memory when it can be, as over HTTP/1.1 (SPEC §21).
+        let fastPath = http1.fastPath
+        let streams = HTTP1Channel.Configuration(additionalChannelHandlers: [BodyRateHandler<HTTP2BodyRate>(limit: bodyRate),
+                                                                             H2FastPathHandler(fastPath: fastPath)],
                                                  idleTimeout: TimeAmount(http1.idleTimeout))
         let http2 = HTTP2Channel(responder: respond, configuration: .init(idleTimeout: http1.idleTimeout, streamConfiguration: streams))
         let listener = HTTPListener(channel: http1, tls: tls, http2: http2, host: host, port: port, backlog: configuration.backlog,

@@ -28,6 +28,7 @@ enum MetricCatalog {
         "richpush_push_duration_seconds": "Time from sending a push to the push service's answer, by platform and outcome.",
         "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled from the database every few seconds.",
         "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",
+        "richpush_memory_answers_total": "Requests answered from memory on the event loop (a cached image or payload) instead of through the router, by protocol: http/1.1 or h2.",
         "richpush_build_info": "The running build; always 1, the version in the labels.",
         "richpush_dependency_up": "Whether a dependency answers (1) or its circuit breaker is refusing calls (0), by dependency: database, blobs, hub.",
         "richpush_dependency_refused_total": "Calls refused at once by a dependency's open circuit breaker (each a 503 or a push retried later), by dependency.",
@@ -140,4 +141,6 @@ enum Metric {
 
     static let credentialFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/api/notifications/{id}")])
     static let linkFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/p/{token}")])
+    static let memoryAnswersHTTP1 = Counter(label: "richpush_memory_answers_total", dimensions: [("protocol", "http/1.1")])
+    static let memoryAnswersH2 = Counter(label: "richpush_memory_answers_total", dimensions: [("protocol", "h2")])
 }

@@ -43,6 +43,45 @@ struct HTTPSCLITests {
         let created = try await curl(["--cacert", cert, "-u", "alice:alice", "-H", "Content-Type: application/json",
                                       "-d", #"{"mode":"alert","title":"Hi"}"#, "\(base)/api/notifications"])
         #expect(created.output.contains("\"richUrl\":\"https://127.0.0.1:\(port)/p/"), "\(created.output)")
+        // Over HTTP/2 the first fetch of a payload with a session opened here is answered from
+        // memory (SPEC §21), as over HTTP/1.1: with the session's and the notification's rows
+        // deleted behind the server's back, the router could only answer 401 or 404. (The image's
+        // GET just before, on the same connection, keeps its cache entry within its second.)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])
+        let (notification, richUrl) = (try #require(object["id"] as? Int), try #require(object["richUrl"] as? String))
+        let signedIn = try await curl(["--cacert", cert, "-u", "alice:alice", "-X", "POST", "\(base)/api/sessions"])
+        let token = try #require((try JSONSerialization.jsonObject(with: Data(signedIn.output.utf8)) as? [String: Any])?["token"] as? String, "\(signedIn.output)")
+        let deleted = try await onOwnThread {
+            try runCapturing("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('DELETE FROM sessions'); c.execute('DELETE FROM notifications'); c.commit()",
+                                              dir.appendingPathComponent("data/richpush.sqlite").path])
+        }
+        #expect(deleted.0 == 0, "\(deleted.1)")
+        let payloadFile = dir.appendingPathComponent("payload.png")
+        let fetched = try await curl(["--cacert", cert, "--http2", "-H", "Authorization: Bearer \(token)", "-w", "%{http_version} %{http_code}\n",
+                                      "-o", "/dev/null", "\(base)/media/\(id)", "-o", payloadFile.path, "\(base)/api/notifications/\(notification)"])
+        #expect(fetched.output == "2 200\n2 200\n", "\(fetched.output)")
+        #expect(try Fixtures.bytes(payloadFile) == logo)
+        // Both were answered from memory, on the stream's event loop, not by the router.
+        let metrics = try await curl(["--cacert", cert, "\(base)/metrics"])
+        let h2 = metrics.output.split(separator: "\n").first { $0.hasPrefix("richpush_memory_answers_total{protocol=\"h2\"}") }
+        #expect(h2.flatMap { Double($0.split(separator: " ").last ?? "") }.map { $0 >= 2 } == true, "\(String(describing: h2))")
+        // Its payload URL over HTTP/2 too.
+        let linked = try await curl(["--cacert", cert, "--http2", "-o", payloadFile.path, "-w", "%{http_version} %{http_code}", richUrl])
+        let linkedBytes = try Fixtures.bytes(payloadFile)
+        #expect(linked.output == "2 200" && linkedBytes == logo, "\(linked.output)")
+        let jpeg = try Fixtures.bytes(Fixtures.media.appendingPathComponent("landscape.jpg"))
+        let upload = try await curl(["--cacert", cert, "-u", "alice:alice", "--data-binary", "@" + Fixtures.media.appendingPathComponent("landscape.jpg").path,
+                                     "-H", "Content-Type: application/octet-stream", "-w", "%{http_code}", "-o", "/dev/null", "\(base)/api/media"])
+        #expect(upload.output == "201" || upload.output == "200", "\(upload.output)")
+        var heads: [[String]] = []
+        for attempt in 0..<3 {
+            let file = dir.appendingPathComponent("landscape-\(attempt).jpg")
+            let fetched = try await curl(["--cacert", cert, "--http2", "-u", "alice:alice", "-D", "-", "-o", file.path, "\(base)/media/\(MediaID(hashing: jpeg).hex)"])
+            #expect(try Fixtures.bytes(file) == jpeg, "attempt \(attempt)")
+            heads.append(fetched.output.split(separator: "\r\n").map(String.init).filter { !$0.lowercased().hasPrefix("date:") }.sorted())
+        }
+        // The router's answer (the first) and the fast path's: the same status and headers.
+        #expect(heads[0] == heads[2] && heads[0].contains("HTTP/2 200 "), "\(heads)")
         let plain = try await curl(["-w", "%{http_code}", "http://127.0.0.1:\(port)/health"])
         #expect(plain.output.hasSuffix("000"), "\(plain.output)")
         kill(server.processIdentifier, SIGTERM)
