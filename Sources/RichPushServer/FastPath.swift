@@ -78,6 +78,20 @@ final class FastPath: Sendable {
         return answer
     }
 
+    /// Records an answer written from memory `since` its request arrived (uptime, ns): the
+    /// router's request metrics, the payload fetch count, `protocolCount`, and the access log
+    /// when the answer is one it samples.
+    func record(_ answer: Answer, since start: UInt64, _ protocolCount: Counter) {
+        protocolCount.increment()
+        answer.metrics.requests.increment()
+        answer.metrics.fetches?.increment()
+        let elapsed = DispatchTime.now().uptimeNanoseconds - start
+        answer.metrics.duration.recordNanoseconds(Int64(elapsed))
+        if let uri = answer.logged {
+            accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed, remote: answer.remote)
+        }
+    }
+
     /// The answer to an HTTP/2 stream's request if it can be given from memory now; nil sends
     /// the request to the router.
     func answer(_ request: HTTPRequest) -> Answer? {
@@ -460,15 +474,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
         }
         answered = true
-        Metric.memoryAnswersHTTP1.increment()
-        answer.metrics.requests.increment()
-        answer.metrics.fetches?.increment()
-        let elapsed = DispatchTime.now().uptimeNanoseconds - start
-        answer.metrics.duration.recordNanoseconds(Int64(elapsed))
-        if let uri = answer.logged {
-            fastPath.accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed,
-                                      remote: answer.remote)
-        }
+        fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -581,14 +587,7 @@ final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
         }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
-        Metric.memoryAnswersH2.increment()
-        answer.metrics.requests.increment()
-        answer.metrics.fetches?.increment()
-        let elapsed = DispatchTime.now().uptimeNanoseconds - start
-        answer.metrics.duration.recordNanoseconds(Int64(elapsed))
-        if let uri = answer.logged {
-            fastPath.accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed, remote: answer.remote)
-        }
+        fastPath.record(answer, since: start, Metric.memoryAnswersH2)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
