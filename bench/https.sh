@@ -6,6 +6,10 @@
 # 1. HTTP/1.1 over TLS: wrk -t1 -c32 -d SECONDS (keep-alive; the handshakes happen once), so the
 #    image fast path is measured behind TLS.
 # 2. HTTP/2: h2load -c32 -m10 -n N (ALPN h2; 32 connections with 10 streams each).
+# 3. A new TLS connection per fetch, as a broadcast's phones make them (issue #28): FRESH
+#    fetches (default 5,000), each over its own connection with a full TLS 1.3 handshake
+#    (wrk -t1 -c32 with bench/paths.lua, which says `Connection: close` and reconnects; wrk
+#    offers no session to resume).
 #
 # RichPush runs one event loop (as bench/http.sh), matching nginx's single worker: on 2 cores
 # the load generator needs the other one.
@@ -54,6 +58,15 @@ h2() { # NAME URL -> "name rps"
         END { if (failed + errored > 0) print "h2load: " failed " failed, " errored " errored" > "/dev/stderr"; printf "%s %.0f\n", name, rps }'
 }
 
+fresh=${FRESH:-5000}
+yes "/logo.png" | head -n "$fresh" > "$work/nginx-paths.txt"
+yes "/media/$id" | head -n "$fresh" > "$work/richpush-paths.txt"
+h1new() { # NAME BASE PATHS -> "name fetches/s"
+    WRK_PATHS=$3 WRK_BODY_BYTES=$size wrk -t1 -c32 -d300s -s bench/paths.lua "$2" | awk -v name="$1" '
+        /^paths:/ { other = $6 } /^Fetches\/sec:/ { rps = $2 }
+        END { if (other > 0) print name ": " other " answers not a 200 of the image" > "/dev/stderr"; printf "%s %.0f\n", name, rps }'
+}
+
 results="$work/results.txt"
 : > "$results"
 for round in $(seq 1 "$rounds"); do
@@ -62,6 +75,7 @@ for round in $(seq 1 "$rounds"); do
         url=$([ $who = nginx ] && echo "https://127.0.0.1:$nginx_port/logo.png" || echo "https://127.0.0.1:$rp_port/media/$id")
         h1 "h1-$who" "$url" | tee -a "$results" >&2
         h2 "h2-$who" "$url" | tee -a "$results" >&2
+        h1new "new-$who" "https://127.0.0.1:$([ $who = nginx ] && echo $nginx_port || echo $rp_port)" "$work/$who-paths.txt" | tee -a "$results" >&2
     done
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -70,3 +84,4 @@ printf '%-44s %10s %10s %7s\n' "GET ${size}-byte PNG over TLS, $rounds rounds" "
 printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/1.1, wrk -c32 (req/s)" "$(col h1-nginx 2)" "$(col h1-richpush 2)" "$(echo "$(col h1-richpush 2) / $(col h1-nginx 2)" | bc -l)"
 printf '%-44s %10.3f %10.3f\n' "HTTP/1.1 p50 (ms)" "$(col h1-nginx 3)" "$(col h1-richpush 3)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, h2load -c32 -m10 (req/s)" "$(col h2-nginx 2)" "$(col h2-richpush 2)" "$(echo "$(col h2-richpush 2) / $(col h2-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection per fetch (fetches/s)" "$(col new-nginx 2)" "$(col new-richpush 2)" "$(echo "$(col new-richpush 2) / $(col new-nginx 2)" | bc -l)"

@@ -28,7 +28,13 @@ public enum Base64URL {
     /// Decodes text without padding; nil when it is not base64url. (It runs for every payload
     /// URL the event loop answers: one pass, no intermediate strings.)
     public static func decodeBytes(_ text: some StringProtocol) -> [UInt8]? {
-        let utf8 = text.utf8
+        // Over the bytes in place when the text is contiguous (a Substring of a request's URI is).
+        if let decoded = text.utf8.withContiguousStorageIfAvailable({ decodeBytes(utf8: $0) }) { return decoded }
+        return decodeBytes(utf8: text.utf8)
+    }
+
+    /// Decodes base64url text given as UTF-8 bytes.
+    static func decodeBytes(utf8: some Collection<UInt8>) -> [UInt8]? {
         guard utf8.count % 4 != 1 else { return nil }
         var out = [UInt8]()
         out.reserveCapacity(utf8.count * 3 / 4)

@@ -388,18 +388,31 @@ public struct NotificationStore: Sendable {
         }
     }
 
+    /// Ids marked read per statement.
+    static let markBatch = 1_000
+
+    /// Marks the notifications `ids` read, those not read yet, in one transaction.
     ///
     /// SPEC §20: a first fetch is the notification's **displayed**, counted with the marking.
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
         // Read committed: the guards (read = 0) hold, and batches from several nodes touch the same counter row.
         try await database.write(isolation: .readCommitted) { db in
             var happenings: [Happening] = []
-            for id in ids {
-                if let row = try db.fetchOne(sql: "UPDATE notifications SET read = 1, readAt = ? WHERE id = ? AND read = 0 RETURNING campaignId, recipient",
-                                             arguments: [now.timeIntervalSince1970, id]) {
-                    happenings.append(Happening(type: .displayed, campaign: row["campaignId"], notification: id, user: row["recipient"]))
+            // One statement, compiled once, per batch of ids given as one list (a fetch storm
+            // marks thousands a second): a statement per id cost more than the fetches it marked.
+            let unique = Array(Set(ids)).sorted()
+            let postgres = db.dialect == .postgres
+            let sql = "UPDATE notifications SET read = 1, readAt = ? WHERE read = 0 AND "
+                + (postgres ? "id = ANY(string_to_array(?, ',')::bigint[])" : "id IN (SELECT value FROM json_each(?))")
+                + " RETURNING id, campaignId, recipient"
+            for start in stride(from: 0, to: unique.count, by: Self.markBatch) {
+                let list = unique[start..<min(start + Self.markBatch, unique.count)].map(String.init).joined(separator: ",")
+                let rows = try db.fetchAll(sql: sql, arguments: [now.timeIntervalSince1970, postgres ? list : "[\(list)]"], cached: true)
+                for row in rows {
+                    happenings.append(Happening(type: .displayed, campaign: row["campaignId"], notification: row["id"], user: row["recipient"]))
                 }
             }
+            happenings.sort { ($0.notification ?? 0) < ($1.notification ?? 0) }
             try Insight.record(db, happenings, now: now.timeIntervalSince1970)
         }
     }

@@ -16,6 +16,16 @@ public final class PayloadKey: Sendable {
     private struct Loaded {
         var key: SymmetricKey
         var stamp: [Int]?
+        /// HMAC-SHA-256 with this key, fed the payload URLs' domain label once: each signature
+        /// or check copies it (a fetch storm checks thousands a second on the event loop).
+        var keyed: HMAC<SHA256>
+
+        init(key: SymmetricKey, stamp: [Int]?) {
+            self.key = key
+            self.stamp = stamp
+            keyed = HMAC<SHA256>(key: key)
+            keyed.update(data: PayloadLinks.domain)
+        }
     }
     private let path: String?
     private let settings: SettingsStore?
@@ -58,6 +68,9 @@ public final class PayloadKey: Sendable {
 
     /// The current key.
     public var key: SymmetricKey { loaded.withLockedValue { $0.key } }
+
+    /// HMAC-SHA-256 keyed with the current key, the domain label already fed to it.
+    var keyedMAC: HMAC<SHA256> { loaded.withLockedValue { $0.keyed } }
 
     /// Re-reads the key file when it was replaced; returns whether the key changed.
     @discardableResult
@@ -225,7 +238,7 @@ public struct PayloadLinks: Sendable {
     /// The token part of a URL.
     public func token(notification id: Int64, payload: MediaID, expires: Int64) -> String {
         let claims = Claims(notification: id, expires: expires, payload: payload, mac: [])
-        return Base64URL.encode(claims.signedPart + mac(claims.signedPart, key: key.key))
+        return Base64URL.encode(claims.signedPart + mac(claims.signedPart))
     }
 
     /// A token's claims before its signature is checked.
@@ -259,15 +272,14 @@ public struct PayloadLinks: Sendable {
 
     /// True when `claims` were signed with the current key (compared in constant time).
     public func isAuthentic(_ claims: Claims) -> Bool {
-        let expected = mac(claims.signedPart, key: key.key)
+        let expected = mac(claims.signedPart)
         return claims.mac.count == expected.count && zip(expected, claims.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
-    private static let domain = Array("richpush-payload-v2\0".utf8)
+    static let domain = Array("richpush-payload-v2\0".utf8)
 
-    private func mac(_ signed: [UInt8], key: SymmetricKey) -> [UInt8] {
-        var hmac = HMAC<SHA256>(key: key)
-        hmac.update(data: Self.domain)
+    private func mac(_ signed: [UInt8]) -> [UInt8] {
+        var hmac = key.keyedMAC
         hmac.update(data: signed)
         return Array(hmac.finalize().prefix(16))
     }

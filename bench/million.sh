@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# A million on one node (issue #28): one alert campaign to N users with a device each (default
+# 1,000,000) from one `serve` (release build, one event loop per core) through `richpush
+# apns-sandbox`, on SQLite + files and on PostgreSQL (a local cluster this script starts), one
+# after the other. For each engine:
+#
+# - queueing: from the POST until every recipient's push is in the outbox (the POST answers once
+#   the campaign is queued; pushes go out from the first batch on);
+# - pushes per second around 10k, 100k and 1M sent: over the last tenth before each mark
+#   (9k→10k, 90k→100k, 900k→1M), which should be flat within 10%;
+# - peak RSS of `serve` (VmHWM; target < 200 MiB), sampled too while it runs;
+# - the database's growth per recipient (SQLite: the file and its WAL after a checkpoint;
+#   PostgreSQL: pg_database_size), notification, push and outbox row together;
+# - CPU per push of `serve` and of the sandbox (from /proc, over the whole campaign).
+#
+# Users and devices are inserted straight into each store's tables (registering a million
+# through the API is bench/broadcast.sh's business at 10,000).
+#
+# Usage: bench/million.sh [N] [ENGINES]   (default 1000000 "sqlite postgres"; env BENCH_WORK,
+#        KEEP_WORK=1)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+n=${1:-1000000}
+engines=${2:-sqlite postgres}
+work=$(realpath -m "${BENCH_WORK:-bench/work}")/million
+sandbox_port=22399
+port=18398
+source bench/lib.sh
+python3 -c 'import cryptography' 2>/dev/null || pip install --quiet cryptography
+swift build -c release --product richpush >&2
+rp="$(swift build -c release --show-bin-path)/richpush"
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+
+serve_pid='' sandbox_pid='' sampler_pid=''
+pg=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+as_pg=""; if [ "$(id -u)" = 0 ]; then as_pg="runuser -u postgres --"; chown postgres "$work"; fi
+cleanup() {
+    local status=$?
+    for pid in $sampler_pid $serve_pid $sandbox_pid; do kill "$pid" 2>/dev/null || true; done
+    $as_pg "$pg/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true
+    wait 2>/dev/null || true
+    if [ "$status" -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$work"; else echo "work files kept in $work" >&2; fi
+}
+trap cleanup EXIT
+
+pgport=25433
+postgres_url="postgres://richpush@127.0.0.1:$pgport/richpush"
+if [[ " $engines " == *" postgres "* ]]; then
+    # As a user would run it: durable commits (fsync on, synchronous_commit on).
+    $as_pg "$pg/initdb" -D "$work/pg" -U richpush --auth=trust -E UTF8 --locale=C >/dev/null
+    $as_pg "$pg/pg_ctl" -D "$work/pg" -l "$work/pg.log" -o "-p $pgport -k $work -c listen_addresses=127.0.0.1" start >/dev/null
+    "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -qc "CREATE DATABASE richpush" postgres
+fi
+
+python3 - <<'PY'
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+key = ec.generate_private_key(ec.SECP256R1())
+open("AuthKey.p8", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+PY
+"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 2> sandbox.log &
+sandbox_pid=$!
+for _ in $(seq 1 100); do [ -f apns-sandbox-cert.pem ] && curl -sk -o /dev/null "https://127.0.0.1:$sandbox_port/3/device" && break; sleep 0.1; done
+mkdir -p media && cp "$repo/media/logo.png" media/
+
+database_of() { [ "$1" = sqlite ] && echo "sqlite:$work/data-sqlite/richpush.sqlite" || echo "$postgres_url"; }
+size_of() { # ENGINE -> bytes
+    if [ "$1" = sqlite ]; then
+        python3 -c "import sqlite3; c = sqlite3.connect('$work/data-sqlite/richpush.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" >/dev/null
+        stat -c %s "$work/data-sqlite/richpush.sqlite"
+    else
+        "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d richpush -tAc "CHECKPOINT; SELECT pg_database_size('richpush')" | tail -1
+    fi
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+for engine in $engines; do
+    database=$(database_of "$engine")
+    echo admin-password | "$rp" users add admin --admin --password-stdin --data "data-$engine" --database "$database" >/dev/null
+    t0=$(now)
+    if [ "$engine" = sqlite ]; then
+        python3 - "$work/data-sqlite/richpush.sqlite" "$n" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2])
+db.executemany("INSERT INTO users (name, passwordHash, createdAt, admin) VALUES (?, 'x', 0, 0)", (("u%d" % i,) for i in range(1, n + 1)))
+db.executemany("INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES (?, ?, 'apns', ?, '[]', 0, 0)",
+               (("r%d" % i, "u%d" % i, "%064x" % i) for i in range(1, n + 1)))
+db.commit()
+PY
+    else
+        "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d richpush -qc "
+INSERT INTO users (name, passwordHash, createdAt, admin) SELECT 'u' || i, 'x', 0, 0 FROM generate_series(1, $n) AS s(i);
+INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt)
+  SELECT 'r' || i, 'u' || i, 'apns', lpad(to_hex(i), 64, '0'), '[]', 0, 0 FROM generate_series(1, $n) AS s(i);
+ANALYZE;"
+    fi
+    echo "$engine: $n users and devices inserted in $(echo "$(now) - $t0" | bc -l | xargs printf %.1f) s" >&2
+    before=$(size_of "$engine")
+
+    "$rp" serve --data "data-$engine" --database "$database" --port $port --log-level warning \
+        --apns-key AuthKey.p8 --apns-key-id KEY1234567 --apns-team-id TEAM123456 --apns-topic com.example.app \
+        --apns-env "https://127.0.0.1:$sandbox_port" --push-ca apns-sandbox-cert.pem 2>> "serve-$engine.log" &
+    serve_pid=$!
+    for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+    # The admin's bcrypt (cost 12) once, before anything is timed.
+    curl -fs -u admin:admin-password "http://127.0.0.1:$port/api/admin/campaigns" >/dev/null
+    rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$serve_pid/status")
+    s0=$(cpu_ticks "$serve_pid"); b0=$(cpu_ticks "$sandbox_pid")
+    # RSS every half second while the campaign runs.
+    (while kill -0 "$serve_pid" 2>/dev/null; do echo "$(now) $(awk '/VmRSS/ {print $2}' "/proc/$serve_pid/status" 2>/dev/null)"; sleep 0.5; done) > "rss-$engine.txt" &
+    sampler_pid=$!
+
+    python3 - "$port" "$n" "$engine" <<'PY'
+import base64, http.client, json, sys, threading, time
+port, n, engine = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+h = {"Authorization": "Basic " + base64.b64encode(b"admin:admin-password").decode(), "Content-Type": "application/json"}
+progress = []  # (t, sent, queued pushes)
+created = {}
+def post():
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+    c.request("POST", "/api/admin/campaigns", json.dumps({"audience": {"all": True}, "title": "A million", "message": "m", "mode": "alert"}), h)
+    r = c.getresponse(); created.update(json.loads(r.read())); created["status"] = r.status; created["answered"] = time.perf_counter()
+t0 = time.perf_counter()
+poster = threading.Thread(target=post); poster.start()
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+cid = None
+while cid is None:
+    time.sleep(0.2)
+    c.request("GET", "/api/admin/campaigns", headers=h); listed = json.loads(c.getresponse().read())
+    if listed: cid = listed[0]["id"] if isinstance(listed, list) else None
+queued_at = None
+while True:
+    c.request("GET", "/api/admin/campaigns/%d" % cid, headers=h); p = json.loads(c.getresponse().read())
+    t = time.perf_counter() - t0
+    progress.append((t, p["sent"], p["sent"] + p["failed"] + p["pending"]))
+    if queued_at is None and p["sent"] + p["failed"] + p["pending"] >= n: queued_at = t
+    if p["sent"] + p["failed"] >= n: break
+    time.sleep(0.25)
+poster.join()
+assert created["status"] == 202, created
+assert p["failed"] == 0, p
+def when(mark):  # the first time `sent` reached mark, interpolated between samples
+    for (ta, sa, _), (tb, sb, _) in zip(progress, progress[1:]):
+        if sb >= mark > sa: return ta + (tb - ta) * (mark - sa) / (sb - sa)
+    return progress[0][0]
+rates = []
+for mark in (10_000, 100_000, n):
+    if mark > n: continue
+    a, b = when(mark * 0.9), when(mark)
+    rates.append((mark, mark * 0.1 / (b - a)))
+total = progress[-1][0]
+post_seconds = created["answered"] - t0
+print(f"{engine}: POST answered after {post_seconds:.1f} s; every push queued after {queued_at:.1f} s; all {n} sent after {total:.1f} s "
+      f"({n / total:.0f} pushes/s overall)")
+print(f"{engine}: pushes/s over the last tenth before " + ", ".join(f"{m:,}: {r:.0f}" for m, r in rates)
+      + f"; spread {(max(r for _, r in rates) / min(r for _, r in rates) - 1) * 100:.1f}%")
+PY
+    kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=
+    serve_cpu=$(( $(cpu_ticks "$serve_pid") - s0 )); sandbox_cpu=$(( $(cpu_ticks "$sandbox_pid") - b0 ))
+    hwm=$(awk '/VmHWM/ {print $2}' "/proc/$serve_pid/status")
+    kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=
+    after=$(size_of "$engine")
+    printf '%s: serve RSS %.1f MiB at start, peak %.1f MiB (VmHWM; target < 200); database +%.0f bytes per recipient (%.1f MB → %.1f MB)\n' \
+        "$engine" "$(echo "$rss_start / 1024" | bc -l)" "$(echo "$hwm / 1024" | bc -l)" "$(echo "($after - $before) / $n" | bc -l)" \
+        "$(echo "$before / 1000000" | bc -l)" "$(echo "$after / 1000000" | bc -l)"
+    printf '%s: CPU per push: serve %.0f us, APNs sandbox %.0f us\n' "$engine" \
+        "$(echo "$serve_cpu * 1000000 / $hz / $n" | bc -l)" "$(echo "$sandbox_cpu * 1000000 / $hz / $n" | bc -l)"
+done
