@@ -59,8 +59,8 @@ h2() { # NAME URL -> "name rps"
 }
 
 fresh=${FRESH:-5000}
-yes "/logo.png" | head -n "$fresh" > "$work/nginx-paths.txt"
-yes "/media/$id" | head -n "$fresh" > "$work/richpush-paths.txt"
+awk -v n="$fresh" 'BEGIN { for (i = 0; i < n; i++) print "/logo.png" }' > "$work/nginx-paths.txt"
+awk -v n="$fresh" -v p="/media/$id" 'BEGIN { for (i = 0; i < n; i++) print p }' > "$work/richpush-paths.txt"
 h1new() { # NAME BASE PATHS -> "name fetches/s"
     WRK_PATHS=$3 WRK_BODY_BYTES=$size wrk -t1 -c32 -d300s -s bench/paths.lua "$2" | awk -v name="$1" '
         /^paths:/ { other = $6 } /^Fetches\/sec:/ { rps = $2 }
