@@ -247,6 +247,12 @@ public enum CoreDatabase {
                 ALTER TABLE campaigns ADD COLUMN paceNextAt REAL;
                 ALTER TABLE deliveries ADD COLUMN dueAt REAL;
                 """),
+        // Issue #28: a campaign made from here on has every sent, failed and displayed in its
+        // campaign_stats (kept since core-v10), so its progress sums a few counter rows instead
+        // of counting its whole audience; earlier campaigns keep being counted row by row.
+        SQLMigration("core-v12-progress", sqlite: """
+                ALTER TABLE campaigns ADD COLUMN countedInStats INTEGER NOT NULL DEFAULT 0;
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -169,6 +169,30 @@ struct ScheduleCoreTests {
         }
     }
 
+    @Test("progress: a campaign's counts come from its counters (no count over its audience), an older campaign's from its rows")
+    func progressCounts() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", nil, nil)])
+        defer { store.close() }
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        let holder = OutboxHolder(pid: Int(getpid()))
+        let claimed = try await store.outbox.claim(limit: 10, lease: 60, holder: holder)
+        _ = try await store.outbox.record([(try #require(claimed.first), .sent)], holder: holder)
+        try await store.notifications(links: nil).markRead(ids: [try #require(claimed.first).notificationId])
+        let progress = try #require(try await campaigns.progress(campaign.id))
+        #expect(progress.sent == 1 && progress.pending == 1 && progress.failed == 0 && progress.fetched == 1, "\(progress)")
+        // A change behind the outbox's back is not seen: the counters are what it recorded.
+        try await store.database.write { db in try db.execute(sql: "UPDATE deliveries SET state = 'sent'") }
+        #expect(try await campaigns.progress(campaign.id)?.sent == 1)
+        // A campaign made before the counters were complete (core-v12) is counted row by row.
+        try await store.database.write { db in try db.execute(sql: "UPDATE campaigns SET countedInStats = 0") }
+        let counted = try #require(try await campaigns.progress(campaign.id))
+        #expect(counted.sent == 2 && counted.pending == 0 && counted.fetched == 1, "\(counted)")
+    }
+
     @Test("cancel: nothing more is queued, pending pushes and the inbox entries of users who got nothing go, sent pushes stay; a done campaign is 409")
     func cancel() async throws {
         let dir = try Fixtures.tempDirectory()
@@ -179,8 +203,14 @@ struct ScheduleCoreTests {
         campaigns.batchSize = 2
         let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
         _ = try await campaigns.queue(campaign.id, addressing: .perDevice, maxBatches: 1) // a and b queued, c not yet
+        // a's push goes out (claimed and recorded as the outbox does); b's is claimed by a holder
+        // whose lease then lapses, so it was never handed to a push service.
+        let holder = OutboxHolder(pid: Int(getpid()))
+        let claimed = try await store.outbox.claim(limit: 10, lease: 60, holder: holder)
+        let first = try #require(claimed.first { $0.target == String(format: "%064x", 1) })
+        _ = try await store.outbox.record([(first, .sent)], holder: holder)
         try await store.database.write { db in
-            try db.execute(sql: "UPDATE deliveries SET state = 'sent' WHERE target = ?", arguments: [String(format: "%064x", 1)])
+            try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = 0 WHERE state = 'pending'")
         }
         let cancelled = try await campaigns.cancel(campaign.id)
         #expect(cancelled.status == .cancelled && cancelled.sent == 1 && cancelled.pending == 0 && cancelled.campaign.recipients == 1)
