@@ -40,22 +40,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# PostgreSQL as a user would run it: durable commits (fsync on, synchronous_commit on).
 pgport=25432
-$as_pg "$pg/initdb" -D "$work/pg" -U richpush --auth=trust -E UTF8 --locale=C >/dev/null
-$as_pg "$pg/pg_ctl" -D "$work/pg" -l "$work/pg.log" -o "-p $pgport -k $work -c listen_addresses=127.0.0.1 -c max_connections=100" start >/dev/null
-"$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -qc "CREATE DATABASE richpush" postgres
+start_postgres "$work" $pgport
 postgres_url="postgres://richpush@127.0.0.1:$pgport/richpush"
-
-python3 - <<'PY'
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-key = ec.generate_private_key(ec.SECP256R1())
-open("AuthKey.p8", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-PY
-"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 2> sandbox.log &
-sandbox_pid=$!
-for _ in $(seq 1 100); do [ -f apns-sandbox-cert.pem ] && curl -sk -o /dev/null "https://127.0.0.1:$sandbox_port/3/device" && break; sleep 0.1; done
+start_apns_sandbox "$rp" $sandbox_port
 mkdir -p media && cp "$repo/media/logo.png" media/
 
 # Both stores: the schema (a command migrates it), an admin, then N users with a device each.
@@ -63,18 +51,7 @@ for engine in sqlite postgres; do
     database=$([ $engine = sqlite ] && echo "sqlite:$work/data-sqlite/richpush.sqlite" || echo "$postgres_url")
     echo admin-password | "$rp" users add admin --admin --password-stdin --data "data-$engine" --database "$database" >/dev/null
 done
-sql="INSERT INTO users (name, passwordHash, createdAt, admin) SELECT 'u' || i, 'x', 0, 0 FROM generate_series(1, $n) AS s(i);
-INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt)
-  SELECT 'r' || i, 'u' || i, 'apns', lpad(to_hex(i), 64, '0'), '[]', 0, 0 FROM generate_series(1, $n) AS s(i);"
-"$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d richpush -qc "$sql"
-python3 - "$work/data-sqlite/richpush.sqlite" "$n" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2])
-db.executemany("INSERT INTO users (name, passwordHash, createdAt, admin) VALUES (?, 'x', 0, 0)", (("u%d" % i,) for i in range(1, n + 1)))
-db.executemany("INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES (?, ?, 'apns', ?, '[]', 0, 0)",
-               (("r%d" % i, "u%d" % i, "%064x" % i) for i in range(1, n + 1)))
-db.commit()
-PY
+for engine in sqlite postgres; do insert_devices "$engine" "$n"; done
 
 start_serve() { # ENGINE
     local database

@@ -56,3 +56,51 @@ now() { date +%s.%N; }
 
 # median VALUE...: the median of the values given (the mean of the two middle ones for an even count).
 median_of() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+# start_postgres DIR PORT: a throwaway PostgreSQL cluster in DIR/pg with a database `richpush`
+# (user richpush, trust), as a user would run it: durable commits (fsync and synchronous_commit
+# on). Needs $pg (the server's bin directory) and $as_pg (runuser as postgres when root).
+start_postgres() {
+    local dir=$1 port=$2
+    $as_pg "$pg/initdb" -D "$dir/pg" -U richpush --auth=trust -E UTF8 --locale=C >/dev/null
+    $as_pg "$pg/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=100" start >/dev/null
+    "$pg/psql" -h 127.0.0.1 -p "$port" -U richpush -qc "CREATE DATABASE richpush" postgres
+}
+
+# start_apns_sandbox RICHPUSH PORT: AuthKey.p8 (a new ES256 key) in the current directory, and
+# `richpush apns-sandbox` on PORT checking tokens signed with it (TEAM123456 / KEY1234567), its
+# pid in $sandbox_pid once it answers.
+start_apns_sandbox() {
+    local rp=$1 port=$2
+    python3 - <<'PY'
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+key = ec.generate_private_key(ec.SECP256R1())
+open("AuthKey.p8", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+PY
+    "$rp" apns-sandbox --port "$port" --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 2> sandbox.log &
+    sandbox_pid=$!
+    for _ in $(seq 1 100); do [ -f apns-sandbox-cert.pem ] && curl -sk -o /dev/null "https://127.0.0.1:$port/3/device" && break; sleep 0.1; done
+}
+
+# insert_devices ENGINE N: users u1..uN with an APNs device each (r1..rN), inserted straight
+# into the store's tables: ENGINE is sqlite (the file $work/data-sqlite/richpush.sqlite) or
+# postgres (at $pgport).
+insert_devices() {
+    if [ "$1" = sqlite ]; then
+        python3 - "$work/data-sqlite/richpush.sqlite" "$2" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2])
+db.executemany("INSERT INTO users (name, passwordHash, createdAt, admin) VALUES (?, 'x', 0, 0)", (("u%d" % i,) for i in range(1, n + 1)))
+db.executemany("INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES (?, ?, 'apns', ?, '[]', 0, 0)",
+               (("r%d" % i, "u%d" % i, "%064x" % i) for i in range(1, n + 1)))
+db.commit()
+PY
+    else
+        "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -qc "
+INSERT INTO users (name, passwordHash, createdAt, admin) SELECT 'u' || i, 'x', 0, 0 FROM generate_series(1, $2) AS s(i);
+INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt)
+  SELECT 'r' || i, 'u' || i, 'apns', lpad(to_hex(i), 64, '0'), '[]', 0, 0 FROM generate_series(1, $2) AS s(i);
+ANALYZE;"
+    fi
+}

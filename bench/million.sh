@@ -46,22 +46,8 @@ trap cleanup EXIT
 
 pgport=25433
 postgres_url="postgres://richpush@127.0.0.1:$pgport/richpush"
-if [[ " $engines " == *" postgres "* ]]; then
-    # As a user would run it: durable commits (fsync on, synchronous_commit on).
-    $as_pg "$pg/initdb" -D "$work/pg" -U richpush --auth=trust -E UTF8 --locale=C >/dev/null
-    $as_pg "$pg/pg_ctl" -D "$work/pg" -l "$work/pg.log" -o "-p $pgport -k $work -c listen_addresses=127.0.0.1" start >/dev/null
-    "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -qc "CREATE DATABASE richpush" postgres
-fi
-
-python3 - <<'PY'
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-key = ec.generate_private_key(ec.SECP256R1())
-open("AuthKey.p8", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-PY
-"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 2> sandbox.log &
-sandbox_pid=$!
-for _ in $(seq 1 100); do [ -f apns-sandbox-cert.pem ] && curl -sk -o /dev/null "https://127.0.0.1:$sandbox_port/3/device" && break; sleep 0.1; done
+if [[ " $engines " == *" postgres "* ]]; then start_postgres "$work" $pgport; fi
+start_apns_sandbox "$rp" $sandbox_port
 mkdir -p media && cp "$repo/media/logo.png" media/
 
 database_of() { [ "$1" = sqlite ] && echo "sqlite:$work/data-sqlite/richpush.sqlite" || echo "$postgres_url"; }
@@ -80,22 +66,7 @@ for engine in $engines; do
     database=$(database_of "$engine")
     echo admin-password | "$rp" users add admin --admin --password-stdin --data "data-$engine" --database "$database" >/dev/null
     t0=$(now)
-    if [ "$engine" = sqlite ]; then
-        python3 - "$work/data-sqlite/richpush.sqlite" "$n" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2])
-db.executemany("INSERT INTO users (name, passwordHash, createdAt, admin) VALUES (?, 'x', 0, 0)", (("u%d" % i,) for i in range(1, n + 1)))
-db.executemany("INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES (?, ?, 'apns', ?, '[]', 0, 0)",
-               (("r%d" % i, "u%d" % i, "%064x" % i) for i in range(1, n + 1)))
-db.commit()
-PY
-    else
-        "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d richpush -qc "
-INSERT INTO users (name, passwordHash, createdAt, admin) SELECT 'u' || i, 'x', 0, 0 FROM generate_series(1, $n) AS s(i);
-INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt)
-  SELECT 'r' || i, 'u' || i, 'apns', lpad(to_hex(i), 64, '0'), '[]', 0, 0 FROM generate_series(1, $n) AS s(i);
-ANALYZE;"
-    fi
+    insert_devices "$engine" "$n"
     echo "$engine: $n users and devices inserted in $(echo "$(now) - $t0" | bc -l | xargs printf %.1f) s" >&2
     before=$(size_of "$engine")
 
