@@ -287,9 +287,13 @@ final class PayloadWarmer: Sendable {
         self.logger = logger
     }
 
-    /// Warms each of `ids` not warmed (or tried) in the last minute; a failure is logged (the
-    /// fetches then load it as they would have), never thrown.
-    func warm(_ ids: some Sequence<MediaID>) async {
+    /// How long a caller waits for a warm-up: a campaign's POST and a node's first pushes wait no
+    /// longer for a store that is slow or stalled (the warm-up goes on behind them).
+    static let patience: Duration = .seconds(2)
+
+    /// Warms each of `ids` not warmed (or tried) in the last minute, waiting at most `patience`;
+    /// a failure is logged (the fetches then load it as they would have), never thrown.
+    func warm(_ ids: some Sequence<MediaID>, patience: Duration = PayloadWarmer.patience) async {
         let now = DispatchTime.now().uptimeNanoseconds
         let due = warmed.withLockedValue { warmed -> [MediaID] in
             var due: [MediaID] = []
@@ -300,6 +304,18 @@ final class PayloadWarmer: Sendable {
             }
             return due
         }
+        guard !due.isEmpty else { return }
+        let done = NIOLockedValueBox(false)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            @Sendable func resume() {
+                if done.withLockedValue({ finished in defer { finished = true }; return !finished }) { continuation.resume() }
+            }
+            Task { await self.load(due); resume() }
+            Task { try? await Task.sleep(for: patience); resume() }
+        }
+    }
+
+    private func load(_ due: [MediaID]) async {
         for id in due {
             do {
                 let variant = try await blobs.warm(id)

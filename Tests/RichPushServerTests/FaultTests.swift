@@ -7,6 +7,7 @@ import Glibc
 import HTTPTypes
 import HummingbirdTesting
 import MediaStore
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import PushDelivery
@@ -250,6 +251,30 @@ struct FaultTests {
                     #expect(pushes.allSatisfy { ($0.headers["apns-collapse-id"] ?? "").hasPrefix("rp-") })
                 }
             }
+        }
+    }
+
+    @Test("a campaign whose image must be warmed while the bucket stalls: the POST is answered and the first push sent without waiting for the bucket (SPEC §17, §21)")
+    func warmUpStalled() async throws {
+        let (proxy, useProxy) = try await Self.bucketProxy()
+        defer { proxy.stop() }
+        let hook = FirstPushHook {}
+        try await TestServer.run(engine: .shared, useProxy, provider: hook) { s in
+            let image = PNGBuilder.rgb(width: 8, height: 8, seed: 7)
+            #expect(try await s.request(.post, "/api/media", body: image).status == .created)
+            _ = try await s.registerDevice(tokenA)
+            proxy.set(.stall)
+            // The warm-up reads the image and makes its push variant: both wait on the stalled bucket
+            // (6 s a call here). Nobody waits more than PayloadWarmer's patience (2 s) for it.
+            let (response, seconds) = try await Self.timed {
+                try await s.json(.post, "/api/admin/campaigns", as: "root",
+                                 body: #"{"audience":{"all":true},"mode":"silent","payload":"\#(MediaID(hashing: image).hex)"}"#).0
+            }
+            #expect(response.status == .accepted)
+            #expect(seconds < 5.5, "the POST waited \(seconds) s for the bucket")
+            let (sent, pushSeconds) = try await Self.timed { try await eventually(within: 30) { hook.pushes.withLockedValue { $0 } >= 1 } }
+            #expect(sent && pushSeconds < 5.5, "the first push waited \(pushSeconds) s")
+            proxy.set(.forward)
         }
     }
 }
