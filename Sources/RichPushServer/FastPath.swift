@@ -78,6 +78,14 @@ final class FastPath: Sendable {
         return answer
     }
 
+    /// Marks `answer` for the access log when it is one the log samples: its URI and the client
+    /// (`--trusted-proxy` decides whether `forwardedFor`, read only then, names it).
+    func sample(_ answer: inout Answer, uri: String?, peer: @autoclosure () -> String?, forwardedFor: @autoclosure () -> [String]) {
+        guard accessLog.sampled else { return }
+        answer.logged = uri
+        answer.remote = clientAddresses.client(peer: peer(), forwardedFor: forwardedFor())
+    }
+
     /// Records an answer written from memory `since` its request arrived (uptime, ns): the
     /// router's request metrics, the payload fetch count, `protocolCount`, and the access log
     /// when the answer is one it samples.
@@ -432,11 +440,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             if routerPending == 0, var answer = fastPath.answer(head) {
-                if fastPath.accessLog.sampled {
-                    answer.logged = head.uri
-                    answer.remote = fastPath.clientAddresses.client(peer: context.remoteAddress?.ipAddress,
-                                                                    forwardedFor: head.headers["X-Forwarded-For"])
-                }
+                fastPath.sample(&answer, uri: head.uri, peer: context.remoteAddress?.ipAddress, forwardedFor: head.headers["X-Forwarded-For"])
                 current = .answering(answer, start: DispatchTime.now().uptimeNanoseconds)
             } else {
                 current = .forwarding
@@ -550,11 +554,8 @@ final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let request):
             if answering == nil, !writing, var answer = fastPath.answer(request) {
-                if fastPath.accessLog.sampled {
-                    answer.logged = request.path
-                    answer.remote = fastPath.clientAddresses.client(peer: context.remoteAddress?.ipAddress ?? context.channel.parent?.remoteAddress?.ipAddress,
-                                                                    forwardedFor: request.headerFields[values: HTTPField.Name("X-Forwarded-For")!])
-                }
+                fastPath.sample(&answer, uri: request.path, peer: (context.remoteAddress ?? context.channel.parent?.remoteAddress)?.ipAddress,
+                                forwardedFor: request.headerFields[values: HTTPField.Name("X-Forwarded-For")!])
                 answering = (answer, DispatchTime.now().uptimeNanoseconds)
             } else {
                 forwarding = true
