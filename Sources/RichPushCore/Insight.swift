@@ -98,7 +98,9 @@ enum Insight {
 
     /// Appends the events some webhook wants (none are written while no webhook wants them).
     static func queueEvents(_ db: SQLConnection, _ happenings: [Happening], now: Double) throws {
-        let wanted = Set(try String.fetchAll(db, sql: "SELECT events FROM webhooks")
+        // Asked on every batch of sends and reads: the statement is compiled once.
+        let wanted = Set(try db.fetchAll(sql: "SELECT events FROM webhooks", cached: true)
+            .compactMap { $0.values.first.flatMap(String.fromSQL) }
             .flatMap { $0.split(separator: ",").map(String.init) })
         let chosen = happenings.filter { wanted.contains($0.type.rawValue) }
         guard !chosen.isEmpty else { return }

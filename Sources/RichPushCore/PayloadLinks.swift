@@ -262,7 +262,7 @@ public struct PayloadLinks: Sendable {
     public static func claims(_ token: some StringProtocol) -> Claims? {
         guard token.utf8.count == tokenLength, let bytes = Base64URL.decodeBytes(token), bytes.count == 64,
               // One spelling per token: the last character's unused bits must be zero.
-              let last = token.utf8.reversed().first, let value = Base64URL.value(of: last), value & 0x0F == 0 else { return nil }
+              let last = token.utf8.dropFirst(tokenLength - 1).first, let value = Base64URL.value(of: last), value & 0x0F == 0 else { return nil }
         let id = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let expires = bytes[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         guard id > 0 else { return nil }

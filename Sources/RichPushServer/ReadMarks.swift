@@ -7,8 +7,11 @@ import RichPushCore
 /// share of one commit rather than a commit of its own.
 ///
 /// `mark` waits until its batch is committed; `markSoon` (the event-loop fast path, which must
-/// not wait) only queues. A batch is written as soon as the previous one is done, so under load
-/// batches grow and commits stay few; idle, a mark is written at once.
+/// not wait) only queues. Idle, a mark is written at once. Under load a batch starts no sooner
+/// than `spacing` after the previous one started, so a fetch storm is written in a few large
+/// commits (about 100 a second) rather than one small commit after another: each commit has a
+/// fixed cost (a transaction, the counters, a WAL sync, two thread hand-offs) that a profile of
+/// 4,500 first fetches a second showed costing more than the rows it wrote.
 final class ReadMarks: Sendable {
     private struct State {
         var pending: [Int64] = []
@@ -19,11 +22,15 @@ final class ReadMarks: Sendable {
     }
     private let notifications: NotificationStore
     private let logger: Logger
+    private let spacing: Duration
     private let state = NIOLockedValueBox(State())
 
-    init(notifications: NotificationStore, logger: Logger) {
+    /// `spacing`: the least time from one batch's start to the next one's (10 ms: a mark waits
+    /// at most that long for its batch to begin).
+    init(notifications: NotificationStore, logger: Logger, spacing: Duration = .milliseconds(10)) {
         self.notifications = notifications
         self.logger = logger
+        self.spacing = spacing
     }
 
     /// Marks `id` read and returns once that is committed.
@@ -57,7 +64,14 @@ final class ReadMarks: Sendable {
 
     /// Writes batches until nothing is pending.
     private func drain() async {
+        let clock = ContinuousClock()
+        var lastStart: ContinuousClock.Instant?
         while true {
+            // Under load, let the next batch gather for the rest of `spacing`.
+            if let lastStart, clock.now < lastStart + spacing {
+                try? await clock.sleep(until: lastStart + spacing)
+            }
+            lastStart = clock.now
             let (ids, waiters) = state.withLockedValue { state -> ([Int64], [CheckedContinuation<Void, any Error>]) in
                 defer { state.pending.removeAll(keepingCapacity: true); state.waiters.removeAll(keepingCapacity: true) }
                 if state.pending.isEmpty { state.writing = false }
