@@ -116,6 +116,12 @@ final class FastPath: Sendable {
         return route(uri: path, authorization: authorization)
     }
 
+    /// The answer to a plain HTTP/1.1 `GET` of `uri` that `FastPathFront` read (it leaves ranged
+    /// and conditional requests to the full pipeline); nil sends the request there.
+    func answer(uri: String, authorization: String?) -> Answer? {
+        route(uri: uri, authorization: authorization)
+    }
+
     private func route(_ head: HTTPRequestHead) -> Answer? {
         // One pass over the headers: conditional and ranged requests go to the router.
         var authorization: String?

@@ -44,12 +44,14 @@ enum AcceptedConnection: Sendable {
 /// Hummingbird's server gives every accepted connection an async channel and a task before
 /// its first byte is read (NIO registers a child channel only once its initializer's future
 /// completes). A device fetching its payload once over a new connection then pays for two
-/// thread hand-offs it never needed: the fast path answers it on the event loop. Here a
-/// connection is set up synchronously with the same pipeline (`FastPathHTTP1Channel`), and
-/// gets its async channel and task only when something reaches the end of that pipeline: the
-/// first request the fast path passes on, an error, or an event. From then on it is served by
+/// thread hand-offs it never needed. Here a new connection starts with one handler,
+/// `FastPathFront`, which reads plain GETs itself and answers them from the fast path on the
+/// event loop. The full pipeline (`FastPathHTTP1Channel`: NIO's codec, the deadlines, the fast
+/// path's own handler) is built behind it only when a request needs it, and the connection gets
+/// its async channel and task only when something reaches the end of that pipeline: the first
+/// request the fast path passes on, an error, or an event. From then on it is served by
 /// Hummingbird's own `handleHTTP`, exactly as before. A connection the fast path answers and
-/// closes never leaves its event loop.
+/// closes never leaves its event loop, and never has more than the one handler.
 ///
 /// Graceful shutdown is Hummingbird's: NIO's quiescing helper closes the listening socket,
 /// asks every connection to finish, and the service returns when the last one has closed.
@@ -87,10 +89,15 @@ struct HTTPListener: Service {
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                // HTTP/1.1 with the fast path: plain, or once TLS and ALPN chose it.
-                @Sendable func http1(_ channel: any Channel) throws {
+                // HTTP/1.1: the front answers what it can; the full pipeline (the fast path's
+                // handler, the router behind it) is built when a request needs it.
+                @Sendable func fullPipeline(_ channel: any Channel) throws {
                     try childChannel.configure(channel, logger: logger)
                     try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
+                }
+                @Sendable func http1(_ channel: any Channel) throws {
+                    try channel.pipeline.syncOperations.addHandler(FastPathFront(fastPath: childChannel.fastPath, idleTimeout: readIdle,
+                                                                                 buildPipeline: fullPipeline))
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     guard let tls else { return try http1(channel) }
