@@ -10,7 +10,6 @@ import NIOHTTPTypes
 import NIOPosix
 import NIOSSL
 import NIOTLS
-import HummingbirdHTTP2
 import ServiceLifecycle
 
 /// HTTPS for `serve --tls-cert --tls-key`: the TLS context, offering HTTP/2 and HTTP/1.1 by
@@ -36,7 +35,8 @@ struct TLSSetup: Sendable {
 /// An accepted connection ready for its task: HTTP/1.1 (with the fast path) or HTTP/2.
 enum AcceptedConnection: Sendable {
     case http1(FastPathHTTP1Channel.Value)
-    case http2(HTTP2Channel.Value)
+    /// An HTTP/2 stream whose request needs the router.
+    case http2Stream(FastPathHTTP1Channel.Value)
 }
 
 /// The HTTP/1.1 listener `serve` runs, in place of Hummingbird's `Server`.
@@ -59,7 +59,7 @@ struct HTTPListener: Service {
     let channel: FastPathHTTP1Channel
     /// HTTPS: TLS in front, then HTTP/2 or HTTP/1.1 as the client chose by ALPN.
     let tls: TLSSetup?
-    let http2: HTTP2Channel
+    let http2: FastPathHTTP2Connection
     let host: String
     let port: Int
     let backlog: Int
@@ -110,8 +110,7 @@ struct HTTPListener: Service {
                             return channel.eventLoop.makeCompletedFuture {
                                 try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readIdle))
                                 try channel.pipeline.syncOperations.addHandler(CloseWhenReadIdle())
-                            }.flatMap {
-                                http2.setup(channel: channel, logger: logger).map { handedOff.yield(.http2($0)) }
+                                try http2.configure(channel, logger: logger) { handedOff.yield(.http2Stream($0)) }
                             }
                         }
                         return channel.eventLoop.makeCompletedFuture { try http1(channel) }
@@ -129,7 +128,8 @@ struct HTTPListener: Service {
                         group.addTask {
                             switch connection {
                             case .http1(let value): await childChannel.handle(value: value, logger: logger)
-                            case .http2(let value): await http2.handle(value: value, logger: logger)
+                            // One request per stream: Hummingbird's loop ends when the stream's input does.
+                            case .http2Stream(let value): await childChannel.handle(value: value, logger: logger)
                             }
                         }
                     }
@@ -231,14 +231,9 @@ public struct RichPushApplication: ApplicationProtocol {
     /// Serves through `HTTPListener`, with the services beside it.
     public func run() async throws {
         let http1 = channel(respond)
-        // Each HTTP/2 stream keeps to the same body rate and idle timeout as an HTTP/1.1 connection.
-        let bodyRate = http1.bodyRate
-        // Each stream's request is answered from memory when it can be, as over HTTP/1.1 (SPEC §21).
-        let fastPath = http1.fastPath
-        let streams = HTTP1Channel.Configuration(additionalChannelHandlers: [BodyRateHandler<HTTP2BodyRate>(limit: bodyRate),
-                                                                             H2FastPathHandler(fastPath: fastPath)],
-                                                 idleTimeout: TimeAmount(http1.idleTimeout))
-        let http2 = HTTP2Channel(responder: respond, configuration: .init(idleTimeout: http1.idleTimeout, streamConfiguration: streams))
+        // Each HTTP/2 stream keeps to the same body rate and idle timeout as an HTTP/1.1
+        // connection, and is answered from memory when it can be, as over HTTP/1.1 (SPEC §21).
+        let http2 = FastPathHTTP2Connection(fastPath: http1.fastPath, bodyRate: http1.bodyRate, idleTimeout: http1.idleTimeout)
         let listener = HTTPListener(channel: http1, tls: tls, http2: http2, host: host, port: port, backlog: configuration.backlog,
                                     maxConnections: maxConnections, eventLoopGroup: eventLoopGroup, logger: logger,
                                     onServerRunning: running)

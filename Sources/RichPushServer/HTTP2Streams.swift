@@ -1,0 +1,133 @@
+import HTTPTypes
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP2
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP2
+
+/// An HTTP/2 connection as `serve` sets it up once ALPN chose `h2` (SPEC §21, issue #28).
+///
+/// Hummingbird's HTTP/2 channel wraps every stream in an async channel, yields it to the
+/// connection's task and gives it a task of its own before its request is read, so even a
+/// request answered from memory crosses to the cooperative pool and back. Here each stream's
+/// pipeline is built synchronously (the HTTP types codec, the body rate, `H2FastPathHandler`),
+/// and a stream gets its async channel and task (Hummingbird's `handleHTTP`, the router) only
+/// when the fast path passes its request on (`StreamHandoff`). A stream answered from memory
+/// never leaves its event loop.
+///
+/// The connection keeps what Hummingbird's connection manager did: a connection from which
+/// nothing is read for the idle timeout is closed (`IdleStateHandler`, `CloseWhenReadIdle`,
+/// added by `HTTPListener`), and a graceful shutdown sends GOAWAY and closes the connection once
+/// its open streams are done (`HTTP2GracefulClose`).
+struct FastPathHTTP2Connection: Sendable {
+    let fastPath: FastPath
+    let bodyRate: BodyRateLimit
+    /// A handed-off stream's idle timeout (Hummingbird's per stream, as before).
+    let idleTimeout: Duration
+
+    /// Adds HTTP/2 to `channel`; `handOff` gets each stream that needs the router.
+    func configure(_ channel: any Channel, logger: Logger,
+                   handOff: @escaping @Sendable (NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) -> Void) throws {
+        let fastPath = self.fastPath, bodyRate = self.bodyRate, idleTimeout = self.idleTimeout
+        _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+            mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
+        ) { stream in
+            stream.eventLoop.makeCompletedFuture {
+                let pipeline = stream.pipeline.syncOperations
+                try pipeline.addHandler(HTTP2FramePayloadToHTTPServerCodec())
+                try pipeline.addHandler(BodyRateHandler<HTTP2BodyRate>(limit: bodyRate))
+                try pipeline.addHandler(H2FastPathHandler(fastPath: fastPath))
+                try pipeline.addHandler(StreamHandoff(idleTimeout: idleTimeout, logger: logger, handOff: handOff))
+            }
+        }
+        try channel.pipeline.syncOperations.addHandler(HTTP2GracefulClose())
+    }
+}
+
+/// The last handler of an HTTP/2 stream's synchronous pipeline: when a request part reaches it
+/// (the fast path passed the request on), it adds Hummingbird's per-stream idle handling, wraps
+/// the stream in the async channel the router is served through and hands that over (to be
+/// given a task), then lets everything through. Until then events go no further: a stream
+/// answered from memory ends by itself once both sides have ended it.
+final class StreamHandoff: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias Wrapped = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
+
+    private let idleTimeout: Duration
+    private let logger: Logger
+    private let handOff: @Sendable (Wrapped) -> Void
+    private var handedOff = false
+
+    init(idleTimeout: Duration, logger: Logger, handOff: @escaping @Sendable (Wrapped) -> Void) {
+        self.idleTimeout = idleTimeout
+        self.logger = logger
+        self.handOff = handOff
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !handedOff {
+            handedOff = true
+            do {
+                // After this handler, so that it sees the request's head as it passes.
+                try context.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+                handOff(try Wrapped(wrappingChannelSynchronously: context.channel))
+            } catch {
+                context.close(promise: nil)
+                return
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if handedOff { context.fireChannelReadComplete() }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if handedOff { context.fireUserInboundEventTriggered(event) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard handedOff else { return context.close(promise: nil) }
+        context.fireErrorCaught(error)
+    }
+}
+
+/// On a graceful shutdown, tells the client no new stream will be served (GOAWAY, naming the
+/// last stream it opened) and closes the connection once every open stream is done; at once if
+/// none is. Sits after the HTTP/2 handler, counting streams by its events.
+final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private var open = 0
+    private var lastStream = HTTP2StreamID(0)
+    private var quiescing = false
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let created as NIOHTTP2StreamCreatedEvent:
+            open += 1
+            lastStream = max(lastStream, created.streamID)
+        case is StreamClosedEvent:
+            open = max(0, open - 1)
+            if quiescing && open == 0 { context.close(promise: nil) }
+        case is ChannelShouldQuiesceEvent:
+            guard !quiescing else { return }
+            quiescing = true
+            let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStream, errorCode: .noError, opaqueData: nil))
+            if open == 0 {
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in bound.value.close(promise: nil) }
+            } else {
+                context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+            }
+            return
+        default:
+            break
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
