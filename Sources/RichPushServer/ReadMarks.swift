@@ -46,6 +46,20 @@ final class ReadMarks: Sendable {
         }
     }
 
+    /// Returns once every mark queued before the call is committed: a list read right after a
+    /// fetch answered from memory shows that fetch's read mark (read-your-writes on this node).
+    func settle() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let queued = state.withLockedValue { state -> Bool in
+                guard state.writing else { return false }
+                // Resumed with the batch after the one being written (which may be empty).
+                state.waiters.append(continuation)
+                return true
+            }
+            if !queued { continuation.resume() }
+        }
+    }
+
     /// Queues `id` to be marked read, without waiting.
     func markSoon(_ id: Int64) {
         let start = state.withLockedValue { state in
@@ -77,7 +91,10 @@ final class ReadMarks: Sendable {
                 if state.pending.isEmpty { state.writing = false }
                 return (state.pending, state.waiters)
             }
-            if ids.isEmpty { return }
+            if ids.isEmpty {
+                for waiter in waiters { waiter.resume() } // `settle` calls: nothing was left to write
+                return
+            }
             do {
                 try await notifications.markRead(ids: ids)
                 state.withLockedValue { state in

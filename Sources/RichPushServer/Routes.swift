@@ -429,6 +429,8 @@ extension Services {
 
     func listNotifications(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let (limit, before) = try Self.page(request, defaultLimit: 100)
+        // A fetch answered from memory just before shows as read (a failed mark is logged where it fails).
+        try? await readMarks.settle()
         let list = try await notifications.list(for: try user(context), limit: limit, before: before)
         let formatter = ISO8601DateFormatter()
         return try encode(list.map {

@@ -1,6 +1,14 @@
+import APNsSandbox
 import Foundation
 import HTTPTypes
+import Logging
 import MediaStore
+@testable import RichPushCore
+import SQLEngine
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing
@@ -152,5 +160,118 @@ final class Watcher: @unchecked Sendable {
     func wait() -> Int {
         done.wait()
         return result
+    }
+}
+
+/// HTTP/2 connections are set up by `FastPathHTTP2Connection`, not Hummingbird's channel: a
+/// graceful shutdown must still end them.
+@Suite("HTTP/2 connections without Hummingbird's connection manager")
+struct HTTP2ConnectionTests {
+    @Test("a graceful shutdown sends an open HTTP/2 connection GOAWAY and closes it at once, not at the idle timeout")
+    func shutdown() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (certificate, key) = try APNsSandbox.selfSignedCertificate()
+        let certificatePath = dir.appendingPathComponent("cert.pem").path, keyPath = dir.appendingPathComponent("cert.key").path
+        try certificate.write(toFile: certificatePath, atomically: true, encoding: .utf8)
+        try key.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let received = Received()
+        let start = NIOLockedValueBox<Date?>(nil)
+        let connection = NIOLockedValueBox<(any Channel)?>(nil)
+        try await TestServer.run(engine: .embedded, {
+            $0.tlsCertificatePath = certificatePath
+            $0.tlsKeyPath = keyPath
+            $0.idleTimeout = 30
+        }) { s in
+            let port = try #require(s.client.port)
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .none
+            configuration.applicationProtocols = ["h2"]
+            let context = try NIOSSLContext(configuration: configuration)
+            let channel = try await ClientBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
+                        try channel.pipeline.syncOperations.addHandler(received)
+                    }
+                }
+                .connect(host: "127.0.0.1", port: port).get()
+            // The client's preface and an empty SETTINGS frame: an HTTP/2 connection with no stream open.
+            var preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            preface.writeBytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+            try await channel.writeAndFlush(preface)
+            #expect(try await eventually(within: 10) { received.frameTypes.contains(4) }, "no SETTINGS from the server")
+            connection.withLockedValue { $0 = channel }
+            start.withLockedValue { $0 = Date() }
+        }
+        let stopped = Date().timeIntervalSince(try #require(start.withLockedValue { $0 }))
+        #expect(stopped < 20, "the server took \(stopped) s to stop")
+        #expect(received.frameTypes.contains(7), "no GOAWAY: \(received.frameTypes)")
+        #expect(try await eventually(within: 5) { connection.withLockedValue { $0?.isActive } == false })
+    }
+}
+
+/// The types of the HTTP/2 frames a client connection receives.
+private final class Received: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    private let lock = NIOLock()
+    private var buffer = ByteBuffer()
+    private var types: [UInt8] = []
+    var frameTypes: [UInt8] { lock.withLock { types } }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        lock.withLock {
+            buffer.writeBuffer(&bytes)
+            while buffer.readableBytes >= 9, let length = buffer.getUInt24(at: buffer.readerIndex),
+                  buffer.readableBytes >= 9 + Int(length) {
+                types.append(buffer.getInteger(at: buffer.readerIndex + 3, as: UInt8.self) ?? 0)
+                buffer.moveReaderIndex(forwardBy: 9 + Int(length))
+            }
+        }
+    }
+}
+
+extension ByteBuffer {
+    fileprivate func getUInt24(at index: Int) -> UInt32? {
+        guard let high = getInteger(at: index, as: UInt16.self), let low = getInteger(at: index + 2, as: UInt8.self) else { return nil }
+        return UInt32(high) << 8 | UInt32(low)
+    }
+}
+
+/// Read marks are written in spaced batches (`ReadMarks`): what waits for them, and what does not.
+@Suite("Read marks in spaced batches")
+struct ReadMarksTests {
+    @Test("under load a mark waits for the spacing, and settle() returns only once every queued mark is committed")
+    func settle() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let directory = DataDirectory(path: dir.path)
+        let database = try CoreDatabase.open(directory)
+        _ = try await MediaStore(directory: directory, database: database)
+            .ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png")
+        try await UserStore(database: database, cost: 4).add(name: "alice", password: "pw")
+        let store = NotificationStore(database: database)
+        var ids: [Int64] = []
+        for _ in 0..<3 {
+            ids.append(try await store.create(for: "alice", draft: NotificationDraft(), defaultImage: "logo.png").notification.id)
+        }
+        var logger = Logger(label: "marks")
+        logger.logLevel = .critical
+        let marks = ReadMarks(notifications: store, logger: logger, spacing: .milliseconds(800))
+        func read() async throws -> [Bool] {
+            try await store.list(for: "alice", limit: 10, before: nil).sorted { $0.id < $1.id }.map(\.read)
+        }
+        try await marks.mark(ids[0]) // idle: written at once
+        #expect(try await read() == [true, false, false])
+        let start = ContinuousClock.now
+        marks.markSoon(ids[1]) // the next batch begins 800 ms after the first began
+        marks.markSoon(ids[2])
+        #expect(try await read() == [true, false, false])
+        try await marks.settle()
+        #expect(try await read() == [true, true, true])
+        #expect(ContinuousClock.now - start < .seconds(5))
+        try await marks.settle() // nothing queued: at once
     }
 }
