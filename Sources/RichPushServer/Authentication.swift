@@ -264,12 +264,19 @@ public final class Authenticator: Sendable {
         case .bearer:
             return CredentialKey(SHA256.hash(data: credentials))
         case .basic:
-            var hasher = SHA256()
-            hasher.update(data: Array("basic".utf8) + [0])
+            var hasher = basicHasher
             hasher.update(data: credentials)
             return CredentialKey(hasher.finalize())
         }
     }
+
+    /// A hasher that has taken the Basic keys' domain ("basic", NUL), copied for each key (the
+    /// key of every cached fetch is made anew, and this was an array built per request).
+    private static let basicHasher: SHA256 = {
+        var hasher = SHA256()
+        hasher.update(data: Array("basic".utf8) + [0])
+        return hasher
+    }()
 
     /// Verifies `header` (a session lookup, bcrypt, or the demo rule) and caches the outcome:
     /// the principal when valid, no entry when not. Throws 401 for a header that is neither
