@@ -23,7 +23,7 @@ import NIOHTTPTypesHTTP2
 struct FastPathHTTP2Connection: Sendable {
     let fastPath: FastPath
     let bodyRate: BodyRateLimit
-    /// A handed-off stream's idle timeout (Hummingbird's per stream, as before).
+    /// Each stream's idle timeout (Hummingbird's per stream, as before).
     let idleTimeout: Duration
 
     /// Adds HTTP/2 to `channel`; `handOff` gets each stream that needs the router.
@@ -38,7 +38,9 @@ struct FastPathHTTP2Connection: Sendable {
                 try pipeline.addHandler(HTTP2FramePayloadToHTTPServerCodec())
                 try pipeline.addHandler(BodyRateHandler<HTTP2BodyRate>(limit: bodyRate))
                 try pipeline.addHandler(H2FastPathHandler(fastPath: fastPath))
-                try pipeline.addHandler(StreamHandoff(idleTimeout: idleTimeout, logger: logger, handOff: handOff))
+                // Every stream has the idle timeout, as under Hummingbird: one whose request never ends is closed.
+                try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+                try pipeline.addHandler(StreamHandoff(handOff: handOff))
             }
         }
         try channel.pipeline.syncOperations.addHandler(HTTP2GracefulClose())
@@ -46,22 +48,17 @@ struct FastPathHTTP2Connection: Sendable {
 }
 
 /// The last handler of an HTTP/2 stream's synchronous pipeline: when a request part reaches it
-/// (the fast path passed the request on), it adds Hummingbird's per-stream idle handling, wraps
-/// the stream in the async channel the router is served through and hands that over (to be
-/// given a task), then lets everything through. Until then events go no further: a stream
+/// (the fast path passed the request on), it wraps the stream in the async channel the router
+/// is served through and hands that over (to be given a task), then lets everything through. Until then events go no further: a stream
 /// answered from memory ends by itself once both sides have ended it.
 final class StreamHandoff: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias Wrapped = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
 
-    private let idleTimeout: Duration
-    private let logger: Logger
     private let handOff: @Sendable (Wrapped) -> Void
     private var handedOff = false
 
-    init(idleTimeout: Duration, logger: Logger, handOff: @escaping @Sendable (Wrapped) -> Void) {
-        self.idleTimeout = idleTimeout
-        self.logger = logger
+    init(handOff: @escaping @Sendable (Wrapped) -> Void) {
         self.handOff = handOff
     }
 
@@ -69,8 +66,6 @@ final class StreamHandoff: ChannelInboundHandler, RemovableChannelHandler {
         if !handedOff {
             handedOff = true
             do {
-                // After this handler, so that it sees the request's head as it passes.
-                try context.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
                 handOff(try Wrapped(wrappingChannelSynchronously: context.channel))
             } catch {
                 context.close(promise: nil)
