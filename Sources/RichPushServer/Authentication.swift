@@ -152,10 +152,15 @@ public final class Authenticator: Sendable {
     /// a removed user is dropped by the users epoch or by that re-verification.
     func cachedUser(_ header: String?) -> String? {
         guard let header, let key = Self.key(header) else { return nil }
-        return cachedPrincipal(header, key: key)?.user
+        return cachedEntry(header, key: key)?.user // a user name needs no session token
     }
 
     private func cachedPrincipal(_ header: String, key: CredentialKey) -> Principal? {
+        cachedEntry(header, key: key).map { Self.withSessionToken($0, from: header) }
+    }
+
+    /// The cached principal of `key` (re-verified in the background when aged), as cached.
+    private func cachedEntry(_ header: String, key: CredentialKey) -> Principal? {
         let now = Date().timeIntervalSince1970
         let (principal, refresh) = cache.withLockedValue { cache -> (Principal?, Bool) in
             guard var hit = cache[key], now - hit.verifiedAt < 2 * ttl, now < hit.expiresAt else { return (nil, false) }
@@ -168,7 +173,7 @@ public final class Authenticator: Sendable {
         if refresh {
             Task { try? await self.verifyAndCache(header, key: key) }
         }
-        return principal.map { Self.withSessionToken($0, from: header) }
+        return principal
     }
 
     /// A session's principal carries its token, read from the header (the cache does not keep it).
@@ -259,15 +264,10 @@ public final class Authenticator: Sendable {
     /// answers.) nil for a header that is not exactly one of the two.
     static func key(_ header: String) -> CredentialKey? {
         guard let parsed = AuthorizationHeader(header) else { return nil }
-        let credentials = Array(parsed.credentials.utf8)
-        switch parsed.scheme {
-        case .bearer:
-            return CredentialKey(SHA256.hash(data: credentials))
-        case .basic:
-            var hasher = basicHasher
-            hasher.update(data: credentials)
-            return CredentialKey(hasher.finalize())
-        }
+        var hasher = parsed.scheme == .basic ? basicHasher : SHA256()
+        var credentials = parsed.credentials
+        credentials.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        return CredentialKey(hasher.finalize())
     }
 
     /// A hasher that has taken the Basic keys' domain ("basic", NUL), copied for each key (the
