@@ -428,6 +428,12 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var answered = false
     private var quiescing = false
 
+    /// The connection's front (`FastPathFront`) answered before handing it here: a graceful close
+    /// waits for those answers too.
+    func noteEarlierAnswers() {
+        answered = true
+    }
+
     /// Whether an answer written now would be read as the answer to the request being received:
     /// no earlier request still awaits its answer, and this one's has not begun.
     var mayAnswerNow: Bool {
@@ -533,10 +539,11 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 /// router's `Date` and `Server`), so a cached image or payload over h2 needs neither the router
 /// nor a request object; anything else passes on to Hummingbird untouched.
 ///
-/// Hummingbird's stream task closes the stream once its inbound side ends. An answer larger
-/// than the stream's flow-control window is still being written then, and closing would cut it
-/// off (RST_STREAM), so the end of the inbound side is passed on only once the answer's last
-/// frame is written.
+/// A stream answered here gets no task (`FastPathHTTP2Connection`): it ends by itself once both
+/// sides have ended it. An answer larger than the stream's flow-control window is still being
+/// written after the request has ended, and closing the stream would cut it off (RST_STREAM), so
+/// nothing that would close it passes this handler before the answer's last frame is written:
+/// not the end of input, not a graceful shutdown.
 final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -602,6 +609,10 @@ final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             heldInputClosed = true
             return
         }
+        // A graceful shutdown lets an answer from here finish: the stream ends by itself after it
+        // (the connection closes once its streams are done), and the handlers behind, which
+        // never saw this request, would close the stream at once.
+        if event is ChannelShouldQuiesceEvent, writing || answering != nil { return }
         context.fireUserInboundEventTriggered(event)
     }
 }

@@ -13,7 +13,7 @@ import NIOCore
 struct FrontRequestHead: Equatable {
     /// The request target, as sent (origin form).
     var uri: String
-    /// The last `Authorization` value.
+    /// The `Authorization` value (a head with two is handed off).
     var authorization: String?
     /// The client asked to close after the answer (a `close` token in `Connection`).
     var close: Bool
@@ -85,7 +85,10 @@ struct FrontRequestHead: Equatable {
             let value = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd])
             switch Field(name) {
             case .handOff: return .handOff
-            case .authorization: head.authorization = String(decoding: value, as: UTF8.self)
+            case .authorization:
+                // Two are the router's to refuse (it reads them joined), not one to pick here.
+                guard head.authorization == nil else { return .handOff }
+                head.authorization = String(decoding: value, as: UTF8.self)
             case .connection:
                 if hasToken(value, "close") { head.close = true }
                 if hasToken(value, "upgrade") { return .handOff }
@@ -164,10 +167,12 @@ struct FrontRequestHead: Equatable {
 /// It hands over the first time anything is not a complete head the fast path answers: a
 /// request it does not read (`FrontRequestHead`), a cache miss, a head that has not arrived
 /// whole in what has been read (so a slow head meets the full pipeline's deadline), an answer
-/// to close with more bytes behind it, an error or an event. The bytes it has not answered go
-/// to the full pipeline as they arrived; the answers already written stay ahead of them.
-/// Until then it keeps the connection's idle timeout itself, and closes on a graceful shutdown
-/// once its answers are written.
+/// to close with more bytes behind it, or an event other than the end of input or a graceful
+/// shutdown. The bytes it has not answered go to the full pipeline as they arrived, then the
+/// event; the answers already written stay ahead of them. Until then it keeps the connection's
+/// idle timeout itself, closes on a graceful shutdown or the end of input once its answers are
+/// written, and closes on an error. A connection it is closing is closed at the idle timeout at
+/// the latest, even if the client never reads its answer.
 final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -179,6 +184,8 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     private let buildPipeline: (any Channel) throws -> Void
     private var handedOff = false
     private var closing = false
+    /// Something has been answered here.
+    private var answered = false
     /// The idle timer, armed once per idle period; it checks `lastActive` when it fires.
     private var idleTimer: Scheduled<Void>?
     private var lastActive = NIODeadline.now()
@@ -215,7 +222,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
                   // An answer that closes must be the last thing sent: otherwise the router's lingering close.
                   !(head.close && bytes.readableBytes > head.length),
                   var answer = fastPath.answer(uri: head.uri, authorization: head.authorization) else {
-                return handOff(context: context, bytes)
+                return handOff(context: context, bytes: bytes)
             }
             let start = DispatchTime.now().uptimeNanoseconds
             answer.close = head.close
@@ -235,8 +242,9 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         context.write(NIOAny(answer.head), promise: nil)
         if answer.close { context.write(NIOAny(Self.connectionClose), promise: nil) }
         context.write(NIOAny(HTTPDate.line()), promise: nil)
+        answered = true
         if answer.close {
-            closing = true
+            startClosing(context)
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.writeAndFlush(NIOAny(answer.blob.bytes)).whenComplete { _ in bound.value.close(promise: nil) }
         } else {
@@ -245,18 +253,22 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
     }
 
-    /// Builds the full pipeline behind this handler, gives it `bytes` (when any) and leaves.
-    private func handOff(context: ChannelHandlerContext, _ bytes: ByteBuffer?) {
+    /// Builds the full pipeline behind this handler, gives it `bytes` and `event` (when any)
+    /// and leaves.
+    private func handOff(context: ChannelHandlerContext, bytes: ByteBuffer? = nil, event: Any? = nil) {
         handedOff = true
         idleTimer?.cancel()
         idleTimer = nil
         do {
             try buildPipeline(context.channel)
+            // A graceful close must wait for the answers written here too.
+            if answered { try context.pipeline.syncOperations.handler(type: FastPathHandler.self).noteEarlierAnswers() }
         } catch {
             context.close(promise: nil)
             return
         }
         if let bytes, bytes.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(bytes)) }
+        if let event { context.fireUserInboundEventTriggered(event) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
@@ -268,8 +280,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
             // (a head arrives whole or is handed over), so close once the answers are written.
             closeAfterWrites(context)
         default:
-            handOff(context: context, nil)
-            context.fireUserInboundEventTriggered(event)
+            handOff(context: context, event: event)
         }
     }
 
@@ -280,12 +291,17 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
 
     private func closeAfterWrites(_ context: ChannelHandlerContext) {
         guard !closing else { return }
-        closing = true
-        idleTimer?.cancel()
-        idleTimer = nil
+        startClosing(context)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         // Writes complete in order: an empty write's promise marks the moment all earlier ones have.
         context.writeAndFlush(NIOAny(ByteBuffer())).whenComplete { _ in bound.value.close(promise: nil) }
+    }
+
+    /// Closing once the answers are written: a client that never reads them is closed at the
+    /// idle timeout.
+    private func startClosing(_ context: ChannelHandlerContext) {
+        closing = true
+        armIdleTimer(context) // when none is armed; the one armed closes a closing connection when it fires
     }
 
     private func armIdleTimer(_ context: ChannelHandlerContext) {
@@ -294,8 +310,8 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         idleTimer = context.eventLoop.scheduleTask(deadline: lastActive + idleTimeout) {
             let (context, front) = bound.value
             front.idleTimer = nil
-            guard !front.handedOff, !front.closing else { return }
-            if NIODeadline.now() - front.lastActive >= front.idleTimeout {
+            guard !front.handedOff else { return }
+            if front.closing || NIODeadline.now() - front.lastActive >= front.idleTimeout {
                 front.closing = true
                 context.close(promise: nil)
             } else {

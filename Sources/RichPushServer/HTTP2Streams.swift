@@ -30,8 +30,11 @@ struct FastPathHTTP2Connection: Sendable {
     func configure(_ channel: any Channel, logger: Logger,
                    handOff: @escaping @Sendable (NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) -> Void) throws {
         let fastPath = self.fastPath, bodyRate = self.bodyRate, idleTimeout = self.idleTimeout
+        // The inline multiplexer tells only a delegate of streams opening and closing.
+        let graceful = HTTP2GracefulClose()
+        let counter = HTTP2GracefulClose.StreamCounter(NIOLoopBound(graceful, eventLoop: channel.eventLoop))
         _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-            mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
+            mode: .server, connectionConfiguration: .init(), streamConfiguration: .init(), streamDelegate: counter
         ) { stream in
             stream.eventLoop.makeCompletedFuture {
                 let pipeline = stream.pipeline.syncOperations
@@ -43,7 +46,7 @@ struct FastPathHTTP2Connection: Sendable {
                 try pipeline.addHandler(StreamHandoff(handOff: handOff))
             }
         }
-        try channel.pipeline.syncOperations.addHandler(HTTP2GracefulClose())
+        try channel.pipeline.syncOperations.addHandler(graceful)
     }
 }
 
@@ -91,24 +94,42 @@ final class StreamHandoff: ChannelInboundHandler, RemovableChannelHandler {
 
 /// On a graceful shutdown, tells the client no new stream will be served (GOAWAY, naming the
 /// last stream it opened) and closes the connection once every open stream is done; at once if
-/// none is. Sits after the HTTP/2 handler, counting streams by its events.
+/// none is. Sits after the HTTP/2 handler; the multiplexer's stream delegate (`StreamCounter`)
+/// tells it of streams opening and closing. A stream that never ends is closed by its own idle
+/// timeout (`HTTPConnectionStateHandler`, which also closes idle streams on the shutdown).
 final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
+    /// The HTTP/2 handler's stream delegate, on the connection's event loop.
+    struct StreamCounter: NIOHTTP2StreamDelegate {
+        let handler: NIOLoopBound<HTTP2GracefulClose>
+        init(_ handler: NIOLoopBound<HTTP2GracefulClose>) { self.handler = handler }
+        func streamCreated(_ id: HTTP2StreamID, channel: any Channel) { handler.value.created(id) }
+        func streamClosed(_ id: HTTP2StreamID, channel: any Channel) { handler.value.closed() }
+    }
+
     private var open = 0
     private var lastStream = HTTP2StreamID(0)
     private var quiescing = false
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    private func created(_ id: HTTP2StreamID) {
+        open += 1
+        lastStream = max(lastStream, id)
+    }
+
+    private func closed() {
+        open = max(0, open - 1)
+        if quiescing && open == 0 { context?.close(promise: nil) }
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
-        case let created as NIOHTTP2StreamCreatedEvent:
-            open += 1
-            lastStream = max(lastStream, created.streamID)
-        case is StreamClosedEvent:
-            open = max(0, open - 1)
-            if quiescing && open == 0 { context.close(promise: nil) }
         case is ChannelShouldQuiesceEvent:
             guard !quiescing else { return }
             quiescing = true

@@ -29,9 +29,9 @@ struct FastPathFrontTests {
         Array(text.utf8).withUnsafeBytes { FrontRequestHead.read($0) }
     }
 
-    @Test("a plain GET is read: its target, its last Authorization, a close token, every X-Forwarded-For, its length")
+    @Test("a plain GET is read: its target, its Authorization, a close token, every X-Forwarded-For, its length")
     func reads() {
-        let text = "GET /p/abc?variant=push HTTP/1.1\r\nHost: x\r\nauthorization: Basic one\r\nAUTHORIZATION:   Bearer two  \r\n"
+        let text = "GET /p/abc?variant=push HTTP/1.1\r\nHost: x\r\nAUTHORIZATION:   Bearer two  \r\n"
             + "Connection: keep-alive, CLOSE\r\nX-Forwarded-For: 1.2.3.4\r\nx-forwarded-for: 5.6.7.8\r\n\r\nGET / HTTP/1.1\r\n"
         let head = FrontRequestHead(uri: "/p/abc?variant=push", authorization: "Bearer two", close: true,
                                     forwardedFor: ["1.2.3.4", "5.6.7.8"], length: text.utf8.count - "GET / HTTP/1.1\r\n".utf8.count)
@@ -62,6 +62,7 @@ struct FastPathFrontTests {
             "GET \(id) HTTP/1.1\r\nRange: bytes=0-1\r\n\r\n", "GET \(id) HTTP/1.1\r\nIf-Range: x\r\n\r\n",
             "GET \(id) HTTP/1.1\r\nIF-NONE-MATCH: x\r\n\r\n", "GET \(id) HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
             "GET \(id) HTTP/1.1\r\nConnection: Upgrade\r\n\r\n",
+            "GET \(id) HTTP/1.1\r\nAuthorization: Basic YTpi\r\nauthorization: Basic YzpkCg==\r\n\r\n", // the router refuses two
             "GET \(id) HTTP/1.1\r\n" + String(repeating: "A: b\r\n", count: 101) + "\r\n",
             "GET \(id) HTTP/1.1\r\nA: " + String(repeating: "b", count: 9000) + "\r\n\r\n",
         ]
@@ -167,7 +168,7 @@ final class Watcher: @unchecked Sendable {
 /// graceful shutdown must still end them.
 @Suite("HTTP/2 connections without Hummingbird's connection manager")
 struct HTTP2ConnectionTests {
-    @Test("a graceful shutdown sends an open HTTP/2 connection GOAWAY and closes it at once, not at the idle timeout")
+    @Test("a graceful shutdown sends an HTTP/2 connection GOAWAY naming its last stream, and closes it once that stream is done, not at the idle timeout")
     func shutdown() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -197,17 +198,28 @@ struct HTTP2ConnectionTests {
                     }
                 }
                 .connect(host: "127.0.0.1", port: port).get()
-            // The client's preface and an empty SETTINGS frame: an HTTP/2 connection with no stream open.
+            // The client's preface, an empty SETTINGS frame, and stream 1: `GET /` over https
+            // (HPACK's static entries 2, 7 and 4), its request not yet ended.
             var preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
             preface.writeBytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+            preface.writeBytes([0, 0, 3, 1, 0x04, 0, 0, 0, 1, 0x82, 0x87, 0x84])
             try await channel.writeAndFlush(preface)
-            #expect(try await eventually(within: 10) { received.frameTypes.contains(4) }, "no SETTINGS from the server")
+            #expect(try await eventually(within: 10) { received.frameTypes.contains(1) }, "no answer to stream 1: \(received.frameTypes)")
             connection.withLockedValue { $0 = channel }
             start.withLockedValue { $0 = Date() }
+            // Once told to go away, the client ends its request (an empty DATA frame with END_STREAM).
+            Task {
+                guard try await eventually(within: 20, { received.frameTypes.contains(7) }) else { return }
+                var end = ByteBuffer()
+                end.writeBytes([0, 0, 0, 0, 0x01, 0, 0, 0, 1])
+                try await channel.writeAndFlush(end)
+            }
         }
         let stopped = Date().timeIntervalSince(try #require(start.withLockedValue { $0 }))
         #expect(stopped < 20, "the server took \(stopped) s to stop")
         #expect(received.frameTypes.contains(7), "no GOAWAY: \(received.frameTypes)")
+        // The GOAWAY names stream 1 as processed: a client may retry only what came after it.
+        #expect(received.goAwayLastStream == 1)
         #expect(try await eventually(within: 5) { connection.withLockedValue { $0?.isActive } == false })
     }
 }
@@ -218,7 +230,10 @@ private final class Received: ChannelInboundHandler, @unchecked Sendable {
     private let lock = NIOLock()
     private var buffer = ByteBuffer()
     private var types: [UInt8] = []
+    private var lastStream: UInt32?
     var frameTypes: [UInt8] { lock.withLock { types } }
+    /// The last-stream-id of the first GOAWAY received.
+    var goAwayLastStream: UInt32? { lock.withLock { lastStream } }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
@@ -226,7 +241,11 @@ private final class Received: ChannelInboundHandler, @unchecked Sendable {
             buffer.writeBuffer(&bytes)
             while buffer.readableBytes >= 9, let length = buffer.getUInt24(at: buffer.readerIndex),
                   buffer.readableBytes >= 9 + Int(length) {
-                types.append(buffer.getInteger(at: buffer.readerIndex + 3, as: UInt8.self) ?? 0)
+                let type = buffer.getInteger(at: buffer.readerIndex + 3, as: UInt8.self) ?? 0
+                types.append(type)
+                if type == 7, lastStream == nil, let id = buffer.getInteger(at: buffer.readerIndex + 9, as: UInt32.self) {
+                    lastStream = id & 0x7FFF_FFFF
+                }
                 buffer.moveReaderIndex(forwardBy: 9 + Int(length))
             }
         }
