@@ -109,7 +109,9 @@ final class FastPath: Sendable {
         for field in request.headerFields {
             switch field.name {
             case .range, .ifRange, .ifNoneMatch: return nil
-            case .authorization: authorization = field.value
+            case .authorization:
+                guard authorization == nil else { return nil } // two are the router's to refuse
+                authorization = field.value
             default: continue
             }
         }
@@ -130,7 +132,10 @@ final class FastPath: Sendable {
             case 5 where name.lowercased() == "range": return nil
             case 8 where name.lowercased() == "if-range": return nil
             case 13 where name.lowercased() == "if-none-match": return nil
-            case 13 where name.lowercased() == "authorization": authorization = value
+            case 13 where name.lowercased() == "authorization":
+                // Two are the router's to refuse (it reads them joined), not one to pick here.
+                guard authorization == nil else { return nil }
+                authorization = value
             default: continue
             }
         }

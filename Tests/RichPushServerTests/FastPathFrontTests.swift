@@ -125,6 +125,18 @@ struct FastPathFrontTests {
         }
     }
 
+    @Test("two Authorization fields are not one to pick: the router refuses them, whether or not the image is cached")
+    func twoAuthorizations() async throws {
+        try await TestServer.run(engine: .embedded) { s in
+            _ = try await s.request(.get, "/media/\(logoID)") // cache it (private media: credentials needed)
+            let port = try #require(s.client.port)
+            let alice = TestServer.basic("alice")[.authorization]!
+            let answer = try await rawExchange(port: port, "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\nAuthorization: \(alice)\r\n"
+                                                   + "Authorization: \(alice)\r\nConnection: close\r\n\r\n", untilClose: true)
+            #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(200))")
+        }
+    }
+
     @Test("a graceful shutdown closes a keep-alive connection the front served at once, after its answer, not at the idle timeout")
     func shutdown() async throws {
         let watcher = Watcher()
