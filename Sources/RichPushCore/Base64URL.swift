@@ -2,11 +2,42 @@ import Foundation
 
 /// base64url without padding (RFC 4648 §5).
 public enum Base64URL {
-    /// Encodes bytes.
+    /// Encodes bytes, in one pass (a campaign makes a payload URL per recipient: Foundation's
+    /// base64 and three `replacingOccurrences` were 11% of queueing's CPU).
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        let input = Array(bytes)
+        let count = input.count / 3 * 4 + [0, 2, 3][input.count % 3]
+        guard count > 0 else { return "" }
+        return String(unsafeUninitializedCapacity: count) { output in
+            var o = 0
+            var i = 0
+            while i + 3 <= input.count {
+                let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                output[o] = alphabet[Int(n >> 18 & 63)]
+                output[o + 1] = alphabet[Int(n >> 12 & 63)]
+                output[o + 2] = alphabet[Int(n >> 6 & 63)]
+                output[o + 3] = alphabet[Int(n & 63)]
+                i += 3
+                o += 4
+            }
+            switch input.count - i {
+            case 1:
+                let n = UInt32(input[i]) << 16
+                output[o] = alphabet[Int(n >> 18 & 63)]
+                output[o + 1] = alphabet[Int(n >> 12 & 63)]
+            case 2:
+                let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
+                output[o] = alphabet[Int(n >> 18 & 63)]
+                output[o + 1] = alphabet[Int(n >> 12 & 63)]
+                output[o + 2] = alphabet[Int(n >> 6 & 63)]
+            default:
+                break
+            }
+            return count
+        }
     }
+
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// The 6-bit value of one base64url character.
     public static func value(of c: UInt8) -> UInt8? {

@@ -181,12 +181,13 @@ struct NotificationWriter {
         // from the first of them (`Notifications.visibleNow`), not before; a push's life counts
         // from its turn.
         let dues = targets.map { _ in pace?.next() ?? time }
-        let inserted = try db.fetchOne(sql: """
+        // Compiled once (a campaign on SQLite runs it per recipient).
+        let inserted = try db.fetchAll(sql: """
             INSERT INTO notifications (recipient, message, title, richType, payload, mode, campaignId, push, createdAt, options)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
             """, arguments: [recipient, message, title, richType, media.id.hex, mode.rawValue, campaignId, Data(), max(time, dues.min() ?? time),
-                             options.stored])
-        let id: Int64 = inserted!["id"]
+                             options.stored], cached: true)
+        let id: Int64 = inserted[0]["id"]
         let (push, richUrl) = try self.push(id: id, targets: targets)
         try db.execute(sql: "UPDATE notifications SET push = ?, richUrl = ? WHERE id = ?", arguments: [push, richUrl, id], cached: true)
         if !targets.isEmpty { try db.notify(DataChange.outbox.rawValue) }

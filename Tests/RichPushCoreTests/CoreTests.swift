@@ -73,3 +73,20 @@ struct CoreTests {
         await #expect(throws: MediaStoreError.self) { try await media.remove(created.notification.payload.hex) }
     }
 }
+
+@Suite("base64url")
+struct Base64URLTests {
+    @Test("encoding is Foundation's base64 in the URL alphabet without padding, for every length, and decodes back")
+    func matchesFoundation() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<200 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let expected = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            let encoded = Base64URL.encode(bytes)
+            #expect(encoded == expected, "length \(length)")
+            #expect(Base64URL.decodeBytes(encoded) == bytes, "length \(length)")
+        }
+        #expect(Base64URL.encode([0xFB, 0xFF]) == "-_8")
+    }
+}
