@@ -10,28 +10,14 @@ public enum Base64URL {
         guard count > 0 else { return "" }
         return String(unsafeUninitializedCapacity: count) { output in
             var o = 0
-            var i = 0
-            while i + 3 <= input.count {
-                let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
-                output[o] = alphabet[Int(n >> 18 & 63)]
-                output[o + 1] = alphabet[Int(n >> 12 & 63)]
-                output[o + 2] = alphabet[Int(n >> 6 & 63)]
-                output[o + 3] = alphabet[Int(n & 63)]
-                i += 3
-                o += 4
-            }
-            switch input.count - i {
-            case 1:
-                let n = UInt32(input[i]) << 16
-                output[o] = alphabet[Int(n >> 18 & 63)]
-                output[o + 1] = alphabet[Int(n >> 12 & 63)]
-            case 2:
-                let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
-                output[o] = alphabet[Int(n >> 18 & 63)]
-                output[o + 1] = alphabet[Int(n >> 12 & 63)]
-                output[o + 2] = alphabet[Int(n >> 6 & 63)]
-            default:
-                break
+            for i in stride(from: 0, to: input.count, by: 3) {
+                // Three bytes (zeros past the end) make four characters; the last group's are cut to `count`.
+                let n = UInt32(input[i]) << 16 | UInt32(i + 1 < input.count ? input[i + 1] : 0) << 8
+                    | UInt32(i + 2 < input.count ? input[i + 2] : 0)
+                for shift in stride(from: 18, through: 0, by: -6) where o < count {
+                    output[o] = alphabet[Int(n >> UInt32(shift) & 63)]
+                    o += 1
+                }
             }
             return count
         }

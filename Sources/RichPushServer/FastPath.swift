@@ -86,6 +86,25 @@ final class FastPath: Sendable {
         answer.remote = clientAddresses.client(peer: peer(), forwardedFor: forwardedFor())
     }
 
+    private static let connectionClose = ByteBuffer(string: "Connection: close\r\n")
+
+    /// Writes an HTTP/1.1 answer through `raw`, a context below any HTTP encoder: the encoded
+    /// head, `Connection: close` when the client asked to close, the `Date` line and the body,
+    /// in one `writev`. When the client asked to close, `connection` is closed once it is
+    /// written, as the router would. Then records it (`record`).
+    func writeHTTP1(_ answer: Answer, through raw: ChannelHandlerContext, closing connection: ChannelHandlerContext, since start: UInt64) {
+        raw.write(NIOAny(answer.head), promise: nil)
+        if answer.close { raw.write(NIOAny(Self.connectionClose), promise: nil) }
+        raw.write(NIOAny(HTTPDate.line()), promise: nil)
+        if answer.close {
+            let bound = NIOLoopBound(connection, eventLoop: connection.eventLoop)
+            raw.writeAndFlush(NIOAny(answer.blob.bytes)).whenComplete { _ in bound.value.close(promise: nil) }
+        } else {
+            raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
+        }
+        record(answer, since: start, Metric.memoryAnswersHTTP1)
+    }
+
     /// Records an answer written from memory `since` its request arrived (uptime, ns): the
     /// router's request metrics, the payload fetch count, `protocolCount`, and the access log
     /// when the answer is one it samples.
@@ -417,7 +436,6 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answering(FastPath.Answer, start: UInt64)
     }
 
-    private static let connectionClose = ByteBuffer(string: "Connection: close\r\n")
     private let fastPath: FastPath
     private let outlet: RawOutlet
     private var current = Current.idle
@@ -484,18 +502,8 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// buffers built before this request, one `writev`.
     private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
         guard let raw = outlet.context else { return }
-        raw.write(NIOAny(answer.head), promise: nil)
-        if answer.close { raw.write(NIOAny(Self.connectionClose), promise: nil) }
-        raw.write(NIOAny(HTTPDate.line()), promise: nil)
-        if answer.close {
-            // As the router would: the answer, then the connection closes.
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            raw.writeAndFlush(NIOAny(answer.blob.bytes)).whenComplete { _ in bound.value.close(promise: nil) }
-        } else {
-            raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
-        }
+        fastPath.writeHTTP1(answer, through: raw, closing: context, since: start)
         answered = true
-        fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -177,7 +177,6 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private static let connectionClose = ByteBuffer(string: "Connection: close\r\n")
     private let fastPath: FastPath
     private let idleTimeout: TimeAmount
     /// Adds the full pipeline after this handler.
@@ -236,21 +235,12 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelReadComplete()
     }
 
-    /// The same bytes `FastPathHandler` writes: the encoded head, `Connection: close` when the
-    /// client asked, the `Date` line and the body, in one `writev`.
+    /// Writes the answer as `FastPathHandler` does (`FastPath.writeHTTP1`: one `writev`, then
+    /// the close when the client asked for it).
     private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
-        context.write(NIOAny(answer.head), promise: nil)
-        if answer.close { context.write(NIOAny(Self.connectionClose), promise: nil) }
-        context.write(NIOAny(HTTPDate.line()), promise: nil)
         answered = true
-        if answer.close {
-            startClosing(context)
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            context.writeAndFlush(NIOAny(answer.blob.bytes)).whenComplete { _ in bound.value.close(promise: nil) }
-        } else {
-            context.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
-        }
-        fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
+        if answer.close { startClosing(context) }
+        fastPath.writeHTTP1(answer, through: context, closing: context, since: start)
     }
 
     /// Builds the full pipeline behind this handler, gives it `bytes` and `event` (when any)
