@@ -147,7 +147,8 @@ public struct MirrorReconciler: Service {
     }
 
     public func run() async throws {
-        while !Task.isShuttingDownGracefully {
+        // Cancelled, its sleep returns at once: the loop ends rather than spin.
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
             do {
                 for id in try await registrations.pendingMirrorDeletions() {
                     do {

@@ -36,7 +36,9 @@ public struct WebhookDispatcher: Service {
 
     public func run() async throws {
         var compacted = ContinuousClock.now
-        while !Task.isShuttingDownGracefully {
+        // A cancelled task (the service group stopping on another service's failure) ends too:
+        // its sleeps would return at once, and the loop would spin.
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
             if ContinuousClock.now - compacted > .seconds(60) {
                 // Events every webhook has taken go.
                 compacted = .now

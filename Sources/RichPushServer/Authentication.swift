@@ -719,7 +719,8 @@ struct KeyUseRecorder: Service {
     var interval: Duration = .seconds(2)
 
     func run() async throws {
-        while !Task.isShuttingDownGracefully {
+        // Cancelled, its sleep returns at once: the loop ends rather than spin.
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
             await authenticator.recordKeyUses()
         }

@@ -77,47 +77,54 @@ struct HTTPListener: Service {
         let logger = logger
         let maxConnections = maxConnections
         let readIdle = TimeAmount(childChannel.idleTimeout)
-        let server = try await ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(ChannelOptions.backlog, value: numericCast(backlog))
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        AvailableConnectionsChannelHandler(delegate: MaximumAvailableConnections(maxConnections)))
-                    try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+        let server: any Channel
+        do {
+            server = try await ServerBootstrap(group: eventLoopGroup)
+                .serverChannelOption(ChannelOptions.backlog, value: numericCast(backlog))
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            AvailableConnectionsChannelHandler(delegate: MaximumAvailableConnections(maxConnections)))
+                        try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                    }
                 }
-            }
-            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                // HTTP/1.1: the front answers what it can; the full pipeline (the fast path's
-                // handler, the router behind it) is built when a request needs it.
-                @Sendable func fullPipeline(_ channel: any Channel) throws {
-                    try childChannel.configure(channel, logger: logger)
-                    try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
-                }
-                @Sendable func http1(_ channel: any Channel) throws {
-                    try channel.pipeline.syncOperations.addHandler(FastPathFront(fastPath: childChannel.fastPath, idleTimeout: readIdle,
-                                                                                 buildPipeline: fullPipeline))
-                }
-                return channel.eventLoop.makeCompletedFuture {
-                    guard let tls else { return try http1(channel) }
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
-                    try channel.pipeline.syncOperations.addHandler(TLSHandshakeDeadline(timeout: tls.handshakeTimeout))
-                    try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
-                        if case .negotiated("h2") = result {
-                            // Hummingbird's idle close waits for the client to answer a PING: a
-                            // connection from which nothing is read for the idle timeout closes here.
-                            return channel.eventLoop.makeCompletedFuture {
-                                try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readIdle))
-                                try channel.pipeline.syncOperations.addHandler(CloseWhenReadIdle())
-                                try http2.configure(channel, logger: logger) { handedOff.yield(.http2Stream($0)) }
+                .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                .childChannelInitializer { channel in
+                    // HTTP/1.1: the front answers what it can; the full pipeline (the fast path's
+                    // handler, the router behind it) is built when a request needs it.
+                    @Sendable func fullPipeline(_ channel: any Channel) throws {
+                        try childChannel.configure(channel, logger: logger)
+                        try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
+                    }
+                    @Sendable func http1(_ channel: any Channel) throws {
+                        try channel.pipeline.syncOperations.addHandler(FastPathFront(fastPath: childChannel.fastPath, idleTimeout: readIdle,
+                                                                                     buildPipeline: fullPipeline))
+                    }
+                    return channel.eventLoop.makeCompletedFuture {
+                        guard let tls else { return try http1(channel) }
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+                        try channel.pipeline.syncOperations.addHandler(TLSHandshakeDeadline(timeout: tls.handshakeTimeout))
+                        try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
+                            if case .negotiated("h2") = result {
+                                // Hummingbird's idle close waits for the client to answer a PING: a
+                                // connection from which nothing is read for the idle timeout closes here.
+                                return channel.eventLoop.makeCompletedFuture {
+                                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readIdle))
+                                    try channel.pipeline.syncOperations.addHandler(CloseWhenReadIdle())
+                                    try http2.configure(channel, logger: logger) { handedOff.yield(.http2Stream($0)) }
+                                }
                             }
-                        }
-                        return channel.eventLoop.makeCompletedFuture { try http1(channel) }
-                    })
+                            return channel.eventLoop.makeCompletedFuture { try http1(channel) }
+                        })
+                    }
                 }
-            }
-            .bind(host: host, port: port).get()
+                .bind(host: host, port: port).get()
+        } catch let error as IOError {
+            // The address is taken, or not this machine's: say which, and stop (the service
+            // group then stops the others).
+            throw ListenError(host: host, port: port, reason: error.description)
+        }
         logger.info("Server started and listening on \(tls == nil ? "" : "https://")\(host):\(server.localAddress?.port ?? port)")
 
         await withTaskCancellationHandler {
@@ -273,3 +280,11 @@ public struct RichPushApplication: ApplicationProtocol {
 
 /// A request's body turned out malformed while its response was being written.
 struct ResponseWriteFailed: Error {}
+
+/// `serve` could not listen where it was told to.
+struct ListenError: Error, CustomStringConvertible {
+    let host: String
+    let port: Int
+    let reason: String
+    var description: String { "cannot listen on \(host):\(port): \(reason)" }
+}

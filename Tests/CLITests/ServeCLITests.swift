@@ -29,6 +29,43 @@ struct ServeCLITests {
         #expect((database[.posixPermissions] as? Int).map { $0 & 0o077 } == 0, "\(String((database[.posixPermissions] as? Int) ?? 0, radix: 8))")
     }
 
+    @Test("on a port another process listens on, serve says so and exits at once, non-zero")
+    func portTaken() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // Another process's listener on the port.
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(listen(holder, 8) == 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(holder, $0, &length) } }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+
+        let server = Process()
+        server.executableURL = CLI.executable
+        server.arguments = ["serve", "--port", String(port)]
+        server.currentDirectoryURL = dir
+        let err = Pipe()
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = err
+        try server.run()
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        // Before the fix, its background loops (webhooks, key use, the hub reconciler) took the
+        // service group's cancellation for a failed try and spun, at full CPU, never exiting.
+        let exited = try await eventually(within: 20) { !server.isRunning }
+        #expect(exited, "serve still runs 20 s after its listener failed")
+        guard exited else { return }
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(server.terminationStatus != 0)
+        #expect(stderr.contains("cannot listen on 127.0.0.1:\(port)") && stderr.contains("in use"), "\(stderr)")
+        #expect(stderr.split(separator: "\n").count < 20, "\(stderr.prefix(2000))")
+    }
+
     @Test("starts on embedded defaults in a fresh directory, ingests media/logo.png, and finishes in-flight requests and answers on SIGTERM")
     func gracefulShutdown() async throws {
         let dir = try Fixtures.tempDirectory()
