@@ -72,6 +72,8 @@ final class BlobCache: Sendable {
         var blob: ServedBlob
         var checkedAt: UInt64
         var lastUsed: UInt64
+        /// A re-check started ahead of time is under way.
+        var refreshing = false
     }
 
     private struct State {
@@ -132,13 +134,39 @@ final class BlobCache: Sendable {
     }
 
     /// The cached blob with `id` when it was checked within the last second; never touches disk.
+    /// A blob in use is re-checked in the background before its second is up, so that it stays
+    /// fresh while it is hot: the fast path gives a request it cannot answer to the router, and
+    /// an HTTP/1.1 connection that went there once stays on the full pipeline.
     func freshBlob(_ id: MediaID) -> ServedBlob? {
-        state.withLockedValue { state in
-            guard let index = state.entries.index(forKey: id),
-                  !Self.isStale(state.entries.values[index], now: DispatchTime.now().uptimeNanoseconds) else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let (blob, refresh) = state.withLockedValue { state -> (ServedBlob?, Bool) in
+            guard let index = state.entries.index(forKey: id) else { return (nil, false) }
+            // While a re-check is under way, the copy is served on for up to another second:
+            // what `blob(_:)` does when the store does not answer (SPEC §17).
+            let servedFor: UInt64 = state.entries.values[index].refreshing ? 2_000_000_000 : 1_000_000_000
+            guard !Self.isStale(state.entries.values[index], now: now, after: servedFor) else { return (nil, false) }
             state.tick += 1
             state.entries.values[index].lastUsed = state.tick
-            return state.entries.values[index].blob
+            let entry = state.entries.values[index]
+            let refresh = !entry.refreshing && now > entry.checkedAt && now - entry.checkedAt > Self.refreshAfter
+            if refresh { state.entries.values[index].refreshing = true }
+            return (entry.blob, refresh)
+        }
+        if refresh { Task { await self.refresh(id, startedAt: now) } }
+        return blob
+    }
+
+    /// How old a check may grow before a use of the entry starts the next one (of the second it lasts).
+    private static let refreshAfter: UInt64 = 500_000_000
+
+    /// Re-checks a cached blob ahead of time: still stored, it counts as checked when this began;
+    /// gone, it leaves the cache.
+    private func refresh(_ id: MediaID, startedAt: UInt64) async {
+        guard await stillStored(id) else { return remove(id) }
+        state.withLockedValue { state in
+            guard let index = state.entries.index(forKey: id) else { return }
+            state.entries.values[index].refreshing = false
+            state.entries.values[index].checkedAt = max(state.entries.values[index].checkedAt, startedAt)
         }
     }
 
@@ -218,8 +246,8 @@ final class BlobCache: Sendable {
     }
 
     /// An entry is re-checked against the file system once a second.
-    private static func isStale(_ entry: Entry, now: UInt64) -> Bool {
-        now > entry.checkedAt && now - entry.checkedAt > 1_000_000_000
+    private static func isStale(_ entry: Entry, now: UInt64, after: UInt64 = 1_000_000_000) -> Bool {
+        now > entry.checkedAt && now - entry.checkedAt > after
     }
 
     private func insert(_ blob: ServedBlob) {
