@@ -72,7 +72,7 @@ final class BlobCache: Sendable {
         var blob: ServedBlob
         var checkedAt: UInt64
         var lastUsed: UInt64
-        /// A re-check started ahead of time is under way.
+        /// A re-check started ahead of time (before the entry went stale) is under way.
         var refreshing = false
     }
 
@@ -141,15 +141,16 @@ final class BlobCache: Sendable {
         let now = DispatchTime.now().uptimeNanoseconds
         let (blob, refresh) = state.withLockedValue { state -> (ServedBlob?, Bool) in
             guard let index = state.entries.index(forKey: id) else { return (nil, false) }
-            // While a re-check is under way, the copy is served on for up to another second:
-            // what `blob(_:)` does when the store does not answer (SPEC §17).
-            let servedFor: UInt64 = state.entries.values[index].refreshing ? 2_000_000_000 : 1_000_000_000
-            guard !Self.isStale(state.entries.values[index], now: now, after: servedFor) else { return (nil, false) }
+            let entry = state.entries.values[index]
+            let age = now > entry.checkedAt ? now - entry.checkedAt : 0
+            // While a re-check started ahead is under way, the copy is served on, as `blob(_:)`
+            // serves it when the store does not answer (SPEC §17); a removal is seen when the
+            // re-check ends. A stale entry is the router's to re-check (`blob(_:)`).
+            guard age <= (entry.refreshing ? 5_000_000_000 : 1_000_000_000) else { return (nil, false) }
+            let refresh = !entry.refreshing && age > Self.refreshAfter
+            if refresh { state.entries.values[index].refreshing = true }
             state.tick += 1
             state.entries.values[index].lastUsed = state.tick
-            let entry = state.entries.values[index]
-            let refresh = !entry.refreshing && now > entry.checkedAt && now - entry.checkedAt > Self.refreshAfter
-            if refresh { state.entries.values[index].refreshing = true }
             return (entry.blob, refresh)
         }
         if refresh { Task { await self.refresh(id, startedAt: now) } }
@@ -246,8 +247,8 @@ final class BlobCache: Sendable {
     }
 
     /// An entry is re-checked against the file system once a second.
-    private static func isStale(_ entry: Entry, now: UInt64, after: UInt64 = 1_000_000_000) -> Bool {
-        now > entry.checkedAt && now - entry.checkedAt > after
+    private static func isStale(_ entry: Entry, now: UInt64) -> Bool {
+        now > entry.checkedAt && now - entry.checkedAt > 1_000_000_000
     }
 
     private func insert(_ blob: ServedBlob) {
