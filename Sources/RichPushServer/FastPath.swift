@@ -134,13 +134,15 @@ final class FastPath: Sendable {
             default: continue
             }
         }
-        return route(uri: path, authorization: authorization)
+        var memo: CredentialMemo?
+        return route(uri: path, authorization: authorization, memo: &memo)
     }
 
     /// The answer to a plain HTTP/1.1 `GET` of `uri` that `FastPathFront` read (it leaves ranged
-    /// and conditional requests to the full pipeline); nil sends the request there.
-    func answer(uri: String, authorization: String?) -> Answer? {
-        route(uri: uri, authorization: authorization)
+    /// and conditional requests to the full pipeline); nil sends the request there. `memo` is
+    /// the connection's: the key of the credentials it sent last.
+    func answer(uri: String, authorization: String?, memo: inout CredentialMemo?) -> Answer? {
+        route(uri: uri, authorization: authorization, memo: &memo)
     }
 
     private func route(_ head: HTTPRequestHead) -> Answer? {
@@ -158,10 +160,11 @@ final class FastPath: Sendable {
             default: continue
             }
         }
-        return route(uri: head.uri, authorization: authorization)
+        var memo: CredentialMemo?
+        return route(uri: head.uri, authorization: authorization, memo: &memo)
     }
 
-    private func route(uri path: String, authorization: String?) -> Answer? {
+    private func route(uri path: String, authorization: String?, memo: inout CredentialMemo?) -> Answer? {
         let uri = path.utf8
         let pathEnd = uri.firstIndex(of: UInt8(ascii: "?")) ?? uri.endIndex
         let length = uri.distance(from: uri.startIndex, to: pathEnd)
@@ -172,11 +175,11 @@ final class FastPath: Sendable {
             let query = path.utf8[uri.index(after: pathEnd)...]
             guard query.starts(with: "variant=".utf8), let kind = Self.variant(query.dropFirst(8)) else {
                 // Another query is ignored, as the router ignores it; another variant is the router's 400.
-                return path.contains("variant=") ? nil : answer(path, authorization: authorization, length: length, variant: nil)
+                return path.contains("variant=") ? nil : answer(path, authorization: authorization, length: length, variant: nil, memo: &memo)
             }
             variant = kind
         }
-        return answer(path, authorization: authorization, length: length, variant: variant)
+        return answer(path, authorization: authorization, length: length, variant: variant, memo: &memo)
     }
 
     /// `thumb` or `push`, read without making a string.
@@ -187,7 +190,7 @@ final class FastPath: Sendable {
     }
 
     /// The answer for the path (its first `length` bytes), serving the `variant` of the image.
-    private func answer(_ uri: String, authorization: String?, length: Int, variant: MediaVariant?) -> Answer? {
+    private func answer(_ uri: String, authorization: String?, length: Int, variant: MediaVariant?, memo: inout CredentialMemo?) -> Answer? {
         /// The image to serve for `id`: itself, or its known variant.
         func served(_ id: MediaID) -> MediaID? {
             guard let variant else { return id }
@@ -196,7 +199,7 @@ final class FastPath: Sendable {
         if length == 7 + 64, uri.hasPrefix("/media/") {
             guard let id = MediaID(String(uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
             if !publicMedia {
-                guard authenticator.cachedUser(authorization) != nil else { return nil }
+                guard authenticator.cachedUser(authorization, memo: &memo) != nil else { return nil }
             }
             guard let shown = served(id), let blob = blobs.freshBlob(shown) else { return nil }
             return publicMedia ? Answer(head: blob.publicHead, blob: blob, metrics: mediaMetrics, cacheControl: ServedBlob.cacheControls[0])
@@ -204,7 +207,7 @@ final class FastPath: Sendable {
         }
         if length > 19, uri.hasPrefix("/api/notifications/") {
             guard let digits = String(uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
-                  let user = authenticator.cachedUser(authorization),
+                  let user = authenticator.cachedUser(authorization, memo: &memo),
                   let known = payloads.get(id), known.recipient == user,
                   let shown = served(known.payload), let blob = blobs.freshBlob(shown) else { return nil }
             // A first fetch: its read mark is committed just after, in a batch (as for /p/).

@@ -188,6 +188,8 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     /// The idle timer, armed once per idle period; it checks `lastActive` when it fires.
     private var idleTimer: Scheduled<Void>?
     private var lastActive = NIODeadline.now()
+    /// The key of the credentials this connection sent last.
+    private var credentials: CredentialMemo?
 
     init(fastPath: FastPath, idleTimeout: TimeAmount, buildPipeline: @escaping (any Channel) throws -> Void) {
         self.fastPath = fastPath
@@ -220,7 +222,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
             guard case .head(let head) = reading,
                   // An answer that closes must be the last thing sent: otherwise the router's lingering close.
                   !(head.close && bytes.readableBytes > head.length),
-                  var answer = fastPath.answer(uri: head.uri, authorization: head.authorization) else {
+                  var answer = fastPath.answer(uri: head.uri, authorization: head.authorization, memo: &credentials) else {
                 return handOff(context: context, bytes: bytes)
             }
             let start = DispatchTime.now().uptimeNanoseconds

@@ -125,6 +125,32 @@ struct FastPathFrontTests {
         }
     }
 
+    @Test("one connection, several users' credentials in turn: each request is answered for the user its own header names")
+    func credentialsPerRequest() async throws {
+        try await TestServer.run(engine: .embedded) { s in
+            _ = try await s.request(.get, "/media/\(logoID)") // cache it
+            func notify(_ user: String) async throws -> Int {
+                let (_, object) = try await s.json(.post, "/api/notifications", as: user, body: "\"hi\"")
+                return try #require((object as? [String: Any])?["id"] as? Int)
+            }
+            let (forAlice, forBob) = (try await notify("alice"), try await notify("bob"))
+            // Both users' credentials are cached, so the front answers both from memory.
+            #expect(try await s.request(.get, "/api/notifications/\(forAlice)", as: "alice").status == .ok)
+            #expect(try await s.request(.get, "/api/notifications/\(forBob)", as: "bob").status == .ok)
+            let port = try #require(s.client.port)
+            let (alice, bob) = (TestServer.basic("alice")[.authorization]!, TestServer.basic("bob")[.authorization]!)
+            let heads = try await onOwnThread { () throws -> [String] in
+                let fd = try connectTo(port: port, timeout: 10)
+                defer { close(fd) }
+                return [(forAlice, alice), (forBob, bob), (forBob, bob), (forAlice, alice), (forBob, alice)].map { id, credentials in
+                    String(exchange(fd, "GET /api/notifications/\(id) HTTP/1.1\r\nHost: x\r\nAuthorization: \(credentials)\r\n\r\n").head.prefix(15))
+                }
+            }
+            // The last asks for bob's payload with alice's credentials: not hers to see.
+            #expect(heads == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 No"])
+        }
+    }
+
     @Test("two Authorization fields are not one to pick: the router refuses them, whether or not the image is cached")
     func twoAuthorizations() async throws {
         try await TestServer.run(engine: .embedded) { s in
@@ -290,19 +316,19 @@ struct ReadMarksTests {
         }
         var logger = Logger(label: "marks")
         logger.logLevel = .critical
-        let marks = ReadMarks(notifications: store, logger: logger, spacing: .milliseconds(800))
+        let marks = ReadMarks(notifications: store, logger: logger, spacing: .seconds(3)) // long enough that a loaded machine still checks within it
         func read() async throws -> [Bool] {
             try await store.list(for: "alice", limit: 10, before: nil).sorted { $0.id < $1.id }.map(\.read)
         }
         try await marks.mark(ids[0]) // idle: written at once
         #expect(try await read() == [true, false, false])
         let start = ContinuousClock.now
-        marks.markSoon(ids[1]) // the next batch begins 800 ms after the first began
+        marks.markSoon(ids[1]) // the next batch begins 3 s after the first began
         marks.markSoon(ids[2])
         #expect(try await read() == [true, false, false])
         try await marks.settle()
         #expect(try await read() == [true, true, true])
-        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(ContinuousClock.now - start < .seconds(15))
         try await marks.settle() // nothing queued: at once
     }
 }
@@ -320,16 +346,21 @@ struct BlobCacheRefreshTests {
         let id = try await media.ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png").item.id
         let cache = BlobCache(store: media, capacity: 8 << 20)
         #expect(try await cache.blob(id) != nil)
-        // Used every 50 ms for 2.5 s: before, it went stale after a second, and the fast path
+        // Used every 50 ms for 4 s: before, it went stale after a second, and the fast path
         // gave its requests (and each keep-alive connection that made one) to the router.
-        var misses = 0
+        var (uses, misses) = (0, 0)
         let start = ContinuousClock.now
-        while ContinuousClock.now - start < .milliseconds(2500) {
-            if cache.freshBlob(id) == nil { misses += 1 }
+        while ContinuousClock.now - start < .seconds(4) {
+            uses += 1
+            if cache.freshBlob(id) == nil {
+                misses += 1
+                _ = try await cache.blob(id) // as the router does, re-checking it
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
-        // Without the re-check ahead, about 30 of the 50 miss.
-        #expect(misses == 0, "\(misses) of about 50 uses found it stale")
+        // Without the re-check ahead, 3 in 4 miss; with it, none, unless the machine is so loaded
+        // that a re-check's task waits for seconds.
+        #expect(misses * 4 < uses, "\(misses) of \(uses) uses found it stale")
         // Removed (by the CLI, say) while in use: the next re-check finds it gone.
         _ = try await media.remove(id.hex)
         let removed = ContinuousClock.now
