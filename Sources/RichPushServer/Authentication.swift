@@ -167,7 +167,8 @@ public final class Authenticator: Sendable {
     func cachedUser(_ header: String?, memo: inout CredentialMemo?) -> String? {
         guard let header else { return nil }
         let key: CredentialKey
-        if let memo, memo.header == header {
+        // Byte for byte: `==` on strings is canonical equivalence ("K" equals the Kelvin sign).
+        if let memo, memo.header.utf8.elementsEqual(header.utf8) {
             key = memo.key
         } else {
             guard let made = Self.key(header) else { return nil }

@@ -72,8 +72,8 @@ final class BlobCache: Sendable {
         var blob: ServedBlob
         var checkedAt: UInt64
         var lastUsed: UInt64
-        /// A re-check started ahead of time (before the entry went stale) is under way.
-        var refreshing = false
+        /// When the re-check started ahead of time (before the entry went stale) that is under way began.
+        var refreshStartedAt: UInt64?
     }
 
     private struct State {
@@ -127,28 +127,35 @@ final class BlobCache: Sendable {
         return variant
     }
 
-    init(store: MediaStore, capacity: Int) {
+    /// Monotonic nanoseconds for the entries' checks (a test steps its own).
+    private let clock: @Sendable () -> UInt64
+
+    init(store: MediaStore, capacity: Int, clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
         self.store = store
         self.capacity = capacity
         self.maxEntry = max(0, capacity / 8)
+        self.clock = clock
     }
 
-    /// The cached blob with `id` when it was checked within the last second; never touches disk.
+    /// The cached blob with `id` when it was checked within the last second, or is being
+    /// re-checked (below); never waits for the store.
+    ///
     /// A blob in use is re-checked in the background before its second is up, so that it stays
     /// fresh while it is hot: the fast path gives a request it cannot answer to the router, and
-    /// an HTTP/1.1 connection that went there once stays on the full pipeline.
+    /// an HTTP/1.1 connection that went there once stays on the full pipeline. While that
+    /// re-check runs (it answers within `recheckPatience`), the copy is served for up to
+    /// `refreshGrace` after it began; a removal is seen when it ends.
     func freshBlob(_ id: MediaID) -> ServedBlob? {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = clock()
         let (blob, refresh) = state.withLockedValue { state -> (ServedBlob?, Bool) in
             guard let index = state.entries.index(forKey: id) else { return (nil, false) }
             let entry = state.entries.values[index]
             let age = now > entry.checkedAt ? now - entry.checkedAt : 0
-            // While a re-check started ahead is under way, the copy is served on, as `blob(_:)`
-            // serves it when the store does not answer (SPEC §17); a removal is seen when the
-            // re-check ends. A stale entry is the router's to re-check (`blob(_:)`).
-            guard age <= (entry.refreshing ? 5_000_000_000 : 1_000_000_000) else { return (nil, false) }
-            let refresh = !entry.refreshing && age > Self.refreshAfter
-            if refresh { state.entries.values[index].refreshing = true }
+            let refreshing = entry.refreshStartedAt.map { now < $0 || now - $0 <= Self.refreshGrace } ?? false
+            // A stale entry is the router's to re-check (`blob(_:)`).
+            guard age <= 1_000_000_000 || refreshing else { return (nil, false) }
+            let refresh = entry.refreshStartedAt == nil && age > Self.refreshAfter
+            if refresh { state.entries.values[index].refreshStartedAt = now }
             state.tick += 1
             state.entries.values[index].lastUsed = state.tick
             return (entry.blob, refresh)
@@ -157,16 +164,25 @@ final class BlobCache: Sendable {
         return blob
     }
 
+    /// Whether a re-check ahead of `id` is under way (for tests).
+    func isRefreshing(_ id: MediaID) -> Bool {
+        state.withLockedValue { $0.entries[id]?.refreshStartedAt != nil }
+    }
+
     /// How old a check may grow before a use of the entry starts the next one (of the second it lasts).
     private static let refreshAfter: UInt64 = 500_000_000
+    /// How long after a re-check ahead began the copy is still served while it runs: its
+    /// patience, and as long again for a busy machine to run it.
+    private static let refreshGrace: UInt64 = 2_000_000_000
 
     /// Re-checks a cached blob ahead of time: still stored, it counts as checked when this began;
     /// gone, it leaves the cache.
     private func refresh(_ id: MediaID, startedAt: UInt64) async {
         guard await stillStored(id) else { return remove(id) }
         state.withLockedValue { state in
-            guard let index = state.entries.index(forKey: id) else { return }
-            state.entries.values[index].refreshing = false
+            // The entry may have left and come back meanwhile: its own re-check is left alone.
+            guard let index = state.entries.index(forKey: id), state.entries.values[index].refreshStartedAt == startedAt else { return }
+            state.entries.values[index].refreshStartedAt = nil
             state.entries.values[index].checkedAt = max(state.entries.values[index].checkedAt, startedAt)
         }
     }
@@ -192,7 +208,7 @@ final class BlobCache: Sendable {
             guard var entry = state.entries[id] else { return nil }
             entry.lastUsed = state.tick
             // The clock is read under the lock, so `checkedAt` never lies in this thread's future.
-            let now = DispatchTime.now().uptimeNanoseconds
+            let now = clock()
             let stale = Self.isStale(entry, now: now)
             if stale { entry.checkedAt = now }
             state.entries[id] = entry
@@ -255,7 +271,7 @@ final class BlobCache: Sendable {
         state.withLockedValue { state in
             if state.entries[blob.id] != nil { return }
             state.tick += 1
-            state.entries[blob.id] = Entry(blob: blob, checkedAt: DispatchTime.now().uptimeNanoseconds, lastUsed: state.tick)
+            state.entries[blob.id] = Entry(blob: blob, checkedAt: clock(), lastUsed: state.tick)
             state.bytes += blob.bytes.readableBytes
             while state.bytes > capacity, let oldest = state.entries.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
                 state.entries[oldest.key] = nil

@@ -48,7 +48,7 @@ struct ServeCLITests {
 
         let server = Process()
         server.executableURL = CLI.executable
-        server.arguments = ["serve", "--port", String(port)]
+        server.arguments = ["serve", "--host", "127.0.0.1", "--port", String(port)]
         server.currentDirectoryURL = dir
         let err = Pipe()
         server.standardOutput = FileHandle.nullDevice
