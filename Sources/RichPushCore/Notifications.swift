@@ -202,15 +202,28 @@ struct NotificationWriter {
         return made(id: id, recipient: recipient, push: push, richUrl: richUrl, targets: targets)
     }
 
-    /// `insert` for many recipients. On PostgreSQL the ids come from the sequence first and the
-    /// rows go in 500 to a statement (a statement per row would cost a round trip and a parse
-    /// each); SQLite, in process, takes them one by one from its statement cache.
+    /// `insert` for many recipients: the ids are taken first, so that each row is written once,
+    /// whole, and the rows go in 500 to a statement. One at a time, a notification was inserted,
+    /// then updated with its push (which names its id), and its deliveries inserted: on
+    /// PostgreSQL a round trip and a parse each; on SQLite the row written twice.
     func insert(_ db: SQLConnection, recipients: [(name: String, targets: [PushTarget])], pace: Pace? = nil) throws -> [CreatedNotification] {
-        guard db.dialect == .postgres, recipients.count > 1 else {
+        guard recipients.count > 1 else {
             return try recipients.map { try insert(db, recipient: $0.name, targets: $0.targets, pace: pace) }
         }
-        let ids = try Int64.fetchAll(db, sql: "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, ?)",
+        let ids: [Int64]
+        if db.dialect == .postgres {
+            ids = try Int64.fetchAll(db, sql: "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, ?)",
                                      arguments: [recipients.count])
+        } else {
+            // This transaction holds SQLite's write lock (BEGIN IMMEDIATE), so the ids after the
+            // largest ever used (AUTOINCREMENT keeps it in sqlite_sequence: ids are never reused)
+            // are this batch's; inserting them moves the sequence past them.
+            let last = try Int64.fetchOne(db, sql: """
+                SELECT max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'notifications'), 0),
+                           COALESCE((SELECT max(id) FROM notifications), 0))
+                """) ?? 0
+            ids = (1...Int64(recipients.count)).map { last + $0 }
+        }
         let time = now.timeIntervalSince1970
         var created: [CreatedNotification] = []
         var notificationRows: [[SQLValue]] = []

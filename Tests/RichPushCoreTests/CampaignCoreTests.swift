@@ -183,6 +183,40 @@ struct CampaignCoreTests {
         #expect(try await store.progress(campaign.id)?.pending == 1_000)
     }
 
+    @Test("a campaign's notifications take ids after the largest ever used, a deleted one's too, and each push names its own row")
+    func campaignIDs() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(7)
+        try await f.registerDevices(names)
+        let notifications = NotificationStore(database: f.database)
+        _ = try await notifications.create(for: names[0], draft: NotificationDraft(), defaultImage: "logo.png")
+        let deleted = try await notifications.create(for: names[0], draft: NotificationDraft(), defaultImage: "logo.png").notification.id
+        try await f.database.write { db in try db.execute(sql: "DELETE FROM notifications WHERE id = ?", arguments: [deleted]) }
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.batchSize = 3 // batches of 3, 3 and 1: the last goes one at a time
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", title: "T", mode: .alert)), by: "admin")
+        _ = try await store.queue(campaign.id, addressing: .perDevice)
+        let rows = try await f.database.read { db in
+            try SQLRow.fetchAll(db, sql: "SELECT id, push FROM notifications WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
+                .map { (id: $0["id"] as Int64, push: $0["push"] as Data) }
+        }
+        #expect(rows.count == 7 && rows.allSatisfy { $0.id > deleted })
+        for row in rows {
+            let push = try #require(try JSONSerialization.jsonObject(with: row.push) as? [String: Any])
+            #expect(push["richId"] as? String == String(row.id))
+            let url = try #require(push["richUrl"] as? String)
+            #expect(PayloadLinks.claims(String(url.split(separator: "/").last!))?.notification == row.id)
+        }
+        let pushIDs = try await f.database.read { db in
+            try Int64.fetchAll(db, sql: "SELECT notificationId FROM deliveries WHERE campaignId = ? ORDER BY notificationId", arguments: [campaign.id])
+        }
+        #expect(pushIDs == rows.map(\.id))
+        // The sequence moved past them: the next notification comes after.
+        let next = try await notifications.create(for: names[1], draft: NotificationDraft(), defaultImage: "logo.png").notification.id
+        #expect(next > rows.last!.id)
+    }
+
     @Test("a tag campaign reaches only matching devices; recipients are their owners")
     func campaignTags() async throws {
         let f = try await CoreFixture()
