@@ -226,7 +226,7 @@ struct CampaignResumer: Service {
                 logger.error("cannot send scheduled campaigns", metadata: ["error": "\(error)"])
             }
             // The pause ends at a graceful shutdown too: a plain sleep held every shutdown up to its length.
-        } while (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }) != nil && !Task.isShuttingDownGracefully && !Task.isCancelled
+        } while (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }) != nil && !Task.isShuttingDownGracefully
     }
 }
 

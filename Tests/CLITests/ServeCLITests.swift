@@ -34,17 +34,8 @@ struct ServeCLITests {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         // Another process's listener on the port.
-        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (holder, port) = boundLoopbackSocket(listening: true)
         defer { close(holder) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        #expect(listen(holder, 8) == 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(holder, $0, &length) } }
-        let port = Int(UInt16(bigEndian: address.sin_port))
 
         let server = Process()
         server.executableURL = CLI.executable

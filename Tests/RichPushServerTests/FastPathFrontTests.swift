@@ -341,35 +341,53 @@ struct ReadMarksTests {
 /// The memory cache's re-check (`BlobCache`): a blob in use stays fresh, one removed leaves.
 @Suite("Cached blobs re-checked ahead of time")
 struct BlobCacheRefreshTests {
+    /// A store holding the logo, and a cache over it whose clock the test steps by hand: only
+    /// the re-checks themselves run for real.
+    struct Fixture {
+        let dir: URL
+        let media: MediaStore
+        let id: MediaID
+        let cache: BlobCache
+        private let clock: NIOLockedValueBox<UInt64>
+        private static let base: UInt64 = 1_000_000_000_000
+
+        init() async throws {
+            dir = try Fixtures.tempDirectory()
+            let directory = DataDirectory(path: dir.path)
+            media = MediaStore(directory: directory, database: try CoreDatabase.open(directory))
+            id = try await media.ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png").item.id
+            let clock = NIOLockedValueBox(Self.base)
+            self.clock = clock
+            cache = BlobCache(store: media, capacity: 8 << 20, clock: { clock.withLockedValue { $0 } })
+        }
+
+        /// Sets the cache's clock to `milliseconds` after the start.
+        func at(milliseconds: UInt64) { clock.withLockedValue { $0 = Self.base + milliseconds * 1_000_000 } }
+
+        func cleanup() { try? FileManager.default.removeItem(at: dir) }
+    }
+
     @Test("a blob in use is re-checked ahead and stays fresh past its second; removed, it is served until that re-check ends")
     func refreshAhead() async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let directory = DataDirectory(path: dir.path)
-        let database = try CoreDatabase.open(directory)
-        let media = MediaStore(directory: directory, database: database)
-        let id = try await media.ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png").item.id
-        // The cache's clock is stepped by hand: only the re-checks themselves run for real.
-        let base: UInt64 = 1_000_000_000_000
-        let clock = NIOLockedValueBox(base)
-        let cache = BlobCache(store: media, capacity: 8 << 20, clock: { clock.withLockedValue { $0 } })
-        func at(milliseconds: UInt64) { clock.withLockedValue { $0 = base + milliseconds * 1_000_000 } }
+        let f = try await Fixture()
+        defer { f.cleanup() }
+        let (cache, id) = (f.cache, f.id)
         func refreshed() async throws -> Bool {
             try await eventually(within: 10) { !cache.isRefreshing(id) }
         }
         #expect(try await cache.blob(id) != nil) // checked at 0
-        at(milliseconds: 600)
+        f.at(milliseconds: 600)
         #expect(cache.freshBlob(id) != nil && cache.isRefreshing(id)) // in use past half a second: re-checked now
         #expect(try await refreshed())
         // 1.5 s after it was loaded, it counts as checked at 0.6 s. Before, it was stale here: the
         // fast path gave the request (and the keep-alive connection that made it) to the router.
-        at(milliseconds: 1500)
+        f.at(milliseconds: 1500)
         #expect(cache.freshBlob(id) != nil)
         #expect(try await refreshed())
         // Removed (by the CLI, say) while in use: still served while the re-check that started
         // after the removal runs, then gone.
-        _ = try await media.remove(id.hex)
-        at(milliseconds: 2100)
+        _ = try await f.media.remove(id.hex)
+        f.at(milliseconds: 2100)
         #expect(cache.freshBlob(id) != nil && cache.isRefreshing(id))
         #expect(try await eventually(within: 10) { cache.freshBlob(id) == nil })
         #expect(try await cache.blob(id) == nil)
@@ -377,17 +395,11 @@ struct BlobCacheRefreshTests {
 
     @Test("an entry not used for a second is stale: the fast path leaves it to the router, which re-checks it")
     func staleLeftToRouter() async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let directory = DataDirectory(path: dir.path)
-        let database = try CoreDatabase.open(directory)
-        let media = MediaStore(directory: directory, database: database)
-        let id = try await media.ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png").item.id
-        let base: UInt64 = 1_000_000_000_000
-        let clock = NIOLockedValueBox(base)
-        let cache = BlobCache(store: media, capacity: 8 << 20, clock: { clock.withLockedValue { $0 } })
+        let f = try await Fixture()
+        defer { f.cleanup() }
+        let (cache, id) = (f.cache, f.id)
         #expect(try await cache.blob(id) != nil)
-        clock.withLockedValue { $0 = base + 1_200_000_000 }
+        f.at(milliseconds: 1200)
         #expect(cache.freshBlob(id) == nil && !cache.isRefreshing(id))
         #expect(try await cache.blob(id) != nil) // the router's re-check: still stored
         #expect(cache.freshBlob(id) != nil)

@@ -9,16 +9,24 @@ import Glibc
 
 /// A free TCP port on loopback (bound and released).
 public func freePort() -> Int {
+    let (fd, port) = boundLoopbackSocket()
+    close(fd)
+    return port
+}
+
+/// A TCP socket bound to a free loopback port, listening when `listening`, and that port; the
+/// caller closes it (a listening one holds the port as another process would).
+public func boundLoopbackSocket(listening: Bool = false) -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     address.sin_port = 0
     _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    if listening { _ = listen(fd, 8) }
     _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
 /// A connected loopback socket; `receiveBuffer` sets `SO_RCVBUF` before connecting (a small one
