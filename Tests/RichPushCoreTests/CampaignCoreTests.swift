@@ -183,6 +183,69 @@ struct CampaignCoreTests {
         #expect(try await store.progress(campaign.id)?.pending == 1_000)
     }
 
+    @Test("progress: from the threshold up, pending is the devices less those counted sent or failed; below it, counted row by row (a removed user's pushes gone with them)")
+    func pendingAtScale() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(8)
+        try await f.registerDevices(names)
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.pendingCountedUpTo = 4
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
+        _ = try await store.queue(campaign.id, addressing: .perDevice)
+        #expect(try await store.progress(campaign.id)?.pending == 8)
+        let outbox = OutboxStore(database: f.database)
+        let holder = OutboxHolder(pid: Int(getpid()))
+        let jobs = try await outbox.claim(limit: 3, lease: 30, holder: holder)
+        try #require(jobs.count == 3)
+        _ = try await outbox.record([(jobs[0], .sent), (jobs[1], .sent), (jobs[2], .failed(reason: "BadDeviceToken", prune: false, deadSince: nil))],
+                                    holder: holder)
+        var progress = try #require(try await store.progress(campaign.id))
+        #expect(progress.pending == 5 && progress.sent == 2 && progress.failed == 1 && progress.status == .sending)
+        // A user removed mid-campaign takes their pending push along, uncounted: above the
+        // threshold the figure still includes it (8 - 2 - 1)...
+        let leaving = try #require(try await f.database.read { db in
+            try String.fetchOne(db, sql: """
+                SELECT n.recipient FROM deliveries d JOIN notifications n ON n.id = d.notificationId
+                WHERE d.campaignId = ? AND d.state = 'pending' ORDER BY d.id DESC LIMIT 1
+                """, arguments: [campaign.id])
+        })
+        try await f.users.remove(name: leaving)
+        #expect(try await store.progress(campaign.id)?.pending == 5)
+        // ...and below it the rows are counted: 3 left, though the counters say 4.
+        let next = try await outbox.claim(limit: 1, lease: 30, holder: holder)
+        _ = try await outbox.record([(try #require(next.first), .sent)], holder: holder)
+        progress = try #require(try await store.progress(campaign.id))
+        #expect(progress.pending == 3 && progress.sent == 3)
+        // The last ones sent: done, whatever the counters say.
+        let last = try await outbox.claim(limit: 10, lease: 30, holder: holder)
+        #expect(last.count == 3)
+        _ = try await outbox.record(last.map { ($0, .sent) }, holder: holder)
+        progress = try #require(try await store.progress(campaign.id))
+        #expect(progress.pending == 0 && progress.status == .done)
+    }
+
+    @Test("the outbox by platform: rows naming theirs are counted as they are, older rows by their registration's, tag pushes and vanished registrations by name")
+    func pendingByPlatform() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(5)
+        try await f.registerDevices(names)
+        let store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
+        _ = try await store.queue(campaign.id, addressing: .perDevice)
+        try await f.database.write { db in
+            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM deliveries WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
+            // From before deliveries named a platform: one whose registration is FCM's, one addressed to a tag, one whose registration is gone.
+            try db.execute(sql: "UPDATE deliveries SET platform = NULL WHERE id IN (?, ?, ?)", arguments: [ids[0], ids[1], ids[2]])
+            try db.execute(sql: "UPDATE registrations SET platform = 'fcm' WHERE id = (SELECT registrationId FROM deliveries WHERE id = ?)", arguments: [ids[0]])
+            try db.execute(sql: "UPDATE deliveries SET registrationId = NULL WHERE id = ?", arguments: [ids[1]])
+            try db.execute(sql: "UPDATE deliveries SET registrationId = 'gone' WHERE id = ?", arguments: [ids[2]])
+            try db.execute(sql: "UPDATE deliveries SET platform = 'web' WHERE id = ?", arguments: [ids[3]])
+        }
+        #expect(try await DeliveryStore(database: f.database).pendingByPlatform() == ["fcm": 1, "tag": 1, "unregistered": 1, "web": 1, "apns": 1])
+    }
+
     @Test("a campaign's notifications take ids after the largest ever used, a deleted one's too, and each push names its own row")
     func campaignIDs() async throws {
         let f = try await CoreFixture()
