@@ -364,8 +364,12 @@ struct LocaleContent: Codable, Sendable, DeclaredSchema {
             $0.propertyNames = [LocaleContent.tag]
             $0.valuesSchema = [JSONSchema.type("object").with {
                 $0.properties = ["title": JSONSchema.string.with { $0.nullable = true }, "message": JSONSchema.string.with { $0.nullable = true },
-                                 "subtitle": JSONSchema.string.with { $0.nullable = true },
-                                 "actions": JSONSchema.type("object").with { $0.nullable = true; $0.valuesSchema = [JSONSchema.string] }]
+                                 // A subtitle and button titles follow options' rules for text (SPEC §22).
+                                 "subtitle": JSONSchema.string.with { $0.nullable = true; $0.refineText(minLength: 1) },
+                                 "actions": JSONSchema.type("object").with {
+                                     $0.nullable = true
+                                     $0.valuesSchema = [JSONSchema.string.with { $0.refineText(minLength: 1) }]
+                                 }]
                 $0.additionalProperties = false
             }]
         }
