@@ -123,10 +123,18 @@ for mark in (10_000, 100_000, n):
     rates.append((mark, mark * 0.1 / (b - a)))
 total = progress[-1][0]
 post_seconds = created["answered"] - t0
+with open("progress-%s.txt" % engine, "w") as f:  # seconds, sent, in the outbox or sent
+    f.writelines("%.2f %d %d\n" % row for row in progress)
+sent_queued = next(s for t, s, _ in progress if t >= queued_at)
+during = sent_queued / queued_at
+after = (n - sent_queued) / (total - queued_at) if total > queued_at else float("nan")
 print(f"{engine}: POST answered after {post_seconds:.1f} s; every push queued after {queued_at:.1f} s; all {n} sent after {total:.1f} s "
       f"({n / total:.0f} pushes/s overall)")
 print(f"{engine}: pushes/s over the last tenth before " + ", ".join(f"{m:,}: {r:.0f}" for m, r in rates)
       + f"; spread {(max(r for _, r in rates) / min(r for _, r in rates) - 1) * 100:.1f}%")
+print(f"{engine}: {sent_queued} sent when the last push was queued: {during:.0f} pushes/s while queueing, {after:.0f} after")
+tenths = [when(n * k / 10) for k in range(11)]
+print(f"{engine}: pushes/s in each tenth of the campaign: " + " ".join(f"{n / 10 / (b - a):.0f}" for a, b in zip(tenths, tenths[1:])))
 PY
     kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=
     serve_cpu=$(( $(cpu_ticks "$serve_pid") - s0 )); sandbox_cpu=$(( $(cpu_ticks "$sandbox_pid") - b0 ))

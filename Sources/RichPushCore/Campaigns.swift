@@ -465,11 +465,18 @@ public struct CampaignStore: Sendable {
     /// Queues the rest of campaign `id`, a batch per transaction; `batchQueued` is called after
     /// each commit (to wake the dispatcher). Returns the campaign once everyone is queued.
     /// With `maxBatches`, stops after that many batches (the campaign then says `queued == false`).
-    public func queue(_ id: Int64, addressing: DeliveryAddressing, maxBatches: Int = .max,
+    ///
+    /// With `ahead`, a batch is queued only while fewer than `ahead` of the campaign's pushes
+    /// wait to be sent: queueing keeps a few seconds ahead of the sends instead of racing them
+    /// for the database (on SQLite a push cost twice the CPU while its campaign was still being
+    /// queued, issue #28), and the outbox stays small whatever the audience. The lease is
+    /// renewed while it waits. A cancelled task stops between batches.
+    public func queue(_ id: Int64, addressing: DeliveryAddressing, maxBatches: Int = .max, ahead: Int? = nil,
                       batchQueued: @Sendable () -> Void = {}) async throws -> Campaign {
         try await prepare(id)
         var batches = 0
         while true {
+            if let ahead { try await waitForSends(of: id, below: ahead) }
             let (campaign, made) = try await queueBatch(id, addressing: addressing)
             if !made.isEmpty { onQueued?(made) }
             batches += 1
@@ -478,9 +485,39 @@ public struct CampaignStore: Sendable {
         }
     }
 
+    /// Ends this node's lease on campaign `id` while it is not wholly queued, so that any node's
+    /// `resumeUnfinished` finishes it within seconds (a process stopping mid-campaign).
+    public func letLeaseLapse(_ id: Int64) async throws {
+        try await database.write(isolation: .readCommitted) { db in
+            try db.execute(sql: "UPDATE campaigns SET leaseUntil = 0 WHERE id = ? AND queued = 0", arguments: [id])
+        }
+    }
+
+    /// Returns once fewer than `ahead` of campaign `id`'s pushes wait (counted in the index, at
+    /// most `ahead` entries), looking every 50 ms and renewing the campaign's lease meanwhile.
+    private func waitForSends(of id: Int64, below ahead: Int) async throws {
+        var renewed = ContinuousClock.now
+        while try await database.read({ db in
+            try Int.fetchOne(db, sql: """
+                SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
+                """, arguments: [id, ahead]) ?? 0
+        }) >= ahead {
+            try await Task.sleep(for: .milliseconds(50))
+            if ContinuousClock.now - renewed >= .seconds(Self.lease / 4) {
+                renewed = .now
+                try await database.write(isolation: .readCommitted) { db in
+                    try db.execute(sql: "UPDATE campaigns SET leaseUntil = ? WHERE id = ? AND queued = 0", arguments: [db.now + Self.lease, id])
+                }
+            }
+        }
+        try Task.checkCancellation()
+    }
+
     /// Queues campaigns left half-queued by processes that died; returns their ids. (Scheduled
-    /// campaigns are `runDue`'s: a node's lease on them lapses when it dies.)
-    public func resumeUnfinished(addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
+    /// campaigns are `runDue`'s: a node's lease on them lapses when it dies.) With `handOff`,
+    /// each is leased and handed to it to queue instead (the server's `CampaignQueuer`).
+    public func resumeUnfinished(addressing: DeliveryAddressing, handOff: (@Sendable (Int64) -> Void)? = nil,
+                                 batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
         let pid = Int(getpid())
         let orphans = try await database.write { db -> [Int64] in
             let now = db.now
@@ -501,7 +538,9 @@ public struct CampaignStore: Sendable {
             }
             return ids
         }
-        for id in orphans { _ = try await queue(id, addressing: addressing, batchQueued: batchQueued) }
+        for id in orphans {
+            if let handOff { handOff(id) } else { _ = try await queue(id, addressing: addressing, batchQueued: batchQueued) }
+        }
         return orphans
     }
 
@@ -509,8 +548,12 @@ public struct CampaignStore: Sendable {
     /// whole; a local-time campaign, the zones whose local time came. Each campaign is leased
     /// by one node at a time (a node that dies lets its lease lapse), so every recipient is
     /// queued once, whichever nodes run this. Returns the campaigns it worked on.
+    ///
+    /// With `handOff`, a campaign scheduled at a time is leased and handed to it to queue (the
+    /// server's `CampaignQueuer`, which keeps its queueing just ahead of its sends) instead.
     @discardableResult
-    public func runDue(now: Date = Date(), addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
+    public func runDue(now: Date = Date(), addressing: DeliveryAddressing, handOff: (@Sendable (Int64) -> Void)? = nil,
+                       batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
         let candidates = try await database.read { db in
             try SQLRow.fetchAll(db, sql: """
                 SELECT c.*, (SELECT min(z.dueAt) FROM campaign_zones z WHERE z.campaignId = c.id AND z.queued = 0) AS nextZoneDue
@@ -535,7 +578,14 @@ public struct CampaignStore: Sendable {
                 claimed = campaign.id
                 worked.append(campaign.id)
                 switch schedule {
-                case .at: _ = try await queue(campaign.id, addressing: addressing, batchQueued: batchQueued)
+                case .at:
+                    if let handOff {
+                        // The lease goes with it: renewed with each batch, ended by the last.
+                        handOff(campaign.id)
+                        claimed = nil
+                        continue
+                    }
+                    _ = try await queue(campaign.id, addressing: addressing, batchQueued: batchQueued)
                 case .localTime: try await queueZones(campaign.id, now: now, addressing: addressing, batchQueued: batchQueued)
                 }
                 claimed = nil

@@ -50,6 +50,7 @@ public func buildApplication(
     // SPEC §21: a campaign's image and its push variant are in memory before its first push.
     let warmer = PayloadWarmer(blobs: blobs, logger: logger)
     var campaigns = data.campaigns(links: links, defaultImage: configuration.defaultImage)
+    campaigns.batchSize = configuration.campaignBatchSize
     campaigns.onQueued = { payloadIndex.made($0) }
     campaigns.beforeQueueing = { await warmer.warm([$0]) }
     dispatcher.beforeSending { jobs in await warmer.warm(Set(jobs.compactMap(\.image))) }
@@ -65,7 +66,9 @@ public func buildApplication(
     let services = Services(
         configuration: configuration, media: media, blobs: blobs,
         users: users, registrations: data.registrations, notifications: notifications,
-        sessions: sessions, campaigns: campaigns, deliveries: data.deliveries, idempotency: data.idempotency, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
+        sessions: sessions, campaigns: campaigns,
+        campaignQueuer: CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: configuration.campaignQueueAhead, logger: logger),
+        deliveries: data.deliveries, idempotency: data.idempotency, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
         accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
@@ -110,8 +113,9 @@ public func buildApplication(
         services: [epochs, follower, KeyUseRecorder(authenticator: authenticator),
                    try WebhookDispatcher(webhooks: data.webhooks, extraRoots: configuration.webhookRoots, interval: configuration.webhookInterval,
                                          backoffBase: configuration.webhookBackoff, logger: logger),
-                   CampaignResumer(campaigns: campaigns, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
+                   CampaignResumer(campaigns: campaigns, queuer: services.campaignQueuer, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
                                    interval: configuration.scheduleInterval, logger: logger),
+                   services.campaignQueuer,
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
@@ -198,6 +202,8 @@ final class PublicURL: Sendable {
 /// §19), and finishes queueing campaigns whose process died half-way (at start, then every 10 s).
 struct CampaignResumer: Service {
     let campaigns: CampaignStore
+    /// Queues what is resumed and what comes due, ahead of its sends, off this loop.
+    let queuer: CampaignQueuer
     /// Its expired keys are removed every 10 s, off the requests' path.
     let idempotency: IdempotencyStore
     let dispatcher: any PushDispatching
@@ -212,7 +218,7 @@ struct CampaignResumer: Service {
             if ContinuousClock.now - lastResume >= .seconds(10) {
                 lastResume = .now
                 do {
-                    let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+                    let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing, handOff: queuer.finish) { dispatcher.outboxChanged() }
                     if !resumed.isEmpty { logger.notice("finished queueing campaigns left by a process that died", metadata: ["campaigns": "\(resumed)"]) }
                     try await idempotency.expire()
                 } catch {
@@ -220,7 +226,7 @@ struct CampaignResumer: Service {
                 }
             }
             do {
-                let sent = try await campaigns.runDue(now: clock(), addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+                let sent = try await campaigns.runDue(now: clock(), addressing: dispatcher.addressing, handOff: queuer.finish) { dispatcher.outboxChanged() }
                 if !sent.isEmpty { logger.info("queued scheduled campaigns that came due", metadata: ["campaigns": "\(sent)"]) }
             } catch {
                 logger.error("cannot send scheduled campaigns", metadata: ["error": "\(error)"])

@@ -72,8 +72,12 @@ extension Services {
             return try await campaignReplay(replay, key: key!)
         }
         if campaign.schedule == nil {
+            // The first pushes are queued before the answer (a small campaign whole), the rest
+            // in the background as the sends go out: a million recipients answer in a second.
             let dispatcher = self.dispatcher
-            _ = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing) { dispatcher.outboxChanged() }
+            let queued = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing,
+                                                   maxBatches: campaignQueuer.firstBatches) { dispatcher.outboxChanged() }
+            if !queued.queued { campaignQueuer.finish(campaign.id) }
         }
         guard let progress = try await campaigns.progress(campaign.id) else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
         context.logger.info(campaign.schedule == nil ? "campaign queued" : "campaign scheduled",

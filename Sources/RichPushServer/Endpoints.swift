@@ -274,7 +274,8 @@ extension Endpoint {
                  requestBody: APIRequestBody(required: true, content: [("application/json", .ref("CampaignRequest"))],
                                              description: "audience holds exactly one of all (true), users or tags."),
                  responses: [
-                     202: APIResponse.json(CampaignResponse.self, "Queued.", headers: ["Location": "The campaign's progress."])
+                     202: APIResponse.json(CampaignResponse.self, "Queued: the first 5,000 recipients (a smaller campaign whole); the rest follows in the background as the sends go out, counted in its progress.",
+                                           headers: ["Location": "The campaign's progress."])
                          .linking("Progress", to: "getApiAdminCampaignsId", parameter: "id", from: "id"),
                      400: .problem("The body, the audience or the tag expression is not valid."),
                      413: .problem("The body is over 1 MiB."),

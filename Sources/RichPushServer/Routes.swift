@@ -21,6 +21,8 @@ struct Services: Sendable {
     let notifications: NotificationStore
     let sessions: SessionStore
     let campaigns: CampaignStore
+    /// Queues a POSTed campaign's recipients past its first `ahead`.
+    let campaignQueuer: CampaignQueuer
     /// The outbox, read (the console's failed deliveries).
     let deliveries: DeliveryStore
     /// `Idempotency-Key`s seen (SPEC §19).

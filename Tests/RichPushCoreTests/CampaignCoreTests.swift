@@ -246,6 +246,49 @@ struct CampaignCoreTests {
         #expect(try await DeliveryStore(database: f.database).pendingByPlatform() == ["fcm": 1, "tag": 1, "unregistered": 1, "web": 1, "apns": 1])
     }
 
+    @Test("queueing ahead of the sends: a batch is queued only while fewer than `ahead` pushes wait; sends let it go on, to everyone once")
+    func queueAhead() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(9)
+        try await f.registerDevices(names)
+        var batchesOfTwo = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        batchesOfTwo.batchSize = 2
+        let store = batchesOfTwo
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
+        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 4) }
+        defer { queueing.cancel() }
+        // Two batches, then it waits: 4 pending, and it stays there while nothing is sent.
+        #expect(try await eventually { try await store.progress(campaign.id)?.campaign.devices == 4 })
+        try await Task.sleep(for: .milliseconds(300))
+        var progress = try #require(try await store.progress(campaign.id))
+        #expect(progress.campaign.devices == 4 && progress.pending == 4 && !progress.campaign.queued)
+        // Sent pushes make room: 3 sent, so two more batches (1 + 2 + 2 = 5 >= 4 pending).
+        let outbox = OutboxStore(database: f.database)
+        let holder = OutboxHolder(pid: Int(getpid()))
+        let first = try await outbox.claim(limit: 3, lease: 30, holder: holder)
+        _ = try await outbox.record(first.map { ($0, .sent) }, holder: holder)
+        #expect(try await eventually { try await store.progress(campaign.id)?.campaign.devices == 8 })
+        try await Task.sleep(for: .milliseconds(300))
+        progress = try #require(try await store.progress(campaign.id))
+        #expect(progress.campaign.devices == 8 && progress.pending == 5)
+        // Sending the rest lets the last batch in; the campaign ends queued, everyone once.
+        var sent = 3, rounds = 0
+        while sent < 9, rounds < 200 {
+            rounds += 1
+            let jobs = try await outbox.claim(limit: 10, lease: 30, holder: holder)
+            _ = try await outbox.record(jobs.map { ($0, .sent) }, holder: holder)
+            sent += jobs.count
+            if jobs.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let done = try await queueing.value
+        #expect(done.queued && done.devices == 9 && done.recipients == 9)
+        let recipients = try await f.database.read { db in
+            try String.fetchAll(db, sql: "SELECT recipient FROM notifications WHERE campaignId = ?", arguments: [campaign.id])
+        }
+        #expect(recipients.count == 9 && Set(recipients).count == 9)
+    }
+
     @Test("a campaign's notifications take ids after the largest ever used, a deleted one's too, and each push names its own row")
     func campaignIDs() async throws {
         let f = try await CoreFixture()

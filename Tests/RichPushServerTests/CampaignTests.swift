@@ -4,10 +4,11 @@ import Foundation
 import SQLEngine
 import HTTPTypes
 import HummingbirdTesting
+import Logging
 import MediaStore
 import PushDelivery
 @testable import RichPushCore
-import RichPushServer
+@testable import RichPushServer
 import RichPushTestSupport
 import Testing
 
@@ -181,6 +182,54 @@ struct CampaignTests {
                 let (_, list) = try await s.json(.get, "/api/admin/campaigns", as: "root")
                 #expect((list as? [[String: Any]])?.first?["id"] as? Int == id)
             }
+        }
+    }
+
+    @Test("a campaign past what is queued ahead: the POST answers after its first batches, the rest is queued as the sends go out; every device once, then done", arguments: StoreEngine.all)
+    func queuedInTheBackground(engine: StoreEngine) async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(engine: engine, { $0.campaignBatchSize = 1; $0.campaignQueueAhead = 2 },
+                                     provider: APNsProvider(client: try apns.client())) { s in
+                let tokens = (1...6).map { String(format: "%064x", $0) }
+                for (index, token) in tokens.enumerated() {
+                    _ = try await s.registerDevice(token, as: index < 3 ? "alice" : index < 5 ? "bob" : "root")
+                }
+                let (response, body) = try await s.campaign(#"{"audience":{"all":true},"message":"m"}"#)
+                #expect(response.status == .accepted)
+                // Two batches of one user each (alice's 3 devices, bob's 2) before the answer; root's after.
+                #expect(body["recipients"] as? Int == 2 && body["devices"] as? Int == 5 && body["status"] as? String == "sending")
+                let id = try #require(body["id"] as? Int)
+                #expect(try await eventually { try await s.campaignStatus(id)["status"] as? String == "done" })
+                let status = try await s.campaignStatus(id)
+                #expect(status["recipients"] as? Int == 3 && status["devices"] as? Int == 6 && status["sent"] as? Int == 6)
+                #expect(apns.sandbox.accepted.map(\.token).sorted() == tokens)
+            }
+        }
+    }
+
+    @Test("a campaign queued in the background and stopped half-way (a shutdown) ends its lease at once: the next start resumes it without waiting for the lease to lapse")
+    func queuerStopped() async throws {
+        try await TestServer.run { s in
+            for (index, user) in ["alice", "bob", "root"].enumerated() { _ = try await s.registerDevice(String(format: "%064x", index + 1), as: user) }
+            var batchesOfOne = s.data.campaigns(links: nil, defaultImage: "logo.png")
+            batchesOfOne.batchSize = 1
+            let store = batchesOfOne
+            let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "m", mode: .silent)), by: "root")
+            // No push service here: nothing is sent, so queueing waits after the first batch.
+            let queuer = CampaignQueuer(campaigns: store, dispatcher: NoPushProvider(), ahead: 1, logger: Logger(label: "test"))
+            let running = Task { try await queuer.run() }
+            queuer.finish(campaign.id)
+            #expect(try await eventually { try await store.progress(campaign.id)?.campaign.devices == 1 })
+            func lease() async throws -> Double? {
+                try await s.database.read { db in try Double.fetchOne(db, sql: "SELECT leaseUntil FROM campaigns WHERE id = ?", arguments: [campaign.id]) }
+            }
+            #expect(try await lease() ?? 0 > Date().timeIntervalSince1970)
+            running.cancel()
+            _ = try? await running.value
+            #expect(try await lease() == 0)
+            // Whoever resumes it first (this call, or the server's own resumer) queues the rest.
+            _ = try await store.resumeUnfinished(addressing: .perDevice)
+            #expect(try await eventually { try await store.progress(campaign.id).map { $0.campaign.queued && $0.campaign.devices == 3 } ?? false })
         }
     }
 

@@ -1,0 +1,63 @@
+import Logging
+import PushDelivery
+import RichPushCore
+import ServiceLifecycle
+
+/// Queues, in the background, the campaigns that `POST /api/admin/campaigns` started: the
+/// request answers once `ahead` pushes are queued (or everyone is), and the rest is queued here
+/// no faster than the sends go out (`CampaignStore.queue(ahead:)`), however many devices
+/// there are. A million-recipient POST used to hold its connection for the whole 284 s of
+/// queueing, with every push meanwhile costing twice its CPU (issue #28).
+///
+/// Each campaign is leased while it is queued here; at a graceful shutdown its queueing stops
+/// between batches and its lease is ended, for `CampaignResumer` (on this node's next start, or
+/// another node) to finish it. Campaigns resumed after a process died, and those scheduled
+/// at a time, are queued here too (`CampaignResumer` hands them over).
+final class CampaignQueuer: Service, Sendable {
+    private let campaigns: CampaignStore
+    private let dispatcher: any PushDispatching
+    /// How many of a campaign's pushes may wait to be sent before its queueing pauses.
+    let ahead: Int
+    private let logger: Logger
+    private let started: AsyncStream<Int64>
+    private let starter: AsyncStream<Int64>.Continuation
+
+    init(campaigns: CampaignStore, dispatcher: any PushDispatching, ahead: Int, logger: Logger) {
+        self.campaigns = campaigns
+        self.dispatcher = dispatcher
+        self.ahead = ahead
+        self.logger = logger
+        (started, starter) = AsyncStream.makeStream(of: Int64.self)
+    }
+
+    /// How many batches a POST queues itself before handing the campaign over.
+    var firstBatches: Int { max(1, (ahead + campaigns.batchSize - 1) / campaigns.batchSize) }
+
+    /// Queues the rest of campaign `id` in the background.
+    func finish(_ id: Int64) {
+        starter.yield(id)
+    }
+
+    func run() async throws {
+        let dispatcher = self.dispatcher
+        await withDiscardingTaskGroup { group in
+            for await id in started.cancelOnGracefulShutdown() {
+                group.addTask { [campaigns, ahead, logger] in
+                    do {
+                        _ = try await campaigns.queue(id, addressing: dispatcher.addressing, ahead: ahead) { dispatcher.outboxChanged() }
+                    } catch is CancellationError {
+                        // Not a cancelled task's write (it could be refused): the lease lapses now,
+                        // and the next start (or another node) finishes the campaign within seconds.
+                        await Task.detached { try? await campaigns.letLeaseLapse(id) }.value
+                        logger.notice("campaign queueing stopped by the shutdown; the next start finishes it", metadata: ["campaign": "\(id)"])
+                    } catch {
+                        // The lease lapses: CampaignResumer takes the campaign up again.
+                        logger.error("cannot queue campaign; it is taken up again when its lease lapses",
+                                     metadata: ["campaign": "\(id)", "error": "\(error)"])
+                    }
+                }
+            }
+            group.cancelAll()
+        }
+    }
+}
