@@ -162,7 +162,8 @@ public struct MirrorReconciler: Service {
             } catch {
                 logger.error("cannot read deleted registrations", metadata: ["error": "\(error)"])
             }
-            try? await Task.sleep(for: interval)
+            // A graceful shutdown ends the pause too (a plain sleep held it up to `interval`).
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
         }
     }
 }

@@ -22,9 +22,26 @@ enum MetricsListener {
                         logger: Logger) -> any Service {
         let router = Router(context: BasicRequestContext.self)
         router.get("/metrics") { _, _ in MetricsListener.response(registry) }
-        return Application(router: router,
-                           configuration: .init(address: .hostname(host, port: port), serverName: "RichPush"),
-                           eventLoopGroupProvider: .shared(eventLoopGroup),
-                           logger: logger)
+        return Listening(host: host, port: port,
+                         application: Application(router: router,
+                                                  configuration: .init(address: .hostname(host, port: port), serverName: "RichPush"),
+                                                  eventLoopGroupProvider: .shared(eventLoopGroup),
+                                                  logger: logger))
+    }
+
+    /// The application, whose failure to bind says where, as the main listener's does
+    /// (`ListenError`), instead of NIO's bare `bind(descriptor:ptr:bytes:)`.
+    struct Listening: Service {
+        let host: String
+        let port: Int
+        let application: any Service
+
+        func run() async throws {
+            do {
+                try await application.run()
+            } catch let error as IOError {
+                throw ListenError(host: host, port: port, reason: error.description)
+            }
+        }
     }
 }

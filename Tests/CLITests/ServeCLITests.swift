@@ -29,8 +29,9 @@ struct ServeCLITests {
         #expect((database[.posixPermissions] as? Int).map { $0 & 0o077 } == 0, "\(String((database[.posixPermissions] as? Int) ?? 0, radix: 8))")
     }
 
-    @Test("on a port another process listens on, serve says so and exits at once, non-zero")
-    func portTaken() async throws {
+    @Test("on a port another process listens on (the main one, or --metrics-port's), serve says so and exits at once, non-zero",
+          arguments: ["--port", "--metrics-port"])
+    func portTaken(option: String) async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         // Another process's listener on the port.
@@ -39,7 +40,8 @@ struct ServeCLITests {
 
         let server = Process()
         server.executableURL = CLI.executable
-        server.arguments = ["serve", "--host", "127.0.0.1", "--port", String(port)]
+        server.arguments = ["serve", "--host", "127.0.0.1"] + (option == "--port" ? ["--port", String(port)]
+            : ["--port", String(freePort()), "--metrics-port", String(port)])
         server.currentDirectoryURL = dir
         let err = Pipe()
         server.standardOutput = FileHandle.nullDevice
