@@ -269,6 +269,9 @@ public struct Campaign: Sendable, Equatable {
     public var ratePerMinute: Int? = nil
     /// A paced campaign's next free send time: when its last push queued so far goes out, plus one step.
     public var paceNextAt: Date? = nil
+    /// Pushes queued (one per device, or per user through a hub; nil for campaigns made before
+    /// they were counted).
+    public var pushes: Int? = nil
 
     /// The most pushes a minute a pace may ask for (a million: beyond it, pacing is moot).
     public static let maxRatePerMinute = 1_000_000
@@ -413,8 +416,8 @@ public struct CampaignStore: Sendable {
             }
             let inserted = try db.fetchOne(sql: """
                 INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app,
-                                       sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) RETURNING id
+                                       sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats, pushes)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0) RETURNING id
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, scheduled ? nil : Int(getpid()), now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
@@ -425,7 +428,7 @@ public struct CampaignStore: Sendable {
             return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
                             app: draft.app, schedule: finalSchedule, locales: finalLocales, defaultLocale: defaultLocale,
-                            options: writer.options, ratePerMinute: draft.ratePerMinute)
+                            options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0)
         }
     }
 
@@ -470,13 +473,21 @@ public struct CampaignStore: Sendable {
     /// wait to be sent: queueing keeps a few seconds ahead of the sends instead of racing them
     /// for the database (on SQLite a push cost twice the CPU while its campaign was still being
     /// queued, issue #28), and the outbox stays small whatever the audience. The lease is
-    /// renewed while it waits. A cancelled task stops between batches.
+    /// renewed while it waits, and a cancelled task stops there. When the pushes waiting stay
+    /// at `ahead` for `stalled` (pushes for a platform no node sends, a service down), the rest
+    /// is queued without waiting, as without `ahead`: nobody is left out of the inbox. A paced
+    /// campaign (`ratePerMinute`) is queued whole, its pushes being spread over time anyway.
     public func queue(_ id: Int64, addressing: DeliveryAddressing, maxBatches: Int = .max, ahead: Int? = nil,
-                      batchQueued: @Sendable () -> Void = {}) async throws -> Campaign {
+                      stalled: Duration = .seconds(15), batchQueued: @Sendable () -> Void = {}) async throws -> Campaign {
+        precondition(ahead.map { $0 > 0 } ?? true, "ahead must be positive")
         try await prepare(id)
+        var ahead = ahead
+        if ahead != nil, try await database.read({ db in try Int.fetchOne(db, sql: "SELECT ratePerMinute FROM campaigns WHERE id = ?", arguments: [id]) }) != nil {
+            ahead = nil
+        }
         var batches = 0
         while true {
-            if let ahead { try await waitForSends(of: id, below: ahead) }
+            if let limit = ahead, !(try await waitForSends(of: id, below: limit, stalled: stalled)) { ahead = nil }
             let (campaign, made) = try await queueBatch(id, addressing: addressing)
             if !made.isEmpty { onQueued?(made) }
             batches += 1
@@ -493,15 +504,18 @@ public struct CampaignStore: Sendable {
         }
     }
 
-    /// Returns once fewer than `ahead` of campaign `id`'s pushes wait (counted in the index, at
-    /// most `ahead` entries), looking every 50 ms and renewing the campaign's lease meanwhile.
-    private func waitForSends(of id: Int64, below ahead: Int) async throws {
-        var renewed = ContinuousClock.now
+    /// Returns true once fewer than `ahead` of campaign `id`'s pushes wait (counted in the
+    /// index, at most `ahead` entries), looking every 50 ms and renewing the campaign's lease
+    /// meanwhile; false if none went for `stalled`.
+    private func waitForSends(of id: Int64, below ahead: Int, stalled: Duration) async throws -> Bool {
+        let since = ContinuousClock.now
+        var renewed = since
         while try await database.read({ db in
             try Int.fetchOne(db, sql: """
                 SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
                 """, arguments: [id, ahead]) ?? 0
         }) >= ahead {
+            if ContinuousClock.now - since >= stalled { return false }
             try await Task.sleep(for: .milliseconds(50))
             if ContinuousClock.now - renewed >= .seconds(Self.lease / 4) {
                 renewed = .now
@@ -511,6 +525,7 @@ public struct CampaignStore: Sendable {
             }
         }
         try Task.checkCancellation()
+        return true
     }
 
     /// Queues campaigns left half-queued by processes that died; returns their ids. (Scheduled
@@ -741,7 +756,7 @@ public struct CampaignStore: Sendable {
         }
         let devices = try Self.devices(db, of: names, audience: campaign.audience, app: campaign.app, sparse: sparse)
         var groups: [String: [(name: String, targets: [PushTarget])]] = [:]
-        var queuedDevices = 0
+        var queuedDevices = 0, queuedPushes = 0
         for name in names {
             let owned = devices[name] ?? []
             if case .tags = campaign.audience, owned.isEmpty { continue }
@@ -751,6 +766,7 @@ public struct CampaignStore: Sendable {
             let locale = contentLocale(for: userLocales[name], locales: campaign.locales, defaultLocale: campaign.defaultLocale)
             groups[locale ?? "", default: []].append((name, targets))
             queuedDevices += owned.count
+            queuedPushes += targets.count
         }
         var made: [QueuedNotification] = []
         var queuedRecipients = 0
@@ -764,6 +780,10 @@ public struct CampaignStore: Sendable {
         }
         campaign.recipients += queuedRecipients
         campaign.devices += queuedDevices
+        if let pushes = campaign.pushes {
+            campaign.pushes = pushes + queuedPushes
+            try db.execute(sql: "UPDATE campaigns SET pushes = pushes + ? WHERE id = ?", arguments: [queuedPushes, campaign.id])
+        }
         if let pace {
             campaign.paceNextAt = Date(timeIntervalSince1970: pace.nextAt)
             try db.execute(sql: "UPDATE campaigns SET paceNextAt = ? WHERE id = ?", arguments: [pace.nextAt, campaign.id])
@@ -830,7 +850,9 @@ public struct CampaignStore: Sendable {
                 campaign.queued = true
                 campaign.recipients = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE campaignId = ?", arguments: [id]) ?? 0
                 campaign.devices = try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ?", arguments: [id]) ?? 0
-                try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ? WHERE id = ?", arguments: [campaign.recipients, campaign.devices, id])
+                if campaign.pushes != nil { campaign.pushes = campaign.devices }
+                try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, pushes = ? WHERE id = ?",
+                               arguments: [campaign.recipients, campaign.devices, campaign.pushes, id])
             }
             return try Self.progress(db, campaign: campaign, countedUpTo: pendingCountedUpTo)
         }
@@ -966,14 +988,18 @@ public struct CampaignStore: Sendable {
 
     /// The pushes of `campaign` still to send. Below `countedUpTo` they are counted in
     /// the index (exact, however they left: a user deleted mid-campaign takes theirs along);
-    /// above, they are its devices less those counted sent or failed, since counting a million
-    /// index entries takes 75 ms on SQLite, and a script polling a campaign four times a second
-    /// then took a third of a core from the sends (bench/million.sh, issue #28).
+    /// above, they are its pushes queued less those counted sent or failed, since counting a
+    /// million index entries takes 75 ms on SQLite, and a script polling a campaign four times
+    /// a second then took a third of a core from the sends (bench/million.sh, issue #28).
+    /// Campaigns from before pushes were counted are counted row by row.
     private static func pending(_ db: SQLConnection, campaign: Campaign, sent: Int, failed: Int, countedUpTo: Int) throws -> Int {
+        guard let pushes = campaign.pushes else {
+            return try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ? AND state = 'pending'", arguments: [campaign.id]) ?? 0
+        }
         let counted = try Int.fetchOne(db, sql: """
             SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
             """, arguments: [campaign.id, countedUpTo]) ?? 0
-        return counted < countedUpTo ? counted : max(counted, campaign.devices - sent - failed)
+        return counted < countedUpTo ? counted : max(counted, pushes - sent - failed)
     }
 
     private static func campaign(_ row: SQLRow) throws -> Campaign {
@@ -992,6 +1018,6 @@ public struct CampaignStore: Sendable {
                         schedule: schedule, locales: locales, defaultLocale: row["defaultLocale"] ?? "en",
                         cancelledAt: (row["cancelledAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
                         options: PushOptions(stored: row["options"]), ratePerMinute: row["ratePerMinute"],
-                        paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
+                        paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)), pushes: row["pushes"])
     }
 }

@@ -253,6 +253,11 @@ public enum CoreDatabase {
         SQLMigration("core-v12-progress", sqlite: """
                 ALTER TABLE campaigns ADD COLUMN countedInStats INTEGER NOT NULL DEFAULT 0;
                 """),
+        // Issue #28: pushes queued (a hub's are one per user, not per device), from which a
+        // large campaign's pending is told without counting its rows; NULL for earlier ones.
+        SQLMigration("core-v13-pushes", sqlite: """
+                ALTER TABLE campaigns ADD COLUMN pushes INTEGER;
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

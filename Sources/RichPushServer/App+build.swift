@@ -113,9 +113,11 @@ public func buildApplication(
         services: [epochs, follower, KeyUseRecorder(authenticator: authenticator),
                    try WebhookDispatcher(webhooks: data.webhooks, extraRoots: configuration.webhookRoots, interval: configuration.webhookInterval,
                                          backoffBase: configuration.webhookBackoff, logger: logger),
+                   // Services stop in reverse order: the resumer first, so that it cannot lease
+                   // again what the stopping queuer gives back.
+                   services.campaignQueuer,
                    CampaignResumer(campaigns: campaigns, queuer: services.campaignQueuer, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
                                    interval: configuration.scheduleInterval, logger: logger),
-                   services.campaignQueuer,
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
@@ -219,7 +221,7 @@ struct CampaignResumer: Service {
                 lastResume = .now
                 do {
                     let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing, handOff: queuer.finish) { dispatcher.outboxChanged() }
-                    if !resumed.isEmpty { logger.notice("finished queueing campaigns left by a process that died", metadata: ["campaigns": "\(resumed)"]) }
+                    if !resumed.isEmpty { logger.notice("queueing campaigns left half-queued by a process that stopped", metadata: ["campaigns": "\(resumed)"]) }
                     try await idempotency.expire()
                 } catch {
                     logger.error("cannot resume campaigns", metadata: ["error": "\(error)"])
@@ -227,7 +229,7 @@ struct CampaignResumer: Service {
             }
             do {
                 let sent = try await campaigns.runDue(now: clock(), addressing: dispatcher.addressing, handOff: queuer.finish) { dispatcher.outboxChanged() }
-                if !sent.isEmpty { logger.info("queued scheduled campaigns that came due", metadata: ["campaigns": "\(sent)"]) }
+                if !sent.isEmpty { logger.info("scheduled campaigns came due; queueing them", metadata: ["campaigns": "\(sent)"]) }
             } catch {
                 logger.error("cannot send scheduled campaigns", metadata: ["error": "\(error)"])
             }

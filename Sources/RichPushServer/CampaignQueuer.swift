@@ -4,7 +4,7 @@ import RichPushCore
 import ServiceLifecycle
 
 /// Queues, in the background, the campaigns that `POST /api/admin/campaigns` started: the
-/// request answers once `ahead` pushes are queued (or everyone is), and the rest is queued here
+/// request answers once `ahead` recipients are queued (or everyone is), and the rest is queued here
 /// no faster than the sends go out (`CampaignStore.queue(ahead:)`), however many devices
 /// there are. A million-recipient POST used to hold its connection for the whole 284 s of
 /// queueing, with every push meanwhile costing twice its CPU (issue #28).
@@ -25,17 +25,23 @@ final class CampaignQueuer: Service, Sendable {
     init(campaigns: CampaignStore, dispatcher: any PushDispatching, ahead: Int, logger: Logger) {
         self.campaigns = campaigns
         self.dispatcher = dispatcher
+        // Even without a push service here, another node may be sending (the queueing then
+        // goes on at the sends' pace); where none is, queueing stops waiting once it stalls.
         self.ahead = ahead
         self.logger = logger
         (started, starter) = AsyncStream.makeStream(of: Int64.self)
     }
 
-    /// How many batches a POST queues itself before handing the campaign over.
+    /// How many batches of recipients a POST queues itself before handing the campaign over:
+    /// as many as make `ahead` recipients.
     var firstBatches: Int { max(1, (ahead + campaigns.batchSize - 1) / campaigns.batchSize) }
 
-    /// Queues the rest of campaign `id` in the background.
+    /// Queues the rest of campaign `id` in the background; once the queuer has stopped, ends
+    /// the campaign's lease instead, for the next start (or another node) to queue it.
     func finish(_ id: Int64) {
-        starter.yield(id)
+        if case .terminated = starter.yield(id) {
+            Task.detached { [campaigns] in try? await campaigns.letLeaseLapse(id) }
+        }
     }
 
     func run() async throws {

@@ -71,15 +71,18 @@ extension Services {
         } catch let replay as IdempotentReplay {
             return try await campaignReplay(replay, key: key!)
         }
+        var handOff: Int64?
         if campaign.schedule == nil {
             // The first pushes are queued before the answer (a small campaign whole), the rest
             // in the background as the sends go out: a million recipients answer in a second.
             let dispatcher = self.dispatcher
             let queued = try await campaigns.queue(campaign.id, addressing: dispatcher.addressing,
                                                    maxBatches: campaignQueuer.firstBatches) { dispatcher.outboxChanged() }
-            if !queued.queued { campaignQueuer.finish(campaign.id) }
+            handOff = queued.queued ? nil : campaign.id
         }
+        // The answer counts what is queued as the rest is handed over.
         guard let progress = try await campaigns.progress(campaign.id) else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
+        if let handOff { campaignQueuer.finish(handOff) }
         context.logger.info(campaign.schedule == nil ? "campaign queued" : "campaign scheduled",
                             metadata: ["campaign": "\(campaign.id)", "recipients": "\(progress.campaign.recipients)",
                                        "devices": "\(progress.campaign.devices)", "by": "\(admin.user)"])

@@ -95,8 +95,9 @@ public struct ServerConfiguration: Sendable {
     /// How often due schedules are looked for.
     public var scheduleInterval: Duration = .seconds(1)
     /// Recipients queued per transaction, and how many of a campaign's pushes may wait to be
-    /// sent before its queueing pauses (`POST /api/admin/campaigns` answers once that many are
-    /// queued, or everyone is; the rest is queued in the background as the sends go out).
+    /// sent before its queueing pauses (`POST /api/admin/campaigns` answers once that many
+    /// recipients are queued, or everyone is; the rest is queued in the background as the
+    /// sends go out).
     public var campaignBatchSize = 500
     public var campaignQueueAhead = 5_000
     /// SPEC §20: extra trusted roots for webhook receivers (`--push-ca`), how often the queue is

@@ -281,12 +281,57 @@ struct CampaignCoreTests {
             sent += jobs.count
             if jobs.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
         }
+        let finished = try await eventually { try await store.progress(campaign.id)?.campaign.queued ?? false }
+        #expect(finished)
+        if !finished { queueing.cancel() }
         let done = try await queueing.value
         #expect(done.queued && done.devices == 9 && done.recipients == 9)
         let recipients = try await f.database.read { db in
             try String.fetchAll(db, sql: "SELECT recipient FROM notifications WHERE campaignId = ?", arguments: [campaign.id])
         }
         #expect(recipients.count == 9 && Set(recipients).count == 9)
+    }
+
+    @Test("queueing ahead stops waiting when the pushes waiting do not move (no node sends them): everyone is queued; a paced campaign is queued whole at once")
+    func queueAheadStalls() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(6)
+        try await f.registerDevices(names)
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.batchSize = 1
+        let content = NotificationDraft(message: "hi", mode: .alert)
+        let clock = ContinuousClock()
+        let unsent = try await store.create(CampaignDraft(audience: .all, content: content), by: "admin")
+        var started = clock.now
+        let queued = try await store.queue(unsent.id, addressing: .perDevice, ahead: 2, stalled: .milliseconds(300))
+        #expect(queued.queued && queued.devices == 6 && queued.recipients == 6)
+        #expect(clock.now - started >= .milliseconds(300))
+        let paced = try await store.create(CampaignDraft(audience: .all, content: content, ratePerMinute: 60), by: "admin")
+        started = clock.now
+        let whole = try await store.queue(paced.id, addressing: .perDevice, ahead: 2, stalled: .seconds(30))
+        #expect(whole.queued && whole.devices == 6)
+        #expect(clock.now - started < .seconds(10), "a paced campaign waited for its sends")
+    }
+
+    @Test("progress through a hub (a push per user, not per device): above the threshold, pending is the pushes queued less those sent")
+    func pendingThroughHub() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(4)
+        // Two devices each: 8 devices, 4 pushes (one per user's tag).
+        try await f.registerDevices(names + names)
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.pendingCountedUpTo = 2
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
+        let queued = try await store.queue(campaign.id, addressing: .perUserTag)
+        #expect(queued.devices == 8 && queued.pushes == 4)
+        #expect(try await store.progress(campaign.id)?.pending == 4)
+        let outbox = OutboxStore(database: f.database)
+        let holder = OutboxHolder(pid: Int(getpid()))
+        let jobs = try await outbox.claim(limit: 1, lease: 30, holder: holder)
+        _ = try await outbox.record(jobs.map { ($0, .sent) }, holder: holder)
+        #expect(try await store.progress(campaign.id)?.pending == 3)
     }
 
     @Test("a campaign's notifications take ids after the largest ever used, a deleted one's too, and each push names its own row")

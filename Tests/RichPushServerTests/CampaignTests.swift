@@ -196,7 +196,8 @@ struct CampaignTests {
                 }
                 let (response, body) = try await s.campaign(#"{"audience":{"all":true},"message":"m"}"#)
                 #expect(response.status == .accepted)
-                // Two batches of one user each (alice's 3 devices, bob's 2) before the answer; root's after.
+                // Two batches of one user each (alice's 3 devices, bob's 2) before the answer, which
+                // counts them; root's after.
                 #expect(body["recipients"] as? Int == 2 && body["devices"] as? Int == 5 && body["status"] as? String == "sending")
                 let id = try #require(body["id"] as? Int)
                 #expect(try await eventually { try await s.campaignStatus(id)["status"] as? String == "done" })
