@@ -50,6 +50,18 @@ final class CampaignQueuer: Service, Sendable {
             for await id in started.cancelOnGracefulShutdown() {
                 group.addTask { [campaigns, ahead, logger] in
                     do {
+                        // The outbox changes fast while a large campaign goes out: the planner's
+                        // statistics are refreshed now (its first batches are in) and every 20 s
+                        // while it is queued (PostgreSQL; autovacuum's own come a minute late).
+                        let statistics = Task {
+                            while !Task.isCancelled {
+                                do { try await campaigns.refreshOutboxStatistics() } catch {
+                                    logger.warning("cannot refresh the outbox's statistics", metadata: ["error": "\(error)"])
+                                }
+                                try? await Task.sleep(for: .seconds(20))
+                            }
+                        }
+                        defer { statistics.cancel() }
                         _ = try await campaigns.queue(id, addressing: dispatcher.addressing, ahead: ahead) { dispatcher.outboxChanged() }
                     } catch is CancellationError {
                         // Not a cancelled task's write (it could be refused): the lease lapses now,

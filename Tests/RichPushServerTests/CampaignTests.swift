@@ -234,6 +234,20 @@ struct CampaignTests {
         }
     }
 
+    @Test("on PostgreSQL the outbox's planner statistics are refreshed on demand (ANALYZE deliveries); on SQLite nothing is run", arguments: StoreEngine.all)
+    func outboxStatistics(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
+            let store = s.data.campaigns(links: nil, defaultImage: "logo.png")
+            try await store.refreshOutboxStatistics()
+            guard engine == .shared else { return }
+            #expect(try await eventually {
+                try await s.database.read { db in
+                    try Double.fetchOne(db, sql: "SELECT extract(epoch FROM last_analyze)::float8 FROM pg_stat_user_tables WHERE relname = 'deliveries'")
+                } != nil
+            })
+        }
+    }
+
     @Test("a silent campaign sends the tutorial's push byte for byte, as a background push", arguments: StoreEngine.all)
     func silent(engine: StoreEngine) async throws {
         try await RunningSandbox.with { apns in
