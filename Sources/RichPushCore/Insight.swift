@@ -158,7 +158,8 @@ extension CampaignStore {
     /// Campaign `id`'s stats, from its counters (a few rows a minute, however large the campaign); nil for no such campaign.
     public func stats(_ id: Int64) async throws -> CampaignStats? {
         try await database.read { db in
-            guard let queued = try Int.fetchOne(db, sql: "SELECT devices FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
+            // Pushes queued: a hub's are one per user (older campaigns did not count them: their devices).
+            guard let queued = try Int.fetchOne(db, sql: "SELECT coalesce(pushes, devices) FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
             var stats = CampaignStats(queued: queued, totals: .init(), byPlatform: [:], failures: [:], timeline: [])
             var minutes: [Int64: CampaignStats.Minute] = [:]
             for row in try SQLRow.fetchAll(db, sql: "SELECT minute, platform, sent, failed, displayed, opened FROM campaign_stats WHERE campaignId = ? ORDER BY minute",

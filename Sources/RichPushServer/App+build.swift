@@ -67,7 +67,7 @@ public func buildApplication(
         configuration: configuration, media: media, blobs: blobs,
         users: users, registrations: data.registrations, notifications: notifications,
         sessions: sessions, campaigns: campaigns,
-        campaignQueuer: CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: configuration.campaignQueueAhead, logger: logger),
+        campaignQueuer: CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: max(1, configuration.campaignQueueAhead), logger: logger),
         deliveries: data.deliveries, idempotency: data.idempotency, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
         authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
         payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),

@@ -50,9 +50,9 @@ final class CampaignQueuer: Service, Sendable {
             for await id in started.cancelOnGracefulShutdown() {
                 group.addTask { [campaigns, ahead, logger] in
                     do {
-                        // The outbox changes fast while a large campaign goes out: the planner's
-                        // statistics are refreshed now (its first batches are in) and every 20 s
-                        // while it is queued (PostgreSQL; autovacuum's own come a minute late).
+                        // The outbox changes fast while a campaign past its first batches goes out:
+                        // the planner's statistics are refreshed now and every 20 s while it is
+                        // queued (PostgreSQL; autovacuum's own come a minute late or more).
                         let statistics = Task {
                             while !Task.isCancelled {
                                 do { try await campaigns.refreshOutboxStatistics() } catch {

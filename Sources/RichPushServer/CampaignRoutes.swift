@@ -80,9 +80,17 @@ extension Services {
                                                    maxBatches: campaignQueuer.firstBatches) { dispatcher.outboxChanged() }
             handOff = queued.queued ? nil : campaign.id
         }
-        // The answer counts what is queued as the rest is handed over.
-        guard let progress = try await campaigns.progress(campaign.id) else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
+        // The answer counts what is queued as the rest is handed over (handed over whatever
+        // the count does: a campaign left leased would wait for its lease to lapse).
+        let counted: CampaignProgress?
+        do {
+            counted = try await campaigns.progress(campaign.id)
+        } catch {
+            if let handOff { campaignQueuer.finish(handOff) }
+            throw error
+        }
         if let handOff { campaignQueuer.finish(handOff) }
+        guard let progress = counted else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
         context.logger.info(campaign.schedule == nil ? "campaign queued" : "campaign scheduled",
                             metadata: ["campaign": "\(campaign.id)", "recipients": "\(progress.campaign.recipients)",
                                        "devices": "\(progress.campaign.devices)", "by": "\(admin.user)"])

@@ -314,6 +314,38 @@ struct CampaignCoreTests {
         #expect(clock.now - started < .seconds(10), "a paced campaign waited for its sends")
     }
 
+    @Test("queueing ahead keeps waiting while sends go out, however slowly: each send restarts the stall window")
+    func queueAheadSlowSends() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(4)
+        // Three devices each: a batch of one user puts 3 pushes in, and it takes 3 sends, 900 ms
+        // apart in all, to bring the waiting below 2 again, longer than the 600 ms stall window.
+        try await f.registerDevices(names + names + names)
+        var batchesOfOne = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        batchesOfOne.batchSize = 1
+        let store = batchesOfOne
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
+        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 2, stalled: .milliseconds(600)) }
+        defer { queueing.cancel() }
+        let outbox = OutboxStore(database: f.database)
+        let holder = OutboxHolder(pid: Int(getpid()))
+        var sent = 0, mostWaiting = 0, rounds = 0
+        while sent < 12, rounds < 200 {
+            rounds += 1
+            try await Task.sleep(for: .milliseconds(300))
+            let progress = try #require(try await store.progress(campaign.id))
+            mostWaiting = max(mostWaiting, progress.campaign.devices - sent)
+            let jobs = try await outbox.claim(limit: 1, lease: 30, holder: holder)
+            _ = try await outbox.record(jobs.map { ($0, .sent) }, holder: holder)
+            sent += jobs.count
+        }
+        #expect(sent == 12)
+        #expect(mostWaiting <= 4, "\(mostWaiting) queued ahead of the sends: the stall fired though sends went on")
+        let done = try await queueing.value
+        #expect(done.queued && done.devices == 12)
+    }
+
     @Test("progress through a hub (a push per user, not per device): above the threshold, pending is the pushes queued less those sent")
     func pendingThroughHub() async throws {
         let f = try await CoreFixture()

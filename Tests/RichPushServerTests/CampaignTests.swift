@@ -204,6 +204,12 @@ struct CampaignTests {
                 let status = try await s.campaignStatus(id)
                 #expect(status["recipients"] as? Int == 3 && status["devices"] as? Int == 6 && status["sent"] as? Int == 6)
                 #expect(apns.sandbox.accepted.map(\.token).sorted() == tokens)
+                // The queuer refreshed the outbox's planner statistics (PostgreSQL).
+                if engine == .shared {
+                    #expect(try await s.database.read { db in
+                        try Double.fetchOne(db, sql: "SELECT extract(epoch FROM last_analyze)::float8 FROM pg_stat_user_tables WHERE relname = 'deliveries'")
+                    } != nil)
+                }
             }
         }
     }
