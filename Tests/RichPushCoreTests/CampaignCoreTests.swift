@@ -43,6 +43,15 @@ struct CoreFixture {
     }
 
     var links: PayloadLinks { PayloadLinks(key: try! PayloadKey(directory: directory), baseURL: "https://push.example.com", lifetime: 3600) }
+
+    /// The campaign store over this directory, `batchSize` recipients per transaction, pending
+    /// counted row by row below `pendingCountedUpTo`.
+    func campaigns(batchSize: Int = 500, pendingCountedUpTo: Int = 10_000) -> CampaignStore {
+        var store = CampaignStore(database: database, links: links, defaultImage: "logo.png")
+        store.batchSize = batchSize
+        store.pendingCountedUpTo = pendingCountedUpTo
+        return store
+    }
 }
 
 @Suite("Core: accounts, sessions, payload URLs, campaigns")
@@ -189,8 +198,7 @@ struct CampaignCoreTests {
         defer { f.cleanup() }
         let names = try await f.importUsers(8)
         try await f.registerDevices(names)
-        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
-        store.pendingCountedUpTo = 4
+        let store = f.campaigns(pendingCountedUpTo: 4)
         let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
         _ = try await store.queue(campaign.id, addressing: .perDevice)
         #expect(try await store.progress(campaign.id)?.pending == 8)
@@ -252,9 +260,7 @@ struct CampaignCoreTests {
         defer { f.cleanup() }
         let names = try await f.importUsers(9)
         try await f.registerDevices(names)
-        var batchesOfTwo = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
-        batchesOfTwo.batchSize = 2
-        let store = batchesOfTwo
+        let store = f.campaigns(batchSize: 2)
         let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
         let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 4) }
         defer { queueing.cancel() }
@@ -298,8 +304,7 @@ struct CampaignCoreTests {
         defer { f.cleanup() }
         let names = try await f.importUsers(6)
         try await f.registerDevices(names)
-        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
-        store.batchSize = 1
+        let store = f.campaigns(batchSize: 1)
         let content = NotificationDraft(message: "hi", mode: .alert)
         let clock = ContinuousClock()
         let unsent = try await store.create(CampaignDraft(audience: .all, content: content), by: "admin")
@@ -322,9 +327,7 @@ struct CampaignCoreTests {
         // Three devices each: a batch of one user puts 3 pushes in, and it takes 3 sends, 900 ms
         // apart in all, to bring the waiting below 2 again, longer than the 600 ms stall window.
         try await f.registerDevices(names + names + names)
-        var batchesOfOne = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
-        batchesOfOne.batchSize = 1
-        let store = batchesOfOne
+        let store = f.campaigns(batchSize: 1)
         let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
         let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 2, stalled: .milliseconds(600)) }
         defer { queueing.cancel() }
@@ -353,8 +356,7 @@ struct CampaignCoreTests {
         let names = try await f.importUsers(4)
         // Two devices each: 8 devices, 4 pushes (one per user's tag).
         try await f.registerDevices(names + names)
-        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
-        store.pendingCountedUpTo = 2
+        let store = f.campaigns(pendingCountedUpTo: 2)
         let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
         let queued = try await store.queue(campaign.id, addressing: .perUserTag)
         #expect(queued.devices == 8 && queued.pushes == 4)
