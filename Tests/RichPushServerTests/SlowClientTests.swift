@@ -1,8 +1,10 @@
 import APNsSandbox
 import Foundation
+import MediaStore
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import RichPushServer
 import RichPushTestSupport
 import Testing
@@ -155,6 +157,110 @@ struct SlowClientTests {
             #expect(silent.isActive, "a connection whose handshake had completed was closed at the handshake deadline")
             #expect(try await eventually(within: 30) { !silent.isActive }, "a silent HTTP/2 connection stayed open")
         }
+    }
+
+    @Test("under --tls-cert a fetch the fast path answers and closes ends within a second when the client neither answers the close_notify nor closes (NIOSSL's default holds it, and its whole TLS state, for 5 s)")
+    func closeNotifyUnanswered() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (certificate, key) = try APNsSandbox.selfSignedCertificate()
+        let certificatePath = dir.appendingPathComponent("cert.pem").path
+        let keyPath = dir.appendingPathComponent("cert.key").path
+        try certificate.write(toFile: certificatePath, atomically: true, encoding: .utf8)
+        try key.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        try await TestServer.run(engine: .embedded, {
+            $0.tlsCertificatePath = certificatePath
+            $0.tlsKeyPath = keyPath
+            $0.idleTimeout = 30
+            $0.publicMedia = true
+        }) { s in
+            let port = try #require(s.client.port)
+            let logo = Fixtures.media.appendingPathComponent("logo.png")
+            let size = try Fixtures.bytes(logo).count
+            let id = MediaID(hashing: try Fixtures.bytes(logo)).hex
+            let upload = try await onOwnThread {
+                try runCapturing("/usr/bin/env", ["curl", "-s", "--max-time", "60", "--cacert", certificatePath, "-u", "alice:wonderland",
+                                                  "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@\(logo.path)",
+                                                  "https://127.0.0.1:\(port)/api/media"]).output
+            }
+            #expect(upload == "201" || upload == "200", "upload: \(upload)") // 200: the media directory had it
+
+            let loop = MultiThreadedEventLoopGroup.singleton.next()
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .none
+            configuration.applicationProtocols = ["http/1.1"]
+            let context = try NIOSSLContext(configuration: configuration)
+            // The first fetch is the router's (it caches the blob): it closes its output and waits
+            // for the client. The later ones are the fast path's, which closes the connection.
+            for fetch in 1...3 {
+                let mute = MuteAfterRequest()
+                let answer = AnswerUntilClose(loop.makePromise(of: (Int, String, NIODeadline).self))
+                let channel = try await ClientBootstrap(group: loop)
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(mute)
+                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
+                            try channel.pipeline.syncOperations.addHandler(answer)
+                        }
+                    }
+                    .connect(host: "127.0.0.1", port: port).get()
+                let request = ByteBuffer(string: "GET /media/\(id) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                try await channel.eventLoop.submit {
+                    channel.writeAndFlush(request).whenSuccess { mute.muted = true } // from here the client sends nothing, closes nothing
+                }.get()
+                let (bytes, head, lastRead) = try await answer.closed.futureResult.get()
+                let seconds = Double((NIODeadline.now() - lastRead).nanoseconds) / 1e9
+                #expect(head.hasPrefix("HTTP/1.1 200") && bytes > size, "fetch \(fetch): \(bytes) bytes, \(head)")
+                #expect(seconds < 2.5, "fetch \(fetch): the server kept the connection \(seconds) s after its close_notify")
+            }
+        }
+    }
+}
+
+/// Sits between the socket and the client's TLS handler: once `muted`, drops everything the
+/// client would send (its close_notify) and its close, so only the server can end the connection.
+private final class MuteAfterRequest: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = ByteBuffer
+    /// Set on the channel's event loop.
+    var muted = false
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if muted { promise?.succeed() } else { context.write(data, promise: promise) }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if muted { promise?.succeed() } else { context.close(mode: mode, promise: promise) }
+    }
+}
+
+/// Collects the decrypted answer; when the server closes the connection (or its output), succeeds
+/// `closed` with its size, its first line and when its last bytes (the answer, then the
+/// close_notify) arrived.
+private final class AnswerUntilClose: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    let closed: EventLoopPromise<(Int, String, NIODeadline)>
+    private var bytes = 0
+    private var head = ""
+    private var lastRead = NIODeadline.now()
+
+    init(_ closed: EventLoopPromise<(Int, String, NIODeadline)>) { self.closed = closed }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        if bytes == 0 { head = String(String(buffer: buffer).prefix(while: { $0 != "\r" })) }
+        bytes += buffer.readableBytes
+        lastRead = .now()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.shutdownCompleted = event { lastRead = .now() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {} // the unclean end is the point
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed.succeed((bytes, head, lastRead))
     }
 }
 
