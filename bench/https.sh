@@ -12,7 +12,15 @@
 #    its previous connection, so after the first few every handshake is a TLS 1.3 resumption
 #    (a PSK with a fresh X25519 exchange, no certificate signature) on both servers, as a phone
 #    that has fetched before makes it: in a perf profile of serve under this load, ECDSA signing
-#    is 2 samples of 9,601 and the PSK binder check is in every handshake.
+#    is 2 samples of 9,601 and the PSK binder check is in every handshake. nginx 1.22 (Debian's)
+#    offers only TLS 1.2 unless told otherwise, where a resumption skips the key exchange: it is
+#    given `ssl_protocols TLSv1.2 TLSv1.3` (RichPush's own range), and the script checks that both
+#    servers answer wrk's OpenSSL with TLS 1.3.
+# 4. The same with the TLS 1.3 cipher order phones offer: iOS and Android (BoringSSL) list
+#    TLS_AES_128_GCM_SHA256 first, OpenSSL (wrk) TLS_AES_256_GCM_SHA384. The suite's hash is the
+#    handshake's key schedule: SHA-384 has no instruction of its own on x86 (BoringSSL runs it in
+#    its generic assembly), SHA-256 has SHA-NI where the CPU has it. wrk is given that order
+#    through an OpenSSL configuration file (OPENSSL_CONF), and both servers follow the client's.
 #
 # RichPush runs one event loop (as bench/http.sh), matching nginx's single worker: on 2 cores
 # the load generator needs the other one.
@@ -34,7 +42,7 @@ rm -rf "$work" && mkdir -p "$work"
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 2 \
     -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
-start_nginx "$work/nginx" 18492 media/logo.png "listen 127.0.0.1:$nginx_port ssl http2; ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem; ssl_session_cache shared:SSL:1m;"
+start_nginx "$work/nginx" 18492 media/logo.png "listen 127.0.0.1:$nginx_port ssl http2; ssl_protocols TLSv1.2 TLSv1.3; ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem; ssl_session_cache shared:SSL:1m;"
 "$rp" serve --data "$work/data" --port $rp_port --public-media --log-level warning --threads 1 \
     --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" 2> "$work/serve.log" &
 rp_pid=$!
@@ -47,6 +55,20 @@ for url in "https://127.0.0.1:$nginx_port/logo.png" "https://127.0.0.1:$rp_port/
         [ "$(curl -fs --cacert "$work/cert.pem" $version "$url" | wc -c)" -eq "$size" ] || { echo "wrong body from $url ($version)" >&2; exit 1; }
     done
 done
+
+for port in $nginx_port $rp_port; do
+    protocol=$(openssl s_client -connect "127.0.0.1:$port" -CAfile "$work/cert.pem" </dev/null 2>/dev/null | awk '/^New, /{ print $2 }')
+    [ "$protocol" = "TLSv1.3," ] || { echo "port $port answers OpenSSL with ${protocol:-nothing}, not TLS 1.3" >&2; exit 1; }
+done
+cat > "$work/phones.cnf" <<'CNF'
+openssl_conf = openssl_init
+[openssl_init]
+ssl_conf = ssl_sect
+[ssl_sect]
+system_default = system_default_sect
+[system_default_sect]
+Ciphersuites = TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
+CNF
 
 h1() { # NAME URL -> "name rps p50ms"
     wrk -t1 -c32 -d"${seconds}s" --latency "$2" | awk -v name="$1" '
@@ -78,7 +100,9 @@ for round in $(seq 1 "$rounds"); do
         url=$([ $who = nginx ] && echo "https://127.0.0.1:$nginx_port/logo.png" || echo "https://127.0.0.1:$rp_port/media/$id")
         h1 "h1-$who" "$url" | tee -a "$results" >&2
         h2 "h2-$who" "$url" | tee -a "$results" >&2
-        h1new "new-$who" "https://127.0.0.1:$([ $who = nginx ] && echo $nginx_port || echo $rp_port)" "$work/$who-paths.txt" | tee -a "$results" >&2
+        base="https://127.0.0.1:$([ $who = nginx ] && echo $nginx_port || echo $rp_port)"
+        h1new "new-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+        OPENSSL_CONF="$work/phones.cnf" h1new "phones-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
     done
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -88,3 +112,5 @@ printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/1.1, wrk -c32 (req/s)" "$(col h1-ngin
 printf '%-44s %10.3f %10.3f\n' "HTTP/1.1 p50 (ms)" "$(col h1-nginx 3)" "$(col h1-richpush 3)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, h2load -c32 -m10 (req/s)" "$(col h2-nginx 2)" "$(col h2-richpush 2)" "$(echo "$(col h2-richpush 2) / $(col h2-nginx 2)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection per fetch (fetches/s)" "$(col new-nginx 2)" "$(col new-richpush 2)" "$(echo "$(col new-richpush 2) / $(col new-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "the same, phones' cipher order (fetches/s)" "$(col phones-nginx 2)" "$(col phones-richpush 2)" "$(echo "$(col phones-richpush 2) / $(col phones-nginx 2)" | bc -l)"
+echo "peak RSS of serve: $(awk '/^VmHWM/ { printf "%.1f MiB", $2 / 1024 }' /proc/$rp_pid/status)"
