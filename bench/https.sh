@@ -21,6 +21,9 @@
 #    handshake's key schedule: SHA-384 has no instruction of its own on x86 (BoringSSL runs it in
 #    its generic assembly), SHA-256 has SHA-NI where the CPU has it. wrk is given that order
 #    through an OpenSSL configuration file (OPENSSL_CONF), and both servers follow the client's.
+# 5. The same from a client that offers only TLS 1.2 (MaxProtocol = TLSv1.2), as an old phone
+#    would: a resumption is then an abbreviated handshake with no key exchange at all, which is
+#    what nginx's figure was before it was given TLS 1.3.
 #
 # RichPush runs one event loop (as bench/http.sh), matching nginx's single worker: on 2 cores
 # the load generator needs the other one.
@@ -69,6 +72,15 @@ system_default = system_default_sect
 [system_default_sect]
 Ciphersuites = TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
 CNF
+cat > "$work/tls12.cnf" <<'CNF'
+openssl_conf = openssl_init
+[openssl_init]
+ssl_conf = ssl_sect
+[ssl_sect]
+system_default = system_default_sect
+[system_default_sect]
+MaxProtocol = TLSv1.2
+CNF
 
 h1() { # NAME URL -> "name rps p50ms"
     wrk -t1 -c32 -d"${seconds}s" --latency "$2" | awk -v name="$1" '
@@ -103,6 +115,7 @@ for round in $(seq 1 "$rounds"); do
         base="https://127.0.0.1:$([ $who = nginx ] && echo $nginx_port || echo $rp_port)"
         h1new "new-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
         OPENSSL_CONF="$work/phones.cnf" h1new "phones-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+        OPENSSL_CONF="$work/tls12.cnf" h1new "tls12-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
     done
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -113,4 +126,5 @@ printf '%-44s %10.3f %10.3f\n' "HTTP/1.1 p50 (ms)" "$(col h1-nginx 3)" "$(col h1
 printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, h2load -c32 -m10 (req/s)" "$(col h2-nginx 2)" "$(col h2-richpush 2)" "$(echo "$(col h2-richpush 2) / $(col h2-nginx 2)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection per fetch (fetches/s)" "$(col new-nginx 2)" "$(col new-richpush 2)" "$(echo "$(col new-richpush 2) / $(col new-nginx 2)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "the same, phones' cipher order (fetches/s)" "$(col phones-nginx 2)" "$(col phones-richpush 2)" "$(echo "$(col phones-richpush 2) / $(col phones-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "the same, a TLS 1.2 client (fetches/s)" "$(col tls12-nginx 2)" "$(col tls12-richpush 2)" "$(echo "$(col tls12-richpush 2) / $(col tls12-nginx 2)" | bc -l)"
 echo "peak RSS of serve: $(awk '/^VmHWM/ { printf "%.1f MiB", $2 / 1024 }' /proc/$rp_pid/status)"
