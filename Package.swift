@@ -254,7 +254,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RichPushCoreTests",
-            dependencies: ["RichPushCore", "MediaStore", "RichPushTestSupport", "SQLEngine"],
+            dependencies: ["RichPushCore", "MediaStore", "RichPushTestSupport", "SQLEngine", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -44,6 +44,21 @@ public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Com
 
     /// The id of 32 raw digest bytes.
     public init(digestBytes: some Sequence<UInt8>) {
+        self.init(hexOf: digestBytes)
+    }
+
+    /// The id of 32 raw digest bytes in an array. (Concrete, as the slice's: from another
+    /// module a generic call runs unspecialized, and a payload URL's check makes one per fetch.)
+    public init(digestBytes: [UInt8]) {
+        self.init(hexOf: digestBytes)
+    }
+
+    /// The id of 32 raw digest bytes in part of an array.
+    public init(digestBytes: ArraySlice<UInt8>) {
+        self.init(hexOf: digestBytes)
+    }
+
+    private init(hexOf digestBytes: some Sequence<UInt8>) {
         let table = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(64)

@@ -18,13 +18,12 @@ public final class PayloadKey: Sendable {
         var stamp: [Int]?
         /// HMAC-SHA-256 with this key, fed the payload URLs' domain label once: each signature
         /// or check copies it (a fetch storm checks thousands a second on the event loop).
-        var keyed: HMAC<SHA256>
+        var keyed: PrefixedHMAC
 
         init(key: SymmetricKey, stamp: [Int]?) {
             self.key = key
             self.stamp = stamp
-            keyed = HMAC<SHA256>(key: key)
-            keyed.update(data: PayloadLinks.domain)
+            keyed = PrefixedHMAC(key: key, prefix: PayloadLinks.domain)
         }
     }
     private let path: String?
@@ -70,7 +69,7 @@ public final class PayloadKey: Sendable {
     public var key: SymmetricKey { loaded.withLockedValue { $0.key } }
 
     /// HMAC-SHA-256 keyed with the current key, the domain label already fed to it.
-    var keyedMAC: HMAC<SHA256> { loaded.withLockedValue { $0.keyed } }
+    var keyedMAC: PrefixedHMAC { loaded.withLockedValue { $0.keyed } }
 
     /// Re-reads the key file when it was replaced; returns whether the key changed.
     @discardableResult
@@ -260,9 +259,27 @@ public struct PayloadLinks: Sendable {
 
     /// Splits a token; nil when it cannot be one (the caller answers 404).
     public static func claims(_ token: some StringProtocol) -> Claims? {
-        guard token.utf8.count == tokenLength, let bytes = Base64URL.decodeBytes(token), bytes.count == 64,
+        claims(String(token))
+    }
+
+    /// Splits a token given as part of a request's URI (the fast path's case). Concrete, as the
+    /// `String` one, so that a call from another module is not a generic one.
+    public static func claims(_ token: Substring) -> Claims? {
+        var token = token
+        return token.withUTF8 { claims(utf8: $0) }
+    }
+
+    /// Splits a token.
+    public static func claims(_ token: String) -> Claims? {
+        var token = token
+        return token.withUTF8 { claims(utf8: $0) }
+    }
+
+    private static func claims(utf8 token: UnsafeBufferPointer<UInt8>) -> Claims? {
+        guard token.count == tokenLength,
               // One spelling per token: the last character's unused bits must be zero.
-              let last = token.utf8.dropFirst(tokenLength - 1).first, let value = Base64URL.value(of: last), value & 0x0F == 0 else { return nil }
+              let value = Base64URL.value(of: token[tokenLength - 1]), value & 0x0F == 0,
+              let bytes = Base64URL.decodeBytes(utf8: token), bytes.count == 64 else { return nil }
         let id = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let expires = bytes[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         guard id > 0 else { return nil }
@@ -279,9 +296,8 @@ public struct PayloadLinks: Sendable {
     static let domain = Array("richpush-payload-v2\0".utf8)
 
     private func mac(_ signed: [UInt8]) -> [UInt8] {
-        var hmac = key.keyedMAC
-        hmac.update(data: signed)
-        return Array(hmac.finalize().prefix(16))
+        let code = signed.withUnsafeBytes { key.keyedMAC.code($0) }
+        return code.withUnsafeBytes { Array($0.prefix(16)) }
     }
 
     fileprivate static func bigEndian(_ value: Int64) -> [UInt8] {

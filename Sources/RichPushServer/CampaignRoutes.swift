@@ -14,10 +14,16 @@ enum PayloadLinkCheck: Equatable {
     case invalid
 
     /// Checks the signature (the token names its notification and image, so no lookup is needed), then the expiry.
-    static func check(_ token: some StringProtocol, links: PayloadLinks, now: Date = Date()) -> PayloadLinkCheck {
+    /// (Concrete: inside a generic function the call below would bind to `PayloadLinks`'s
+    /// generic `claims`, which copies the token into a new `String`.)
+    static func check(_ token: Substring, links: PayloadLinks, now: Date = Date()) -> PayloadLinkCheck {
         guard let claims = PayloadLinks.claims(token), links.isAuthentic(claims) else { return .invalid }
         guard now.timeIntervalSince1970 < Double(claims.expires) else { return .expired(notification: claims.notification) }
         return .valid(notification: claims.notification, payload: claims.payload)
+    }
+
+    static func check(_ token: String, links: PayloadLinks, now: Date = Date()) -> PayloadLinkCheck {
+        check(token[...], links: links, now: now)
     }
 }
 

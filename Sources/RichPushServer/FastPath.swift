@@ -215,7 +215,8 @@ final class FastPath: Sendable {
             return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics, cacheControl: ServedBlob.cacheControls[2])
         }
         if length == 3 + PayloadLinks.tokenLength, uri.hasPrefix("/p/") {
-            let token = uri.dropFirst(3).prefix(PayloadLinks.tokenLength)
+            // By bytes, not characters (both ends are ASCII boundaries: after "/p/", and the path's end).
+            let token = Substring(uri.utf8.dropFirst(3).prefix(PayloadLinks.tokenLength))
             guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links),
                   let shown = served(payload), let blob = blobs.freshBlob(shown) else { return nil }
             readMarks.markSoon(id)
