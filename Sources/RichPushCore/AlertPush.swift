@@ -91,10 +91,29 @@ public struct AlertPush: Sendable, Equatable {
         value == value.rounded() ? String(Int(value)) : String(value)
     }
 
-    /// A JSON string literal, as `JSONEncoder` writes it (slashes unescaped, like the silent push).
+    /// A JSON string literal, byte for byte as `JSONEncoder` writes it (slashes unescaped, like
+    /// the silent push): `"` and `\` escaped, control characters as `\b \f \n \r \t` or
+    /// `\u00xx`, everything else as it is. Written here because a campaign quotes six strings
+    /// for each of its pushes, and a `JSONEncoder` for each cost 7% of `serve`'s CPU in a profile.
     static func quote(_ text: String) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        return String(decoding: try! encoder.encode(text), as: UTF8.self)
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else { return "\"" + text + "\"" }
+        let hex = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(text.utf8.count + 16)
+        out.append(0x22)
+        for byte in text.utf8 {
+            switch byte {
+            case 0x22, 0x5C: out += [0x5C, byte]
+            case 0x08: out += [0x5C, UInt8(ascii: "b")]
+            case 0x0C: out += [0x5C, UInt8(ascii: "f")]
+            case 0x0A: out += [0x5C, UInt8(ascii: "n")]
+            case 0x0D: out += [0x5C, UInt8(ascii: "r")]
+            case 0x09: out += [0x5C, UInt8(ascii: "t")]
+            case 0..<0x20: out += [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            default: out.append(byte)
+            }
+        }
+        out.append(0x22)
+        return String(decoding: out, as: UTF8.self)
     }
 }
