@@ -12,7 +12,7 @@ struct CoreTests {
         return (dir, try CoreDatabase.open(DataDirectory(path: dir.path)))
     }
 
-    @Test("the silent push is the tutorial's shape byte for byte, built by an encoder")
+    @Test("the silent push is the tutorial's shape byte for byte, and what JSONEncoder writes for it with any message")
     func silentPush() throws {
         let push = SilentPush(id: 42, message: "Check this image out!", richType: "img").encoded()
         #expect(String(decoding: push, as: UTF8.self)
@@ -20,6 +20,14 @@ struct CoreTests {
         let tricky = SilentPush(id: 7, message: "a \"quote\"\n/ 🎉", richType: "img").encoded()
         let object = try JSONSerialization.jsonObject(with: tricky) as? [String: Any]
         #expect(object?["richMessage"] as? String == "a \"quote\"\n/ 🎉")
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        for message in ["", "a \"quote\"\n/ 🎉", "tab\t\u{1}\u{1F}\\ é \u{2028}", "</script>", String(repeating: "ü", count: 300)] {
+            for type in ["img", "coupon\"x"] {
+                let silent = SilentPush(id: 9_007_199_254_740_993, message: message, richType: type)
+                #expect(silent.encoded() == (try encoder.encode(silent)), "\(message) \(type)")
+            }
+        }
     }
 
     @Test("users: bcrypt verification, duplicate names refused, removal bumps the epoch")
