@@ -52,17 +52,20 @@ final class CampaignQueuer: Service, Sendable {
                     do {
                         // The outbox changes fast while a campaign past its first batches goes out:
                         // the planner's statistics are refreshed now and every 20 s while it is
-                        // queued (PostgreSQL; autovacuum's own come a minute late or more).
-                        let statistics = Task {
-                            while !Task.isCancelled {
-                                do { try await campaigns.refreshOutboxStatistics() } catch {
-                                    logger.warning("cannot refresh the outbox's statistics", metadata: ["error": "\(error)"])
+                        // queued (PostgreSQL; autovacuum's own come a minute late or more). A child
+                        // task, so that a refresh under way is awaited before the database closes.
+                        try await withThrowingTaskGroup(of: Void.self) { statistics in
+                            statistics.addTask {
+                                while !Task.isCancelled {
+                                    do { try await campaigns.refreshOutboxStatistics() } catch is CancellationError { return } catch {
+                                        logger.warning("cannot refresh the outbox's statistics", metadata: ["error": "\(error)"])
+                                    }
+                                    try? await Task.sleep(for: .seconds(20))
                                 }
-                                try? await Task.sleep(for: .seconds(20))
                             }
+                            _ = try await campaigns.queue(id, addressing: dispatcher.addressing, ahead: ahead) { dispatcher.outboxChanged() }
+                            statistics.cancelAll() // (when `queue` throws, the group cancels it)
                         }
-                        defer { statistics.cancel() }
-                        _ = try await campaigns.queue(id, addressing: dispatcher.addressing, ahead: ahead) { dispatcher.outboxChanged() }
                     } catch is CancellationError {
                         // Not a cancelled task's write (it could be refused): the lease lapses now,
                         // and the next start (or another node) finishes the campaign within seconds.
