@@ -29,7 +29,7 @@ public enum PushMode: String, Sendable, Codable, CaseIterable {
 ///     {"aps":{"alert":{"title":"<title>","body":"<message>"},"mutable-content":1,"sound":"default"},
 ///      "richId":"<id>","richMessage":"<message>","richType":"img","richUrl":"<payload url>"}
 ///
-/// `"title"` is left out when there is none. Strings are escaped by a JSON encoder. Options
+/// `"title"` is left out when there is none. Strings are quoted as a JSON encoder quotes them. Options
 /// (SPEC §22) add `subtitle` to the alert, and `thread-id`, `category`, `interruption-level`,
 /// `relevance-score` and a fixed `badge` to `aps` after `sound` (which they may change or, when
 /// empty, leave out); buttons travel as `richActions` for the app (an iOS category's buttons

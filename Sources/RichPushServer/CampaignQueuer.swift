@@ -57,7 +57,7 @@ final class CampaignQueuer: Service, Sendable {
                         try await withThrowingTaskGroup(of: Void.self) { statistics in
                             statistics.addTask {
                                 while !Task.isCancelled {
-                                    do { try await campaigns.refreshOutboxStatistics() } catch is CancellationError { return } catch {
+                                    do { try await campaigns.refreshOutboxStatistics() } catch is CancellationError where Task.isCancelled { return } catch {
                                         logger.warning("cannot refresh the outbox's statistics", metadata: ["error": "\(error)"])
                                     }
                                     try? await Task.sleep(for: .seconds(20))
