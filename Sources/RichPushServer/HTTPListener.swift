@@ -20,8 +20,11 @@ struct TLSSetup: Sendable {
     let handshakeTimeout: TimeAmount
 
     /// How long a connection the server closes waits for the client's `close_notify` before its
-    /// socket is closed. The client has every byte of the answer by then (the server closes only
-    /// once its writes are done), and few clients send one: nginx does not wait at all. Kept
+    /// socket is closed. The fast path closes only once its writes are in the kernel, and the
+    /// router's `Connection: close` answers half-close (no wait) once written, so the client
+    /// has every byte by then; few clients send a `close_notify` anyway, and nginx does not wait
+    /// at all. (A connection closed by a graceful shutdown while an answer still sits in NIO's
+    /// buffer, behind a client's full receive window, now has 250 ms rather than 5 s.) Kept
     /// short because NIOSSL (2.37) leaves this timer scheduled when the client closes the TCP
     /// connection first, as clients do after a `Connection: close` answer the fast path closes:
     /// for its whole length the event loop's timer heap held the connection's handler, TLS state
