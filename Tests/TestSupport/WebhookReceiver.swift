@@ -4,8 +4,14 @@ import Foundation
 /// `X-RichPush-Signature` with Python's `hmac` as a receiver would, appending each event it takes
 /// to a JSON-lines file. While a file `fail` exists beside it, it answers 503; while `stall`
 /// exists, it holds each request 30 s. Each request is counted in `requests` as it arrives.
+///
+/// It unblocks SIGTERM first: a process spawned from the test process's threads inherits their
+/// signal mask, in which SIGTERM is blocked, so `Process.terminate()` left every receiver
+/// running after its test (five a suite).
 public let webhookReceiver = #"""
-import hashlib, hmac, http.server, json, os, sys, time
+import hashlib, hmac, http.server, json, os, signal, sys, time
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 port, directory, secret = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
