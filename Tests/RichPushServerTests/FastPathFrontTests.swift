@@ -1,4 +1,3 @@
-import APNsSandbox
 import Foundation
 import HTTPTypes
 import Logging
@@ -215,10 +214,7 @@ struct HTTP2ConnectionTests {
     func shutdown() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (certificate, key) = try APNsSandbox.selfSignedCertificate()
-        let certificatePath = dir.appendingPathComponent("cert.pem").path, keyPath = dir.appendingPathComponent("cert.key").path
-        try certificate.write(toFile: certificatePath, atomically: true, encoding: .utf8)
-        try key.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let received = Received()
         let start = NIOLockedValueBox<Date?>(nil)
@@ -229,10 +225,7 @@ struct HTTP2ConnectionTests {
             $0.idleTimeout = 30
         }) { s in
             let port = try #require(s.client.port)
-            var configuration = TLSConfiguration.makeClientConfiguration()
-            configuration.certificateVerification = .none
-            configuration.applicationProtocols = ["h2"]
-            let context = try NIOSSLContext(configuration: configuration)
+            let context = try TLSFixtures.trustingClient(protocols: ["h2"])
             let channel = try await ClientBootstrap(group: loop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {

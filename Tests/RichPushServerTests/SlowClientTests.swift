@@ -1,4 +1,3 @@
-import APNsSandbox
 import Foundation
 import NIOCore
 import NIOPosix
@@ -84,11 +83,7 @@ struct SlowClientTests {
     func tlsDeadlines() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (certificate, key) = try APNsSandbox.selfSignedCertificate()
-        let certificatePath = dir.appendingPathComponent("cert.pem").path
-        let keyPath = dir.appendingPathComponent("cert.key").path
-        try certificate.write(toFile: certificatePath, atomically: true, encoding: .utf8)
-        try key.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
         let bodyFile = dir.appendingPathComponent("body.bin")
         try Data(count: 1 << 20).write(to: bodyFile)
         try await TestServer.run(engine: .embedded, {
@@ -138,10 +133,7 @@ struct SlowClientTests {
             // deadline; silent after it, it is closed at the idle timeout, PING unanswered or not.
             let loop = MultiThreadedEventLoopGroup.singleton.next()
             let firstRead = loop.makePromise(of: Void.self)
-            var configuration = TLSConfiguration.makeClientConfiguration()
-            configuration.certificateVerification = .none
-            configuration.applicationProtocols = ["h2"]
-            let context = try NIOSSLContext(configuration: configuration)
+            let context = try TLSFixtures.trustingClient(protocols: ["h2"])
             let silent = try await ClientBootstrap(group: loop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -162,11 +154,7 @@ struct SlowClientTests {
     func closeNotifyUnanswered() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (certificate, key) = try APNsSandbox.selfSignedCertificate()
-        let certificatePath = dir.appendingPathComponent("cert.pem").path
-        let keyPath = dir.appendingPathComponent("cert.key").path
-        try certificate.write(toFile: certificatePath, atomically: true, encoding: .utf8)
-        try key.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
         try await TestServer.run(engine: .embedded, {
             $0.tlsCertificatePath = certificatePath
             $0.tlsKeyPath = keyPath
@@ -174,10 +162,7 @@ struct SlowClientTests {
         }) { s in
             let port = try #require(s.client.port)
             let loop = MultiThreadedEventLoopGroup.singleton.next()
-            var configuration = TLSConfiguration.makeClientConfiguration()
-            configuration.certificateVerification = .none
-            configuration.applicationProtocols = ["http/1.1"]
-            let context = try NIOSSLContext(configuration: configuration)
+            let context = try TLSFixtures.trustingClient(protocols: ["http/1.1"])
             for attempt in 1...2 {
                 let mute = MuteAfterHandshake()
                 let closed = CloseNotifyThenClose(loop.makePromise(of: (Bool, NIODeadline).self), mute: mute)
