@@ -88,15 +88,10 @@ extension Services {
         }
         // The answer counts what is queued as the rest is handed over (handed over whatever
         // the count does: a campaign left leased would wait for its lease to lapse).
-        let counted: CampaignProgress?
-        do {
-            counted = try await campaigns.progress(campaign.id)
-        } catch {
-            if let handOff { campaignQueuer.finish(handOff) }
-            throw error
-        }
+        let counted: Result<CampaignProgress?, any Error>
+        do { counted = .success(try await campaigns.progress(campaign.id)) } catch { counted = .failure(error) }
         if let handOff { campaignQueuer.finish(handOff) }
-        guard let progress = counted else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
+        guard let progress = try counted.get() else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
         context.logger.info(campaign.schedule == nil ? "campaign queued" : "campaign scheduled",
                             metadata: ["campaign": "\(campaign.id)", "recipients": "\(progress.campaign.recipients)",
                                        "devices": "\(progress.campaign.devices)", "by": "\(admin.user)"])
