@@ -323,31 +323,42 @@ struct CampaignCoreTests {
     func queueAheadSlowSends() async throws {
         let f = try await CoreFixture()
         defer { f.cleanup() }
-        let names = try await f.importUsers(4)
-        // Five devices each: a batch of one user puts 5 pushes in, and it takes 4 sends, 1.2 s
-        // apart in all, to bring the waiting below 2 again, longer than the 1 s stall window
-        // (which a single send round, 300 ms on an idle machine, must not outlast however loaded).
-        try await f.registerDevices(names + names + names + names + names)
+        let names = try await f.importUsers(2)
+        // Twelve devices each: a batch of one user puts 12 pushes in, and it takes 11 sends,
+        // 2.75 s apart in all, to bring the waiting below 2 again: longer than the 2 s stall
+        // window, which one send round (250 ms on an idle machine) must not outlast. Were the
+        // window counted from the batch instead of the last send, it would fire with 4 waiting
+        // and queue 12 more (16 waiting).
+        try await f.registerDevices(Array(repeating: names, count: 12).flatMap { $0 })
         let store = f.campaigns(batchSize: 1)
         let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
-        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 2, stalled: .seconds(1)) }
+        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 2, stalled: .seconds(2)) }
         defer { queueing.cancel() }
         let outbox = OutboxStore(database: f.database)
         let holder = OutboxHolder(pid: Int(getpid()))
         var sent = 0, mostWaiting = 0, rounds = 0
-        while sent < 20, rounds < 300 {
+        var last = ContinuousClock.now, longestGap = Duration.zero
+        while sent < 24, rounds < 300 {
             rounds += 1
-            try await Task.sleep(for: .milliseconds(300))
+            try await Task.sleep(for: .milliseconds(250))
             let progress = try #require(try await store.progress(campaign.id))
             mostWaiting = max(mostWaiting, progress.campaign.devices - sent)
             let jobs = try await outbox.claim(limit: 1, lease: 30, holder: holder)
             _ = try await outbox.record(jobs.map { ($0, .sent) }, holder: holder)
             sent += jobs.count
+            longestGap = max(longestGap, .now - last)
+            last = .now
         }
-        #expect(sent == 20)
-        #expect(mostWaiting <= 6, "\(mostWaiting) queued ahead of the sends: the stall fired though sends went on")
+        #expect(sent == 24)
+        // On a machine so loaded that one round took most of the window, the stall may rightly
+        // fire: the bound is judged only when every send came well within it.
+        if longestGap < .milliseconds(1800) {
+            #expect(mostWaiting <= 13, "\(mostWaiting) queued ahead of the sends: the stall fired though sends went on")
+        } else {
+            print("queueAheadSlowSends: a send round took \(longestGap), near the 2 s window: the bound on waiting is not judged")
+        }
         let done = try await queueing.value
-        #expect(done.queued && done.devices == 20)
+        #expect(done.queued && done.devices == 24)
     }
 
     @Test("progress through a hub (a push per user, not per device): above the threshold, pending is the pushes queued less those sent")
