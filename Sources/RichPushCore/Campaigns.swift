@@ -534,8 +534,9 @@ public struct CampaignStore: Sendable {
             let (waiting, done) = try await database.read { db in
                 (try Int.fetchOne(db, sql: """
                     SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
-                    """, arguments: [id, ahead]) ?? 0,
-                 try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id]) ?? 0)
+                    """, arguments: [id, ahead], cached: true) ?? 0,
+                 try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id],
+                                  cached: true) ?? 0)
             }
             guard waiting >= ahead else { break }
             if done != finished { (finished, since) = (done, .now) }
@@ -973,7 +974,8 @@ public struct CampaignStore: Sendable {
     /// Campaign `id` with its counts, or nil.
     public func progress(_ id: Int64) async throws -> CampaignProgress? {
         try await database.read { db in
-            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
+            // Polled while a campaign sends (the console, scripts): its statements are compiled once.
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id], cached: true) else { return nil }
             return try Self.progress(db, campaign: try Self.campaign(row), countedUpTo: pendingCountedUpTo)
         }
     }
@@ -996,7 +998,7 @@ public struct CampaignStore: Sendable {
         if let kept = try SQLRow.fetchOne(db, sql: """
             SELECT coalesce(sum(s.sent), 0) AS sent, coalesce(sum(s.failed), 0) AS failed, coalesce(sum(s.displayed), 0) AS displayed
             FROM campaigns c LEFT JOIN campaign_stats s ON s.campaignId = c.id WHERE c.id = ? AND c.countedInStats = 1 GROUP BY c.id
-            """, arguments: [campaign.id]) {
+            """, arguments: [campaign.id], cached: true) {
             let (sent, failed): (Int, Int) = (kept["sent"], kept["failed"])
             return CampaignProgress(campaign: campaign, pending: try pending(db, campaign: campaign, sent: sent, failed: failed, countedUpTo: countedUpTo),
                                     sent: sent, failed: failed, fetched: kept["displayed"])
@@ -1022,7 +1024,7 @@ public struct CampaignStore: Sendable {
         }
         let counted = try Int.fetchOne(db, sql: """
             SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
-            """, arguments: [campaign.id, countedUpTo]) ?? 0
+            """, arguments: [campaign.id, countedUpTo], cached: true) ?? 0
         return counted < countedUpTo ? counted : max(counted, pushes - sent - failed)
     }
 

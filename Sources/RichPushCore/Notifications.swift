@@ -250,12 +250,14 @@ struct NotificationWriter {
         return created
     }
 
-    /// One multi-row INSERT per 500 rows.
+    /// One multi-row INSERT per 500 rows. A whole 500 is the common statement (a campaign's
+    /// batches): it is compiled once and cached; a shorter run, a statement of its own.
     private static func insertRows(_ db: SQLConnection, _ into: String, _ rows: [[SQLValue]]) throws {
-        for chunk in rows.sqlBatches() {
+        let size = 500
+        for chunk in rows.sqlBatches(of: size) {
             let tuple = "(" + Array(repeating: "?", count: chunk.first!.count).joined(separator: ", ") + ")"
             try db.execute(sql: "INSERT INTO \(into) VALUES " + Array(repeating: tuple, count: chunk.count).joined(separator: ", "),
-                           arguments: SQLArguments(values: chunk.flatMap { $0 }))
+                           arguments: SQLArguments(values: chunk.flatMap { $0 }), cached: chunk.count == size)
         }
     }
 
@@ -415,13 +417,10 @@ public struct NotificationStore: Sendable {
             // One statement, compiled once, per batch of ids given as one list (a fetch storm
             // marks thousands a second): a statement per id cost more than the fetches it marked.
             let unique = Array(Set(ids)).sorted()
-            let postgres = db.dialect == .postgres
-            let sql = "UPDATE notifications SET read = 1, readAt = ? WHERE read = 0 AND "
-                + (postgres ? "id = ANY(string_to_array(?, ',')::bigint[])" : "id IN (SELECT value FROM json_each(?))")
-                + " RETURNING id, campaignId, recipient"
+            let sql = "UPDATE notifications SET read = 1, readAt = ? WHERE read = 0 AND \(db.idIn("id")) RETURNING id, campaignId, recipient"
             for start in stride(from: 0, to: unique.count, by: Self.markBatch) {
-                let list = unique[start..<min(start + Self.markBatch, unique.count)].map(String.init).joined(separator: ",")
-                let rows = try db.fetchAll(sql: sql, arguments: [now.timeIntervalSince1970, postgres ? list : "[\(list)]"], cached: true)
+                let list = db.idList(unique[start..<min(start + Self.markBatch, unique.count)])
+                let rows = try db.fetchAll(sql: sql, arguments: [now.timeIntervalSince1970, list], cached: true)
                 for row in rows {
                     happenings.append(Happening(type: .displayed, campaign: row["campaignId"], notification: row["id"], user: row["recipient"]))
                 }

@@ -98,6 +98,22 @@ public final class SQLConnection {
     }
 }
 
+extension SQLConnection {
+    /// `column` is one of a list of ids given as one argument (`idList(_:)`): the statement's
+    /// text is the same for any number of ids, so it is compiled once and cached, where an
+    /// `IN (?, ?, …)` list is a new statement for every count (its compiling was 2% of `serve`'s
+    /// CPU during a campaign). SQLite reads the list with `json_each`, PostgreSQL as an array.
+    public func idIn(_ column: String) -> String {
+        dialect == .postgres ? "\(column) = ANY(string_to_array(?, ',')::bigint[])" : "\(column) IN (SELECT value FROM json_each(?))"
+    }
+
+    /// The argument for `idIn`: the ids as `1,2,3` (PostgreSQL) or `[1,2,3]` (SQLite).
+    public func idList(_ ids: some Sequence<Int64>) -> String {
+        let list = ids.map(String.init).joined(separator: ",")
+        return dialect == .postgres ? list : "[\(list)]"
+    }
+}
+
 /// `count` comma-separated placeholders, for `IN (…)` lists.
 public func sqlPlaceholders(_ count: Int) -> String {
     Array(repeating: "?", count: count).joined(separator: ", ")
@@ -112,26 +128,28 @@ extension Array {
 }
 
 extension SQLRow {
-    /// Every row of a query.
-    public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> [SQLRow] {
-        try db.fetchAll(sql: sql, arguments: arguments)
+    /// Every row of a query; `cached` as for `SQLConnection.fetchAll`.
+    public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> [SQLRow] {
+        try db.fetchAll(sql: sql, arguments: arguments, cached: cached)
     }
 
-    /// The first row of a query, or nil.
-    public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> SQLRow? {
-        try db.fetchOne(sql: sql, arguments: arguments)
+    /// The first row of a query, or nil; `cached` as for `SQLConnection.fetchAll`.
+    public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> SQLRow? {
+        try db.fetchAll(sql: sql, arguments: arguments, cached: cached).first
     }
 }
 
 extension SQLValueConvertible {
-    /// The first column of every row (rows whose value is NULL or of another kind are left out).
-    public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> [Self] {
-        try db.fetchAll(sql: sql, arguments: arguments).compactMap { $0.values.first.flatMap(Self.fromSQL) }
+    /// The first column of every row (rows whose value is NULL or of another kind are left out);
+    /// `cached` as for `SQLConnection.fetchAll`.
+    public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> [Self] {
+        try db.fetchAll(sql: sql, arguments: arguments, cached: cached).compactMap { $0.values.first.flatMap(Self.fromSQL) }
     }
 
-    /// The first column of the first row, or nil when there is none or it is NULL.
-    public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = []) throws -> Self? {
-        try db.fetchOne(sql: sql, arguments: arguments)?.values.first.flatMap(Self.fromSQL)
+    /// The first column of the first row, or nil when there is none or it is NULL; `cached` as
+    /// for `SQLConnection.fetchAll`.
+    public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> Self? {
+        try db.fetchAll(sql: sql, arguments: arguments, cached: cached).first?.values.first.flatMap(Self.fromSQL)
     }
 }
 
