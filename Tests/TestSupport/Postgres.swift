@@ -95,8 +95,9 @@ public struct Postgres: Sendable {
         """
         m=$(head -n 1 '\(dir)/data/postmaster.pid' 2>/dev/null)
         kill -INT $m $p 2>/dev/null
-        i=0; while [ -n "$m" ] && kill -0 $m 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-        kill -9 $m $p 2>/dev/null
+        i=0; while [ -n "$m" ] && kill -0 "$m" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+        if [ -n "$m" ] && kill -0 "$m" 2>/dev/null; then kill -9 "$m"; fi
+        kill -9 $p 2>/dev/null
         rm -rf '\(dir)'
         """
     }

@@ -166,12 +166,15 @@ public func runCapturing(_ executable: String, _ arguments: [String]) throws -> 
 
 /// Starts `command` (a shell command that runs an engine in the background as `$!`-able job)
 /// under a watchdog: the engine runs as long as this test process does, then `stop` (shell, with
-/// the engine's pid in `$p`) ends it, so a crashed test run leaves nothing behind.
-func startWatched(_ command: String, stop: String) throws {
+/// the engine's pid in `$p`) ends it, so a crashed test run leaves nothing behind. The watchdog
+/// ignores SIGINT and SIGHUP: a Ctrl-C on `swift test` ends the test process, and the watchdog
+/// stays to clean up after it. With no `command` it only waits for the test process, then runs
+/// `stop`.
+func startWatched(_ command: String?, stop: String) throws {
     let script = """
-        \(command) &
-        p=$!
+        trap '' INT HUP
         alive() { s=$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null) && [ "$s" != Z ]; }
+        \(command.map { "\($0) &\np=$!" } ?? "p=\(getpid())")
         while alive \(getpid()) && alive $p; do sleep 1; done
         \(stop)
         """
