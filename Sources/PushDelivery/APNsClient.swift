@@ -122,11 +122,14 @@ public final class APNsClient: Sendable {
         ]
         if let collapseID { headers.append(("apns-collapse-id", collapseID)) }
         let tokens = self.tokens
-        http.execute(path: "/3/device/\(deviceToken)", headers: headers, body: ByteBuffer(data: payload)) { result in
+        http.execute(path: "/3/device/\(deviceToken)", headers: headers, body: ByteBuffer(data: payload), unindexed: Self.unindexed) { result in
             let (outcome, timestamp) = Self.outcome(of: result, jwt: jwt, tokens: tokens)
             completion(outcome, timestamp)
         }
     }
+
+    /// The headers whose values change from push to push: sent without entering HPACK's table.
+    private static let unindexed: Set<String> = [":path", "apns-id", "apns-expiration"]
 
     /// What an answer means for the push.
     private static func outcome(of result: Result<PushHTTPResponse, any Error>, jwt: String, tokens: APNsTokenManager) -> (DeliveryOutcome, Date?) {

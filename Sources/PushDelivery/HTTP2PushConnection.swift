@@ -94,15 +94,22 @@ final class HTTP2PushClient: Sendable {
     /// `execute` without a task: `completion` is called once, on the connection's event loop
     /// (or at once when no connection can be had), so a sender with many requests in flight
     /// needs no task or thread hop per request.
+    ///
+    /// `unindexed` names the headers (`:path` among them) whose values differ from one request to
+    /// the next: HPACK sends them as literals without adding them to the connection's dynamic
+    /// table. Indexed, each would evict older entries (a device's path and a push's `apns-id`
+    /// are about 120 bytes a push against a 4,096-byte table), so the values every request shares
+    /// (the provider token, the topic) kept falling out and being sent whole again, and both
+    /// sides searched and rewrote the table for every push.
     func execute(method: String = "POST", path: String, headers: [(String, String)], body: ByteBuffer?, timeout: TimeAmount? = nil,
-                 completion: @escaping @Sendable (Result<PushHTTPResponse, any Error>) -> Void) {
+                 unindexed: Set<String> = [], completion: @escaping @Sendable (Result<PushHTTPResponse, any Error>) -> Void) {
         var block = HPACKHeaders()
         block.reserveCapacity(headers.count + 4)
         block.add(name: ":method", value: method)
         block.add(name: ":scheme", value: "https")
-        block.add(name: ":path", value: path)
+        block.add(name: ":path", value: path, indexing: unindexed.contains(":path") ? .nonIndexable : .indexable)
         block.add(name: ":authority", value: authority)
-        for (name, value) in headers { block.add(name: name, value: value) }
+        for (name, value) in headers { block.add(name: name, value: value, indexing: unindexed.contains(name) ? .nonIndexable : .indexable) }
         let request = PushConnection.Request(headers: block, body: body, timeout: timeout, completion: completion)
         switch usableConnection() {
         case .success(let connection):
