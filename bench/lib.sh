@@ -63,7 +63,7 @@ median_of() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? 
 start_postgres() {
     local dir=$1 port=$2
     $as_pg "$pg/initdb" -D "$dir/pg" -U richpush --auth=trust -E UTF8 --locale=C >/dev/null
-    $as_pg "$pg/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=100" start >/dev/null
+    $as_pg "$pg/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=100 ${PG_OPTIONS:-}" start >/dev/null
     "$pg/psql" -h 127.0.0.1 -p "$port" -U richpush -qc "CREATE DATABASE richpush" postgres
 }
 
@@ -83,12 +83,13 @@ PY
     for _ in $(seq 1 100); do [ -f apns-sandbox-cert.pem ] && curl -sk -o /dev/null "https://127.0.0.1:$port/3/device" && break; sleep 0.1; done
 }
 
-# insert_devices ENGINE N: users u1..uN with an APNs device each (r1..rN), inserted straight
-# into the store's tables: ENGINE is sqlite (the file $work/data-sqlite/richpush.sqlite) or
-# postgres (at $pgport).
+# insert_devices ENGINE N [WHERE]: users u1..uN with an APNs device each (r1..rN), inserted
+# straight into the store's tables: ENGINE is sqlite (the file WHERE, by default
+# $work/data-sqlite/richpush.sqlite) or postgres (the database WHERE at $pgport, by default
+# richpush; vacuumed after, as long-registered users' tables would be).
 insert_devices() {
     if [ "$1" = sqlite ]; then
-        python3 - "$work/data-sqlite/richpush.sqlite" "$2" <<'PY'
+        python3 - "${3:-$work/data-sqlite/richpush.sqlite}" "$2" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2])
 db.executemany("INSERT INTO users (name, passwordHash, createdAt, admin) VALUES (?, 'x', 0, 0)", (("u%d" % i,) for i in range(1, n + 1)))
@@ -97,10 +98,10 @@ db.executemany("INSERT INTO registrations (id, username, platform, handle, tags,
 db.commit()
 PY
     else
-        "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -qc "
+        "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d "${3:-richpush}" -qc "
 INSERT INTO users (name, passwordHash, createdAt, admin) SELECT 'u' || i, 'x', 0, 0 FROM generate_series(1, $2) AS s(i);
 INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt)
-  SELECT 'r' || i, 'u' || i, 'apns', lpad(to_hex(i), 64, '0'), '[]', 0, 0 FROM generate_series(1, $2) AS s(i);
-ANALYZE;"
+  SELECT 'r' || i, 'u' || i, 'apns', lpad(to_hex(i), 64, '0'), '[]', 0, 0 FROM generate_series(1, $2) AS s(i);" \
+            -c "VACUUM ANALYZE users" -c "VACUUM ANALYZE registrations" -c "ANALYZE"
     fi
 }

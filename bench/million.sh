@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# A million on one node (issue #28): one alert campaign to N users with a device each (default
-# 1,000,000) from one `serve` (release build, one event loop per core) through `richpush
-# apns-sandbox`, on SQLite + files and on PostgreSQL (a local cluster this script starts), one
-# after the other. For each engine:
+# A million on one node (issue #28): alert campaigns from one `serve` (release build, one event
+# loop per core) through `richpush apns-sandbox`, on SQLite + files and on PostgreSQL (a local
+# cluster this script starts), one engine after the other.
+#
+# The target is a rate that does not depend on the audience: pushes per second at 10k, 100k and
+# 1M, flat within 10%. So each engine runs a campaign of each size on a node of its own (a new
+# database with that many users, a device each), and each campaign's rate is its recipients over
+# the time from its POST to the last push recorded sent (the outbox's own record: a delivery's
+# updatedAt is written with its batch). The smaller sizes (env SIZES, default 10,000 and 100,000)
+# run ROUNDS campaigns each (default 3: the first on a node just started, the others warm) and
+# give their median; N (default 1,000,000) runs once, and for it also:
 #
 # - queueing: from the POST until every recipient's push is in the outbox (the POST answers once
-#   the campaign is queued; pushes go out from the first batch on);
-# - pushes per second around 10k, 100k and 1M sent: over the last tenth before each mark
-#   (9k→10k, 90k→100k, 900k→1M), which should be flat within 10%: from progress polled every
-#   0.25 s, and again from the outbox's record of when each push was recorded sent;
+#   its first batches are queued; pushes go out from the first batch on);
+# - pushes per second within the campaign: over the last tenth before 10k, 100k and N sent
+#   (9k→10k is 1,000 pushes, half a second: a sample, not a rate), and over each tenth;
 # - peak RSS of `serve` (VmHWM; target < 200 MiB), sampled too while it runs;
 # - the database's growth per recipient (SQLite: the file and its WAL after a checkpoint;
 #   PostgreSQL: pg_database_size), notification, push and outbox row together;
 # - CPU per push of `serve` and of the sandbox (from /proc, over the whole campaign).
 #
 # Users and devices are inserted straight into each store's tables (registering a million
-# through the API is bench/broadcast.sh's business at 10,000).
+# through the API is bench/broadcast.sh's business at 10,000), and vacuumed on PostgreSQL as a
+# node's long-registered users would be (else autovacuum's first pass over them would run
+# beside the campaign).
 #
-# Usage: bench/million.sh [N] [ENGINES]   (default 1000000 "sqlite postgres"; env BENCH_WORK,
-#        KEEP_WORK=1)
+# Usage: bench/million.sh [N] [ENGINES]   (default 1000000 "sqlite postgres"; env SIZES, ROUNDS,
+#        BENCH_WORK, KEEP_WORK=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -33,12 +41,13 @@ swift build -c release --product richpush >&2
 rp="$(swift build -c release --show-bin-path)/richpush"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
-serve_pid='' sandbox_pid='' sampler_pid=''
+sandbox_pid='' sampler_pid=''
+declare -A serve_pids=()
 pg=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 as_pg=""; if [ "$(id -u)" = 0 ]; then as_pg="runuser -u postgres --"; chown postgres "$work"; fi
 cleanup() {
     local status=$?
-    for pid in $sampler_pid $serve_pid $sandbox_pid; do kill "$pid" 2>/dev/null || true; done
+    for pid in $sampler_pid ${serve_pids[@]:-} $sandbox_pid; do kill "$pid" 2>/dev/null || true; done
     $as_pg "$pg/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true
     wait 2>/dev/null || true
     if [ "$status" -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$work"; else echo "work files kept in $work" >&2; fi
@@ -46,47 +55,64 @@ cleanup() {
 trap cleanup EXIT
 
 pgport=25433
-postgres_url="postgres://richpush@127.0.0.1:$pgport/richpush"
 if [[ " $engines " == *" postgres "* ]]; then start_postgres "$work" $pgport; fi
 start_apns_sandbox "$rp" $sandbox_port
 mkdir -p media && cp "$repo/media/logo.png" media/
+sizes=""; for size in ${SIZES:-10000 100000}; do [ "$size" -lt "$n" ] && sizes="$sizes $size"; done
+sizes="$sizes $n"
 
-database_of() { [ "$1" = sqlite ] && echo "sqlite:$work/data-sqlite/richpush.sqlite" || echo "$postgres_url"; }
-size_of() { # ENGINE -> bytes
+# A node of SIZE users: its data directory data-ENGINE-SIZE, and on PostgreSQL its own database.
+dbname_of() { echo "richpush_$2"; } # ENGINE SIZE
+database_of() { # ENGINE SIZE
+    [ "$1" = sqlite ] && echo "sqlite:$work/data-sqlite-$2/richpush.sqlite" || echo "postgres://richpush@127.0.0.1:$pgport/$(dbname_of "$@")"
+}
+size_of() { # ENGINE SIZE -> bytes
     if [ "$1" = sqlite ]; then
-        python3 -c "import sqlite3; c = sqlite3.connect('$work/data-sqlite/richpush.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" >/dev/null
-        stat -c %s "$work/data-sqlite/richpush.sqlite"
+        python3 -c "import sqlite3; c = sqlite3.connect('$work/data-sqlite-$2/richpush.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" >/dev/null
+        stat -c %s "$work/data-sqlite-$2/richpush.sqlite"
     else
-        "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d richpush -tAc "CHECKPOINT; SELECT pg_database_size('richpush')" | tail -1
+        "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d "$(dbname_of "$@")" -tAc "CHECKPOINT; SELECT pg_database_size('$(dbname_of "$@")')" | tail -1
     fi
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
-for engine in $engines; do
-    database=$(database_of "$engine")
-    echo admin-password | "$rp" users add admin --admin --password-stdin --data "data-$engine" --database "$database" >/dev/null
+# start_node ENGINE SIZE INDEX: a node of SIZE users (a device each) and its `serve` on port+INDEX;
+# its pid in serve_pids[SIZE].
+declare -A node_ports sizes_before rss_start
+start_node() {
+    local engine=$1 size=$2 database where t0
+    database=$(database_of "$engine" "$size")
+    if [ "$engine" = postgres ]; then "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -qc "CREATE DATABASE $(dbname_of "$engine" "$size")" postgres; fi
+    echo admin-password | "$rp" users add admin --admin --password-stdin --data "data-$engine-$size" --database "$database" >/dev/null
     t0=$(now)
-    insert_devices "$engine" "$n"
-    echo "$engine: $n users and devices inserted in $(echo "$(now) - $t0" | bc -l | xargs printf %.1f) s" >&2
-    before=$(size_of "$engine")
-
-    "$rp" serve --data "data-$engine" --database "$database" --port $port --log-level warning \
+    if [ "$engine" = sqlite ]; then where="$work/data-sqlite-$size/richpush.sqlite"; else where=$(dbname_of "$engine" "$size"); fi
+    insert_devices "$engine" "$size" "$where"
+    echo "$engine: $size users and devices inserted in $(echo "$(now) - $t0" | bc -l | xargs printf %.1f) s" >&2
+    sizes_before[$size]=$(size_of "$engine" "$size")
+    node_ports[$size]=$((port + $3))
+    "$rp" serve --data "data-$engine-$size" --database "$database" --port "${node_ports[$size]}" --log-level warning \
         --apns-key AuthKey.p8 --apns-key-id KEY1234567 --apns-team-id TEAM123456 --apns-topic com.example.app \
-        --apns-env "https://127.0.0.1:$sandbox_port" --push-ca apns-sandbox-cert.pem 2>> "serve-$engine.log" &
-    serve_pid=$!
-    for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+        --apns-env "https://127.0.0.1:$sandbox_port" --push-ca apns-sandbox-cert.pem 2>> "serve-$engine-$size.log" &
+    serve_pids[$size]=$!
+    for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:${node_ports[$size]}/health" >/dev/null && break; sleep 0.1; done
     # The admin's bcrypt (cost 12) once, before anything is timed.
-    curl -fs -u admin:admin-password "http://127.0.0.1:$port/api/admin/campaigns" >/dev/null
-    rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$serve_pid/status")
-    s0=$(cpu_ticks "$serve_pid"); b0=$(cpu_ticks "$sandbox_pid")
-    # RSS every half second while the campaign runs.
-    (while kill -0 "$serve_pid" 2>/dev/null; do echo "$(now) $(awk '/VmRSS/ {print $2}' "/proc/$serve_pid/status" 2>/dev/null)"; sleep 0.5; done) > "rss-$engine.txt" &
-    sampler_pid=$!
+    curl -fs -u admin:admin-password "http://127.0.0.1:${node_ports[$size]}/api/admin/campaigns" >/dev/null
+    rss_start[$size]=$(awk '/VmRSS/ {print $2}' "/proc/${serve_pids[$size]}/status")
+}
 
-    python3 - "$port" "$n" "$engine" <<'PY'
-import base64, http.client, json, sys, threading, time
-port, n, engine = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+# campaign ENGINE SIZE ROUND DETAIL: an alert campaign to every user of the SIZE node; prints its
+# pushes per second (and, with DETAIL 1, the figures within it on stderr).
+campaign() {
+    python3 - "${node_ports[$2]}" "$2" "$1" "$3" "$4" "$work/data-sqlite-$2/richpush.sqlite" "$pg/psql" $pgport "$(dbname_of "$1" "$2")" <<'PY'
+import base64, http.client, json, sqlite3, subprocess, sys, threading, time
+port, n, engine, round, detail = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
+sqlite_file, psql, pgport, dbname = sys.argv[6:10]
+def sql(query):  # one value, from the node's own database
+    if engine == "sqlite":
+        return sqlite3.connect(sqlite_file).execute(query).fetchone()[0]
+    return subprocess.run([psql, "-h", "127.0.0.1", "-p", pgport, "-U", "richpush", "-d", dbname, "-tAc", query],
+                          check=True, capture_output=True, text=True).stdout.strip()
 h = {"Authorization": "Basic " + base64.b64encode(b"admin:admin-password").decode(), "Content-Type": "application/json"}
 progress = []  # (t, sent, queued pushes)
 created = {}
@@ -94,14 +120,15 @@ def post():
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
     c.request("POST", "/api/admin/campaigns", json.dumps({"audience": {"all": True}, "title": "A million", "message": "m", "mode": "alert"}), h)
     r = c.getresponse(); created.update(json.loads(r.read())); created["status"] = r.status; created["answered"] = time.perf_counter()
+posted_at = time.time()
 t0 = time.perf_counter()
 poster = threading.Thread(target=post); poster.start()
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-cid = None
-while cid is None:
-    time.sleep(0.2)
-    c.request("GET", "/api/admin/campaigns", headers=h); listed = json.loads(c.getresponse().read())
-    if listed: cid = listed[0]["id"] if isinstance(listed, list) else None
+while "id" not in created:
+    time.sleep(0.05)
+    if not poster.is_alive(): break
+cid = created.get("id")
+assert cid, created
 queued_at = None
 while True:
     c.request("GET", "/api/admin/campaigns/%d" % cid, headers=h); p = json.loads(c.getresponse().read())
@@ -113,56 +140,96 @@ while True:
 poster.join()
 assert created["status"] == 202, created
 assert p["failed"] == 0, p
-def when(mark):  # the first time `sent` reached mark, interpolated between samples
-    for (ta, sa, _), (tb, sb, _) in zip(progress, progress[1:]):
-        if sb >= mark > sa: return ta + (tb - ta) * (mark - sa) / (sb - sa)
-    return progress[0][0]
-rates = []
-for mark in (10_000, 100_000, n):
-    if mark > n: continue
-    a, b = when(mark * 0.9), when(mark)
-    rates.append((mark, mark * 0.1 / (b - a)))
-total = progress[-1][0]
-post_seconds = created["answered"] - t0
-with open("progress-%s.txt" % engine, "w") as f:  # seconds, sent, in the outbox or sent
+# The campaign's rate: its recipients over the time from the POST to the last push recorded sent.
+last = float(sql("SELECT max(updatedAt) FROM deliveries WHERE campaignId = %d AND state = 'sent'" % cid))
+rate = n / (last - posted_at)
+with open("progress-%s-%d-%d.txt" % (engine, n, round), "w") as f:  # seconds, sent, in the outbox or sent
     f.writelines("%.2f %d %d\n" % row for row in progress)
-sent_queued = next(s for t, s, _ in progress if t >= queued_at)
-during = sent_queued / queued_at
-after = (n - sent_queued) / (total - queued_at) if total > queued_at else float("nan")
-print(f"{engine}: POST answered after {post_seconds:.1f} s; every push queued after {queued_at:.1f} s; all {n} sent after {total:.1f} s "
-      f"({n / total:.0f} pushes/s overall)")
-print(f"{engine}: pushes/s over the last tenth before " + ", ".join(f"{m:,}: {r:.0f}" for m, r in rates)
-      + f"; spread {(max(r for _, r in rates) / min(r for _, r in rates) - 1) * 100:.1f}%")
-print(f"{engine}: {sent_queued} sent when the last push was queued: {during:.0f} pushes/s while queueing, {after:.0f} after")
-tenths = [when(n * k / 10) for k in range(11)]
-print(f"{engine}: pushes/s in each tenth of the campaign: " + " ".join(f"{n / 10 / (b - a):.0f}" for a, b in zip(tenths, tenths[1:])))
+post_seconds = created["answered"] - t0
+print(f"{engine}: campaign {round} to {n:,}: POST answered after {post_seconds:.1f} s; every push queued after {queued_at:.1f} s; "
+      f"all sent after {last - posted_at:.1f} s: {rate:.0f} pushes/s", file=sys.stderr)
+if detail:
+    # Within the campaign, from the outbox's record of each send.
+    if engine == "sqlite":
+        times = [r[0] for r in sqlite3.connect(sqlite_file).execute(
+            "SELECT updatedAt FROM deliveries WHERE campaignId = ? AND state = 'sent' ORDER BY updatedAt", (cid,))]
+    else:
+        times = [float(line) for line in subprocess.run(
+            [psql, "-h", "127.0.0.1", "-p", pgport, "-U", "richpush", "-d", dbname, "-tAc",
+             "COPY (SELECT updatedAt FROM deliveries WHERE campaignId = %d AND state = 'sent' ORDER BY updatedAt) TO STDOUT" % cid],
+            check=True, capture_output=True, text=True).stdout.split()]
+    assert len(times) == n, (len(times), n)
+    with open("sent-%s.txt" % engine, "w") as f: f.writelines("%r\n" % t for t in times)
+    at = lambda k: times[max(int(k), 1) - 1]  # when the k-th push was recorded sent
+    marks = [(m, m * 0.1 / (at(m) - at(m * 0.9))) for m in (10_000, 100_000, n) if m <= n]
+    queued_index = next(i for i, row in enumerate(progress) if row[0] >= queued_at)
+    sent_queued = progress[queued_index][1]
+    during = sent_queued / queued_at
+    total = progress[-1][0]
+    after = (n - sent_queued) / (total - queued_at) if total > queued_at else float("nan")
+    print(f"{engine}: {sent_queued} sent when the last push was queued: {during:.0f} pushes/s while queueing, {after:.0f} after", file=sys.stderr)
+    print(f"{engine}: within it, pushes/s over the last tenth before " + ", ".join(f"{m:,}: {r:.0f}" for m, r in marks)
+          + "; over each tenth: "
+          + " ".join(f"{n / 10 / (at(n * (k + 1) / 10) - at(n * k / 10) if k else at(n / 10) - times[0]):.0f}" for k in range(10)),
+          file=sys.stderr)
+print(f"{rate:.0f}")
 PY
-    # The same marks from the outbox's own record of each send (a delivery's updatedAt is when its
-    # batch was recorded sent): a 9k→10k window is half a second, two of the polls above.
-    if [ "$engine" = sqlite ]; then
-        python3 -c "import sqlite3, sys; c = sqlite3.connect('$work/data-sqlite/richpush.sqlite'); sys.stdout.writelines('%r\n' % r[0] for r in c.execute(\"SELECT updatedAt FROM deliveries WHERE state = 'sent' ORDER BY updatedAt\"))" > "sent-$engine.txt"
-    else
-        "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d richpush -tAc "COPY (SELECT updatedAt FROM deliveries WHERE state = 'sent' ORDER BY updatedAt) TO STDOUT" > "sent-$engine.txt"
-    fi
-    python3 - "$n" "$engine" "sent-$engine.txt" <<'PY'
-import sys
-n, engine = int(sys.argv[1]), sys.argv[2]
-times = [float(line) for line in open(sys.argv[3])]
-assert len(times) == n, (len(times), n)
-at = lambda k: times[max(int(k), 1) - 1]  # when the k-th push was recorded sent
-rates = [(m, m * 0.1 / (at(m) - at(m * 0.9))) for m in (10_000, 100_000, n) if m <= n]
-print(f"{engine}: the same from the outbox's record times: " + ", ".join(f"{m:,}: {r:.0f}" for m, r in rates)
-      + f"; spread {(max(r for _, r in rates) / min(r for _, r in rates) - 1) * 100:.1f}%; each tenth: "
-      + " ".join(f"{n / 10 / (at(n * (k + 1) / 10) - at(n * k / 10) if k else at(n / 10) - times[0]):.0f}" for k in range(10)))
-PY
+}
+
+small_rounds() { # ENGINE: ROUNDS campaigns to each smaller node, taking turns
+    local round size
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+        for size in $smaller; do
+            turn[$size]=$(( ${turn[$size]:-0} + 1 ))
+            rates[$size]="${rates[$size]:-} $(campaign "$1" "$size" "${turn[$size]}" 0)"
+        done
+    done
+}
+
+for engine in $engines; do
+    declare -A rates=() turn=()
+    smaller=${sizes% *}
+    index=0
+    for size in $sizes; do start_node "$engine" "$size" $((index++)); done
+    # The smaller campaigns take turns, before and after N's, so that what the shared machine does
+    # meanwhile falls on every size alike.
+    small_rounds "$engine"
+    pid=${serve_pids[$n]}
+    s0=$(cpu_ticks "$pid"); b0=$(cpu_ticks "$sandbox_pid")
+    # RSS every half second while the campaign runs.
+    (while kill -0 "$pid" 2>/dev/null; do echo "$(now) $(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null)"; sleep 0.5; done) > "rss-$engine.txt" &
+    sampler_pid=$!
+    rates[$n]=$(campaign "$engine" "$n" 1 1)
     kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=
-    serve_cpu=$(( $(cpu_ticks "$serve_pid") - s0 )); sandbox_cpu=$(( $(cpu_ticks "$sandbox_pid") - b0 ))
-    hwm=$(awk '/VmHWM/ {print $2}' "/proc/$serve_pid/status")
-    kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=
-    after=$(size_of "$engine")
+    serve_cpu=$(( $(cpu_ticks "$pid") - s0 )); sandbox_cpu=$(( $(cpu_ticks "$sandbox_pid") - b0 ))
+    hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+    small_rounds "$engine"
+    for size in $sizes; do kill "${serve_pids[$size]}"; wait "${serve_pids[$size]}" 2>/dev/null || true; done
+    serve_pids=()
+    after=$(size_of "$engine" "$n")
     printf '%s: serve RSS %.1f MiB at start, peak %.1f MiB (VmHWM; target < 200); database +%.0f bytes per recipient (%.1f MB → %.1f MB)\n' \
-        "$engine" "$(echo "$rss_start / 1024" | bc -l)" "$(echo "$hwm / 1024" | bc -l)" "$(echo "($after - $before) / $n" | bc -l)" \
-        "$(echo "$before / 1000000" | bc -l)" "$(echo "$after / 1000000" | bc -l)"
+        "$engine" "$(echo "${rss_start[$n]} / 1024" | bc -l)" "$(echo "$hwm / 1024" | bc -l)" "$(echo "($after - ${sizes_before[$n]}) / $n" | bc -l)" \
+        "$(echo "${sizes_before[$n]} / 1000000" | bc -l)" "$(echo "$after / 1000000" | bc -l)"
     printf '%s: CPU per push: serve %.0f us, APNs sandbox %.0f us\n' "$engine" \
         "$(echo "$serve_cpu * 1000000 / $hz / $n" | bc -l)" "$(echo "$sandbox_cpu * 1000000 / $hz / $n" | bc -l)"
+    # The target: the campaigns' rates flat within 10% from the smallest to N.
+    summary=""
+    for size in $sizes; do
+        [ "$size" = "$n" ] || echo "$engine: campaigns to $size: $(echo ${rates[$size]} | sed 's/ / \/ /g') pushes/s, median $(median_of ${rates[$size]})" >&2
+        summary="$summary $size:$(median_of ${rates[$size]})"
+    done
+    python3 - "$engine" $summary <<'PY'
+import sys
+engine, rates = sys.argv[1], [(int(a), float(b)) for a, b in (x.split(":") for x in sys.argv[2:])]
+low, high = min(r for _, r in rates), max(r for _, r in rates)
+print(f"{engine}: pushes/s of a campaign to " + ", ".join(f"{size:,}: {rate:.0f}" for size, rate in rates)
+      + f"; spread {(high / low - 1) * 100:.1f}% (target: within 10%)")
+PY
+    if [ "${KEEP_WORK:-0}" != 1 ]; then
+        # Not looked at again: the space back before the next engine.
+        for size in $sizes; do
+            rm -rf "data-$engine-$size"
+            if [ "$engine" = postgres ]; then "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -qc "DROP DATABASE $(dbname_of "$engine" "$size")" postgres; fi
+        done
+    fi
 done
