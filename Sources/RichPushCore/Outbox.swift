@@ -2,160 +2,82 @@ import Foundation
 import MediaStore
 import SQLEngine
 
-/// One push to make, as the outbox hands it to a provider.
+/// One push to make, as the outbox hands it to a provider. Its fields (`DeliveryJob.Fields`) read
+/// and change as its own: `job.target`, `job.attempts += 1`.
 ///
-/// Its fields live in one copy-on-write box: a job is copied several times on its way (the
+/// The fields live in one copy-on-write box: a job is copied several times on its way (the
 /// dispatcher's queue and window, the provider's callback, the outcome recorded), and a copy of
 /// seventeen fields was a retain for each reference among them (`initializeWithCopy` and
 /// `destroy` of this type were 4% of `serve`'s CPU during a campaign). Now a copy is one retain,
 /// and a change to a shared job copies the box first.
+@dynamicMemberLookup
 public struct DeliveryJob: Sendable {
-    private final class Storage: @unchecked Sendable {
-        var id: Int64
-        var notificationId: Int64
-        var registrationId: String?
-        var target: String
-        var payload: Data
-        var mode: PushMode
-        var pushId: String
-        var attempts: Int
-        var registrationUpdatedAt: Date?
-        var platform: String?
-        var content: PushContent?
-        var app: String
-        var campaignId: Int64?
-        var image: MediaID?
-        var recipient: String?
-        var options: PushOptions
-        var expiresAt: Date?
+    /// What a job carries.
+    public struct Fields: Sendable {
+        /// The outbox row.
+        public var id: Int64
+        /// The notification it delivers.
+        public var notificationId: Int64
+        /// The device's registration; nil for a hub's tag.
+        public var registrationId: String?
+        /// A device token, or a tag such as `username:alice`.
+        public var target: String
+        /// The push's exact bytes.
+        public var payload: Data
+        /// Alert or silent: decides `apns-push-type` and `apns-priority`.
+        public var mode: PushMode
+        /// Sent as `apns-id`; the same on every attempt.
+        public var pushId: String
+        /// Attempts made before this one.
+        public var attempts: Int
+        /// When the device's registration last changed (410 prunes only registrations older than Apple's timestamp).
+        public var registrationUpdatedAt: Date?
+        /// The device's platform (`apns`, `fcm`, `web`); nil for APNs devices registered before
+        /// platforms were recorded and for a hub's tag.
+        public var platform: String?
+        /// What the push says, for the platforms that build their own message from it.
+        public var content: PushContent?
+        /// The app whose credentials send it (SPEC §18).
+        public var app: String = AppName.default
+        /// The campaign it belongs to (SPEC §20's counts and events).
+        public var campaignId: Int64?
+        /// The notification's payload image (the claim reads it; nil when a job is made otherwise).
+        public var image: MediaID?
+        /// The notification's recipient (SPEC §20's counts and events).
+        public var recipient: String?
+        /// The notification's options (SPEC §22).
+        public var options = PushOptions()
+        /// When the push's life ends, this machine's time: its notification's making (or its turn,
+        /// in a paced campaign) plus `expiresIn`, or plus `nowOrNeverWindow` for `expiresIn` 0.
+        public var expiresAt: Date? = Date().addingTimeInterval(Double(PushOptions.defaultExpiresIn))
+    }
 
-        init(id: Int64, notificationId: Int64, registrationId: String?, target: String, payload: Data, mode: PushMode, pushId: String, attempts: Int, registrationUpdatedAt: Date?, platform: String?, content: PushContent?, app: String, campaignId: Int64?, image: MediaID?, recipient: String?, options: PushOptions, expiresAt: Date?) {
-            self.id = id
-            self.notificationId = notificationId
-            self.registrationId = registrationId
-            self.target = target
-            self.payload = payload
-            self.mode = mode
-            self.pushId = pushId
-            self.attempts = attempts
-            self.registrationUpdatedAt = registrationUpdatedAt
-            self.platform = platform
-            self.content = content
-            self.app = app
-            self.campaignId = campaignId
-            self.image = image
-            self.recipient = recipient
-            self.options = options
-            self.expiresAt = expiresAt
+    @usableFromInline
+    final class Box: @unchecked Sendable {
+        @usableFromInline var fields: Fields
+
+        @usableFromInline init(_ fields: Fields) { self.fields = fields }
+    }
+
+    @usableFromInline var box: Box
+
+    /// A field of the job, read or changed (the box is unshared first when another job holds it too).
+    @inlinable
+    public subscript<Value>(dynamicMember field: WritableKeyPath<Fields, Value>) -> Value {
+        get { box.fields[keyPath: field] }
+        set {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
+            box.fields[keyPath: field] = newValue
         }
-
-        func copy() -> Storage {
-            Storage(id: id, notificationId: notificationId, registrationId: registrationId, target: target, payload: payload, mode: mode, pushId: pushId, attempts: attempts, registrationUpdatedAt: registrationUpdatedAt, platform: platform, content: content, app: app, campaignId: campaignId, image: image, recipient: recipient, options: options, expiresAt: expiresAt)
-        }
-    }
-
-    private var storage: Storage
-
-    /// The box, unshared first when another job holds it too.
-    private var unique: Storage {
-        mutating get {
-            if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
-            return storage
-        }
-    }
-
-    public var id: Int64 {
-        get { storage.id }
-        set { unique.id = newValue }
-    }
-    public var notificationId: Int64 {
-        get { storage.notificationId }
-        set { unique.notificationId = newValue }
-    }
-    public var registrationId: String? {
-        get { storage.registrationId }
-        set { unique.registrationId = newValue }
-    }
-    /// A device token, or a tag such as `username:alice`.
-    public var target: String {
-        get { storage.target }
-        set { unique.target = newValue }
-    }
-    /// The push's exact bytes.
-    public var payload: Data {
-        get { storage.payload }
-        set { unique.payload = newValue }
-    }
-    /// Alert or silent: decides `apns-push-type` and `apns-priority`.
-    public var mode: PushMode {
-        get { storage.mode }
-        set { unique.mode = newValue }
-    }
-    /// Sent as `apns-id`; the same on every attempt.
-    public var pushId: String {
-        get { storage.pushId }
-        set { unique.pushId = newValue }
-    }
-    /// Attempts made before this one.
-    public var attempts: Int {
-        get { storage.attempts }
-        set { unique.attempts = newValue }
-    }
-    /// When the device's registration last changed (410 prunes only registrations older than Apple's timestamp).
-    public var registrationUpdatedAt: Date? {
-        get { storage.registrationUpdatedAt }
-        set { unique.registrationUpdatedAt = newValue }
-    }
-    /// The device's platform (`apns`, `fcm`, `web`); nil for APNs devices registered before
-    /// platforms were recorded and for a hub's tag.
-    public var platform: String? {
-        get { storage.platform }
-        set { unique.platform = newValue }
-    }
-    /// What the push says, for the platforms that build their own message from it.
-    public var content: PushContent? {
-        get { storage.content }
-        set { unique.content = newValue }
-    }
-    /// The app whose credentials send it (SPEC §18).
-    public var app: String {
-        get { storage.app }
-        set { unique.app = newValue }
-    }
-    /// The campaign it belongs to (SPEC §20's counts and events).
-    public var campaignId: Int64? {
-        get { storage.campaignId }
-        set { unique.campaignId = newValue }
-    }
-    /// The notification's payload image (the claim reads it; nil when a job is made otherwise).
-    public var image: MediaID? {
-        get { storage.image }
-        set { unique.image = newValue }
-    }
-    /// The notification's recipient (SPEC §20's counts and events).
-    public var recipient: String? {
-        get { storage.recipient }
-        set { unique.recipient = newValue }
-    }
-    /// The notification's options (SPEC §22).
-    public var options: PushOptions {
-        get { storage.options }
-        set { unique.options = newValue }
-    }
-    /// When the push's life ends, this machine's time: its notification's making (or its turn,
-    /// in a paced campaign) plus `expiresIn`, or plus `nowOrNeverWindow` for `expiresIn` 0.
-    public var expiresAt: Date? {
-        get { storage.expiresAt }
-        set { unique.expiresAt = newValue }
     }
 
     /// Seconds the push service should keep it (0: now or never), or nil when its life ended
     /// before it could be sent (it is then failed, never sent late: a sale that ended at noon).
     public func remainingLife(now: Date = Date()) -> Int? {
-        guard let expiresAt else { return 0 }
+        guard let expiresAt = self.expiresAt else { return 0 }
         let left = expiresAt.timeIntervalSince(now)
         // "Now or never" (expiresIn 0) is sent with a life of 0 while its short window lasts.
-        if options.lifetime == 0 { return left > 0 ? 0 : nil }
+        if self.options.lifetime == 0 { return left > 0 ? 0 : nil }
         return left >= 1 ? Int(left) : nil
     }
 
@@ -170,19 +92,20 @@ public struct DeliveryJob: Sendable {
 
     /// The reason a push whose life ended is failed with.
     public var expiredReason: String {
-        "expired: its life of \(options.lifetime) s (options.expiresIn) ended before it could be sent"
+        "expired: its life of \(self.options.lifetime) s (options.expiresIn) ended before it could be sent"
     }
 
     /// The push's collapse identifier (SPEC §17): derived from the notification alone, so every
     /// send of it to a device (a retry, a resend after a crash or a node's death) carries the
     /// same one and the phone shows the message once. `rp-` and the notification id: within
     /// APNs' 64 bytes and Web Push's 32 URL-safe characters for a `Topic`.
-    public var collapseID: String { "rp-\(notificationId)" }
+    public var collapseID: String { "rp-\(self.notificationId)" }
 
     /// Creates a job.
     public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, mode: PushMode = .silent,
                 pushId: String, attempts: Int = 0, registrationUpdatedAt: Date? = nil, platform: String? = nil, content: PushContent? = nil) {
-        storage = Storage(id: id, notificationId: notificationId, registrationId: registrationId, target: target, payload: payload, mode: mode, pushId: pushId, attempts: attempts, registrationUpdatedAt: registrationUpdatedAt, platform: platform, content: content, app: AppName.default, campaignId: nil, image: nil, recipient: nil, options: PushOptions(), expiresAt: Date().addingTimeInterval(Double(PushOptions.defaultExpiresIn)))
+        box = Box(Fields(id: id, notificationId: notificationId, registrationId: registrationId, target: target, payload: payload, mode: mode,
+                         pushId: pushId, attempts: attempts, registrationUpdatedAt: registrationUpdatedAt, platform: platform, content: content))
     }
 }
 
