@@ -98,10 +98,10 @@ db.executemany("INSERT INTO registrations (id, username, platform, handle, tags,
 db.commit()
 PY
     else
-        "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d "${3:-richpush}" -qc "
+        "$pg/psql" -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pgport" -U richpush -d "${3:-richpush}" -qc "
 INSERT INTO users (name, passwordHash, createdAt, admin) SELECT 'u' || i, 'x', 0, 0 FROM generate_series(1, $2) AS s(i);
 INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt)
   SELECT 'r' || i, 'u' || i, 'apns', lpad(to_hex(i), 64, '0'), '[]', 0, 0 FROM generate_series(1, $2) AS s(i);" \
-            -c "VACUUM ANALYZE users" -c "VACUUM ANALYZE registrations" -c "ANALYZE"
+            -c "VACUUM ANALYZE users" -c "VACUUM ANALYZE registrations"
     fi
 }

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# A million on one node (issue #28): alert campaigns from one `serve` (release build, one event
+# A million on one node (issue #28): alert campaigns from `serve` (release build, one event
 # loop per core) through `richpush apns-sandbox`, on SQLite + files and on PostgreSQL (a local
 # cluster this script starts), one engine after the other.
 #
 # The target is a rate that does not depend on the audience: pushes per second at 10k, 100k and
-# 1M, flat within 10%. So each engine runs a campaign of each size on a node of its own (a new
-# database with that many users, a device each), and each campaign's rate is its recipients over
-# the time from its POST to the last push recorded sent (the outbox's own record: a delivery's
-# updatedAt is written with its batch). The smaller sizes (env SIZES, default 10,000 and 100,000)
-# run ROUNDS campaigns each (default 3: the first on a node just started, the others warm) and
-# give their median; N (default 1,000,000) runs once, and for it also:
+# 1M, flat within 10%. So each engine runs campaigns of each size, each on a node of its own (a
+# `serve` with a database holding that many users, a device each; the nodes run side by side),
+# and each campaign's rate is its recipients over the time from its POST to the last push
+# recorded sent (the outbox's own record: a delivery's updatedAt is written with its batch). The
+# smaller sizes (env SIZES, default 10,000 and 100,000) take turns, ROUNDS rounds before N's
+# campaign and ROUNDS after (default 2: four campaigns each), and give their median. N (default
+# 1,000,000) runs once, and for it also:
 #
 # - queueing: from the POST until every recipient's push is in the outbox (the POST answers once
 #   its first batches are queued; pushes go out from the first batch on);
@@ -58,7 +59,9 @@ pgport=25433
 if [[ " $engines " == *" postgres "* ]]; then start_postgres "$work" $pgport; fi
 start_apns_sandbox "$rp" $sandbox_port
 mkdir -p media && cp "$repo/media/logo.png" media/
-sizes=""; for size in ${SIZES:-10000 100000}; do [ "$size" -lt "$n" ] && sizes="$sizes $size"; done
+rounds=${ROUNDS:-2}
+[ "$rounds" -ge 1 ] || { echo "ROUNDS must be 1 or more" >&2; exit 2; }
+sizes=""; for size in ${SIZES-10000 100000}; do [ "$size" -lt "$n" ] && sizes="$sizes $size"; done
 sizes="$sizes $n"
 
 # A node of SIZE users: its data directory data-ENGINE-SIZE, and on PostgreSQL its own database.
@@ -68,7 +71,7 @@ database_of() { # ENGINE SIZE
 }
 size_of() { # ENGINE SIZE -> bytes
     if [ "$1" = sqlite ]; then
-        python3 -c "import sqlite3; c = sqlite3.connect('$work/data-sqlite-$2/richpush.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" >/dev/null
+        python3 -c "import sqlite3; c = sqlite3.connect('$work/data-sqlite-$2/richpush.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)')" >/dev/null &&
         stat -c %s "$work/data-sqlite-$2/richpush.sqlite"
     else
         "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d "$(dbname_of "$@")" -tAc "CHECKPOINT; SELECT pg_database_size('$(dbname_of "$@")')" | tail -1
@@ -161,7 +164,7 @@ if detail:
     assert len(times) == n, (len(times), n)
     with open("sent-%s.txt" % engine, "w") as f: f.writelines("%r\n" % t for t in times)
     at = lambda k: times[max(int(k), 1) - 1]  # when the k-th push was recorded sent
-    marks = [(m, m * 0.1 / (at(m) - at(m * 0.9))) for m in (10_000, 100_000, n) if m <= n]
+    marks = [(m, m * 0.1 / (at(m) - at(m * 0.9))) for m in sorted({10_000, 100_000, n}) if m <= n]
     queued_index = next(i for i, row in enumerate(progress) if row[0] >= queued_at)
     sent_queued = progress[queued_index][1]
     during = sent_queued / queued_at
@@ -178,7 +181,7 @@ PY
 
 small_rounds() { # ENGINE: ROUNDS campaigns to each smaller node, taking turns
     local round size
-    for round in $(seq 1 "${ROUNDS:-2}"); do
+    for round in $(seq 1 "$rounds"); do
         for size in $smaller; do
             turn[$size]=$(( ${turn[$size]:-0} + 1 ))
             rates[$size]="${rates[$size]:-} $(campaign "$1" "$size" "${turn[$size]}" 0)"
