@@ -419,7 +419,7 @@ public struct CampaignStore: Sendable {
                                        sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats, pushes)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0) RETURNING id
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
-                                 writer.mode.rawValue, admin, scheduled ? nil : Int(getpid()), now.timeIntervalSince1970, draft.app,
+                                 writer.mode.rawValue, admin, scheduled ? nil : Self.holder, now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
                                  scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute])
             let id: Int64 = inserted!["id"]
@@ -519,7 +519,8 @@ public struct CampaignStore: Sendable {
     /// `resumeUnfinished` finishes it within seconds (a process stopping mid-campaign).
     public func letLeaseLapse(_ id: Int64) async throws {
         try await database.write(isolation: .readCommitted) { db in
-            try db.execute(sql: "UPDATE campaigns SET leaseUntil = 0 WHERE id = ? AND queued = 0", arguments: [id])
+            // Only a lease this process holds: another node may have taken the campaign over since.
+            try db.execute(sql: "UPDATE campaigns SET leaseUntil = 0 WHERE id = ? AND queued = 0 AND queuedBy = ?", arguments: [id, Self.holder])
         }
     }
 
@@ -574,7 +575,7 @@ public struct CampaignStore: Sendable {
                 return row["id"]
             }
             for id in ids {
-                try db.execute(sql: "UPDATE campaigns SET queuedBy = ?, leaseUntil = ? WHERE id = ?", arguments: [pid, now + Self.lease, id])
+                try db.execute(sql: "UPDATE campaigns SET queuedBy = ?, leaseUntil = ? WHERE id = ?", arguments: [Self.holder, now + Self.lease, id])
             }
             return ids
         }

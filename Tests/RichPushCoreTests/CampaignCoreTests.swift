@@ -482,6 +482,36 @@ struct CampaignCoreTests {
         #expect(recipients.sorted() == names)
     }
 
+    @Test("a stopping node ends only its own lease: a campaign another node has taken over keeps that node's lease")
+    func leaseLapseOwnOnly() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        try await f.registerDevices(try await f.importUsers(3))
+        var store = CampaignStore(database: f.database, links: f.links, defaultImage: "logo.png")
+        store.batchSize = 1
+        let c = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "a")
+        _ = try await store.queue(c.id, addressing: .perDevice, maxBatches: 1)
+        func lease() async throws -> Double? {
+            try await f.database.read { db in try Double.fetchOne(db, sql: "SELECT leaseUntil FROM campaigns WHERE id = ?", arguments: [c.id]) }
+        }
+        // Another node took it over (this one's lease had lapsed) and holds it now.
+        let theirs = Date().timeIntervalSince1970 + 100
+        try await f.database.write { db in try db.execute(sql: "UPDATE campaigns SET queuedBy = 4194305, leaseUntil = ? WHERE id = ?", arguments: [theirs, c.id]) }
+        try await store.letLeaseLapse(c.id)
+        #expect(try await lease() == theirs)
+        #expect(try await store.resumeUnfinished(addressing: .perDevice).isEmpty)
+        // Its own lease ends at once: a campaign this process resumed (the other node died) ...
+        try await f.database.write { db in try db.execute(sql: "UPDATE campaigns SET leaseUntil = 0 WHERE id = ?", arguments: [c.id]) }
+        #expect(try await store.resumeUnfinished(addressing: .perDevice, handOff: { _ in }) == [c.id])
+        #expect(try await lease() ?? 0 > Date().timeIntervalSince1970)
+        try await store.letLeaseLapse(c.id)
+        #expect(try await lease() == 0)
+        // ... and one it made.
+        let made = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "a")
+        try await store.letLeaseLapse(made.id)
+        #expect(try await f.database.read { db in try Double.fetchOne(db, sql: "SELECT leaseUntil FROM campaigns WHERE id = ?", arguments: [made.id]) } == 0)
+    }
+
     @Test("a removed user's inbox and pending pushes go with them: a new account of the same name starts empty")
     func recreatedUser() async throws {
         let f = try await CoreFixture()
