@@ -30,8 +30,24 @@ struct ProxyCLITests {
     func metricsPort() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let metricsPort = freePort()
-        let (server, port) = try await CLI.startServe(["--metrics-port", String(metricsPort), "--trusted-proxy", "127.0.0.0/8,::1"], cwd: dir)
+        // A free port can be taken by another test (or an outgoing connection) before serve binds
+        // it: serve then says so and exits (ServeCLITests.portTaken), and another one is tried.
+        var started: (server: Process, port: Int, metricsPort: Int)?
+        var metrics: (head: String, body: [UInt8]) = ("", [])
+        for _ in 0..<3 where started == nil {
+            let metricsPort = freePort()
+            let (server, port) = try await CLI.startServe(["--metrics-port", String(metricsPort), "--trusted-proxy", "127.0.0.0/8,::1"], cwd: dir)
+            for _ in 0..<50 where !metrics.head.hasPrefix("HTTP/1.1 200") && server.isRunning {
+                metrics = (try? await onOwnThread { () -> (head: String, body: [UInt8]) in
+                    let fd = try connectTo(port: metricsPort, timeout: 5)
+                    defer { close(fd) }
+                    return exchange(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                }) ?? ("", [])
+                if !metrics.head.hasPrefix("HTTP/1.1 200") { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            if server.isRunning { started = (server, port, metricsPort) } else { metrics = ("", []) }
+        }
+        let (server, port) = try #require(started.map { ($0.server, $0.port) }, "serve exited three times: its ports were taken")
         defer { kill(server.processIdentifier, SIGKILL) }
 
         let main = try await onOwnThread { () -> (head: String, body: [UInt8]) in
@@ -40,15 +56,6 @@ struct ProxyCLITests {
             return exchange(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         }
         #expect(main.head.hasPrefix("HTTP/1.1 404"), "\(main.head)")
-        var metrics: (head: String, body: [UInt8]) = ("", [])
-        for _ in 0..<50 where !metrics.head.hasPrefix("HTTP/1.1 200") {
-            metrics = (try? await onOwnThread { () -> (head: String, body: [UInt8]) in
-                let fd = try connectTo(port: metricsPort, timeout: 5)
-                defer { close(fd) }
-                return exchange(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            }) ?? ("", [])
-            if !metrics.head.hasPrefix("HTTP/1.1 200") { try await Task.sleep(for: .milliseconds(100)) }
-        }
         #expect(metrics.head.hasPrefix("HTTP/1.1 200"), "\(metrics.head)")
         #expect(metrics.head.lowercased().contains("content-type: text/plain; version=0.0.4"), "\(metrics.head)")
         let text = String(decoding: metrics.body, as: UTF8.self)
