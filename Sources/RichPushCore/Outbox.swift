@@ -59,6 +59,7 @@ public struct DeliveryJob: Sendable {
         @usableFromInline init(_ fields: Fields) { self.fields = fields }
     }
 
+    /// Written only through the subscript below, which unshares it first: never `box.fields` directly.
     @usableFromInline var box: Box
 
     /// A field of the job, read or changed (the box is unshared first when another job holds it too).
