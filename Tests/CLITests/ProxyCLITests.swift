@@ -36,14 +36,16 @@ struct ProxyCLITests {
         var metrics: (head: String, body: [UInt8]) = ("", [])
         for _ in 0..<3 where started == nil {
             let metricsPort = freePort()
-            let (server, port) = try await CLI.startServe(["--metrics-port", String(metricsPort), "--trusted-proxy", "127.0.0.0/8,::1"], cwd: dir)
+            // Taken before the first /health answers, serve exits at once, and startServe gives up.
+            guard let (server, port) = try? await CLI.startServe(["--metrics-port", String(metricsPort), "--trusted-proxy", "127.0.0.0/8,::1"],
+                                                                 cwd: dir) else { continue }
             for _ in 0..<50 where !metrics.head.hasPrefix("HTTP/1.1 200") && server.isRunning {
                 metrics = (try? await onOwnThread { () -> (head: String, body: [UInt8]) in
                     let fd = try connectTo(port: metricsPort, timeout: 5)
                     defer { close(fd) }
                     return exchange(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
                 }) ?? ("", [])
-                if !metrics.head.hasPrefix("HTTP/1.1 200") { try await Task.sleep(for: .milliseconds(100)) }
+                if !metrics.head.hasPrefix("HTTP/1.1 200") { try? await Task.sleep(for: .milliseconds(100)) }
             }
             if server.isRunning { started = (server, port, metricsPort) } else { metrics = ("", []) }
         }

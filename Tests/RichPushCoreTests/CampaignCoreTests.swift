@@ -470,8 +470,7 @@ struct CampaignCoreTests {
         #expect(!partial.queued && partial.recipients == 10)
         // Our own unfinished campaign is not someone else's to resume.
         #expect(try await store.resumeUnfinished(addressing: .perDevice).isEmpty)
-        // Pretend its process died: pid 2^22+1 is above Linux's pid_max default of 2^22.
-        // The holder died: its pid is gone and its lease lapses (no batch renews it).
+        // Pretend its process died: another holder's mark, and its lease lapsed (no batch renews it).
         try await f.database.write { db in try db.execute(sql: "UPDATE campaigns SET queuedBy = 4194305, leaseUntil = 0 WHERE id = ?", arguments: [c.id]) }
         #expect(try await store.resumeUnfinished(addressing: .perDevice) == [c.id])
         let progress = try #require(try await store.progress(c.id))
