@@ -111,11 +111,11 @@ campaign() {
 import base64, http.client, json, sqlite3, subprocess, sys, threading, time
 port, n, engine, round, detail = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
 sqlite_file, psql, pgport, dbname = sys.argv[6:10]
-def sql(query):  # one value, from the node's own database
+def column(query):  # the first column of a query's rows, from the node's own database
     if engine == "sqlite":
-        return sqlite3.connect(sqlite_file).execute(query).fetchone()[0]
-    return subprocess.run([psql, "-h", "127.0.0.1", "-p", pgport, "-U", "richpush", "-d", dbname, "-tAc", query],
-                          check=True, capture_output=True, text=True).stdout.strip()
+        return [row[0] for row in sqlite3.connect(sqlite_file).execute(query)]
+    return [float(line) for line in subprocess.run([psql, "-h", "127.0.0.1", "-p", pgport, "-U", "richpush", "-d", dbname, "-tAc", query],
+                                                   check=True, capture_output=True, text=True).stdout.split()]
 h = {"Authorization": "Basic " + base64.b64encode(b"admin:admin-password").decode(), "Content-Type": "application/json"}
 progress = []  # (t, sent, queued pushes)
 created = {}
@@ -144,7 +144,7 @@ poster.join()
 assert created["status"] == 202, created
 assert p["failed"] == 0, p
 # The campaign's rate: its recipients over the time from the POST to the last push recorded sent.
-last = float(sql("SELECT max(updatedAt) FROM deliveries WHERE campaignId = %d AND state = 'sent'" % cid))
+last = column("SELECT max(updatedAt) FROM deliveries WHERE campaignId = %d AND state = 'sent'" % cid)[0]
 rate = n / (last - posted_at)
 with open("progress-%s-%d-%d.txt" % (engine, n, round), "w") as f:  # seconds, sent, in the outbox or sent
     f.writelines("%.2f %d %d\n" % row for row in progress)
@@ -153,14 +153,7 @@ print(f"{engine}: campaign {round} to {n:,}: POST answered after {post_seconds:.
       f"all sent after {last - posted_at:.1f} s: {rate:.0f} pushes/s", file=sys.stderr)
 if detail:
     # Within the campaign, from the outbox's record of each send.
-    if engine == "sqlite":
-        times = [r[0] for r in sqlite3.connect(sqlite_file).execute(
-            "SELECT updatedAt FROM deliveries WHERE campaignId = ? AND state = 'sent' ORDER BY updatedAt", (cid,))]
-    else:
-        times = [float(line) for line in subprocess.run(
-            [psql, "-h", "127.0.0.1", "-p", pgport, "-U", "richpush", "-d", dbname, "-tAc",
-             "COPY (SELECT updatedAt FROM deliveries WHERE campaignId = %d AND state = 'sent' ORDER BY updatedAt) TO STDOUT" % cid],
-            check=True, capture_output=True, text=True).stdout.split()]
+    times = column("SELECT updatedAt FROM deliveries WHERE campaignId = %d AND state = 'sent' ORDER BY updatedAt" % cid)
     assert len(times) == n, (len(times), n)
     with open("sent-%s.txt" % engine, "w") as f: f.writelines("%r\n" % t for t in times)
     at = lambda k: times[max(int(k), 1) - 1]  # when the k-th push was recorded sent
