@@ -4,7 +4,8 @@
 # in the same run:
 #
 # 1. Fan-out: POST /api/admin/campaigns {"audience":{"all":true},"mode":"alert"} until its
-#    `sent` reaches N (polled every 50 ms), next to h2load sending N pushes to the same sandbox
+#    last push is recorded sent (the outbox's own record, each delivery's updatedAt, read once
+#    the campaign's progress, polled every 0.25 s, says all are sent), next to h2load sending N pushes to the same sandbox
 #    with a signed provider token, the alert headers and the campaign's own payload bytes
 #    (-c 1 -m 100, as bench/fanout.sh). 2 x ROUNDS alternating rounds. Target >= 0.8.
 # 2. First fetches: N payload fetches, each path once and each over a new connection
@@ -163,13 +164,15 @@ PY
 admin_token=$(curl -fs -X POST -u "admin:$admin_password" "http://127.0.0.1:$port/api/sessions" | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])')
 stop_serve
 
-# campaign.py PORT TOKEN MESSAGE DEVICES INTERVAL TIMEOUT: posts an alert campaign to everyone,
-# polls it every INTERVAL s until sent + failed = DEVICES; prints "id seconds sent failed
-# recipients payload-sha256", seconds from just before the POST to the poll that saw it done.
+# campaign.py PORT TOKEN MESSAGE DEVICES INTERVAL TIMEOUT DATABASE: posts an alert campaign to
+# everyone, polls it every INTERVAL s until sent + failed = DEVICES; prints "id seconds sent
+# failed recipients payload-sha256", seconds from just before the POST to the last push recorded
+# (the newest updatedAt of its deliveries in serve's DATABASE: exact, where a poll is late by up
+# to INTERVAL, and polling often enough to see that is a load of its own on serve).
 cat > campaign.py <<'PY'
-import http.client, json, sys, time
+import http.client, json, sqlite3, sys, time
 port, token, message = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-devices, interval, timeout = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+devices, interval, timeout, database = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), sys.argv[7]
 headers = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 def call(method, path, body=None):
@@ -178,6 +181,7 @@ def call(method, path, body=None):
     data = r.read()
     return r.status, (json.loads(data) if data else None)
 body = json.dumps({"audience": {"all": True}, "message": message, "title": "20% off", "mode": "alert"})
+posted_at = time.time()
 t0 = time.perf_counter()
 status, created = call("POST", "/api/admin/campaigns", body)
 if status != 202: sys.exit("POST /api/admin/campaigns: %d %s" % (status, created))
@@ -190,9 +194,10 @@ while True:
     if time.perf_counter() - t0 > timeout:
         sys.exit("campaign %d: %d of %d sent after %.0f s" % (created["id"], progress["sent"], devices, timeout))
     time.sleep(interval)
-t1 = time.perf_counter()
 if progress["devices"] != devices: sys.exit("campaign %s targeted %s devices, expected %d" % (created["id"], progress["devices"], devices))
-print(created["id"], "%.6f" % (t1 - t0), progress["sent"], progress["failed"], progress["recipients"], progress["payload"])
+last = sqlite3.connect(database).execute("SELECT max(updatedAt) FROM deliveries WHERE campaignId = ? AND state IN ('sent', 'failed')",
+                                         (created["id"],)).fetchone()[0]
+print(created["id"], "%.6f" % (last - posted_at), progress["sent"], progress["failed"], progress["recipients"], progress["payload"])
 PY
 
 # --- 1. Fan-out: 2 x ROUNDS campaigns, each followed by h2load with that campaign's payload.
@@ -205,7 +210,7 @@ failed_total=0
 : > fanout.txt
 for k in $(seq 1 "$campaigns"); do
     message=$(printf 'Flash sale #%02d' "$k")
-    read -r cid seconds sent failed recipients sha < <(python3 campaign.py $port "$admin_token" "$message" "$n" 0.05 900)
+    read -r cid seconds sent failed recipients sha < <(python3 campaign.py $port "$admin_token" "$message" "$n" 0.25 900 data/richpush.sqlite)
     cids+=("$cid")
     failed_total=$(( failed_total + failed ))
     rp_rate=$(echo "$n / $seconds" | bc -l)
@@ -339,7 +344,7 @@ if found != count: sys.exit("inserted %d registrations, expected %d" % (found, c
 PY
     start_serve data-big 0
     big_admin=$(curl -fs -X POST -u "admin:$admin_password" "http://127.0.0.1:$port/api/sessions" | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])')
-    read -r cid big_seconds sent failed recipients _ < <(python3 campaign.py $port "$big_admin" "Flash sale #big" "$big" 0.5 1800)
+    read -r cid big_seconds sent failed recipients _ < <(python3 campaign.py $port "$big_admin" "Flash sale #big" "$big" 0.5 1800 data-big/richpush.sqlite)
     rss_big=$(hwm_kib)
     failed_total=$(( failed_total + failed ))
     printf '100k: campaign %s, %d recipients, %d sent, %d failed in %.1f s (%.0f pushes/s); serve VmHWM %.1f MiB\n' \
