@@ -21,7 +21,7 @@ public struct DeliveryEvent: Sendable, Equatable {
 
     /// The event as a webhook receives it: `{"id","type","at","campaign","notification","user","platform","reason"}`.
     public var json: [String: Any] {
-        var object: [String: Any] = ["id": id, "type": type.rawValue, "at": ISO8601DateFormatter().string(from: at)]
+        var object: [String: Any] = ["id": id, "type": type.rawValue, "at": at.formatted(.iso8601)]
         // Every key, null where there is nothing: receivers see one shape.
         object["campaign"] = campaign ?? NSNull()
         object["notification"] = notification ?? NSNull()

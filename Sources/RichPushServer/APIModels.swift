@@ -419,8 +419,7 @@ struct CampaignStatsResponse: Codable, Sendable {
         opened = stats.totals.opened
         byPlatform = stats.byPlatform.mapValues { Counts(sent: $0.sent, failed: $0.failed) }
         failures = stats.failures
-        let dates = ISO8601DateFormatter()
-        timeline = stats.timeline.map { Minute(minute: dates.string(from: $0.minute), sent: $0.sent, displayed: $0.displayed, opened: $0.opened) }
+        timeline = stats.timeline.map { Minute(minute: $0.minute.formatted(.iso8601), sent: $0.sent, displayed: $0.displayed, opened: $0.opened) }
     }
 }
 
@@ -493,11 +492,10 @@ struct CampaignResponse: Codable, Sendable {
         payload = c.payload.hex
         mode = c.mode
         createdBy = c.createdBy
-        let dates = ISO8601DateFormatter()
-        created = dates.string(from: c.createdAt)
+        created = c.createdAt.formatted(.iso8601)
         app = c.app
         switch c.schedule {
-        case .at(let date)?: sendAt = dates.string(from: date)
+        case .at(let date)?: sendAt = date.formatted(.iso8601)
         case .localTime(let time, let date)?:
             localTime = time.description
             localDate = date?.description
@@ -507,13 +505,13 @@ struct CampaignResponse: Codable, Sendable {
             locales = c.locales.keys.sorted()
             defaultLocale = c.defaultLocale
         }
-        cancelled = c.cancelledAt.map(dates.string(from:))
+        cancelled = c.cancelledAt.map { $0.formatted(.iso8601) }
         var options = c.options
         badge = options.badge
         options.badge = nil
         self.options = options.isEmpty ? nil : options
         ratePerMinute = c.ratePerMinute
-        expectedEnd = progress.expectedEnd.map(dates.string(from:))
+        expectedEnd = progress.expectedEnd.map { $0.formatted(.iso8601) }
     }
 }
 

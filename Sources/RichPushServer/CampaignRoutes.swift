@@ -38,7 +38,7 @@ extension Services {
         let session = try await sessions.create(for: principal.user, lifetime: configuration.sessionLifetime)
         // Known here from now on: the device's first request with it needs no database read.
         authenticator.remember(session: session.token, of: Principal(user: principal.user, admin: principal.admin), expires: session.expires)
-        return try encode(SessionResponse(token: session.token, expires: ISO8601DateFormatter().string(from: session.expires)), status: .created)
+        return try encode(SessionResponse(token: session.token, expires: session.expires.formatted(.iso8601)), status: .created)
     }
 
     func deleteCurrentSession(_ request: Request, _ context: AppRequestContext) async throws -> Response {

@@ -855,9 +855,8 @@ extension Services {
         _ = try await consoleAdmin(request)
         let query: String? = request.uri.queryParameters.get("q").map { String($0) }
         let search = query.flatMap { $0.isEmpty ? nil : String($0.prefix(200)) }
-        let dates = ISO8601DateFormatter()
         return try encode(try await users.overview(matching: search, limit: 200).map {
-            ConsoleUser(name: $0.user.name, admin: $0.user.admin, devices: $0.devices, created: dates.string(from: $0.user.createdAt))
+            ConsoleUser(name: $0.user.name, admin: $0.user.admin, devices: $0.devices, created: $0.user.createdAt.formatted(.iso8601))
         })
     }
 
@@ -866,13 +865,12 @@ extension Services {
         _ = try await consoleAdmin(request)
         let name = try context.parameters.require("name")
         guard try await users.credentials(of: name) != nil else { throw Problem(.notFound, "no user \(name.prefix(80))") }
-        let dates = ISO8601DateFormatter()
         let devices = try await registrations.list(for: name).filter { $0.handle != nil }.map {
             ConsoleDevice(registrationId: $0.id, platform: $0.platform ?? "apns", app: $0.app, handle: String(($0.handle ?? "").prefix(24)),
-                          tags: $0.tags.filter { !$0.hasPrefix("username:") }, updated: dates.string(from: $0.updatedAt))
+                          tags: $0.tags.filter { !$0.hasPrefix("username:") }, updated: $0.updatedAt.formatted(.iso8601))
         }
         let pushes = try await notifications.list(for: name, limit: 10).map {
-            ConsolePush(id: $0.id, title: $0.title, message: $0.message, mode: $0.mode, read: $0.read, created: dates.string(from: $0.createdAt))
+            ConsolePush(id: $0.id, title: $0.title, message: $0.message, mode: $0.mode, read: $0.read, created: $0.createdAt.formatted(.iso8601))
         }
         return try encode(ConsoleUserDetail(name: name, devices: devices, pushes: pushes))
     }

@@ -434,10 +434,9 @@ extension Services {
         // A fetch answered from memory just before shows as read (a failed mark is logged where it fails).
         try? await readMarks.settle()
         let list = try await notifications.list(for: try user(context), limit: limit, before: before)
-        let formatter = ISO8601DateFormatter()
         return try encode(list.map {
             NotificationSummary(id: $0.id, message: $0.message, richType: $0.richType, payload: $0.payload.hex, read: $0.read,
-                                created: formatter.string(from: $0.createdAt))
+                                created: $0.createdAt.formatted(.iso8601))
         })
     }
 
