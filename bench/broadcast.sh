@@ -208,9 +208,17 @@ campaigns=$(( 2 * rounds ))
 cids=()
 failed_total=0
 : > fanout.txt
+# CPU, in seconds: of a process so far (from /proc), and of this shell's finished children (h2load).
+hz=$(getconf CLK_TCK)
+cpu_of() { awk -v hz="$hz" '{printf "%.2f\n", ($14 + $15) / hz}' "/proc/$1/stat"; }
+# (`times` runs in this shell, not in a command substitution's subshell, whose children are its own.)
+children_cpu() { awk 'NR == 2 {split($1, u, /[ms]/); split($2, s, /[ms]/); print u[1] * 60 + u[2] + s[1] * 60 + s[2]}' "$1"; }
+: > cpu.txt
 for k in $(seq 1 "$campaigns"); do
     message=$(printf 'Flash sale #%02d' "$k")
+    serve0=$(cpu_of "$serve_pid") sandbox0=$(cpu_of "$sandbox_pid")
     read -r cid seconds sent failed recipients sha < <(python3 campaign.py $port "$admin_token" "$message" "$n" 0.25 900 data/richpush.sqlite)
+    serve1=$(cpu_of "$serve_pid") sandbox1=$(cpu_of "$sandbox_pid")
     cids+=("$cid")
     failed_total=$(( failed_total + failed ))
     rp_rate=$(echo "$n / $seconds" | bc -l)
@@ -224,13 +232,19 @@ alert["body"] = aps["alert"]["body"]
 push = {"aps": {"alert": alert, "mutable-content": aps["mutable-content"], "sound": aps["sound"]},
         "richId": p["richId"], "richMessage": p["richMessage"], "richType": p["richType"], "richUrl": p["richUrl"]}
 sys.stdout.write(json.dumps(push, separators=(",", ":"), ensure_ascii=False))' > payload.json
+    sandbox2=$(cpu_of "$sandbox_pid"); times > times0.txt
     h2=$(h2load -n "$n" -c 1 -m 100 -i uris.txt -d payload.json -H "authorization: bearer $jwt" \
         -H "apns-topic: com.example.app" -H "apns-push-type: alert" -H "apns-priority: 10" \
         -H "apns-expiration: $expiration" -H "apns-id: $h2_id" -H "content-type: application/json" 2>&1)
+    times > times1.txt; sandbox3=$(cpu_of "$sandbox_pid") h2load0=$(children_cpu times0.txt) h2load1=$(children_cpu times1.txt)
     echo "$h2" | grep -q "$n succeeded" || { echo "h2load failed: $h2" >&2; exit 1; }
+    # µs of CPU per push: serve and the sandbox during the campaign; h2load and the sandbox during h2load's run.
+    echo "$serve0 $serve1 $sandbox0 $sandbox1 $h2load0 $h2load1 $sandbox2 $sandbox3" |
+        awk -v n="$n" '{printf "%.0f %.0f %.0f %.0f\n", ($2-$1)*1e6/n, ($4-$3)*1e6/n, ($6-$5)*1e6/n, ($8-$7)*1e6/n}' >> cpu.txt
     h2_rate=$(echo "$h2" | awk '/^finished in/ {gsub(",", ""); print $4}')
-    printf 'fan-out %d: campaign %s, %d recipients, %d sent, %d failed in %.2f s: richpush %.0f pushes/s, h2load %.0f req/s\n' \
-        "$k" "$cid" "$recipients" "$sent" "$failed" "$seconds" "$rp_rate" "$h2_rate" >&2
+    printf 'fan-out %d: campaign %s, %d recipients, %d sent, %d failed in %.2f s: richpush %.0f pushes/s, h2load %.0f req/s; CPU µs per push: %s\n' \
+        "$k" "$cid" "$recipients" "$sent" "$failed" "$seconds" "$rp_rate" "$h2_rate" \
+        "$(tail -n 1 cpu.txt | awk '{printf "serve %d + sandbox %d, h2load %d + sandbox %d", $1, $2, $3, $4}')" >&2
     echo "$rp_rate $h2_rate" >> fanout.txt
 done
 payload_bytes=$(stat -c %s payload.json)
@@ -363,6 +377,9 @@ printf '%-66s %12.0f\n' "h2load, 1 connection, 100 streams, the same ${payload_b
 printf '%-66s %12.0f\n' "richpush: POST /api/admin/campaigns -> sent = $n" "$rp_med"
 printf 'ratio richpush/h2load: %.2f (target >= 0.8); medians of %d alternating rounds; deliveries failed: %d\n' \
     "$(echo "$rp_med / $h2_med" | bc -l)" "$campaigns" "$failed_total"
+cpu_med() { awk -v k="$1" '{print $k}' cpu.txt | median; }
+printf 'CPU per push (µs, medians): serve %.0f + sandbox %.0f during the campaigns; h2load %.0f + sandbox %.0f during h2load\n' \
+    "$(cpu_med 1)" "$(cpu_med 2)" "$(cpu_med 3)" "$(cpu_med 4)"
 echo
 printf '%-66s %12s %7s\n' "first fetches: $n paths once each, a new connection per request" "fetches/s" "ratio"
 printf '%-66s %12.0f %7.2f\n' "nginx, /p/<token> -> the same ${image_bytes}-byte image" "$nginx_rps" 1

@@ -524,21 +524,38 @@ public struct CampaignStore: Sendable {
         }
     }
 
-    /// Returns true once fewer than `ahead` of campaign `id`'s pushes wait (counted in the
-    /// index, at most `ahead` entries), looking every 50 ms and renewing the campaign's lease
-    /// meanwhile; false once none was sent or failed (its counters) for `stalled`.
+    /// Returns true once fewer than `ahead` of campaign `id`'s pushes wait, looking every 50 ms
+    /// and renewing the campaign's lease meanwhile; false once none was sent or failed (its
+    /// counters) for `stalled`.
+    ///
+    /// Each look reads two counters: the pushes queued less those counted sent or failed. That
+    /// is never fewer than the pushes waiting (a push whose user was deleted leaves the outbox
+    /// uncounted), so when it says fewer than `ahead` wait, fewer do. Otherwise the waiting ones
+    /// are counted in the index (at most `ahead` entries) once a second, and at every look for
+    /// a campaign from before pushes were counted: counting 5,000 entries every 50 ms was 1.7%
+    /// of `serve`'s CPU during a 10,000-device campaign (issue #28).
     private func waitForSends(of id: Int64, below ahead: Int, stalled: Duration) async throws -> Bool {
         var since = ContinuousClock.now
         var renewed = since
+        var counted = since
         var finished: Int?
+        var first = true
         while true {
-            let (waiting, done) = try await database.read { db in
-                (try Int.fetchOne(db, sql: """
+            let countNow = first || ContinuousClock.now - counted >= .seconds(1)
+            first = false
+            let (waiting, done, exact) = try await database.read { db -> (Int, Int, Bool) in
+                let done = try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id],
+                                            cached: true) ?? 0
+                let row = try SQLRow.fetchOne(db, sql: "SELECT pushes, countedInStats FROM campaigns WHERE id = ?", arguments: [id], cached: true)
+                if let pushes = row?["pushes"] as Int?, row?["countedInStats"] as Int? == 1, pushes - done < ahead || !countNow {
+                    return (pushes - done, done, false)
+                }
+                let waiting = try Int.fetchOne(db, sql: """
                     SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
-                    """, arguments: [id, ahead], cached: true) ?? 0,
-                 try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id],
-                                  cached: true) ?? 0)
+                    """, arguments: [id, ahead], cached: true) ?? 0
+                return (waiting, done, true)
             }
+            if exact { counted = .now }
             guard waiting >= ahead else { break }
             if done != finished { (finished, since) = (done, .now) }
             if ContinuousClock.now - since >= stalled { return false }

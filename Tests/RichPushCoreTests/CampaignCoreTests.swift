@@ -298,6 +298,30 @@ struct CampaignCoreTests {
         #expect(recipients.count == 9 && Set(recipients).count == 9)
     }
 
+    @Test("queueing ahead: pushes that leave the outbox unsent and uncounted (their users deleted) make room too, within about a second")
+    func queueAheadDeletedUsers() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        let names = try await f.importUsers(9)
+        try await f.registerDevices(names)
+        let store = f.campaigns(batchSize: 2)
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
+        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 4) }
+        defer { queueing.cancel() }
+        #expect(try await eventually { try await store.progress(campaign.id)?.campaign.devices == 4 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await store.progress(campaign.id)?.campaign.devices == 4)
+        // Two of the four waiting go with their users: the counters still say four wait, the
+        // outbox two, and nothing is sent. The next batch follows once the outbox is counted.
+        let waiting = try await f.database.read { db in
+            try String.fetchAll(db, sql: "SELECT recipient FROM notifications WHERE campaignId = ? ORDER BY id LIMIT 2", arguments: [campaign.id])
+        }
+        for name in waiting { try await f.users.remove(name: name) }
+        let start = ContinuousClock.now
+        #expect(try await eventually(within: 5) { try await store.progress(campaign.id)?.campaign.devices == 6 })
+        #expect(ContinuousClock.now - start < .seconds(3))
+    }
+
     @Test("queueing ahead stops waiting when the pushes waiting do not move (no node sends them): everyone is queued; a paced campaign is queued whole at once")
     func queueAheadStalls() async throws {
         let f = try await CoreFixture()
