@@ -74,6 +74,8 @@ public final class OutboxDispatcher: Service, PushDispatching {
     /// once the server has bootstrapped its metrics (a dispatcher is made before that).
     /// Per platform, made on first use.
     private let durations = NIOLockedValueBox<[String: PushDurations]>([:])
+    /// `richpush_pushes_total` by outcome and app, made on first use (after the metrics are bootstrapped).
+    private let pushCounters = NIOLockedValueBox<[PushCount: Counter]>([:])
     /// Runs on each claimed batch before its pushes are sent (`beforeSending`).
     private let preparation = NIOLockedValueBox<(@Sendable ([DeliveryJob]) async -> Void)?>(nil)
 
@@ -250,6 +252,11 @@ public final class OutboxDispatcher: Service, PushDispatching {
             }
         }
         let (completions, completed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        // A completion wakes the loop once a quarter of the window is free, not at every one:
+        // waking the loop is a thread switch (4% of serve's CPU in a campaign when each push's
+        // answer woke it), and three quarters of the window still in flight keep the service busy.
+        // Sends of a concurrency group wake it each (its queued pushes wait for that group's room).
+        let wakeAt = concurrency - max(1, concurrency / 4)
         var wake = completions.makeAsyncIterator()
         // Claimed and not yet started, oldest first, each with its concurrency group.
         var queue: [(job: DeliveryJob, group: String?)] = []
@@ -321,15 +328,16 @@ public final class OutboxDispatcher: Service, PushDispatching {
                         let timers = durations(job)
                         let finish: @Sendable (DeliveryOutcome, Date?) -> Void = { outcome, timestamp in
                             timers.record(outcome, since: started)
-                            window.withLockedValue { w in
+                            let left = window.withLockedValue { w in
                                 w.inFlight[laneName, default: 0] -= 1
                                 if let group {
                                     let left = w.groups[group, default: 1] - 1
                                     w.groups[group] = left > 0 ? left : nil
                                 }
                                 w.outcomes.append((job, outcome, timestamp))
+                                return w.inFlight[laneName, default: 0]
                             }
-                            completed.yield()
+                            if left <= wakeAt || group != nil { completed.yield() }
                         }
                         // A push whose life ended while it waited (a retry, a busy node, its turn in a
                         // paced campaign) is failed here, whatever its platform: never sent late.
@@ -405,7 +413,15 @@ public final class OutboxDispatcher: Service, PushDispatching {
         var counts: [PushCount: Int] = [:]
         for (label, (job, _)) in zip(labels, decided) { counts[PushCount(outcome: label, app: job.app), default: 0] += 1 }
         for (key, count) in counts {
-            Counter(label: "richpush_pushes_total", dimensions: [("outcome", key.outcome), ("app", key.app)]).increment(by: count)
+            // Made once per outcome and app: making one looks it up in the registry (a lock and
+            // the labels' strings), 0.9% of serve's CPU when made for every batch recorded.
+            let counter = pushCounters.withLockedValue { made in
+                if let known = made[key] { return known }
+                let counter = Counter(label: "richpush_pushes_total", dimensions: [("outcome", key.outcome), ("app", key.app)])
+                made[key] = counter
+                return counter
+            }
+            counter.increment(by: count)
         }
         for (job, outcome, _) in results {
             if case .failed(let reason, let prune) = outcome {
