@@ -148,9 +148,15 @@ final class SQLColumns: Sendable {
 
     init(_ names: [String]) {
         self.names = names
+        // Each name lowercased (the first column of that name wins), and as spelled, for the
+        // same column: a name asked for as the SQL spells it (SQLite keeps the spelling) is
+        // found without lowercasing it, an allocation per value read.
         var lookup: [String: Int] = [:]
-        for (index, name) in names.enumerated() where lookup[name.lowercased()] == nil {
-            lookup[name.lowercased()] = index
+        for (index, name) in names.enumerated() {
+            if lookup[name.lowercased()] == nil { lookup[name.lowercased()] = index }
+        }
+        for name in names {
+            lookup[name] = lookup[name.lowercased()]
         }
         self.lookup = lookup
     }
