@@ -263,13 +263,17 @@ public enum CoreDatabase {
         // instead of moving to the 'sent' end of it (removed and added), where a million sent
         // pushes stayed for good. Claims, records and queueing each took 15-25% less time in
         // SQLite (200,000 rows, bench figures in BENCHMARKS.md, session 19). PostgreSQL's
-        // index names `id` too: its claims order by it, and PostgreSQL appends no row id.
+        // index names `id` too: its claims order by it, and PostgreSQL appends no row id. There
+        // the new index is built before the old one is dropped: other nodes keep reading the
+        // outbox while it is built (writes wait, as for any index build), and the drop's
+        // exclusive lock is held only until the commit that follows it.
         SQLMigration("core-v14-due-pending", sqlite: """
                 DROP INDEX deliveries_due;
                 CREATE INDEX deliveries_due ON deliveries(nextAttemptAt) WHERE state = 'pending';
                 """, postgres: """
+                CREATE INDEX deliveries_due_pending ON deliveries(nextAttemptAt, id) WHERE state = 'pending';
                 DROP INDEX deliveries_due;
-                CREATE INDEX deliveries_due ON deliveries(nextAttemptAt, id) WHERE state = 'pending';
+                ALTER INDEX deliveries_due_pending RENAME TO deliveries_due;
                 """),
     ]
 

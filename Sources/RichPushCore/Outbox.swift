@@ -331,7 +331,9 @@ public struct OutboxStore: Sendable {
             let labels = try results.map { job, result in
                 switch result {
                 case .sent:
-                    guard recordedSent.contains(job.id) else { return "lease_lost" }
+                    // Once per row updated: the same push twice in one batch (claimed again by this
+                    // holder after its lease lapsed) is counted sent once.
+                    guard recordedSent.remove(job.id) != nil else { return "lease_lost" }
                     happenings.append(Happening(type: .sent, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
                                                 platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns")))
                     return "sent"
