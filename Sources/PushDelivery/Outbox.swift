@@ -244,12 +244,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
         let durationsByPlatform = self.durations
         func durations(_ job: DeliveryJob) -> PushDurations {
             let platform = provider.platform(of: job)
-            return durationsByPlatform.withLockedValue { made in
-                if let known = made[platform] { return known }
-                let durations = PushDurations(platform: platform)
-                made[platform] = durations
-                return durations
-            }
+            return durationsByPlatform.value(for: platform) { PushDurations(platform: platform) }
         }
         let (completions, completed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // A completion wakes the loop once a quarter of the window is free, not at every one:
@@ -328,7 +323,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                         let timers = durations(job)
                         let finish: @Sendable (DeliveryOutcome, Date?) -> Void = { outcome, timestamp in
                             timers.record(outcome, since: started)
-                            let left = window.withLockedValue { w in
+                            let stillInFlight = window.withLockedValue { w in
                                 w.inFlight[laneName, default: 0] -= 1
                                 if let group {
                                     let left = w.groups[group, default: 1] - 1
@@ -337,7 +332,7 @@ public final class OutboxDispatcher: Service, PushDispatching {
                                 w.outcomes.append((job, outcome, timestamp))
                                 return w.inFlight[laneName, default: 0]
                             }
-                            if left <= wakeAt || group != nil { completed.yield() }
+                            if stillInFlight <= wakeAt || group != nil { completed.yield() }
                         }
                         // A push whose life ended while it waited (a retry, a busy node, its turn in a
                         // paced campaign) is failed here, whatever its platform: never sent late.
@@ -415,13 +410,8 @@ public final class OutboxDispatcher: Service, PushDispatching {
         for (key, count) in counts {
             // Made once per outcome and app: making one looks it up in the registry (a lock and
             // the labels' strings), 0.9% of serve's CPU when made for every batch recorded.
-            let counter = pushCounters.withLockedValue { made in
-                if let known = made[key] { return known }
-                let counter = Counter(label: "richpush_pushes_total", dimensions: [("outcome", key.outcome), ("app", key.app)])
-                made[key] = counter
-                return counter
-            }
-            counter.increment(by: count)
+            pushCounters.value(for: key) { Counter(label: "richpush_pushes_total", dimensions: [("outcome", key.outcome), ("app", key.app)]) }
+                .increment(by: count)
         }
         for (job, outcome, _) in results {
             if case .failed(let reason, let prune) = outcome {
@@ -454,6 +444,18 @@ public final class OutboxDispatcher: Service, PushDispatching {
 }
 
 /// A `richpush_pushes_total` series: an outcome in one app.
+extension NIOLockedValueBox {
+    /// The value kept for `key`, made by `make` (under the lock) the first time it is asked for.
+    func value<Key: Hashable, Kept>(for key: Key, make: () -> Kept) -> Kept where Value == [Key: Kept] {
+        withLockedValue { kept in
+            if let known = kept[key] { return known }
+            let made = make()
+            kept[key] = made
+            return made
+        }
+    }
+}
+
 private struct PushCount: Hashable {
     var outcome: String
     var app: String

@@ -538,12 +538,10 @@ public struct CampaignStore: Sendable {
     private func waitForSends(of id: Int64, below ahead: Int, stalled: Duration) async throws -> Bool {
         var since = ContinuousClock.now
         var renewed = since
-        var counted = since
+        var counted: ContinuousClock.Instant?  // when the index was last counted
         var finished: Int?
-        var first = true
         while true {
-            let countNow = first || ContinuousClock.now - counted >= .seconds(1)
-            first = false
+            let countNow = counted.map { ContinuousClock.now - $0 >= .seconds(1) } ?? true
             let (waiting, done, exact) = try await database.read { db -> (Int, Int, Bool) in
                 let done = try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id],
                                             cached: true) ?? 0

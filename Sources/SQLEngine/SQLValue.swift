@@ -153,10 +153,10 @@ final class SQLColumns: Sendable {
         // found without lowercasing it, an allocation per value read.
         var lookup: [String: Int] = [:]
         for (index, name) in names.enumerated() {
-            if lookup[name.lowercased()] == nil { lookup[name.lowercased()] = index }
-        }
-        for name in names {
-            lookup[name] = lookup[name.lowercased()]
+            let lowercased = name.lowercased()
+            let first = lookup[lowercased] ?? index
+            lookup[lowercased] = first
+            if lookup[name] == nil { lookup[name] = first }
         }
         self.lookup = lookup
     }

@@ -52,6 +52,18 @@ struct CoreFixture {
         store.pendingCountedUpTo = pendingCountedUpTo
         return store
     }
+
+    /// Nine users with a device each and an alert campaign to all of them, queued in batches of
+    /// two with `ahead` 4, in a task the caller cancels; returned once its first two batches are
+    /// in (4 pushes), with the campaign store.
+    func campaignQueuedAhead() async throws -> (CampaignStore, Campaign, Task<Campaign, any Error>) {
+        try await registerDevices(try await importUsers(9))
+        let store = campaigns(batchSize: 2)
+        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
+        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 4) }
+        #expect(try await eventually { try await store.progress(campaign.id)?.campaign.devices == 4 })
+        return (store, campaign, queueing)
+    }
 }
 
 @Suite("Core: accounts, sessions, payload URLs, campaigns")
@@ -258,14 +270,9 @@ struct CampaignCoreTests {
     func queueAhead() async throws {
         let f = try await CoreFixture()
         defer { f.cleanup() }
-        let names = try await f.importUsers(9)
-        try await f.registerDevices(names)
-        let store = f.campaigns(batchSize: 2)
-        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
-        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 4) }
-        defer { queueing.cancel() }
         // Two batches, then it waits: 4 pending, and it stays there while nothing is sent.
-        #expect(try await eventually { try await store.progress(campaign.id)?.campaign.devices == 4 })
+        let (store, campaign, queueing) = try await f.campaignQueuedAhead()
+        defer { queueing.cancel() }
         try await Task.sleep(for: .milliseconds(300))
         var progress = try #require(try await store.progress(campaign.id))
         #expect(progress.campaign.devices == 4 && progress.pending == 4 && !progress.campaign.queued)
@@ -302,13 +309,8 @@ struct CampaignCoreTests {
     func queueAheadDeletedUsers() async throws {
         let f = try await CoreFixture()
         defer { f.cleanup() }
-        let names = try await f.importUsers(9)
-        try await f.registerDevices(names)
-        let store = f.campaigns(batchSize: 2)
-        let campaign = try await store.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "admin")
-        let queueing = Task { try await store.queue(campaign.id, addressing: .perDevice, ahead: 4) }
+        let (store, campaign, queueing) = try await f.campaignQueuedAhead()
         defer { queueing.cancel() }
-        #expect(try await eventually { try await store.progress(campaign.id)?.campaign.devices == 4 })
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await store.progress(campaign.id)?.campaign.devices == 4)
         // Two of the four waiting go with their users: the counters still say four wait, the
