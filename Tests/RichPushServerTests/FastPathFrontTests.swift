@@ -258,6 +258,46 @@ struct HTTP2ConnectionTests {
         #expect(received.goAwayLastStream == 1)
         #expect(try await eventually(within: 5) { connection.withLockedValue { $0?.isActive } == false })
     }
+
+    @Test("a client that closes its side without TLS's close_notify (as h2load and dropped phones do) has its HTTP/2 connection closed once its stream is done, not at the idle timeout")
+    func clientHalfClose() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        try await TestServer.run(engine: .embedded, {
+            $0.tlsCertificatePath = certificatePath
+            $0.tlsKeyPath = keyPath
+            $0.idleTimeout = 30
+        }) { s in
+            let port = try #require(s.client.port)
+            let context = try TLSFixtures.trustingClient(protocols: ["h2"])
+            let received = Received()
+            let channel = try await ClientBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
+                        try channel.pipeline.syncOperations.addHandler(received)
+                    }
+                }
+                .connect(host: "127.0.0.1", port: port).get()
+            // The preface, an empty SETTINGS frame, and stream 1: a whole `GET /health` (END_STREAM
+            // and END_HEADERS; HPACK's static entries 2 and 7, and :path as a literal).
+            var preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            preface.writeBytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+            let path = Array("/health".utf8)
+            let block: [UInt8] = [0x82, 0x87, 0x04, UInt8(path.count)] + path
+            preface.writeBytes([0, 0, UInt8(block.count), 1, 0x05, 0, 0, 0, 1] + block)
+            try await channel.writeAndFlush(preface)
+            #expect(try await eventually(within: 10) { received.frameTypes.contains(1) }, "no answer to stream 1: \(received.frameTypes)")
+            // The TCP FIN alone, below TLS (no close_notify): the server reads end of file.
+            let tls = try await channel.pipeline.context(handlerType: NIOSSLClientHandler.self).get()
+            try await channel.eventLoop.submit { tls.close(mode: .output, promise: nil) }.get()
+            let closed = Date()
+            #expect(try await eventually(within: 10) { !channel.isActive }, "the server left the connection open")
+            #expect(Date().timeIntervalSince(closed) < 10)
+        }
+    }
 }
 
 /// The types of the HTTP/2 frames a client connection receives.
