@@ -19,19 +19,17 @@ struct TLSSetup: Sendable {
     /// How long a connection may take to finish its handshake, from its accept.
     let handshakeTimeout: TimeAmount
 
-    /// How long a connection the server closes waits for the client's `close_notify` before its
-    /// socket is closed. The fast path closes only once its writes are in the kernel, and the
-    /// router's `Connection: close` answers half-close (no wait) once written, so the client
-    /// has every byte by then; few clients send a `close_notify` anyway, and nginx does not wait
-    /// at all. (A connection closed by a graceful shutdown while an answer still sits in NIO's
-    /// buffer, behind a client's full receive window, now has 250 ms rather than 5 s.) Kept
-    /// short because NIOSSL (2.37) leaves this timer scheduled when the client closes the TCP
-    /// connection first, as clients do after a `Connection: close` answer the fast path closes:
-    /// for its whole length the event loop's timer heap held the connection's handler, TLS state
-    /// and pipeline. At NIOSSL's default of 5 s, new connections at 1,200 a second kept about
-    /// 6,000 of them: `serve` grew to 605 MB (101 MB at 250 ms), and every cancel of another
-    /// timer searched that heap (5% of `serve`'s samples in a profile).
-    static let closeNotifyWait = TimeAmount.milliseconds(250)
+    /// How long a connection the server closes has to send what is left and its `close_notify`
+    /// (`ServerConfiguration.tlsCloseWait`, 250 ms): for an established connection, the wait
+    /// `TLSCloseWithoutWaiting` gives a client that does not read; for one closed before its
+    /// handshake is done, NIOSSL's own wait for the client's `close_notify`. The fast path closes
+    /// only once its writes are in the kernel, so the client has every byte by then; few clients
+    /// send a `close_notify`, and nginx does not wait for one. Kept short because NIOSSL (2.37)
+    /// leaves its timer scheduled when the client closes the TCP connection first, holding the
+    /// connection's handler, TLS state and pipeline for its whole length: at NIOSSL's default of
+    /// 5 s, new connections at 1,200 a second kept about 6,000 of them (`serve` at 605 MB), and
+    /// every cancel of another timer searched that heap (5% of `serve`'s samples in a profile).
+    let closeNotifyWait: TimeAmount
 
     /// Nil when the configuration names no certificate.
     init?(_ configuration: ServerConfiguration) throws {
@@ -41,7 +39,8 @@ struct TLSSetup: Sendable {
             privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
         tls.applicationProtocols = ["h2", "http/1.1"]
         tls.minimumTLSVersion = .tlsv12
-        tls.shutdownTimeout = Self.closeNotifyWait
+        closeNotifyWait = .nanoseconds(Int64(configuration.tlsCloseWait * 1e9))
+        tls.shutdownTimeout = closeNotifyWait
         context = try NIOSSLContext(configuration: tls)
         handshakeTimeout = .nanoseconds(Int64(configuration.tlsHandshakeTimeout * 1e9))
     }
@@ -119,6 +118,7 @@ struct HTTPListener: Service {
                     return channel.eventLoop.makeCompletedFuture {
                         guard let tls else { return try http1(channel) }
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+                        try channel.pipeline.syncOperations.addHandler(TLSCloseWithoutWaiting(wait: tls.closeNotifyWait))
                         try channel.pipeline.syncOperations.addHandler(TLSHandshakeDeadline(timeout: tls.handshakeTimeout))
                         try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
                             if case .negotiated("h2") = result {

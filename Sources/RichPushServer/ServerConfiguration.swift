@@ -59,6 +59,10 @@ public struct ServerConfiguration: Sendable {
     public var bodyRateMinimum = 20 << 10
     /// Seconds a connection may take to finish its TLS handshake (`--tls-cert`), from its accept.
     public var tlsHandshakeTimeout: Double = 10
+    /// Seconds a TLS connection the server closes may take to send what is left and its
+    /// `close_notify` before its socket is closed (a client that does not read); the client's
+    /// own `close_notify` is not waited for.
+    public var tlsCloseWait: Double = 0.25
     /// Connections open at once; past it, new ones wait in the listen backlog.
     public var maxConnections = 4_096
     /// Uploads decoded at once; past it, `POST /api/media` answers 503 with `Retry-After`.
