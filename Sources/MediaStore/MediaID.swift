@@ -27,6 +27,15 @@ public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Com
         self.hex = String(decoding: lower, as: UTF8.self)
     }
 
+    /// Takes `bytes` as an id when they are exactly 64 lowercase hex digits; nil otherwise
+    /// (uppercase digits too: `init?(_:)` takes those). A request's path is checked here in
+    /// place, without a string made for the check.
+    public init?(lowercaseHex bytes: UnsafeRawBufferPointer) {
+        guard bytes.count == 64 else { return nil }
+        for byte in bytes where !((byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66)) { return nil }
+        self.hex = String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Validates a substring (a path component, a file name) as 64 hex digits.
     public init?(_ string: Substring) {
         self.init(String(string))

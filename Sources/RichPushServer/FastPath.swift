@@ -112,7 +112,7 @@ final class FastPath: Sendable {
         protocolCount.increment()
         answer.metrics.requests.increment()
         answer.metrics.fetches?.increment()
-        let elapsed = DispatchTime.now().uptimeNanoseconds - start
+        let elapsed = NIODeadline.now().uptimeNanoseconds - start
         answer.metrics.duration.recordNanoseconds(Int64(elapsed))
         if let uri = answer.logged {
             accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed, remote: answer.remote)
@@ -166,13 +166,15 @@ final class FastPath: Sendable {
 
     private func route(uri path: String, authorization: String?, memo: inout CredentialMemo?) -> Answer? {
         let uri = path.utf8
-        let pathEnd = uri.firstIndex(of: UInt8(ascii: "?")) ?? uri.endIndex
-        let length = uri.distance(from: uri.startIndex, to: pathEnd)
+        // The path's length in bytes: up to a `?`, found in the string's own bytes where it has
+        // them in one piece (it does as the front reads it; the index walk is 1% of a hot fetch).
+        let length = uri.withContiguousStorageIfAvailable { $0.firstIndex(of: UInt8(ascii: "?")) ?? $0.count }
+            ?? uri.distance(from: uri.startIndex, to: uri.firstIndex(of: UInt8(ascii: "?")) ?? uri.endIndex)
         // `?variant=thumb|push` is served here once the router has looked it up (or made it);
         // any other query goes to the router.
         var variant: MediaVariant?
-        if pathEnd != uri.endIndex {
-            let query = path.utf8[uri.index(after: pathEnd)...]
+        if length < uri.count {
+            let query = uri.dropFirst(length + 1)
             guard query.starts(with: "variant=".utf8), let kind = Self.variant(query.dropFirst(8)) else {
                 // Another query is ignored, as the router ignores it; another variant is the router's 400.
                 return path.contains("variant=") ? nil : answer(path, authorization: authorization, length: length, variant: nil, memo: &memo)
@@ -197,7 +199,10 @@ final class FastPath: Sendable {
             return blobs.knownVariant(id, variant)
         }
         if length == 7 + 64, uri.hasPrefix("/media/") {
-            guard let id = MediaID(String(uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
+            // Checked in place where the path's bytes are in one piece; uppercase digits (and
+            // any other string) through a string of their own, as the router reads them.
+            let inPlace: MediaID? = uri.utf8.withContiguousStorageIfAvailable { MediaID(lowercaseHex: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0[7..<71]))) } ?? nil
+            guard let id = inPlace ?? MediaID(String(uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
             if !publicMedia {
                 guard authenticator.cachedUser(authorization, memo: &memo) != nil else { return nil }
             }
@@ -480,7 +485,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(let head):
             if routerPending == 0, var answer = fastPath.answer(head) {
                 fastPath.sample(&answer, uri: head.uri, peer: context.remoteAddress?.ipAddress, forwardedFor: head.headers["X-Forwarded-For"])
-                current = .answering(answer, start: DispatchTime.now().uptimeNanoseconds)
+                current = .answering(answer, start: NIODeadline.now().uptimeNanoseconds)
             } else {
                 current = .forwarding
                 routerPending += 1
@@ -586,7 +591,7 @@ final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if answering == nil, !writing, var answer = fastPath.answer(request) {
                 fastPath.sample(&answer, uri: request.path, peer: (context.remoteAddress ?? context.channel.parent?.remoteAddress)?.ipAddress,
                                 forwardedFor: request.headerFields[values: HTTPField.Name("X-Forwarded-For")!])
-                answering = (answer, DispatchTime.now().uptimeNanoseconds)
+                answering = (answer, NIODeadline.now().uptimeNanoseconds)
             } else {
                 forwarding = true
                 context.fireChannelRead(data)

@@ -216,7 +216,9 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         guard !handedOff else { return context.fireChannelRead(data) }
         guard !closing else { return } // answered with `Connection: close`: the rest is not read
         var bytes = unwrapInboundIn(data)
+        // One clock read for both (the answers' durations are timed on NIO's clock too).
         lastActive = .now()
+        let now = lastActive.uptimeNanoseconds
         while bytes.readableBytes > 0 {
             let reading = bytes.withUnsafeReadableBytes { FrontRequestHead.read($0) }
             guard case .head(let head) = reading,
@@ -225,7 +227,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
                   var answer = fastPath.answer(uri: head.uri, authorization: head.authorization, memo: &credentials) else {
                 return handOff(context: context, bytes: bytes)
             }
-            let start = DispatchTime.now().uptimeNanoseconds
+            let start = now
             answer.close = head.close
             fastPath.sample(&answer, uri: head.uri, peer: context.remoteAddress?.ipAddress, forwardedFor: head.forwardedFor)
             bytes.moveReaderIndex(forwardBy: head.length)
