@@ -21,6 +21,11 @@
 #   PostgreSQL: pg_database_size), notification, push and outbox row together;
 # - CPU per push of `serve` and of the sandbox (from /proc, over the whole campaign).
 #
+# Every campaign, of every size, also gives the CPU the machine spent per push while it ran:
+# its node's `serve`, the sandbox and the PostgreSQL cluster (from /proc). A campaign's rate moves
+# by ±15% from run to run on this shared machine with what else runs on it; what it costs per push
+# does not, and is what would grow if anything grew with the audience.
+#
 # Users and devices are inserted straight into each store's tables (registering a million
 # through the API is bench/broadcast.sh's business at 10,000), and vacuumed on PostgreSQL as a
 # node's long-registered users would be (else autovacuum's first pass over them would run
@@ -79,6 +84,26 @@ size_of() { # ENGINE SIZE -> bytes
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
+# pg_ticks: the PostgreSQL cluster's CPU so far: its live processes, and the backends that ended
+# (the postmaster's reaped children).
+pg_ticks() {
+    local master
+    master=$(head -1 "$work/pg/postmaster.pid" 2>/dev/null) || { echo 0; return; }
+    { awk '{print $16 + $17}' "/proc/$master/stat"; for p in $(pgrep -x postgres); do awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null; done; } |
+        awk '{s += $1} END {print s + 0}'
+}
+# timed_campaign ENGINE SIZE ROUND DETAIL: campaign's rate, and the CPU of the node's serve, the
+# sandbox and PostgreSQL while it ran, per push, appended to cpu-ENGINE-SIZE.txt (µs: serve
+# sandbox postgres all). On this shared machine a campaign's rate moves by ±15% from run to run
+# with what else runs; the CPU it takes per push does not, and is what would grow with the audience.
+timed_campaign() {
+    local s0 b0 p0 rate
+    s0=$(cpu_ticks "${serve_pids[$2]}"); b0=$(cpu_ticks "$sandbox_pid"); p0=$(pg_ticks)
+    rate=$(campaign "$@")
+    python3 -c 'import sys; t = [(int(b) - int(a)) * 1e6 / int(sys.argv[1]) / int(sys.argv[2]) for a, b in zip(sys.argv[3::2], sys.argv[4::2])]; print("%.0f %.0f %.0f %.0f" % (*t, sum(t)))' \
+        "$hz" "$2" "$s0" "$(cpu_ticks "${serve_pids[$2]}")" "$b0" "$(cpu_ticks "$sandbox_pid")" "$p0" "$(pg_ticks)" >> "cpu-$1-$2.txt"
+    echo "$rate"
+}
 
 # start_node ENGINE SIZE INDEX: a node of SIZE users (a device each) and its `serve` on port+INDEX;
 # its pid in serve_pids[SIZE].
@@ -177,7 +202,7 @@ small_rounds() { # ENGINE: ROUNDS campaigns to each smaller node, taking turns
     for round in $(seq 1 "$rounds"); do
         for size in $smaller; do
             turn[$size]=$(( ${turn[$size]:-0} + 1 ))
-            rates[$size]="${rates[$size]:-} $(campaign "$1" "$size" "${turn[$size]}" 0)"
+            rates[$size]="${rates[$size]:-} $(timed_campaign "$1" "$size" "${turn[$size]}" 0)"
         done
     done
 }
@@ -195,7 +220,7 @@ for engine in $engines; do
     # RSS every half second while the campaign runs.
     (while kill -0 "$pid" 2>/dev/null; do echo "$(now) $(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null)"; sleep 0.5; done) > "rss-$engine.txt" &
     sampler_pid=$!
-    rates[$n]=$(campaign "$engine" "$n" 1 1)
+    rates[$n]=$(timed_campaign "$engine" "$n" 1 1)
     kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=
     serve_cpu=$(( $(cpu_ticks "$pid") - s0 )); sandbox_cpu=$(( $(cpu_ticks "$sandbox_pid") - b0 ))
     hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
@@ -220,6 +245,21 @@ engine, rates = sys.argv[1], [(int(a), float(b)) for a, b in (x.split(":") for x
 low, high = min(r for _, r in rates), max(r for _, r in rates)
 print(f"{engine}: pushes/s of a campaign to " + ", ".join(f"{size:,}: {rate:.0f}" for size, rate in rates)
       + f"; spread {(high / low - 1) * 100:.1f}% (target: within 10%)")
+PY
+    python3 - "$engine" $sizes <<'PY'
+import statistics, sys
+engine, sizes = sys.argv[1], [int(x) for x in sys.argv[2:]]
+medians = {}
+for size in sizes:
+    rows = [[float(x) for x in line.split()] for line in open(f"cpu-{engine}-{size}.txt")]
+    medians[size] = [statistics.median(column) for column in zip(*rows)]
+    print(f"{engine}: CPU per push in the campaigns to {size:,} (µs, serve + sandbox + PostgreSQL = all): "
+          + " / ".join("%.0f + %.0f + %.0f = %.0f" % tuple(row) for row in rows)
+          + (", median %.0f" % medians[size][3] if len(rows) > 1 else ""), file=sys.stderr)
+alls = [m[3] for m in medians.values()]
+print(f"{engine}: the machine's CPU per push (serve, sandbox and PostgreSQL) in a campaign to "
+      + ", ".join(f"{size:,}: {m[3]:.0f} µs (serve {m[0]:.0f})" for size, m in medians.items())
+      + f"; spread {(max(alls) / min(alls) - 1) * 100:.1f}%")
 PY
     if [ "${KEEP_WORK:-0}" != 1 ]; then
         # Not looked at again: the space back before the next engine.
