@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOSSL
 
 /// A request head as the front of an HTTP/1.1 connection reads it: only a plain `GET` that the
 /// fast path may answer, read without NIO's decoder and without allocating per header.
@@ -280,6 +281,9 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard !handedOff else { return context.fireErrorCaught(error) }
+        // A FIN without TLS's close_notify: the end of input follows, and closes once the
+        // answers are written (closing here would cut the one still going out).
+        if let error = error as? NIOSSLError, case .uncleanShutdown = error { return }
         context.close(promise: nil)
     }
 

@@ -123,6 +123,8 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
     private var quiescing = false
     /// The client will send nothing more: no request, no window update.
     private var inputClosed = false
+    /// Closing once what is written has gone out (`finish`).
+    private var finishing = false
     private var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -135,14 +137,26 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func closed() {
         open = max(0, open - 1)
-        if (quiescing || inputClosed) && open == 0 { context?.close(promise: nil) }
+        if (quiescing || inputClosed) && open == 0, let context { finish(context) }
+    }
+
+    /// Closes the connection once the frames written before now have gone out: a GOAWAY naming
+    /// the last stream is written and flushed after them (writes complete in order), then the
+    /// connection is closed. Closed straight from a stream's end, NIOHTTP2 would not yet have
+    /// flushed that stream's last frames, and they would be lost.
+    private func finish(_ context: ChannelHandlerContext) {
+        guard !finishing else { return }
+        finishing = true
+        let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStream, errorCode: .noError, opaqueData: nil))
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in bound.value.close(promise: nil) }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case ChannelEvent.inputClosed:
             inputClosed = true
-            if open == 0 { context.close(promise: nil) }
+            if open == 0 { finish(context) }
             return
         case is ChannelShouldQuiesceEvent:
             guard !quiescing else { return }
