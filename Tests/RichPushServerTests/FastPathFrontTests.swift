@@ -212,28 +212,11 @@ final class Watcher: @unchecked Sendable {
 struct HTTP2ConnectionTests {
     @Test("a graceful shutdown sends an HTTP/2 connection GOAWAY naming its last stream, and closes it once that stream is done, not at the idle timeout")
     func shutdown() async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
         let received = Received()
         let start = NIOLockedValueBox<Date?>(nil)
         let connection = NIOLockedValueBox<(any Channel)?>(nil)
-        try await TestServer.run(engine: .embedded, {
-            $0.tlsCertificatePath = certificatePath
-            $0.tlsKeyPath = keyPath
-            $0.idleTimeout = 30
-        }) { s in
-            let port = try #require(s.client.port)
-            let context = try TLSFixtures.trustingClient(protocols: ["h2"])
-            let channel = try await ClientBootstrap(group: loop)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
-                        try channel.pipeline.syncOperations.addHandler(received)
-                    }
-                }
-                .connect(host: "127.0.0.1", port: port).get()
+        try await TLSFixtures.runServer({ $0.idleTimeout = 30 }) { s in
+            let channel = try await TLSFixtures.connect(port: try #require(s.client.port), protocols: ["h2"], above: received)
             // The client's preface, an empty SETTINGS frame, and stream 1: `GET /` over https
             // (HPACK's static entries 2, 7 and 4), its request not yet ended.
             var preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
@@ -261,26 +244,9 @@ struct HTTP2ConnectionTests {
 
     @Test("a client that closes its side without TLS's close_notify (as h2load and dropped phones do) while its stream is open gets the whole answer, and its HTTP/2 connection is closed then, not at the idle timeout")
     func clientHalfClose() async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
-        try await TestServer.run(engine: .embedded, {
-            $0.tlsCertificatePath = certificatePath
-            $0.tlsKeyPath = keyPath
-            $0.idleTimeout = 30
-        }) { s in
-            let port = try #require(s.client.port)
-            let context = try TLSFixtures.trustingClient(protocols: ["h2"])
+        try await TLSFixtures.runServer({ $0.idleTimeout = 30 }) { s in
             let received = Received()
-            let channel = try await ClientBootstrap(group: loop)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
-                        try channel.pipeline.syncOperations.addHandler(received)
-                    }
-                }
-                .connect(host: "127.0.0.1", port: port).get()
+            let channel = try await TLSFixtures.connect(port: try #require(s.client.port), protocols: ["h2"], above: received)
             // The preface, an empty SETTINGS frame, and stream 1: a whole `GET /health` (END_STREAM
             // and END_HEADERS; HPACK's static entries 2 and 7, and :path as a literal).
             var preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")

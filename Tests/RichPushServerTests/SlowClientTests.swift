@@ -154,29 +154,13 @@ struct SlowClientTests {
 
     @Test("under --tls-cert a connection the server closes whole (here at its idle timeout) while the client neither answers nor closes gets a close_notify, and is gone at once after it")
     func closeNotifyUnanswered() async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
-        try await TestServer.run(engine: .embedded, {
-            $0.tlsCertificatePath = certificatePath
-            $0.tlsKeyPath = keyPath
-            $0.idleTimeout = 1
-        }) { s in
+        try await TLSFixtures.runServer({ $0.idleTimeout = 1 }) { s in
             let port = try #require(s.client.port)
             let loop = MultiThreadedEventLoopGroup.singleton.next()
-            let context = try TLSFixtures.trustingClient(protocols: ["http/1.1"])
             for attempt in 1...2 {
                 let mute = MuteAfterHandshake()
                 let closed = CloseNotifyThenClose(loop.makePromise(of: (Bool, NIODeadline).self), mute: mute)
-                _ = try await ClientBootstrap(group: loop)
-                    .channelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(mute)
-                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
-                            try channel.pipeline.syncOperations.addHandler(closed)
-                        }
-                    }
-                    .connect(host: "127.0.0.1", port: port).get()
+                _ = try await TLSFixtures.connect(port: port, protocols: ["http/1.1"], below: mute, above: closed)
                 // The fast path's front closes the silent connection at the idle timeout (close,
                 // not a half close): the server waits a moment for the client to close its side
                 // (tlsCloseWait), then sends its close_notify and closes the socket.
@@ -190,36 +174,17 @@ struct SlowClientTests {
 
     @Test("under --tls-cert a client that closes its side right after asking for a cached image and to close after (a FIN, no close_notify, as most clients do) gets the whole image, and the connection is closed at once after it, not after the server's wait for its close_notify")
     func clientClosesFirst() async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let (certificatePath, keyPath) = try TLSFixtures.certificateFiles(in: dir)
-        try await TestServer.run(engine: .embedded, {
-            $0.tlsCertificatePath = certificatePath
-            $0.tlsKeyPath = keyPath
-            $0.publicMedia = true
-            // Long, so that a wait for the client's close_notify cannot pass for none. NIOSSL's own
-            // wait went on after the client had closed: every closed connection, and its TLS state,
-            // was kept for the whole of it.
-            $0.tlsCloseWait = 30
-        }) { s in
+        // tlsCloseWait long, so that a wait for the client's close_notify cannot pass for none.
+        // NIOSSL's own wait went on after the client had closed: every closed connection, and its
+        // TLS state, was kept for the whole of it.
+        try await TLSFixtures.runServer({ $0.publicMedia = true; $0.tlsCloseWait = 30 }) { s in
             let port = try #require(s.client.port)
-            let loop = MultiThreadedEventLoopGroup.singleton.next()
-            let context = try TLSFixtures.trustingClient(protocols: ["http/1.1"])
             let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
             let get = "GET /media/\(MediaID(hashing: logo).hex) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             /// A TLS connection whose client can be muted below its TLS; the answer it reads.
             func connect() async throws -> (any Channel, MuteAfterHandshake, Answer) {
                 let answer = Answer(), mute = MuteAfterHandshake()
-                let channel = try await ClientBootstrap(group: loop)
-                    .channelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(mute)
-                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
-                            try channel.pipeline.syncOperations.addHandler(answer)
-                        }
-                    }
-                    .connect(host: "127.0.0.1", port: port).get()
-                return (channel, mute, answer)
+                return (try await TLSFixtures.connect(port: port, protocols: ["http/1.1"], below: mute, above: answer), mute, answer)
             }
             // The first fetch is the router's, and caches the image.
             let (first, _, firstAnswer) = try await connect()
