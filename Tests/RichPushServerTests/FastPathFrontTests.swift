@@ -259,8 +259,9 @@ struct HTTP2ConnectionTests {
             // FIN alone, below TLS (no close_notify), before the answer: the server reads end of file
             // with stream 1 open. Its whole answer must still come (HEADERS, then DATA), then the close.
             #expect(try await eventually(within: 10) { received.frameTypes.contains(4) }, "no SETTINGS: \(received.frameTypes)")
-            let tls = try await channel.pipeline.context(handlerType: NIOSSLClientHandler.self).get()
-            try await channel.eventLoop.submit { tls.close(mode: .output, promise: nil) }.get()
+            try await channel.eventLoop.submit {
+                try channel.pipeline.syncOperations.context(handlerType: NIOSSLClientHandler.self).close(mode: .output, promise: nil)
+            }.get()
             #expect(try await eventually(within: 10) { !channel.isActive }, "the server left the connection open")
             #expect(received.frameTypes.contains(1) && received.frameTypes.contains(0), "stream 1's answer was cut: \(received.frameTypes)")
         }

@@ -193,14 +193,13 @@ struct SlowClientTests {
             first.close(promise: nil)
             // The second is the fast path's: it answers and closes the connection whole.
             let (channel, mute, answer) = try await connect()
-            let raw = try await channel.pipeline.context(handler: mute).get()
             try await channel.writeAndFlush(ByteBuffer(string: get))
             // At once, before the answer: from now on the client's TLS says nothing (no close_notify)
             // and closes nothing, and below it the FIN alone. The whole answer must still come,
             // then the server closes the socket.
             try await channel.eventLoop.submit {
                 mute.muted = true
-                raw.close(mode: .output, promise: nil)
+                try channel.pipeline.syncOperations.context(handler: mute).close(mode: .output, promise: nil)
             }.get()
             #expect(try await eventually(within: 10) { answer.count > logo.count }, "the answer was cut: \(answer.count) bytes")
             #expect(try await eventually(within: 10) { !channel.isActive }, "the connection was still open 10 s after the client closed its side")
