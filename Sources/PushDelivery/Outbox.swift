@@ -443,7 +443,6 @@ public final class OutboxDispatcher: Service, PushDispatching {
     }
 }
 
-/// A `richpush_pushes_total` series: an outcome in one app.
 extension NIOLockedValueBox {
     /// The value kept for `key`, made by `make` (under the lock) the first time it is asked for.
     func value<Key: Hashable, Kept>(for key: Key, make: () -> Kept) -> Kept where Value == [Key: Kept] {
@@ -456,6 +455,7 @@ extension NIOLockedValueBox {
     }
 }
 
+/// A `richpush_pushes_total` series: an outcome in one app.
 private struct PushCount: Hashable {
     var outcome: String
     var app: String

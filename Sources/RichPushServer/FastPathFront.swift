@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import NIOCore
-import NIOSSL
 
 /// A request head as the front of an HTTP/1.1 connection reads it: only a plain `GET` that the
 /// fast path may answer, read without NIO's decoder and without allocating per header.
@@ -219,7 +218,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         var bytes = unwrapInboundIn(data)
         // One clock read for both (the answers' durations are timed on NIO's clock too).
         lastActive = .now()
-        let now = lastActive.uptimeNanoseconds
+        let start = lastActive.uptimeNanoseconds
         while bytes.readableBytes > 0 {
             let reading = bytes.withUnsafeReadableBytes { FrontRequestHead.read($0) }
             guard case .head(let head) = reading,
@@ -228,7 +227,6 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
                   var answer = fastPath.answer(uri: head.uri, authorization: head.authorization, memo: &credentials) else {
                 return handOff(context: context, bytes: bytes)
             }
-            let start = now
             answer.close = head.close
             fastPath.sample(&answer, uri: head.uri, peer: context.remoteAddress?.ipAddress, forwardedFor: head.forwardedFor)
             bytes.moveReaderIndex(forwardBy: head.length)
@@ -281,9 +279,6 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard !handedOff else { return context.fireErrorCaught(error) }
-        // A FIN without TLS's close_notify: the end of input follows, and closes once the
-        // answers are written (closing here would cut the one still going out).
-        if let error = error as? NIOSSLError, case .uncleanShutdown = error { return }
         context.close(promise: nil)
     }
 

@@ -140,6 +140,11 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
         if (quiescing || inputClosed) && open == 0, let context { finish(context) }
     }
 
+    /// GOAWAY naming the last stream the client opened: nothing after it will be served.
+    private var goAway: HTTP2Frame {
+        HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStream, errorCode: .noError, opaqueData: nil))
+    }
+
     /// Closes the connection once the frames written before now have gone out: a GOAWAY naming
     /// the last stream is written and flushed after them (writes complete in order), then the
     /// connection is closed. Closed straight from a stream's end, NIOHTTP2 would not yet have
@@ -147,7 +152,6 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
     private func finish(_ context: ChannelHandlerContext) {
         guard !finishing else { return }
         finishing = true
-        let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStream, errorCode: .noError, opaqueData: nil))
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in bound.value.close(promise: nil) }
     }
@@ -161,13 +165,8 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
         case is ChannelShouldQuiesceEvent:
             guard !quiescing else { return }
             quiescing = true
-            let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStream, errorCode: .noError, opaqueData: nil))
-            if open == 0 {
-                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-                context.writeAndFlush(wrapOutboundOut(goAway)).whenComplete { _ in bound.value.close(promise: nil) }
-            } else {
-                context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
-            }
+            if open == 0 { return finish(context) }
+            context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
             return
         default:
             break
