@@ -104,6 +104,7 @@ public func buildApplication(
         responder: router.buildResponder(),
         routes: router.routes.map { "\($0.method) \($0.path)" },
         channel: channel,
+        fastPath: fastPath,
         tls: tls,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RichPush",
                              availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),

@@ -141,27 +141,51 @@ final class BlobCache: Sendable {
     /// re-checked (below); never waits for the store.
     ///
     /// A blob in use is re-checked in the background before its second is up, so that it stays
-    /// fresh while it is hot: the fast path gives a request it cannot answer to the router, and
-    /// an HTTP/1.1 connection that went there once stays on the full pipeline. While that
+    /// fresh while it is hot: a request the fast path cannot answer waits for a check
+    /// (`FastPathFront`) or goes to the router, and an HTTP/1.1 connection that went there once
+    /// stays on the full pipeline. While that
     /// re-check runs (it answers within `recheckPatience`), the copy is served for up to
     /// `refreshGrace` after it began; a removal is seen when it ends.
     func freshBlob(_ id: MediaID) -> ServedBlob? {
+        if case .fresh(let blob) = lookUp(id) { return blob }
+        return nil
+    }
+
+    /// What the cache has for `id` without waiting for the store.
+    enum Lookup {
+        /// Checked within the last second, or being re-checked (`freshBlob`).
+        case fresh(ServedBlob)
+        /// Cached, but due for its check: `blob(_:)` or `recheck(_:)` makes it.
+        case due
+        case absent
+    }
+
+    /// `freshBlob`, telling a blob due for its check from one not cached.
+    func lookUp(_ id: MediaID) -> Lookup {
         let now = clock()
-        let (blob, refresh) = state.withLockedValue { state -> (ServedBlob?, Bool) in
-            guard let index = state.entries.index(forKey: id) else { return (nil, false) }
+        let (found, refresh) = state.withLockedValue { state -> (Lookup, Bool) in
+            guard let index = state.entries.index(forKey: id) else { return (.absent, false) }
             let entry = state.entries.values[index]
             let age = now > entry.checkedAt ? now - entry.checkedAt : 0
             let refreshing = entry.refreshStartedAt.map { now < $0 || now - $0 <= Self.refreshGrace } ?? false
-            // A stale entry is the router's to re-check (`blob(_:)`).
-            guard age <= 1_000_000_000 || refreshing else { return (nil, false) }
+            // A stale entry is re-checked before it is served again (`blob(_:)`, `recheck(_:)`).
+            guard age <= 1_000_000_000 || refreshing else { return (.due, false) }
             let refresh = entry.refreshStartedAt == nil && age > Self.refreshAfter
             if refresh { state.entries.values[index].refreshStartedAt = now }
             state.tick += 1
             state.entries.values[index].lastUsed = state.tick
-            return (entry.blob, refresh)
+            return (.fresh(entry.blob), refresh)
         }
         if refresh { Task { await self.refresh(id, startedAt: now) } }
-        return blob
+        return found
+    }
+
+    /// Makes the check of a cached blob that is due (as `blob(_:)` does, without loading one
+    /// that is not cached): when this returns, the blob is fresh again, or gone from the cache.
+    /// It takes at most `recheckPatience`.
+    func recheck(_ id: MediaID) async {
+        guard case .due(let blob) = take(id) else { return }
+        _ = await confirm(blob)
     }
 
     /// Whether a re-check ahead of `id` is under way (for tests).
@@ -203,27 +227,44 @@ final class BlobCache: Sendable {
 
     /// The blob with `id`, or nil when the store has none.
     func blob(_ id: MediaID) async throws -> ServedBlob? {
-        let hit: (blob: ServedBlob, stale: Bool)? = state.withLockedValue { state in
+        switch take(id) {
+        case .fresh(let blob): return blob
+        case .due(let blob): return await confirm(blob)
+        case .absent: break
+        }
+        guard let item = try await store.item(id), let bytes = try await store.read(id, length: item.size) else { return nil }
+        let blob = ServedBlob(id: id, contentType: item.info.contentType, bytes: bytes)
+        if bytes.readableBytes <= maxEntry { insert(blob) }
+        return blob
+    }
+
+    /// A use of entry `id`: fresh, or due for its check, which this use makes (from now on the
+    /// entry counts as checked, so the uses meanwhile need not wait; `confirm` ends the check).
+    private func take(_ id: MediaID) -> Taken {
+        state.withLockedValue { state in
             state.tick += 1
-            guard var entry = state.entries[id] else { return nil }
+            guard var entry = state.entries[id] else { return .absent }
             entry.lastUsed = state.tick
             // The clock is read under the lock, so `checkedAt` never lies in this thread's future.
             let now = clock()
             let stale = Self.isStale(entry, now: now)
             if stale { entry.checkedAt = now }
             state.entries[id] = entry
-            return (entry.blob, stale)
+            return stale ? .due(entry.blob) : .fresh(entry.blob)
         }
-        if let hit {
-            if !hit.stale { return hit.blob }
-            if await stillStored(id) { return hit.blob }
-            remove(id)
-            return nil
-        }
-        guard let item = try await store.item(id), let bytes = try await store.read(id, length: item.size) else { return nil }
-        let blob = ServedBlob(id: id, contentType: item.info.contentType, bytes: bytes)
-        if bytes.readableBytes <= maxEntry { insert(blob) }
-        return blob
+    }
+
+    private enum Taken {
+        case fresh(ServedBlob)
+        case due(ServedBlob)
+        case absent
+    }
+
+    /// The check `take` began: `blob` when it is still stored; else it leaves the cache.
+    private func confirm(_ blob: ServedBlob) async -> ServedBlob? {
+        if await stillStored(blob.id) { return blob }
+        remove(blob.id)
+        return nil
     }
 
     /// Whether `id` is in memory (fresh or due for its re-check).

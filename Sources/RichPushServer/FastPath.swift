@@ -105,6 +105,17 @@ final class FastPath: Sendable {
         record(answer, since: start, Metric.memoryAnswersHTTP1)
     }
 
+    /// HTTP/1.1 connections `FastPathFront` gave to the full pipeline (also counted in
+    /// `richpush_http1_handoffs_total`, which every server of the process adds to).
+    var handOffs: Int { handOffCount.withLockedValue { $0 } }
+    private let handOffCount = NIOLockedValueBox(0)
+
+    /// Counts a connection `FastPathFront` gives to the full pipeline.
+    func noteHandOff() {
+        handOffCount.withLockedValue { $0 += 1 }
+        Metric.frontHandOffs.increment()
+    }
+
     /// Records an answer written from memory `since` its request arrived (uptime, ns): the
     /// router's request metrics, the payload fetch count, `protocolCount`, and the access log
     /// when the answer is one it samples.
@@ -135,14 +146,17 @@ final class FastPath: Sendable {
             }
         }
         var memo: CredentialMemo?
-        return route(uri: path, authorization: authorization, memo: &memo)
+        var recheck: MediaID?
+        return route(uri: path, authorization: authorization, memo: &memo, recheck: &recheck)
     }
 
     /// The answer to a plain HTTP/1.1 `GET` of `uri` that `FastPathFront` read (it leaves ranged
     /// and conditional requests to the full pipeline); nil sends the request there. `memo` is
-    /// the connection's: the key of the credentials it sent last.
-    func answer(uri: String, authorization: String?, memo: inout CredentialMemo?) -> Answer? {
-        route(uri: uri, authorization: authorization, memo: &memo)
+    /// the connection's: the key of the credentials it sent last. When nil because the image
+    /// is cached but due for its once-a-second check, `recheck` names it: once
+    /// `BlobCache.recheck` is done, the request may be answered here.
+    func answer(uri: String, authorization: String?, memo: inout CredentialMemo?, recheck: inout MediaID?) -> Answer? {
+        route(uri: uri, authorization: authorization, memo: &memo, recheck: &recheck)
     }
 
     private func route(_ head: HTTPRequestHead) -> Answer? {
@@ -161,10 +175,11 @@ final class FastPath: Sendable {
             }
         }
         var memo: CredentialMemo?
-        return route(uri: head.uri, authorization: authorization, memo: &memo)
+        var recheck: MediaID?
+        return route(uri: head.uri, authorization: authorization, memo: &memo, recheck: &recheck)
     }
 
-    private func route(uri path: String, authorization: String?, memo: inout CredentialMemo?) -> Answer? {
+    private func route(uri path: String, authorization: String?, memo: inout CredentialMemo?, recheck: inout MediaID?) -> Answer? {
         let uri = path.utf8
         // The path's length in bytes: up to a `?`, found in the string's own bytes where it has
         // them in one piece (it does as the front reads it; the index walk is 1% of a hot fetch).
@@ -177,11 +192,11 @@ final class FastPath: Sendable {
             let query = uri.dropFirst(length + 1)
             guard query.starts(with: "variant=".utf8), let kind = Self.variant(query.dropFirst(8)) else {
                 // Another query is ignored, as the router ignores it; another variant is the router's 400.
-                return path.contains("variant=") ? nil : answer(path, authorization: authorization, length: length, variant: nil, memo: &memo)
+                return path.contains("variant=") ? nil : answer(path, authorization: authorization, length: length, variant: nil, memo: &memo, recheck: &recheck)
             }
             variant = kind
         }
-        return answer(path, authorization: authorization, length: length, variant: variant, memo: &memo)
+        return answer(path, authorization: authorization, length: length, variant: variant, memo: &memo, recheck: &recheck)
     }
 
     /// `thumb` or `push`, read without making a string.
@@ -192,11 +207,20 @@ final class FastPath: Sendable {
     }
 
     /// The answer for the path (its first `length` bytes), serving the `variant` of the image.
-    private func answer(_ uri: String, authorization: String?, length: Int, variant: MediaVariant?, memo: inout CredentialMemo?) -> Answer? {
+    private func answer(_ uri: String, authorization: String?, length: Int, variant: MediaVariant?, memo: inout CredentialMemo?,
+                        recheck: inout MediaID?) -> Answer? {
         /// The image to serve for `id`: itself, or its known variant.
         func served(_ id: MediaID) -> MediaID? {
             guard let variant else { return id }
             return blobs.knownVariant(id, variant)
+        }
+        /// The cached image `id` when it is fresh; when it is due for its check, `recheck` names it.
+        func fresh(_ id: MediaID) -> ServedBlob? {
+            switch blobs.lookUp(id) {
+            case .fresh(let blob): return blob
+            case .due: recheck = id; return nil
+            case .absent: return nil
+            }
         }
         if length == 7 + 64, uri.hasPrefix("/media/") {
             // Checked in place where the path's bytes are in one piece; uppercase digits (and
@@ -206,7 +230,7 @@ final class FastPath: Sendable {
             if !publicMedia {
                 guard authenticator.cachedUser(authorization, memo: &memo) != nil else { return nil }
             }
-            guard let shown = served(id), let blob = blobs.freshBlob(shown) else { return nil }
+            guard let shown = served(id), let blob = fresh(shown) else { return nil }
             return publicMedia ? Answer(head: blob.publicHead, blob: blob, metrics: mediaMetrics, cacheControl: ServedBlob.cacheControls[0])
                 : Answer(head: blob.privateImmutableHead, blob: blob, metrics: mediaMetrics, cacheControl: ServedBlob.cacheControls[1])
         }
@@ -214,7 +238,7 @@ final class FastPath: Sendable {
             guard let digits = String(uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
                   let user = authenticator.cachedUser(authorization, memo: &memo),
                   let known = payloads.get(id), known.recipient == user,
-                  let shown = served(known.payload), let blob = blobs.freshBlob(shown) else { return nil }
+                  let shown = served(known.payload), let blob = fresh(shown) else { return nil }
             // A first fetch: its read mark is committed just after, in a batch (as for /p/).
             if !known.read, payloads.markRead(id) { readMarks.markSoon(id) }
             return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics, cacheControl: ServedBlob.cacheControls[2])
@@ -223,7 +247,7 @@ final class FastPath: Sendable {
             // By bytes, not characters (both ends are ASCII boundaries: after "/p/", and the path's end).
             let token = Substring(uri.utf8.dropFirst(3).prefix(PayloadLinks.tokenLength))
             guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links),
-                  let shown = served(payload), let blob = blobs.freshBlob(shown) else { return nil }
+                  let shown = served(payload), let blob = fresh(shown) else { return nil }
             readMarks.markSoon(id)
             return Answer(head: blob.privateHead, blob: blob, metrics: linkMetrics, cacheControl: ServedBlob.cacheControls[2])
         }

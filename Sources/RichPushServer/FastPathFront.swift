@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MediaStore
 import NIOCore
 
 /// A request head as the front of an HTTP/1.1 connection reads it: only a plain `GET` that the
@@ -164,6 +165,10 @@ struct FrontRequestHead: Equatable {
 /// connection, or a client that only ever fetches cached images, never costs the eleven
 /// handlers, the decoder's allocations and the task a routed request needs.
 ///
+/// A request for a cached image that is due for its once-a-second check (not asked for in the
+/// last second) waits here for that check, at most its patience, as the router would wait:
+/// the first burst after a quiet second keeps its connections on this path.
+///
 /// It hands over the first time anything is not a complete head the fast path answers: a
 /// request it does not read (`FrontRequestHead`), a cache miss, a head that has not arrived
 /// whole in what has been read (so a slow head meets the full pipeline's deadline), an answer
@@ -179,6 +184,13 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
 
     private let fastPath: FastPath
     private let idleTimeout: TimeAmount
+    /// The bytes read while a cached image's check is under way (from the request that waits
+    /// for it on), and when they began to arrive (uptime, ns).
+    private var waiting: (bytes: ByteBuffer, since: UInt64)?
+    /// The image whose check the requests just resumed waited for: due again, it is the router's.
+    private var rechecked: MediaID?
+    /// Within `channelRead` (NIO completes the read after it).
+    private var reading = false
     /// Adds the full pipeline after this handler.
     private let buildPipeline: (any Channel) throws -> Void
     private var handedOff = false
@@ -209,6 +221,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         idleTimer?.cancel()
         idleTimer = nil
+        waiting = nil
         context.fireChannelInactive()
     }
 
@@ -216,21 +229,63 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         guard !handedOff else { return context.fireChannelRead(data) }
         guard !closing else { return } // answered with `Connection: close`: the rest is not read
         var bytes = unwrapInboundIn(data)
+        reading = true
+        defer { reading = false }
         // One clock read for both (the answers' durations are timed on NIO's clock too).
         lastActive = .now()
-        let start = lastActive.uptimeNanoseconds
+        if var pending = waiting {
+            // Behind a request that waits for its image's check: bounded as a head is.
+            waiting = nil
+            pending.bytes.writeBuffer(&bytes)
+            guard pending.bytes.readableBytes <= FrontRequestHead.maximumLength else { return handOff(context: context, bytes: pending.bytes) }
+            waiting = pending
+            return
+        }
+        serve(bytes, since: lastActive.uptimeNanoseconds, context: context)
+    }
+
+    /// Answers the requests in `bytes`, read at `start`, until one needs the full pipeline or
+    /// waits for its image's check.
+    private func serve(_ bytes: ByteBuffer, since start: UInt64, context: ChannelHandlerContext) {
+        var bytes = bytes
         while bytes.readableBytes > 0 {
             let reading = bytes.withUnsafeReadableBytes { FrontRequestHead.read($0) }
-            guard case .head(let head) = reading,
-                  // An answer that closes must be the last thing sent: otherwise the router's lingering close.
-                  !(head.close && bytes.readableBytes > head.length),
-                  var answer = fastPath.answer(uri: head.uri, authorization: head.authorization, memo: &credentials) else {
+            // An answer that closes must be the last thing sent: otherwise the router's lingering close.
+            guard case .head(let head) = reading, !(head.close && bytes.readableBytes > head.length) else {
                 return handOff(context: context, bytes: bytes)
             }
+            var recheck: MediaID?
+            guard var answer = fastPath.answer(uri: head.uri, authorization: head.authorization, memo: &credentials, recheck: &recheck) else {
+                // An image not asked for in the last second is checked against the store before
+                // it is served again. Waiting for that here keeps the connection on this path;
+                // the router would make the same check, and keep the connection for good.
+                if let recheck, recheck != rechecked { return waitForCheck(of: recheck, bytes: bytes, since: start, context: context) }
+                return handOff(context: context, bytes: bytes)
+            }
+            rechecked = nil
             answer.close = head.close
             fastPath.sample(&answer, uri: head.uri, peer: context.remoteAddress?.ipAddress, forwardedFor: head.forwardedFor)
             bytes.moveReaderIndex(forwardBy: head.length)
             write(answer, start: start, context: context)
+        }
+    }
+
+    /// Holds `bytes` (a request for image `id`, and what follows it) until the image's check
+    /// is done (`BlobCache.recheck`, at most its patience), then answers them.
+    private func waitForCheck(of id: MediaID, bytes: ByteBuffer, since start: UInt64, context: ChannelHandlerContext) {
+        waiting = (bytes, start)
+        let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
+        let (loop, blobs) = (context.eventLoop, fastPath.blobs)
+        Task {
+            await blobs.recheck(id)
+            loop.execute {
+                let (context, front) = bound.value
+                // Handed off, or closed, meanwhile: nothing waits any more.
+                guard let pending = front.waiting else { return }
+                front.waiting = nil
+                front.rechecked = id
+                front.serve(pending.bytes, since: pending.since, context: context)
+            }
         }
     }
 
@@ -250,8 +305,10 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     /// and leaves.
     private func handOff(context: ChannelHandlerContext, bytes: ByteBuffer? = nil, event: Any? = nil) {
         handedOff = true
+        waiting = nil
         idleTimer?.cancel()
         idleTimer = nil
+        fastPath.noteHandOff()
         do {
             try buildPipeline(context.channel)
             // A graceful close must wait for the answers written here too.
@@ -260,13 +317,20 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
-        if let bytes, bytes.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(bytes)) }
+        if let bytes, bytes.readableBytes > 0 {
+            context.fireChannelRead(wrapInboundOut(bytes))
+            // Bytes held for a check are handed over after their read: the async channel behind
+            // delivers what it has read when a read completes.
+            if !reading { context.fireChannelReadComplete() }
+        }
         if let event { context.fireUserInboundEventTriggered(event) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard !handedOff else { return context.fireUserInboundEventTriggered(event) }
+        // A request waits for its image's check: the full pipeline answers it, then sees the event.
+        if let pending = waiting { return handOff(context: context, bytes: pending.bytes, event: event) }
         switch event {
         case is ChannelShouldQuiesceEvent, ChannelEvent.inputClosed:
             // Shutting down, or the client has finished sending: nothing is being received here
@@ -304,6 +368,11 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
             let (context, front) = bound.value
             front.idleTimer = nil
             guard !front.handedOff else { return }
+            // A request waiting for its image's check is answered within the check's patience.
+            if front.waiting != nil {
+                front.lastActive = .now()
+                return front.armIdleTimer(context)
+            }
             if front.closing || NIODeadline.now() - front.lastActive >= front.idleTimeout {
                 front.closing = true
                 context.close(promise: nil)

@@ -221,6 +221,8 @@ public struct RichPushApplication: ApplicationProtocol {
     /// Every route the router serves, as `METHOD /path/{capture}` (what `/openapi.json` must list).
     public let routes: [String]
     let channel: @Sendable (@escaping HTTPChannelHandler.Responder) -> FastPathHTTP1Channel
+    /// What every connection answers from memory (its channels' `fastPath`).
+    let fastPath: FastPath
     let tls: TLSSetup?
     public let configuration: ApplicationConfiguration
     let host: String
@@ -243,7 +245,7 @@ public struct RichPushApplication: ApplicationProtocol {
     /// The same application, also running `extra` once the listener is bound.
     public func onRunning(_ extra: @escaping @Sendable (any Channel) async -> Void) -> RichPushApplication {
         let running = self.running
-        return RichPushApplication(responder: responder, routes: routes, channel: channel, tls: tls, configuration: configuration, host: host, port: port, maxConnections: maxConnections,
+        return RichPushApplication(responder: responder, routes: routes, channel: channel, fastPath: fastPath, tls: tls, configuration: configuration, host: host, port: port, maxConnections: maxConnections,
                                    services: services, eventLoopGroup: eventLoopGroup, logger: logger) { channel in
             await running(channel)
             await extra(channel)

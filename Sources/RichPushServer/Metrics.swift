@@ -29,6 +29,7 @@ enum MetricCatalog {
         "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled from the database every few seconds.",
         "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",
         "richpush_memory_answers_total": "Requests answered from memory on the event loop (a cached image or payload) instead of through the router, by protocol: http/1.1 or h2.",
+        "richpush_http1_handoffs_total": "HTTP/1.1 connections that needed the full pipeline (a request other than a plain GET of a cached image or payload).",
         "richpush_build_info": "The running build; always 1, the version in the labels.",
         "richpush_dependency_up": "Whether a dependency answers (1) or its circuit breaker is refusing calls (0), by dependency: database, blobs, hub.",
         "richpush_dependency_refused_total": "Calls refused at once by a dependency's open circuit breaker (each a 503 or a push retried later), by dependency.",
@@ -157,4 +158,5 @@ enum Metric {
     static let linkFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/p/{token}")])
     static let memoryAnswersHTTP1 = Counter(label: "richpush_memory_answers_total", dimensions: [("protocol", "http/1.1")])
     static let memoryAnswersH2 = Counter(label: "richpush_memory_answers_total", dimensions: [("protocol", "h2")])
+    static let frontHandOffs = Counter(label: "richpush_http1_handoffs_total")
 }

@@ -155,6 +155,34 @@ struct FastPathFrontTests {
         }
     }
 
+    @Test("a cached image not asked for in the last second is checked with the request waiting on the front: the connection never needs the full pipeline; an image removed meanwhile is the router's 404")
+    func dueCheckOnTheFront() async throws {
+        try await TestServer.run(engine: .embedded, { $0.publicMedia = true }) { s in
+            let coupon = try Fixtures.bytes(Fixtures.media.appendingPathComponent("coupon.png"))
+            let couponID = MediaID(hashing: coupon).hex
+            #expect(try await s.request(.post, "/api/media", body: coupon).status == .created)
+            #expect(try await s.request(.get, "/media/\(couponID)").status == .ok) // cache both
+            #expect(try await s.request(.get, "/media/\(logoID)").status == .ok)
+            // Both are due for their once-a-second check now, and one is removed by another process.
+            try await Task.sleep(for: .milliseconds(1300))
+            let other = try await s.openStoreAgain()
+            defer { other.close() }
+            _ = try await other.media.remove(couponID)
+            let port = try #require(s.client.port)
+            let before = s.fastPath.handOffs
+            // Three requests in one write: the first waits for the check, the others behind it.
+            let get = "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\n\r\n"
+            let answers = try await rawExchange(port: port, get + get + get.replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n"),
+                                                untilClose: true)
+            #expect(answers.components(separatedBy: "HTTP/1.1 200 OK\r\n").count == 4, "\(answers.prefix(300))")
+            #expect(s.fastPath.handOffs == before, "the connection went to the full pipeline")
+            // The removed one: its check finds it gone, and the router answers.
+            let gone = try await rawExchange(port: port, "GET /media/\(couponID) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", untilClose: true)
+            #expect(gone.hasPrefix("HTTP/1.1 404"), "\(gone.prefix(200))")
+            #expect(s.fastPath.handOffs == before + 1)
+        }
+    }
+
     @Test("two Authorization fields are not one to pick: the router refuses them, whether or not the image is cached")
     func twoAuthorizations() async throws {
         try await TestServer.run(engine: .embedded) { s in
@@ -394,7 +422,7 @@ struct BlobCacheRefreshTests {
         #expect(try await cache.blob(id) == nil)
     }
 
-    @Test("an entry not used for a second is stale: the fast path leaves it to the router, which re-checks it")
+    @Test("an entry not used for a second is stale: freshBlob does not serve it, and the router's look-up re-checks it")
     func staleLeftToRouter() async throws {
         let f = try await Fixture()
         defer { f.cleanup() }
@@ -404,5 +432,31 @@ struct BlobCacheRefreshTests {
         #expect(cache.freshBlob(id) == nil && !cache.isRefreshing(id))
         #expect(try await cache.blob(id) != nil) // the router's re-check: still stored
         #expect(cache.freshBlob(id) != nil)
+    }
+
+    @Test("an entry not used for a second is due, not absent: recheck makes it fresh while it is stored, and drops it once it is not; an entry never cached is not loaded by it")
+    func recheckDue() async throws {
+        let f = try await Fixture()
+        defer { f.cleanup() }
+        let (cache, id) = (f.cache, f.id)
+        func state() -> String {
+            switch cache.lookUp(id) {
+            case .fresh: "fresh"
+            case .due: "due"
+            case .absent: "absent"
+            }
+        }
+        await cache.recheck(id)
+        #expect(state() == "absent") // not loaded by a recheck
+        #expect(try await cache.blob(id) != nil)
+        f.at(milliseconds: 1200)
+        #expect(state() == "due")
+        await cache.recheck(id)
+        #expect(state() == "fresh")
+        _ = try await f.media.remove(id.hex)
+        f.at(milliseconds: 2400)
+        #expect(state() == "due")
+        await cache.recheck(id)
+        #expect(state() == "absent")
     }
 }

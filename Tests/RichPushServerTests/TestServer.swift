@@ -10,7 +10,7 @@ import NIOCore
 import ServiceLifecycle
 import MediaStore
 @testable import RichPushCore
-import RichPushServer
+@testable import RichPushServer
 import RichPushTestSupport
 
 /// A live server on a free port over a fresh data directory, with users alice and bob and the admin root.
@@ -24,6 +24,8 @@ struct TestServer {
     let environment: [String: String]
     /// The router's routes, `METHOD /path`.
     let routes: [String]
+    /// What the server answers from memory (its count of connections handed to the router).
+    let fastPath: FastPath
 
     /// The same store opened again, as another process (another node) would.
     func openStoreAgain() async throws -> DataStore {
@@ -68,10 +70,10 @@ struct TestServer {
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, data: data,
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
-        let (finalConfiguration, finalEnvironment, routes) = (configuration, environment, app.routes)
+        let (finalConfiguration, finalEnvironment, routes, fastPath) = (configuration, environment, app.routes, app.fastPath)
         try await app.serve { client in
             try await body(TestServer(dir: dir, data: data, database: database, client: client, configuration: finalConfiguration,
-                                      environment: finalEnvironment, routes: routes))
+                                      environment: finalEnvironment, routes: routes, fastPath: fastPath))
         }
     }
 
