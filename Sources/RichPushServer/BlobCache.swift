@@ -20,12 +20,32 @@ final class ServedBlob: Sendable {
     /// Headers of a 200 response per `Cache-Control` value (SPEC §5 has three).
     let fullHeaders: [String: HTTPFields]
     /// For the event-loop fast path: the status line and every header of a 200 response but
-    /// `Date`, encoded once as NIO's HTTP/1.1 encoder would (the router's headers plus `Server`).
-    let publicHead: ByteBuffer
-    let privateImmutableHead: ByteBuffer
-    let privateHead: ByteBuffer
+    /// `Date`, encoded once as NIO's HTTP/1.1 encoder would (the router's headers plus `Server`),
+    /// by `Caching`.
+    private let heads: [ByteBuffer]
+    /// The answers over plain HTTP/1.1 as files (`WireFile`), by `Caching`: the one of the
+    /// latest second it was asked for (nil when it could not be made then), made on its first use.
+    private let wireFiles = NIOLockedValueBox<[(second: Int, file: WireFile?)]>(Array(repeating: (-1, nil), count: Caching.allCases.count))
 
-    static let cacheControls = ["public, max-age=31536000, immutable", "private, max-age=31536000, immutable", "private"]
+    static let cacheControls = Caching.allCases.map(\.cacheControl)
+
+    /// The three ways a 200 is cached (SPEC §5), each with its own `Cache-Control`.
+    enum Caching: Int, CaseIterable, Sendable {
+        /// `/media/{sha256}` with `--public-media`.
+        case publicImmutable
+        /// `/media/{sha256}` to a signed-in user.
+        case privateImmutable
+        /// A notification's payload.
+        case `private`
+
+        var cacheControl: String {
+            switch self {
+            case .publicImmutable: "public, max-age=31536000, immutable"
+            case .privateImmutable: "private, max-age=31536000, immutable"
+            case .private: "private"
+            }
+        }
+    }
 
     init(id: MediaID, contentType: String, bytes: ByteBuffer) {
         self.id = id
@@ -38,15 +58,37 @@ final class ServedBlob: Sendable {
                 + [HTTPField(name: .contentLength, value: String(bytes.readableBytes))]
         }
         self.fullHeaders = headers
-        func head(_ cacheControl: String) -> ByteBuffer {
+        self.heads = Caching.allCases.map { caching in
             var buffer = ByteBuffer(string: "HTTP/1.1 200 OK\r\n")
-            for field in headers[cacheControl]! { buffer.writeString("\(field.name.rawName): \(field.value)\r\n") }
+            for field in headers[caching.cacheControl]! { buffer.writeString("\(field.name.rawName): \(field.value)\r\n") }
             buffer.writeString("Server: RichPush\r\n")
             return buffer
         }
-        self.publicHead = head(Self.cacheControls[0])
-        self.privateImmutableHead = head(Self.cacheControls[1])
-        self.privateHead = head(Self.cacheControls[2])
+    }
+
+    /// The encoded head of a 200 cached as `caching`, without `Date`.
+    func head(_ caching: Caching) -> ByteBuffer { heads[caching.rawValue] }
+
+    /// The whole answer cached as `caching` with `date` (the second's `HTTPDate`) as a file:
+    /// the one already made this second, or a new one when `budget` has room for it; nil when
+    /// it has none (or the file cannot be made), and the answer is written from memory.
+    func wireFile(_ caching: Caching, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
+        wireFiles.withLockedValue { files in
+            let latest = files[caching.rawValue]
+            if latest.second == date.second { return latest.file }
+            // The file of the second before is let go here: the connections that wrote it keep
+            // it until those writes are done. A file that cannot be made is not tried again
+            // within the second.
+            files[caching.rawValue] = (date.second, nil)
+            let head = head(caching)
+            let file = WireFile(budget: budget, name: id.hex, count: head.readableBytes + date.line.readableBytes + bytes.readableBytes) { answer in
+                answer.writeImmutableBuffer(head)
+                answer.writeImmutableBuffer(date.line)
+                answer.writeImmutableBuffer(bytes)
+            }
+            files[caching.rawValue].file = file
+            return file
+        }
     }
 }
 
@@ -84,6 +126,8 @@ final class BlobCache: Sendable {
 
     private let store: MediaStore
     private let capacity: Int
+    /// What the answers as files (`WireFile`) may hold beside the cache: half its capacity.
+    let wireBudget: WireFile.Budget
     /// Blobs larger than this are read per request, never cached.
     private let maxEntry: Int
     private let state = NIOLockedValueBox(State())
@@ -134,6 +178,7 @@ final class BlobCache: Sendable {
         self.store = store
         self.capacity = capacity
         self.maxEntry = max(0, capacity / 8)
+        self.wireBudget = WireFile.Budget(limit: capacity / 2)
         self.clock = clock
     }
 

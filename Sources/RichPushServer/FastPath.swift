@@ -53,10 +53,10 @@ final class FastPath: Sendable {
         self.publicMedia = publicMedia
     }
 
-    /// A complete answer, ready to write: the encoded head (without `Date`) and the body.
+    /// A complete answer, ready to write: the blob, and how it is cached (which picks its head).
     struct Answer {
-        var head: ByteBuffer
         var blob: ServedBlob
+        var caching: ServedBlob.Caching
         var metrics: RouteMetrics
         /// The client asked to close after this answer (HTTP/1.1 `Connection: close`).
         var close = false
@@ -64,9 +64,8 @@ final class FastPath: Sendable {
         var logged: String?
         /// The client's address, when `logged`.
         var remote: String?
-        /// Its `Cache-Control`, one of `ServedBlob.cacheControls` (HTTP/2 answers take the
-        /// blob's headers for it).
-        var cacheControl: String
+        /// The encoded head, without `Date`.
+        var head: ByteBuffer { blob.head(caching) }
     }
 
     /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
@@ -159,6 +158,12 @@ final class FastPath: Sendable {
         route(uri: uri, authorization: authorization, memo: &memo, recheck: &recheck)
     }
 
+    /// The answer as a file to `sendfile` over plain HTTP/1.1 (`WireFile`), when one can be had
+    /// for it; nil when it is written from memory (`writeHTTP1`), as answers that close are.
+    func wireFile(_ answer: Answer) -> WireFile? {
+        answer.close ? nil : answer.blob.wireFile(answer.caching, date: HTTPDate.now(), budget: blobs.wireBudget)
+    }
+
     private func route(_ head: HTTPRequestHead) -> Answer? {
         // One pass over the headers: conditional and ranged requests go to the router.
         var authorization: String?
@@ -231,8 +236,7 @@ final class FastPath: Sendable {
                 guard authenticator.cachedUser(authorization, memo: &memo) != nil else { return nil }
             }
             guard let shown = served(id), let blob = fresh(shown) else { return nil }
-            return publicMedia ? Answer(head: blob.publicHead, blob: blob, metrics: mediaMetrics, cacheControl: ServedBlob.cacheControls[0])
-                : Answer(head: blob.privateImmutableHead, blob: blob, metrics: mediaMetrics, cacheControl: ServedBlob.cacheControls[1])
+            return Answer(blob: blob, caching: publicMedia ? .publicImmutable : .privateImmutable, metrics: mediaMetrics)
         }
         if length > 19, uri.hasPrefix("/api/notifications/") {
             guard let digits = String(uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
@@ -241,7 +245,7 @@ final class FastPath: Sendable {
                   let shown = served(known.payload), let blob = fresh(shown) else { return nil }
             // A first fetch: its read mark is committed just after, in a batch (as for /p/).
             if !known.read, payloads.markRead(id) { readMarks.markSoon(id) }
-            return Answer(head: blob.privateHead, blob: blob, metrics: payloadMetrics, cacheControl: ServedBlob.cacheControls[2])
+            return Answer(blob: blob, caching: .private, metrics: payloadMetrics)
         }
         if length == 3 + PayloadLinks.tokenLength, uri.hasPrefix("/p/") {
             // By bytes, not characters (both ends are ASCII boundaries: after "/p/", and the path's end).
@@ -249,7 +253,7 @@ final class FastPath: Sendable {
             guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links),
                   let shown = served(payload), let blob = fresh(shown) else { return nil }
             readMarks.markSoon(id)
-            return Answer(head: blob.privateHead, blob: blob, metrics: linkMetrics, cacheControl: ServedBlob.cacheControls[2])
+            return Answer(blob: blob, caching: .private, metrics: linkMetrics)
         }
         return nil
     }
@@ -630,7 +634,7 @@ final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
-        var fields = answer.blob.fullHeaders[answer.cacheControl] ?? [:]
+        var fields = answer.blob.fullHeaders[answer.caching.cacheControl] ?? [:]
         fields[.date] = HTTPDate.value()
         fields[.server] = "RichPush"
         context.write(wrapOutboundOut(.head(HTTPResponse(status: .ok, headerFields: fields))), promise: nil)
@@ -677,26 +681,35 @@ final class RawOutlet: ChannelOutboundHandler, RemovableChannelHandler {
 
 /// The `Date` line of a response head, encoded once per second.
 enum HTTPDate {
-    private static let cache = NIOLockedValueBox<(second: Int, line: ByteBuffer, value: String)>((0, ByteBuffer(), ""))
+    /// The second (Unix time) and its `Date` line.
+    struct Now {
+        var second: Int
+        /// `Date: <now>` and the blank line that ends a head.
+        var line: ByteBuffer
+        var value: String
+    }
+
+    private static let cache = NIOLockedValueBox(Now(second: 0, line: ByteBuffer(), value: ""))
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// `Date: <now>` and the blank line that ends a head.
-    static func line() -> ByteBuffer { current().line }
+    static func line() -> ByteBuffer { now().line }
 
     /// The value of a `Date` header now.
-    static func value() -> String { current().value }
+    static func value() -> String { now().value }
 
-    private static func current() -> (line: ByteBuffer, value: String) {
+    /// The current second, with its line and value.
+    static func now() -> Now {
         var seconds = time(nil)
         return cache.withLockedValue { cache in
-            if cache.second == seconds { return (cache.line, cache.value) }
+            if cache.second == seconds { return cache }
             var t = tm()
             gmtime_r(&seconds, &t)
             let value = String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(t.tm_wday)], t.tm_mday, months[Int(t.tm_mon)],
                                Int(t.tm_year) + 1900, t.tm_hour, t.tm_min, t.tm_sec)
-            cache = (seconds, ByteBuffer(string: "Date: \(value)\r\n\r\n"), value)
-            return (cache.line, cache.value)
+            cache = Now(second: seconds, line: ByteBuffer(string: "Date: \(value)\r\n\r\n"), value: value)
+            return cache
         }
     }
 }

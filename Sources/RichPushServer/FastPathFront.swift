@@ -184,6 +184,10 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
 
     private let fastPath: FastPath
     private let idleTimeout: TimeAmount
+    /// The connection is plain TCP: answers go out as files (`WireFile`) where they can.
+    private let wireFiles: Bool
+    /// The files this connection's writes may still be reading.
+    private var held = WireFile.Holder()
     /// The bytes read while a cached image's check is under way (from the request that waits
     /// for it on), and when they began to arrive (uptime, ns).
     private var waiting: (bytes: ByteBuffer, since: UInt64)?
@@ -203,9 +207,10 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     /// The key of the credentials this connection sent last.
     private var credentials: CredentialMemo?
 
-    init(fastPath: FastPath, idleTimeout: TimeAmount, buildPipeline: @escaping (any Channel) throws -> Void) {
+    init(fastPath: FastPath, idleTimeout: TimeAmount, wireFiles: Bool, buildPipeline: @escaping (any Channel) throws -> Void) {
         self.fastPath = fastPath
         self.idleTimeout = idleTimeout
+        self.wireFiles = wireFiles
         self.buildPipeline = buildPipeline
     }
 
@@ -222,6 +227,8 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         idleTimer?.cancel()
         idleTimer = nil
         waiting = nil
+        // NIO has failed the writes still pending: the files are read no more.
+        _ = held.takeAll()
         context.fireChannelInactive()
     }
 
@@ -293,11 +300,26 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelReadComplete()
     }
 
-    /// Writes the answer as `FastPathHandler` does (`FastPath.writeHTTP1`: one `writev`, then
-    /// the close when the client asked for it).
+    /// Writes the answer: over plain TCP as its file (one `sendfile`), where the budget has
+    /// one and this connection can hold it; otherwise as `FastPathHandler` does
+    /// (`FastPath.writeHTTP1`: one `writev`, then the close when the client asked for it).
     private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
         answered = true
         if answer.close { startClosing(context) }
+        if wireFiles, let file = fastPath.wireFile(answer) {
+            let (allowed, confirm) = held.hold(file)
+            if allowed {
+                let region = NIOAny(IOData.fileRegion(file.region))
+                if let confirm {
+                    // Once this write is done, so are the ones before it: their files can go.
+                    let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+                    context.writeAndFlush(region).whenComplete { _ in bound.value.held.release(before: confirm) }
+                } else {
+                    context.writeAndFlush(region, promise: nil)
+                }
+                return fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
+            }
+        }
         fastPath.writeHTTP1(answer, through: context, closing: context, since: start)
     }
 
@@ -308,6 +330,9 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         waiting = nil
         idleTimer?.cancel()
         idleTimer = nil
+        // The files written here stay open until the connection closes (its writes may still read them).
+        let files = held.takeAll()
+        if !files.isEmpty { context.channel.closeFuture.whenComplete { _ in withExtendedLifetime(files) {} } }
         fastPath.noteHandOff()
         do {
             try buildPipeline(context.channel)

@@ -111,12 +111,13 @@ struct HTTPListener: Service {
                         try childChannel.configure(channel, logger: logger)
                         try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
                     }
-                    @Sendable func http1(_ channel: any Channel) throws {
+                    // Over plain TCP its answers go out as files, with sendfile(2); TLS must encrypt them.
+                    @Sendable func http1(_ channel: any Channel, plain: Bool) throws {
                         try channel.pipeline.syncOperations.addHandler(FastPathFront(fastPath: childChannel.fastPath, idleTimeout: readIdle,
-                                                                                     buildPipeline: fullPipeline))
+                                                                                     wireFiles: plain, buildPipeline: fullPipeline))
                     }
                     return channel.eventLoop.makeCompletedFuture {
-                        guard let tls else { return try http1(channel) }
+                        guard let tls else { return try http1(channel, plain: true) }
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
                         try channel.pipeline.syncOperations.addHandler(TLSCloseWithoutWaiting(wait: tls.closeNotifyWait))
                         try channel.pipeline.syncOperations.addHandler(TLSHandshakeDeadline(timeout: tls.handshakeTimeout))
@@ -130,7 +131,7 @@ struct HTTPListener: Service {
                                     try http2.configure(channel, logger: logger) { handedOff.yield(.http2Stream($0)) }
                                 }
                             }
-                            return channel.eventLoop.makeCompletedFuture { try http1(channel) }
+                            return channel.eventLoop.makeCompletedFuture { try http1(channel, plain: false) }
                         })
                     }
                 }
