@@ -24,8 +24,14 @@ final class ServedBlob: Sendable {
     /// by `Caching`.
     private let heads: [ByteBuffer]
     /// The answers over plain HTTP/1.1 as files (`WireFile`), by `Caching`: the one of the
-    /// latest second it was asked for (nil when it could not be made then), made on its first use.
-    private let wireFiles = NIOLockedValueBox<[(second: Int, file: WireFile?)]>(Array(repeating: (-1, nil), count: Caching.allCases.count))
+    /// latest second it was asked for, made on its first use. Not kept by the blob: its budget
+    /// and the connections writing it keep it (nil when it could not be made, or is let go).
+    private let wireFiles = NIOLockedValueBox<[LatestWireFile]>(Array(repeating: LatestWireFile(), count: Caching.allCases.count))
+
+    private struct LatestWireFile {
+        var second = -1
+        weak var file: WireFile?
+    }
 
     static let cacheControls = Caching.allCases.map(\.cacheControl)
 
@@ -73,21 +79,23 @@ final class ServedBlob: Sendable {
     /// the one already made this second, or a new one when `budget` has room for it; nil when
     /// it has none (or the file cannot be made), and the answer is written from memory.
     func wireFile(_ caching: Caching, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
-        wireFiles.withLockedValue { files in
-            let latest = files[caching.rawValue]
-            if latest.second == date.second { return latest.file }
-            // The file of the second before is let go here: the connections that wrote it keep
-            // it until those writes are done. A file that cannot be made is not tried again
-            // within the second.
-            files[caching.rawValue] = (date.second, nil)
-            let head = head(caching)
-            let file = WireFile(budget: budget, name: id.hex, count: head.readableBytes + date.line.readableBytes + bytes.readableBytes) { answer in
-                answer.writeImmutableBuffer(head)
-                answer.writeImmutableBuffer(date.line)
-                answer.writeImmutableBuffer(bytes)
-            }
-            files[caching.rawValue].file = file
-            return file
+        let index = caching.rawValue
+        // A thread that read the clock just before another made the next second's file writes from memory.
+        let latest = wireFiles.withLockedValue { $0[index] }
+        guard date.second > latest.second else { return date.second == latest.second ? latest.file : nil }
+        // Made outside the lock (the other loops go on answering); of two made at once, the first in stays.
+        let head = head(caching)
+        let made = WireFile(budget: budget, name: id.hex, second: date.second,
+                            count: head.readableBytes + date.line.readableBytes + bytes.readableBytes) { answer in
+            answer.writeImmutableBuffer(head)
+            answer.writeImmutableBuffer(date.line)
+            answer.writeImmutableBuffer(bytes)
+        }
+        return wireFiles.withLockedValue { files in
+            // A file that cannot be made is not tried again within the second.
+            if files[index].second >= date.second { return files[index].second == date.second ? files[index].file : nil }
+            files[index] = LatestWireFile(second: date.second, file: made)
+            return made
         }
     }
 }

@@ -708,8 +708,10 @@ enum HTTPDate {
             gmtime_r(&seconds, &t)
             let value = String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(t.tm_wday)], t.tm_mday, months[Int(t.tm_mon)],
                                Int(t.tm_year) + 1900, t.tm_hour, t.tm_min, t.tm_sec)
-            cache = Now(second: seconds, line: ByteBuffer(string: "Date: \(value)\r\n\r\n"), value: value)
-            return cache
+            let now = Now(second: seconds, line: ByteBuffer(string: "Date: \(value)\r\n\r\n"), value: value)
+            // A thread that read the clock just before another stored the next second does not turn it back.
+            if seconds > cache.second { cache = now }
+            return now
         }
     }
 }

@@ -172,8 +172,8 @@ struct FrontRequestHead: Equatable {
 /// It hands over the first time anything is not a complete head the fast path answers: a
 /// request it does not read (`FrontRequestHead`), a cache miss, a head that has not arrived
 /// whole in what has been read (so a slow head meets the full pipeline's deadline), an answer
-/// to close with more bytes behind it, or an event other than the end of input or a graceful
-/// shutdown. The bytes it has not answered go to the full pipeline as they arrived, then the
+/// to close with more bytes behind it, an event other than the end of input or a graceful
+/// shutdown, or any event while a request waits for its image's check. The bytes it has not answered go to the full pipeline as they arrived, then the
 /// event; the answers already written stay ahead of them. Until then it keeps the connection's
 /// idle timeout itself, closes on a graceful shutdown or the end of input once its answers are
 /// written, and closes on an error. A connection it is closing is closed at the idle timeout at
@@ -256,9 +256,9 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     private func serve(_ bytes: ByteBuffer, since start: UInt64, context: ChannelHandlerContext) {
         var bytes = bytes
         while bytes.readableBytes > 0 {
-            let reading = bytes.withUnsafeReadableBytes { FrontRequestHead.read($0) }
+            let parsed = bytes.withUnsafeReadableBytes { FrontRequestHead.read($0) }
             // An answer that closes must be the last thing sent: otherwise the router's lingering close.
-            guard case .head(let head) = reading, !(head.close && bytes.readableBytes > head.length) else {
+            guard case .head(let head) = parsed, !(head.close && bytes.readableBytes > head.length) else {
                 return handOff(context: context, bytes: bytes)
             }
             var recheck: MediaID?
@@ -306,21 +306,26 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
         answered = true
         if answer.close { startClosing(context) }
-        if wireFiles, let file = fastPath.wireFile(answer) {
-            let (allowed, confirm) = held.hold(file)
-            if allowed {
-                let region = NIOAny(IOData.fileRegion(file.region))
-                if let confirm {
-                    // Once this write is done, so are the ones before it: their files can go.
-                    let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-                    context.writeAndFlush(region).whenComplete { _ in bound.value.held.release(before: confirm) }
-                } else {
-                    context.writeAndFlush(region, promise: nil)
-                }
-                return fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
-            }
+        guard wireFiles, let file = fastPath.wireFile(answer), let region = file.region(on: context.eventLoop) else {
+            return fastPath.writeHTTP1(answer, through: context, closing: context, since: start)
         }
-        fastPath.writeHTTP1(answer, through: context, closing: context, since: start)
+        let (allowed, confirm) = held.hold(file)
+        // Once the write `confirm` names is done, so are the ones before it: their files can go.
+        let released = confirm.map { confirm in
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            return { @Sendable (_: Result<Void, any Error>) in bound.value.held.release(before: confirm) }
+        }
+        guard allowed else {
+            fastPath.writeHTTP1(answer, through: context, closing: context, since: start)
+            if let released { context.writeAndFlush(NIOAny(ByteBuffer())).whenComplete(released) }
+            return
+        }
+        if let released {
+            context.writeAndFlush(NIOAny(IOData.fileRegion(region))).whenComplete(released)
+        } else {
+            context.writeAndFlush(NIOAny(IOData.fileRegion(region)), promise: nil)
+        }
+        fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
     }
 
     /// Builds the full pipeline behind this handler, gives it `bytes` and `event` (when any)
@@ -330,9 +335,9 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         waiting = nil
         idleTimer?.cancel()
         idleTimer = nil
-        // The files written here stay open until the connection closes (its writes may still read them).
+        // The files written here stay open until the writes so far are done (writes complete in order).
         let files = held.takeAll()
-        if !files.isEmpty { context.channel.closeFuture.whenComplete { _ in withExtendedLifetime(files) {} } }
+        if !files.isEmpty { context.writeAndFlush(NIOAny(ByteBuffer())).whenComplete { _ in withExtendedLifetime(files) {} } }
         fastPath.noteHandOff()
         do {
             try buildPipeline(context.channel)

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import MediaStore
 import NIOCore
+import NIOEmbedded
 import RichPushCore
 @testable import RichPushServer
 import RichPushTestSupport
@@ -22,7 +23,7 @@ struct WireFileTests {
         }.count
     }
 
-    @Test("over plain HTTP the front's answers are files, byte for byte the answers from memory; a file closes once its blob and the connections that wrote it are gone")
+    @Test("over plain HTTP the front's answers are files, byte for byte the answers from memory; a file closes within seconds once its second is over and no connection writes it")
     func answersAsFiles() async throws {
         try await TestServer.run(engine: .embedded, { $0.publicMedia = true }) { s in
             let png = PNGBuilder.rgb(width: 40, height: 40, seed: UInt64.random(in: 1...UInt64.max))
@@ -52,7 +53,8 @@ struct WireFileTests {
             }
             #expect(outcome.open >= 1, "no memory file was open for the blob while its connection was")
             #expect(s.fastPath.blobs.wireBudget.bytes > 0)
-            // Removed: the cache lets it go at its next check, and with it the file.
+            // Removed: the cache lets it go at its next check. Its file is kept for its second
+            // and the next, and closes then (its connection is closed).
             let other = try await s.openStoreAgain()
             defer { other.close() }
             _ = try await other.media.remove(id)
@@ -62,23 +64,55 @@ struct WireFileTests {
         }
     }
 
-    @Test("a budget refuses a file it has no room for and gets its bytes back when the file closes; a file is sealed against writes")
+    @Test("many connections on both event loops fetch one blob at once: every answer is whole (each loop writes the shared file through its own handle)")
+    func concurrentLoops() async throws {
+        try await TestServer.run(engine: .embedded, { $0.publicMedia = true; $0.eventLoopThreads = 2 }) { s in
+            let png = PNGBuilder.rgb(width: 120, height: 120, seed: UInt64.random(in: 1...UInt64.max))
+            let id = MediaID(hashing: png).hex
+            #expect(try await s.request(.post, "/api/media", body: png).status == .created)
+            #expect(try await s.request(.get, "/media/\(id)").status == .ok) // cache it
+            let port = try #require(s.client.port)
+            let get = "GET /media/\(id) HTTP/1.1\r\nHost: x\r\n\r\n"
+            let whole = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try await onOwnThread {
+                            let fd = try connectTo(port: port)
+                            defer { close(fd) }
+                            return (0..<150).reduce(0) { count, _ in
+                                let answer = exchange(fd, get)
+                                return count + (answer.head.hasPrefix("HTTP/1.1 200 OK") && answer.body == png ? 1 : 0)
+                            }
+                        }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(whole == 8 * 150)
+        }
+    }
+
+    @Test("a budget refuses a file it has no room for, keeps each file for its second and the next, and makes room from earlier seconds; a file is sealed against writes, and each event loop writes it through its own descriptor")
     func budget() throws {
         let budget = WireFile.Budget(limit: 100)
-        func file(_ count: Int) -> WireFile? {
-            WireFile(budget: budget, name: "test", count: count) { $0.writeRepeatingByte(7, count: count) }
+        func file(_ count: Int, second: Int = 1, in budget: WireFile.Budget) -> WireFile? {
+            WireFile(budget: budget, name: "test", second: second, count: count) { $0.writeRepeatingByte(7, count: count) }
         }
-        var first = file(60)
-        #expect(first != nil && budget.bytes == 60)
-        #expect(file(50) == nil && budget.bytes == 60)
-        first = nil
-        #expect(budget.bytes == 0)
-        // And a number of files.
-        let two = WireFile.Budget(limit: 100, files: 2)
-        let kept = [1, 2, 3].map { _ in WireFile(budget: two, name: "test", count: 1) { $0.writeInteger(UInt8(1)) } }
+        #expect(file(60, in: budget) != nil && budget.bytes == 60) // kept by the budget, not by the caller
+        #expect(file(50, in: budget) == nil && budget.bytes == 60)
+        #expect(file(50, second: 2, in: budget) == nil) // the second before is kept too
+        #expect(file(50, second: 3, in: budget) != nil && budget.bytes == 50) // second 1's file let go for it
+        let two = WireFile.Budget(limit: 100, descriptors: 2)
+        let kept = [1, 2, 3].map { _ in file(1, in: two) }
         #expect(kept.map { $0 != nil } == [true, true, false])
-        let sealed = try #require(file(10))
-        let (written, error, read) = try sealed.handle.withUnsafeFileDescriptor { fd -> (Int, Int32, [UInt8]) in
+
+        let sealed = try #require(file(10, second: 5, in: budget))
+        let (first, second) = (EmbeddedEventLoop(), EmbeddedEventLoop())
+        let handle = try #require(sealed.region(on: first)?.fileHandle)
+        #expect(sealed.region(on: first)?.fileHandle === handle)
+        #expect(try #require(sealed.region(on: second)?.fileHandle) !== handle)
+        #expect(budget.descriptors == 3) // this one and a handle per loop (making it let go of second 3's file)
+        let (written, error, read) = try handle.withUnsafeFileDescriptor { fd -> (Int, Int32, [UInt8]) in
             let written = pwrite(fd, "x", 1, 0)
             let error = errno
             var back = [UInt8](repeating: 0, count: 20)
@@ -92,7 +126,7 @@ struct WireFileTests {
     @Test("a connection holds each file until a write after its last one is done, and at most four at once")
     func holder() throws {
         let budget = WireFile.Budget(limit: 1000)
-        let files = try (0..<5).map { _ in try #require(WireFile(budget: budget, name: "test", count: 1) { $0.writeInteger(UInt8(1)) }) }
+        let files = try (0..<5).map { _ in try #require(WireFile(budget: budget, name: "test", second: 1, count: 1) { $0.writeInteger(UInt8(1)) }) }
         var holder = WireFile.Holder()
         func hold(_ index: Int) -> (Bool, UInt64?) { holder.hold(files[index]) }
         #expect(hold(0) == (true, nil)) // the only file: held until the connection closes
@@ -100,9 +134,10 @@ struct WireFileTests {
         #expect(hold(0) == (true, nil)) // write 3, on a file already held
         #expect(hold(2) == (true, 4))
         #expect(hold(3) == (true, 5))
-        #expect(hold(4) == (false, nil)) // four held: the fifth is written from memory
+        #expect(hold(4) == (false, 6)) // four held: the fifth is written from memory, with a promise after it
+        #expect(hold(4) == (false, nil)) // and one such promise at a time
         holder.release(before: 4) // writes 1 to 3 are done: files 0 and 1 can go
-        #expect(hold(4) == (true, 7))
+        #expect(hold(4) == (true, 8))
         let held = holder.takeAll().map(ObjectIdentifier.init)
         #expect(held == [2, 3, 4].map { ObjectIdentifier(files[$0]) })
         #expect(holder.takeAll().isEmpty)
