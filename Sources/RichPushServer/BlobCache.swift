@@ -267,9 +267,12 @@ final class BlobCache: Sendable {
     /// The blob with `id` to serve: from memory when it fits the cache, else from its file (so
     /// a request for a large blob never holds it whole); nil when the store has none.
     func servable(_ id: MediaID) async throws -> Servable? {
-        if let blob = freshBlob(id) { return .memory(blob) }
+        switch lookUp(id) {
+        case .fresh(let blob): return .memory(blob)
         // A cached blob is served without the database: only its re-check asks the store.
-        if isCached(id) { return try await blob(id).map { .memory($0) } }
+        case .due: return try await blob(id).map { .memory($0) }
+        case .absent: break
+        }
         guard let item = try await store.item(id) else { return nil }
         if item.size > maxEntry {
             guard await store.hasBlob(id) else { return nil }
@@ -318,11 +321,6 @@ final class BlobCache: Sendable {
         if await stillStored(blob.id) { return blob }
         remove(blob.id)
         return nil
-    }
-
-    /// Whether `id` is in memory (fresh or due for its re-check).
-    private func isCached(_ id: MediaID) -> Bool {
-        state.withLockedValue { $0.entries[id] != nil }
     }
 
     /// How long a re-check may take before the copy is served anyway.

@@ -23,15 +23,20 @@ struct WireFileTests {
         }.count
     }
 
+    /// A new image of `side` × `side` pixels, uploaded to `s` and fetched once (so it is cached,
+    /// and only its own test has a file for it): its bytes, id, the server's port and a plain GET of it.
+    static func cachedImage(side: Int, on s: TestServer) async throws -> (png: [UInt8], id: String, port: Int, get: String) {
+        let png = PNGBuilder.rgb(width: side, height: side, seed: UInt64.random(in: 1...UInt64.max))
+        let id = MediaID(hashing: png).hex
+        #expect(try await s.request(.post, "/api/media", body: png).status == .created)
+        #expect(try await s.request(.get, "/media/\(id)").status == .ok)
+        return (png, id, try #require(s.client.port), "GET /media/\(id) HTTP/1.1\r\nHost: x\r\n\r\n")
+    }
+
     @Test("over plain HTTP the front's answers are files, byte for byte the answers from memory; a file closes within seconds once its second is over and no connection writes it")
     func answersAsFiles() async throws {
         try await TestServer.run(engine: .embedded, { $0.publicMedia = true }) { s in
-            let png = PNGBuilder.rgb(width: 40, height: 40, seed: UInt64.random(in: 1...UInt64.max))
-            let id = MediaID(hashing: png).hex
-            #expect(try await s.request(.post, "/api/media", body: png).status == .created)
-            #expect(try await s.request(.get, "/media/\(id)").status == .ok) // cache it
-            let port = try #require(s.client.port)
-            let get = "GET /media/\(id) HTTP/1.1\r\nHost: x\r\n\r\n"
+            let (png, id, port, get) = try await Self.cachedImage(side: 40, on: s)
             let outcome = try await onOwnThread { () throws -> (buffered: (head: String, body: [UInt8]), files: [(head: String, body: [UInt8])], open: Int) in
                 // A header the front does not read: the full pipeline answers, from memory, with a buffer.
                 let full = try connectTo(port: port)
@@ -67,12 +72,7 @@ struct WireFileTests {
     @Test("many connections on both event loops fetch one blob at once: every answer is whole (each loop writes the shared file through its own handle)")
     func concurrentLoops() async throws {
         try await TestServer.run(engine: .embedded, { $0.publicMedia = true; $0.eventLoopThreads = 2 }) { s in
-            let png = PNGBuilder.rgb(width: 120, height: 120, seed: UInt64.random(in: 1...UInt64.max))
-            let id = MediaID(hashing: png).hex
-            #expect(try await s.request(.post, "/api/media", body: png).status == .created)
-            #expect(try await s.request(.get, "/media/\(id)").status == .ok) // cache it
-            let port = try #require(s.client.port)
-            let get = "GET /media/\(id) HTTP/1.1\r\nHost: x\r\n\r\n"
+            let (png, _, port, get) = try await Self.cachedImage(side: 120, on: s)
             let whole = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
