@@ -13,7 +13,7 @@ import NIOHTTP1
 import PushDelivery
 import Resilience
 @testable import RichPushCore
-import RichPushServer
+@testable import RichPushServer
 import RichPushTestSupport
 import SQLEngine
 import Testing
@@ -200,6 +200,15 @@ struct FaultTests {
             let second = try await s.request(.get, "/api/notifications")
             #expect(second.status == .serviceUnavailable)
             try await Task.sleep(for: .milliseconds(1_200))
+            // On a new connection the request waits on the front for the image's check, which
+            // cannot reach the database: served as well, and the connection never needs the router.
+            let (port, alice, handOffs) = (try #require(s.client.port), TestServer.basic("alice")[.authorization]!, s.fastPath.handOffs)
+            let (fronted, frontedTime) = try await Self.timed {
+                try await rawExchange(port: port, "GET \(id) HTTP/1.1\r\nHost: x\r\nAuthorization: \(alice)\r\nConnection: close\r\n\r\n", untilClose: true)
+            }
+            #expect(fronted.hasPrefix("HTTP/1.1 200 OK"), "\(fronted.prefix(200))")
+            #expect(frontedTime < Self.hang, "a cached image on a new connection took \(frontedTime) s")
+            #expect(s.fastPath.handOffs == handOffs)
             let (image, imageTime) = try await Self.timed { try await s.request(.get, id) }
             #expect(image.status == .ok && image.bytes == cached)
             #expect(imageTime < Self.hang, "a cached image took \(imageTime) s")
