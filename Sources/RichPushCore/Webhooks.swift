@@ -39,22 +39,37 @@ public struct WebhookStore: Sendable {
     /// How long events are retried for before they are recorded as dropped.
     public static let retention: Double = 24 * 3600
 
-    /// Only `https://`, or `http://` to a loopback address (a receiver on this machine).
-    public static func validate(url: String) throws {
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), let host = components.host, !host.isEmpty,
-              url.utf8.count <= 2048 else {
-            throw CoreError(.invalid, "not a URL: '\(url.prefix(80))'")
+    /// The flag that lifts the rules on webhook URLs, named in every refusal (SPEC §24); its
+    /// variable is `RICHPUSH_ALLOW_PRIVATE_WEBHOOKS`.
+    public static let allowPrivateFlag = "--allow-private-webhooks"
+    static let allowPrivateHint = "\(WebhookStore.allowPrivateFlag), env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS,"
+
+    /// The rules a webhook URL meets before any lookup, those of every URL RichPush calls on
+    /// someone's behalf (`OutboundURL`, `OutboundPolicy`): read strictly, `https://`, at a host
+    /// name rather than an IP address; any port. `allowPrivate` (`--allow-private-webhooks`) lets
+    /// it be `http://` and an address, for a receiver on this machine or a private network.
+    /// Whether the name resolves to public addresses only is for `OutboundPolicy`, which
+    /// `webhooks add` asks and every delivery asks again (DNS may change).
+    public static func validate(url: String, allowPrivate: Bool = false) throws {
+        guard url.utf8.count <= 2048 else { throw CoreError(.invalid, "a webhook URL is at most 2048 bytes") }
+        let parsed: OutboundURL
+        do { parsed = try OutboundURL(url) } catch let error as CoreError {
+            throw CoreError(.invalid, "not a webhook URL: \(error.message)")
         }
-        switch scheme {
-        case "https": return
-        case "http" where Loopback.isLoopback(host: host): return
-        default: throw CoreError(.invalid, "a webhook URL is https:// (or http:// to a loopback address), got '\(url.prefix(80))'")
+        guard !allowPrivate else { return }
+        guard parsed.isHTTPS else {
+            throw CoreError(.unprocessable, "a webhook URL must be https://, not http://\(parsed.authority) (\(allowPrivateHint) allows plain http for a receiver on this machine or a private network)")
+        }
+        if parsed.hostIsIPAddress {
+            let kind = PublicAddress.bytes(of: parsed.host).flatMap(PublicAddress.refusal(for:)).map { ", \($0)" } ?? ""
+            throw CoreError(.unprocessable, "a webhook URL names the IP address \(parsed.host)\(kind); it must name its host, and RichPush sends only to public addresses (\(allowPrivateHint) allows others, for a receiver on this machine or a private network)")
         }
     }
 
-    /// Adds a webhook for `events` (every type when empty) signed with `secret`; its id.
-    public func add(url: String, events: [DeliveryEventType], secret: String, now: Date = Date()) async throws -> Int64 {
-        try Self.validate(url: url)
+    /// Adds a webhook for `events` (every type when empty) signed with `secret`; its id. The URL
+    /// meets `validate(url:allowPrivate:)`.
+    public func add(url: String, events: [DeliveryEventType], secret: String, allowPrivate: Bool = false, now: Date = Date()) async throws -> Int64 {
+        try Self.validate(url: url, allowPrivate: allowPrivate)
         guard secret.utf8.count >= 16 else { throw CoreError(.invalid, "a webhook secret is at least 16 bytes") }
         let types = (events.isEmpty ? DeliveryEventType.allCases : events).map(\.rawValue)
         return try await database.write { db in
@@ -86,6 +101,12 @@ public struct WebhookStore: Sendable {
 
     /// A batch to deliver: a webhook due now that nobody leases, leased to `holder` for
     /// `lease` seconds, with up to `limit` of its events past its cursor; nil when none is due.
+    ///
+    /// The webhook due longest goes first: `nextAttemptAt` is when it was last served (or, while
+    /// it fails, when its backoff ends), so a webhook just delivered to waits behind the others
+    /// (never reset to 0, which put a receiver with a steady stream of events ahead of every
+    /// webhook of a higher id, whatever it took to answer). A dispatcher delivers several
+    /// webhooks at once (`WebhookDispatcher`); the lease keeps each webhook's batches in order.
     public func claim(holder: Int64, limit: Int = 100, lease: Double = 60) async throws -> (webhook: Webhook, secret: String, events: [DeliveryEvent])? {
         try await database.write(isolation: .readCommitted) { db in
             let now = db.now
@@ -118,13 +139,14 @@ public struct WebhookStore: Sendable {
         }
     }
 
-    /// The receiver took events up to `last`: the cursor moves past them, failures are forgotten.
+    /// The receiver took events up to `last`: the cursor moves past them, failures are forgotten,
+    /// and the webhook is due again at once, behind those that have waited longer (`claim`).
     public func delivered(_ webhook: Int64, through last: Int64, count: Int) async throws {
         try await database.write(isolation: .readCommitted) { db in
             try db.execute(sql: """
-                UPDATE webhooks SET cursor = ?, delivered = delivered + ?, attempts = 0, nextAttemptAt = 0, leaseUntil = NULL, lastError = NULL
+                UPDATE webhooks SET cursor = ?, delivered = delivered + ?, attempts = 0, nextAttemptAt = ?, leaseUntil = NULL, lastError = NULL
                 WHERE id = ? AND cursor < ?
-                """, arguments: [last, count, webhook, last])
+                """, arguments: [last, count, db.now, webhook, last])
         }
     }
 

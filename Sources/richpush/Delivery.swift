@@ -49,6 +49,8 @@ struct PushOptions: ParsableArguments {
     var pushCa: [String] = Environment.strings("RICHPUSH_PUSH_CA") ?? []
     @Flag(inversion: .prefixedNo, help: "Web Push: accept and send to endpoints at private, loopback and other non-public addresses, over http and on any port, as local stand-ins need; never in production (env RICHPUSH_ALLOW_PRIVATE_PUSH_ENDPOINTS).")
     var allowPrivatePushEndpoints: Bool = Environment.bool("RICHPUSH_ALLOW_PRIVATE_PUSH_ENDPOINTS") ?? false
+    @Flag(inversion: .prefixedNo, help: "Webhooks: deliver to receivers at loopback, private and other non-public addresses, and over http, as a receiver on this machine or a private network needs; never for receivers others choose (env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS).")
+    var allowPrivateWebhooks: Bool = Environment.bool("RICHPUSH_ALLOW_PRIVATE_WEBHOOKS") ?? false
 
     func validate() throws {
         _ = try Environment.secret(anhConnectionStringValue, file: anhConnectionStringFile, fileFlag: "--anh-connection-string-file",

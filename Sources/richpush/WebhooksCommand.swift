@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PushDelivery
 import RichPushCore
 
 /// `richpush webhooks add|list|rm` (SPEC §20).
@@ -15,11 +16,15 @@ struct WebhooksCommand: AsyncParsableCommand {
             discussion: """
                 Each event is POSTed as JSON {"id","type","at","campaign","notification","user","platform","reason"} (several at once as \
                 {"events":[…]}) with X-RichPush-Signature: t=<unix>,v1=<hex HMAC-SHA-256 of "t.body">. Delivered at least once, \
-                retried with backoff for 24 h. Only https:// (or http:// to a loopback address).
+                retried with backoff for 24 h. Only https:// to a host name whose every address is public (looked up now, and \
+                again at each delivery); no redirect is followed. --allow-private-webhooks (on this command and on serve) allows http:// \
+                and loopback or private addresses, for a receiver on this machine or a private network.
                 """)
         @OptionGroup var dataOptions: DataOptions
         @Option(help: "Comma-separated: sent, failed, displayed, opened, campaign.done (default: all).") var events: String?
         @Option(help: ArgumentHelp("A file holding the signing secret (at least 16 bytes).", valueName: "file")) var secretFile: String?
+        @Flag(inversion: .prefixedNo, help: "Accept a receiver at a loopback, private or other non-public address, or over http; serve delivers to it only with the same flag (env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS).")
+        var allowPrivateWebhooks: Bool = Environment.bool("RICHPUSH_ALLOW_PRIVATE_WEBHOOKS") ?? false
         @Argument(help: "The receiver's URL.") var url: String
 
         func run() async throws {
@@ -45,10 +50,22 @@ struct WebhooksCommand: AsyncParsableCommand {
                 generated = true
             }
             do {
-                let id = try await dataOptions.open().webhooks.add(url: url, events: types, secret: secret)
+                // The URL's own rules first (no lookup), then where its name points today: the policy
+                // every delivery applies again (SPEC §24).
+                try WebhookStore.validate(url: url, allowPrivate: allowPrivateWebhooks)
+                try await OutboundPolicy.webhooks(allowPrivate: allowPrivateWebhooks,
+                                                  overrideHint: "webhooks add \(WebhookStore.allowPrivateFlag)").check(url)
+                let id = try await dataOptions.open().webhooks.add(url: url, events: types, secret: secret, allowPrivate: allowPrivateWebhooks)
                 print(id)
                 if generated { Console.error("signing secret (shown this once): \(secret)") }
+                if allowPrivateWebhooks {
+                    Console.error("note: its address was not checked; serve delivers to a receiver at a private address or over http only with \(WebhookStore.allowPrivateFlag) (env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS)")
+                }
             } catch let error as CoreError {
+                Console.error("error: \(error.message)")
+                throw ExitCode(1)
+            } catch let error as OutboundError {
+                // A name server that did not answer now says nothing of the receiver: the message says to try again.
                 Console.error("error: \(error.message)")
                 throw ExitCode(1)
             }

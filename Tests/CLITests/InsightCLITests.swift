@@ -36,12 +36,15 @@ struct InsightCLITests {
             #expect(try await CLI.run(["users", "add", user, "--password-stdin"], cwd: dir, stdin: "pw\n", environment: environment).status == 0)
         }
         #expect(try await CLI.run(["webhooks", "add", "http://example.com/hook"], cwd: dir, environment: environment).status == 1)
-        let added = try await CLI.run(["webhooks", "add", "http://127.0.0.1:\(hookPort)/hook", "--secret-file", "secret.txt"], cwd: dir, environment: environment)
+        // The receiver is on loopback: allowed by the flag, here and on serve.
+        let added = try await CLI.run(["webhooks", "add", "http://127.0.0.1:\(hookPort)/hook", "--secret-file", "secret.txt", "--allow-private-webhooks"],
+                                      cwd: dir, environment: environment)
         #expect(added.status == 0, "\(added.stderr)")
         let hookID = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
         let server = try startProcess(["serve", "--port", String(port), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                       "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"],
+                                       "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem",
+                                       "--allow-private-webhooks"],
                                       cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))
@@ -107,5 +110,44 @@ struct InsightCLITests {
         #expect(csv.lines.filter { $0.contains(",sent,") }.count == 5 && csv.lines.filter { $0.contains(",failed,") }.count == 1)
         #expect(try await CLI.run(["webhooks", "rm", hookID], cwd: dir, environment: environment).stdout == "removed webhook \(hookID)\n")
         #expect(try await CLI.run(["webhooks", "rm", hookID], cwd: dir, environment: environment).status == 1)
+    }
+
+    @Test("webhooks add takes only https to a name whose every address is public, saying why and naming --allow-private-webhooks; with the flag (or its variable) a loopback or private receiver is taken")
+    func privateReceivers() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let secret = "whsec_cli_0123456789abcdef"
+        try secret.write(to: dir.appendingPathComponent("secret.txt"), atomically: true, encoding: .utf8)
+        let refused: [(String, String)] = [
+            ("http://127.0.0.1:8099/hook", "must be https://"),
+            ("http://hooks.example.com/hook", "must be https://"),
+            ("https://127.0.0.1:8099/hook", "IP address 127.0.0.1, a loopback address"),
+            ("https://10.0.0.1/hook", "a private address"),
+            ("https://[::ffff:169.254.169.254]/hook", "IP address"),
+            ("https://localhost:8099/hook", "resolves to"),
+            ("https://nosuch.invalid/hook", "resolve"),
+        ]
+        for (url, words) in refused {
+            let added = try await CLI.run(["webhooks", "add", url, "--secret-file", "secret.txt", "--data", "data"], cwd: dir)
+            #expect(added.status == 1 && added.stdout.isEmpty, "\(url): \(added.status) \(added.stdout)")
+            #expect(added.stderr.contains(words), "\(url): \(added.stderr)")
+            if words != "resolve" {
+                #expect(added.stderr.contains("--allow-private-webhooks"), "\(url): \(added.stderr)")
+            }
+        }
+        #expect(try await CLI.run(["webhooks", "list", "--data", "data"], cwd: dir).stdout.isEmpty)
+        // Allowed: by the flag, and by its variable.
+        let flagged = try await CLI.run(["webhooks", "add", "http://127.0.0.1:8099/hook", "--secret-file", "secret.txt", "--data", "data",
+                                         "--allow-private-webhooks"], cwd: dir)
+        #expect(flagged.status == 0, "\(flagged.stderr)")
+        #expect(flagged.stderr.contains("--allow-private-webhooks"), "the note that serve needs the flag too: \(flagged.stderr)")
+        let variable = try await CLI.run(["webhooks", "add", "https://localhost:8099/hook", "--secret-file", "secret.txt", "--data", "data"], cwd: dir,
+                                         environment: ["RICHPUSH_ALLOW_PRIVATE_WEBHOOKS": "1"])
+        #expect(variable.status == 0, "\(variable.stderr)")
+        #expect(try await CLI.run(["webhooks", "list", "--data", "data"], cwd: dir).lines.count == 2)
+        // Still never another scheme, flag or not.
+        let ftp = try await CLI.run(["webhooks", "add", "ftp://127.0.0.1/hook", "--secret-file", "secret.txt", "--data", "data",
+                                     "--allow-private-webhooks"], cwd: dir)
+        #expect(ftp.status == 1, "\(ftp.stderr)")
     }
 }

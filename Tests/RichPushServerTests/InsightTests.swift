@@ -29,9 +29,10 @@ struct InsightTests {
         try await TestServer.run(engine: engine, { configuration in
             configuration.webhookBackoff = 0.2
             configuration.webhookInterval = .milliseconds(100)
+            configuration.allowPrivateWebhooks = true // the receiver is on loopback
         }, provider: provider) { s in
             let webhooks = WebhookStore(database: s.database)
-            let hook = try await webhooks.add(url: "http://127.0.0.1:\(port)/hook", events: [], secret: secret)
+            let hook = try await webhooks.add(url: "http://127.0.0.1:\(port)/hook", events: [], secret: secret, allowPrivate: true)
             await #expect(throws: CoreError.self) { try await webhooks.add(url: "http://example.com/hook", events: [], secret: secret) }
             _ = try await s.registerDevice(String(repeating: "a", count: 64), as: "alice")
             _ = try await s.registerDevice(dead, as: "alice")
@@ -100,16 +101,17 @@ struct InsightTests {
     func stallingReceiver() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try Data().write(to: dir.appendingPathComponent("stall")) // holds each request 30 s, past the dispatcher's 10 s
+        try Data().write(to: dir.appendingPathComponent("stall")) // holds each request 30 s, past the dispatcher's 15 s
         let (receiver, port) = try startWebhookReceiver(in: dir, secret: secret)
         defer { receiver.terminate() }
         let provider = AnsweringProvider()
         try await TestServer.run({ configuration in
             configuration.webhookBackoff = 0.2
             configuration.webhookInterval = .milliseconds(100)
+            configuration.allowPrivateWebhooks = true // the receiver is on loopback
         }, provider: provider) { s in
             let webhooks = WebhookStore(database: s.database)
-            _ = try await webhooks.add(url: "http://127.0.0.1:\(port)/hook", events: [.sent], secret: secret)
+            _ = try await webhooks.add(url: "http://127.0.0.1:\(port)/hook", events: [.sent], secret: secret, allowPrivate: true)
             for index in 0..<20 { _ = try await s.registerDevice(String(format: "%064x", index + 1), as: index % 2 == 0 ? "alice" : "bob") }
             let (made, campaign) = try await s.campaign(#"{"audience":{"all":true},"mode":"silent"}"#)
             #expect(made.status == .accepted)
