@@ -31,9 +31,16 @@ public final class FCMClient: Sendable {
     }
 
     /// The message FCM takes (`{"message":{...}}`): `data` always (string values, the app reads
-    /// them in the background), and a `notification` with the image in alert mode. With a
-    /// `collapseID`, Android's `collapse_key` and, for FCM's iOS devices, `apns-collapse-id`:
-    /// a resend replaces the shown message instead of adding a second.
+    /// them in the background), and a `notification` with the image in alert mode.
+    ///
+    /// A `collapseID` (`rp-<notification id>`) is what a resend replaces instead of adding a
+    /// second alert: on Android the shown notification's `android.notification.tag` (a data
+    /// message shows nothing, so has no tag), and `apns-collapse-id` for FCM's iOS devices (APNs
+    /// keeps one notification per app for an offline device anyway). It is not Android's
+    /// `collapse_key`: FCM keeps at most four collapse keys for an offline device and drops the
+    /// rest, so a key per notification loses pushes (SPEC §24). `collapseKey`, set only where
+    /// collapsing is meant (a newer message makes the older one worthless, as a live activity's
+    /// state does), goes in `android.collapse_key`.
     ///
     /// Given the push's `mode`, its options go in each platform's form (SPEC §22):
     /// `android.priority` (`HIGH` for an alert unless `normal`), `android.ttl` (`ttl` seconds),
@@ -41,14 +48,17 @@ public final class FCMClient: Sendable {
     /// `apns-priority`, `apns-expiration` and `aps`' `thread-id`, `category`, `badge`, `sound`,
     /// `interruption-level`, `relevance-score` and the alert's `subtitle`; for browsers, `TTL` and `Urgency`.
     public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?,
-                               collapseID: String? = nil, mode: PushMode? = nil, options: PushOptions = PushOptions(), badge: Int? = nil,
+                               collapseID: String? = nil, collapseKey: String? = nil, mode: PushMode? = nil, options: PushOptions = PushOptions(), badge: Int? = nil,
                                ttl: Int? = nil, now: Date = Date()) -> Data {
         var message: [String: Any] = ["token": token, "data": data]
         var android: [String: Any] = [:]
+        // AndroidNotification: only for a message that shows one.
+        var androidNotification: [String: Any] = [:]
         var apnsHeaders: [String: String] = [:]
+        if let collapseKey { android["collapse_key"] = collapseKey }
         if let collapseID {
-            android["collapse_key"] = collapseID
             apnsHeaders["apns-collapse-id"] = collapseID
+            if notification != nil { androidNotification["tag"] = collapseID }
         }
         if let mode {
             let high = mode == .alert && options.priority != .normal
@@ -62,11 +72,9 @@ public final class FCMClient: Sendable {
             }
             message["webpush"] = ["headers": webHeaders]
             if let notification {
-                var shown: [String: Any] = [:]
-                if let channel = options.androidChannelId { shown["channel_id"] = channel }
-                if let badge { shown["notification_count"] = badge }
-                if let sound = options.sound, !sound.isEmpty { shown["sound"] = sound }
-                if !shown.isEmpty { android["notification"] = shown }
+                if let channel = options.androidChannelId { androidNotification["channel_id"] = channel }
+                if let badge { androidNotification["notification_count"] = badge }
+                if let sound = options.sound, !sound.isEmpty { androidNotification["sound"] = sound }
                 var aps: [String: Any] = ["mutable-content": 1]
                 if let subtitle = options.subtitle {
                     var alert: [String: Any] = ["body": notification.body, "subtitle": subtitle]
@@ -88,6 +96,7 @@ public final class FCMClient: Sendable {
                 message["apns"] = ["headers": apnsHeaders, "payload": ["aps": ["content-available": 1]]]
             }
         }
+        if !androidNotification.isEmpty { android["notification"] = androidNotification }
         if !android.isEmpty { message["android"] = android }
         if message["apns"] == nil && !apnsHeaders.isEmpty { message["apns"] = ["headers": apnsHeaders] }
         if let notification {

@@ -187,6 +187,8 @@ public struct FCMProvider: PushProvider {
         let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
         let notification = job.mode == .alert ? (title: content.title, body: content.message, image: image) : nil
         let life = job.sendingLife
+        // The collapse id is the Android notification's tag, never a collapse key: FCM keeps every
+        // notification for an offline device, where it would keep only four keys (SPEC §24).
         return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
                                                     collapseID: job.collapseID, mode: job.mode, options: job.options, badge: content.badge,
                                                     ttl: life)), nil)

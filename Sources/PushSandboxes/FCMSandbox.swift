@@ -17,6 +17,16 @@ import RichPushCore
 /// one of its access tokens and the account's project, and a message with exactly one `token`
 /// it issued, `data` of string values without reserved keys, and a `notification` whose `image`
 /// is an https URL; it answers with Google's error model.
+///
+/// A message FCM accepted (`accepted`) is not yet one the device received (`delivered`). A
+/// device is online unless taken offline (`setOffline`, `POST <prefix>/devices/{token}/offline`);
+/// while it is, FCM answers 200 and holds its messages as Google documents: up to 100 without a
+/// collapse key (past 100 every held message is discarded, `deleted`, and the app is told
+/// through `onDeletedMessages`), the latest message of each collapse key, at most four keys ("no
+/// determining factor" in which are kept: here the oldest key goes), and none past its
+/// `android.ttl` (four weeks by default; `0s` is now or never). `setOnline` (`POST …/online`)
+/// delivers what is held, oldest first. On the device, a notification replaces the shown one
+/// with the same `android.notification.tag` (`shown(on:)`).
 public final class FCMSandbox: PushStandIn {
     /// What the sandbox knows of the service account.
     public struct Account: Sendable {
@@ -36,15 +46,67 @@ public final class FCMSandbox: PushStandIn {
         public var data: [String: String]
         public var notification: [String: String]?
         public var name: String
-        /// `android.collapse_key`, when given.
+        /// `android.collapse_key`, when given: FCM holds one message per key for an offline device, at most four keys.
         public var collapseKey: String? = nil
         /// `apns.headers["apns-collapse-id"]`, when given (what FCM passes to Apple for iOS devices).
         public var apnsCollapseID: String? = nil
+        /// `android.notification.tag`, when given: on the device, it replaces a shown notification with the same tag.
+        public var tag: String? = nil
         /// The `android` block (AndroidConfig) as sent, checked: `priority`, `ttl`, `notification.channel_id`, …
         public var android: [String: any Sendable] = [:]
         /// `apns.headers` and `apns.payload.aps` as sent, checked as Apple would.
         public var apnsHeaders: [String: String] = [:]
         public var apnsAps: [String: any Sendable] = [:]
+    }
+
+    /// What became of the messages to one device (`GET <prefix>/devices/{token}`).
+    public struct DeviceReport: Sendable, Equatable {
+        /// False between `setOffline` and `setOnline`.
+        public var online: Bool
+        /// Messages FCM holds for it while it is offline.
+        public var held: Int
+        /// Messages it received.
+        public var delivered: Int
+        /// Held messages discarded because more than 100 without a collapse key were held (the
+        /// app learns of it through `onDeletedMessages`).
+        public var deleted: Int
+        /// Held messages replaced by a later one with the same collapse key (as the key means).
+        public var collapsed: Int
+        /// Held messages dropped because a fifth collapse key came: pushes the device never gets.
+        public var dropped: Int
+        /// Messages whose `android.ttl` ended before the device came back.
+        public var expired: Int
+    }
+
+    /// The most messages without a collapse key FCM holds for an offline device.
+    public static let maxHeldMessages = 100
+    /// The most collapse keys FCM holds a message of for an offline device.
+    public static let maxCollapseKeys = 4
+    /// A message's life without `android.ttl`: four weeks.
+    public static let defaultTTL: TimeInterval = 2_419_200
+
+    /// A message held for an offline device.
+    private struct Held {
+        var sequence: Int
+        var expires: Date
+        var message: AcceptedMessage
+    }
+
+    /// What FCM holds for an offline device.
+    private struct Queue {
+        /// Messages without a collapse key, oldest first.
+        var plain: [Held] = []
+        /// The latest message of each collapse key, oldest first.
+        var collapsible: [Held] = []
+        var count: Int { plain.count + collapsible.count }
+    }
+
+    private struct Tally {
+        var delivered = 0
+        var deleted = 0
+        var collapsed = 0
+        var dropped = 0
+        var expired = 0
     }
 
     private struct State {
@@ -53,6 +115,11 @@ public final class FCMSandbox: PushStandIn {
         var unregistered: Set<String> = []
         var failures: [String: [(status: Int, code: String, retryAfter: Int?)]] = [:]
         var exchanges = 0
+        /// The devices offline, and what is held for each.
+        var offline: [String: Queue] = [:]
+        var tallies: [String: Tally] = [:]
+        /// Orders held messages by their acceptance.
+        var sequence = 0
     }
 
     public let account: Account
@@ -60,13 +127,15 @@ public final class FCMSandbox: PushStandIn {
     private let origin = NIOLockedValueBox("http://127.0.0.1")
     private let tokenLifetime: TimeInterval
     private let recorded: AcceptedMessages<AcceptedMessage>
+    private let received: AcceptedMessages<AcceptedMessage>
 
     /// Access tokens live `tokenLifetime` seconds (Google's: 3,600).
-    /// `keepAccepted` bounds the messages kept for `accepted` (the count keeps going).
+    /// `keepAccepted` bounds the messages kept for `accepted` and for `delivered` (the counts keep going).
     public init(account: Account, tokenLifetime: TimeInterval = 3600, keepAccepted: Int = 100_000, logLine: (@Sendable (String) -> Void)? = nil) {
         self.account = account
         self.tokenLifetime = tokenLifetime
         recorded = AcceptedMessages(keep: keepAccepted, logLine: logLine)
+        received = AcceptedMessages(keep: keepAccepted, logLine: nil)
     }
 
     /// Where this service is reached; the assertion's audience is `<origin>/token`.
@@ -91,17 +160,143 @@ public final class FCMSandbox: PushStandIn {
     /// Makes every access token issued so far invalid (FCM then answers 401).
     public func revokeAccessTokens() { state.withLockedValue { $0.accessTokens.removeAll() } }
 
+    /// The messages FCM accepted (answered 200), oldest first: not all of them reach the device.
     public var accepted: [AcceptedMessage] { recorded.all }
     public var acceptedCount: Int { recorded.count }
     public var exchanges: Int { state.withLockedValue { $0.exchanges } }
 
+    /// The messages devices received, in the order they arrived: at once for a device online,
+    /// when it comes back for one offline, never for one FCM discarded.
+    public var delivered: [AcceptedMessage] { received.all }
+    /// How many messages devices received (the count goes on past `keepAccepted`).
+    public var deliveredCount: Int { received.count }
+
+    /// The messages `token`'s device received, in the order they arrived.
+    public func delivered(to token: String) -> [AcceptedMessage] {
+        received.all.filter { $0.token == token }
+    }
+
+    /// The notifications `token`'s device shows, oldest first: each received message with a
+    /// notification, a later one replacing the one with its `android.notification.tag` (without
+    /// a tag, each is shown on its own; a data message shows nothing).
+    public func shown(on token: String) -> [AcceptedMessage] {
+        var tray: [AcceptedMessage] = []
+        for message in delivered(to: token) where message.notification != nil {
+            if let tag = message.tag { tray.removeAll { $0.tag == tag } }
+            tray.append(message)
+        }
+        return tray
+    }
+
+    /// Takes `token`'s device offline: FCM holds its messages from now on. False for a token the sandbox did not issue.
+    @discardableResult
+    public func setOffline(_ token: String) -> Bool {
+        state.withLockedValue { (state: inout State) -> Bool in
+            guard state.devices.contains(token) else { return false }
+            if state.offline[token] == nil { state.offline[token] = Queue() }
+            return true
+        }
+    }
+
+    /// Brings `token`'s device back: it receives what FCM held for it (and still lives at `now`),
+    /// oldest first, returned. Nothing for a device that was online.
+    @discardableResult
+    public func setOnline(_ token: String, now: Date = Date()) -> [AcceptedMessage] {
+        state.withLockedValue { (state: inout State) -> [AcceptedMessage] in
+            guard let queue = state.offline.removeValue(forKey: token) else { return [] }
+            let live = (queue.plain + queue.collapsible).filter { $0.expires > now }.sorted { $0.sequence < $1.sequence }
+            state.tallies[token, default: Tally()].expired += queue.count - live.count
+            let messages = live.map(\.message)
+            deliver(messages, in: &state)
+            return messages
+        }
+    }
+
+    /// What became of the messages to `token`'s device; nil for a token the sandbox did not issue.
+    public func device(_ token: String) -> DeviceReport? {
+        state.withLockedValue { (state: inout State) -> DeviceReport? in
+            guard state.devices.contains(token) else { return nil }
+            let tally = state.tallies[token] ?? Tally()
+            return DeviceReport(online: state.offline[token] == nil, held: state.offline[token]?.count ?? 0, delivered: tally.delivered,
+                                deleted: tally.deleted, collapsed: tally.collapsed, dropped: tally.dropped, expired: tally.expired)
+        }
+    }
+
+    /// Hands an accepted message to its device, or holds it while the device is offline.
+    private func arrive(_ message: AcceptedMessage, now: Date) {
+        let ttl = (message.android["ttl"] as? String).flatMap { Double($0.dropLast()) } ?? Self.defaultTTL
+        state.withLockedValue { state in
+            state.sequence += 1
+            guard var queue = state.offline[message.token] else {
+                deliver([message], in: &state)
+                return
+            }
+            let held = Held(sequence: state.sequence, expires: now.addingTimeInterval(ttl), message: message)
+            Self.hold(held, in: &queue, tally: &state.tallies[message.token, default: Tally()], now: now)
+            state.offline[message.token] = queue
+        }
+    }
+
+    /// FCM's rules for an offline device's messages (its "Lifetime of a message" and
+    /// "Non-collapsible and collapsible messages").
+    private static func hold(_ held: Held, in queue: inout Queue, tally: inout Tally, now: Date) {
+        // Expired messages are gone, and take no room.
+        let before = queue.count
+        queue.plain.removeAll { $0.expires <= now }
+        queue.collapsible.removeAll { $0.expires <= now }
+        tally.expired += before - queue.count
+        guard held.expires > now else {
+            // A `ttl` of 0: delivered now or never.
+            tally.expired += 1
+            return
+        }
+        if let key = held.message.collapseKey {
+            if let index = queue.collapsible.firstIndex(where: { $0.message.collapseKey == key }) {
+                queue.collapsible.remove(at: index)
+                tally.collapsed += 1
+            } else if queue.collapsible.count == maxCollapseKeys {
+                queue.collapsible.removeFirst()
+                tally.dropped += 1
+            }
+            queue.collapsible.append(held)
+        } else if queue.plain.count == maxHeldMessages {
+            // Past the limit, every held message goes, this one too.
+            tally.deleted += queue.count + 1
+            queue = Queue()
+        } else {
+            queue.plain.append(held)
+        }
+    }
+
+    /// Records `messages` as received by their devices (under the state's lock, so that arrivals keep their order).
+    private func deliver(_ messages: [AcceptedMessage], in state: inout State) {
+        for message in messages {
+            state.tallies[message.token, default: Tally()].delivered += 1
+            received.record(message) { [:] }
+        }
+    }
+
     /// Adds `POST /register`, `POST /token` and `POST /v1/projects/{id}/messages:send` under
-    /// `prefix` (bind the origin with the prefix too).
+    /// `prefix` (bind the origin with the prefix too), and for development the device's side:
+    /// `POST /devices/{token}/offline` and `/online` (which answers with the messages that
+    /// arrived), and `GET /devices/{token}` (what became of its messages and what it shows).
     public func addRoutes(to router: Router<BasicRequestContext>, at prefix: String = "") {
         let router = router.group(RouterPath(prefix))
         // What the Firebase SDK does on an app's first start, for development: a new registration token.
         router.post("register") { [self] _, _ -> Response in
             Self.json(201, ["token": register()])
+        }
+        router.post("devices/:token/offline") { [self] _, context -> Response in
+            let token = try Self.deviceToken(context)
+            setOffline(token)
+            return deviceAnswer(token)
+        }
+        router.post("devices/:token/online") { [self] _, context -> Response in
+            let token = try Self.deviceToken(context)
+            return deviceAnswer(token, arrived: setOnline(token))
+        }
+        router.get("devices/:token") { [self] _, context -> Response in
+            try deviceAnswer(Self.deviceToken(context))
         }
         router.post("token") { [self] request, _ -> Response in
             let body = try await request.body.collect(upTo: 64 * 1024)
@@ -112,6 +307,32 @@ public final class FCMSandbox: PushStandIn {
             let body = try await request.body.collect(upTo: 64 * 1024)
             return sendVerdict(project: project, authorization: request.headers[.authorization], body: Data(body.readableBytesView))
         }
+    }
+
+    /// The `{token}` of a device route (a registration token holds `:`, which a client may escape).
+    static func deviceToken(_ context: BasicRequestContext) throws -> String {
+        let raw = try context.parameters.require("token")
+        return raw.removingPercentEncoding ?? raw
+    }
+
+    /// `{"token","online","held","delivered","deleted","collapsed","dropped","expired","shown":[…]}`,
+    /// with `"arrived":[…]` when the device just came back; 404 for a token the sandbox did not issue.
+    private func deviceAnswer(_ token: String, arrived: [AcceptedMessage]? = nil) -> Response {
+        guard let report = device(token) else { return Self.error(404, "NOT_FOUND", nil, "the sandbox issued no registration token \(token)") }
+        var object: [String: Any] = ["token": token, "online": report.online, "held": report.held, "delivered": report.delivered,
+                                     "deleted": report.deleted, "collapsed": report.collapsed, "dropped": report.dropped,
+                                     "expired": report.expired, "shown": shown(on: token).map(Self.summary)]
+        if let arrived { object["arrived"] = arrived.map(Self.summary) }
+        return Self.json(200, object)
+    }
+
+    /// A message as the device routes show it.
+    static func summary(_ message: AcceptedMessage) -> [String: Any] {
+        var object: [String: Any] = ["token": message.token, "name": message.name, "data": message.data]
+        if let notification = message.notification { object["notification"] = notification }
+        if let collapseKey = message.collapseKey { object["collapse_key"] = collapseKey }
+        if let tag = message.tag { object["tag"] = tag }
+        return object
     }
 
     func tokenVerdict(form: String, now: Date = Date()) -> Response {
@@ -192,6 +413,7 @@ public final class FCMSandbox: PushStandIn {
             notification = shown
         }
         var collapseKey: String?
+        var tag: String?
         var androidBlock: [String: any Sendable] = [:]
         if let raw = message["android"] {
             guard let android = raw as? [String: Any] else { return Self.invalid("android must be an AndroidConfig object") }
@@ -200,6 +422,7 @@ public final class FCMSandbox: PushStandIn {
                 guard let text = key as? String else { return Self.invalid("Invalid value at 'message.android.collapse_key' (TYPE_STRING)") }
                 collapseKey = text
             }
+            tag = (android["notification"] as? [String: Any])?["tag"] as? String
             androidBlock = Self.sendable(android)
         }
         var apnsCollapseID: String?
@@ -255,9 +478,13 @@ public final class FCMSandbox: PushStandIn {
         guard verdict.known else { return Self.error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token") }
         if verdict.gone { return Self.error(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.") }
         let name = "projects/\(project)/messages/0:\(UInt64.random(in: 1...UInt64.max))"
-        recorded.record(AcceptedMessage(token: token, data: data, notification: notification, name: name,
-                                        collapseKey: collapseKey, apnsCollapseID: apnsCollapseID, android: androidBlock,
-                                        apnsHeaders: apnsHeaders, apnsAps: apnsAps)) {
+        let accepted = AcceptedMessage(token: token, data: data, notification: notification, name: name,
+                                       collapseKey: collapseKey, apnsCollapseID: apnsCollapseID, tag: tag, android: androidBlock,
+                                       apnsHeaders: apnsHeaders, apnsAps: apnsAps)
+        // FCM answers 200 whether the device is online or not. (Handed over before it is counted
+        // as accepted: a message seen in `accepted` has arrived or is held.)
+        arrive(accepted, now: now)
+        recorded.record(accepted) {
             ["token": token, "data": data, "notification": notification ?? [:], "name": name]
         }
         return Self.json(200, ["name": name])

@@ -18,6 +18,13 @@ struct FCMSandboxCommand: AsyncParsableCommand {
             keys, notification title/body/image, 4 KB). POST /register gives a new registration token, as the \
             Firebase SDK does for an app. Point serve at it with --fcm-endpoint http://127.0.0.1:<port> and a \
             service account whose token_uri is http://127.0.0.1:<port>/token.
+
+            POST /devices/<token>/offline takes a device offline: messages to it are still accepted (200) and \
+            held as FCM holds them (at most 100 without a collapse key, past which all are discarded; the latest \
+            per collapse key, at most 4 keys; none past its android.ttl). POST /devices/<token>/online delivers \
+            them and answers with what arrived; GET /devices/<token> tells what became of its messages and which \
+            notifications it shows (one per android.notification.tag). --log writes accepted messages, not \
+            delivered ones.
             """)
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
