@@ -97,6 +97,8 @@ public struct APIKeyStore: Sendable {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM api_keys WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no API key named \(name)") }
+            // Its Idempotency-Keys end with it: a key added later under the same name starts afresh (SPEC §24).
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE owner = ?", arguments: ["key:\(name)"])
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
             try db.notify(DataChange.users.rawValue)
         }

@@ -258,8 +258,11 @@ public struct Campaign: Sendable, Equatable {
     public var app: String? = nil
     /// When it goes out; nil: when it was made.
     public var schedule: CampaignSchedule? = nil
-    /// Per-locale content and the default locale.
+    /// Per-locale content and the default locale. Read only where a push is made from it
+    /// (queueing): a campaign listed or polled has its `localeNames` alone.
     public var locales: [String: LocalizedContent] = [:]
+    /// The locales it has content for, sorted.
+    public var localeNames: [String] = []
     public var defaultLocale: String = "en"
     /// When it was cancelled.
     public var cancelledAt: Date? = nil
@@ -278,6 +281,13 @@ public struct Campaign: Sendable, Equatable {
 
     /// The most users an audience may list by name.
     public static let maxListedUsers = 10_000
+
+    /// The most locales `content` may have (SPEC §24).
+    public static let maxLocales = 50
+
+    /// The most campaigns one creator (an admin or a key) may have scheduled and not yet sent:
+    /// each is looked at by every node every second until it is due.
+    public static let maxScheduledPerCreator = 1_000
 }
 
 /// Delivery and read counts of a campaign (SPEC §10).
@@ -393,8 +403,22 @@ public struct CampaignStore: Sendable {
             : String(decoding: try Self.sortedEncoder.encode(locales), as: UTF8.self)
         let scheduled = schedule != nil
         let (finalLocales, finalSchedule) = (locales, schedule)
+        guard locales.count <= Campaign.maxLocales else {
+            throw CoreError(.invalid, "content has \(locales.count) locales; a campaign has at most \(Campaign.maxLocales)")
+        }
+        let localeNames = locales.isEmpty ? nil : locales.keys.sorted().joined(separator: ",")
         return try await database.write { db in
             try IdempotencyKey.replayIfSeen(db, idempotency, now: now)
+            if scheduled {
+                let waiting = try Int.fetchOne(db, sql: """
+                    SELECT count(*) FROM campaigns WHERE createdBy = ? AND queued = 0 AND cancelledAt IS NULL
+                        AND (sendAt IS NOT NULL OR atLocalTime IS NOT NULL)
+                    """, arguments: [admin]) ?? 0
+                guard waiting < Campaign.maxScheduledPerCreator else {
+                    throw CoreError(.conflict, "\(admin) has \(waiting) campaigns scheduled, the most one creator may have waiting (\(Campaign.maxScheduledPerCreator)); "
+                                    + "cancel one (DELETE /api/admin/campaigns/{id}) or wait until one goes out")
+                }
+            }
             let writer = try NotificationWriter(db, draft: draft.content, defaultImage: defaultImage, links: links, now: now)
             try writer.checkFitsEveryPlatform(db)
             for (_, content) in finalLocales {
@@ -416,19 +440,20 @@ public struct CampaignStore: Sendable {
             }
             let inserted = try db.fetchOne(sql: """
                 INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app,
-                                       sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats, pushes)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0) RETURNING id
+                                       sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats, pushes,
+                                       localeNames)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?) RETURNING id
                 """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, scheduled ? nil : Self.holder, now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
-                                 scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute])
+                                 scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute, localeNames])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
             return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
-                            app: draft.app, schedule: finalSchedule, locales: finalLocales, defaultLocale: defaultLocale,
-                            options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0)
+                            app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
+                            defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0)
         }
     }
 
@@ -612,8 +637,11 @@ public struct CampaignStore: Sendable {
     public func runDue(now: Date = Date(), addressing: DeliveryAddressing, handOff: (@Sendable (Int64) -> Void)? = nil,
                        batchQueued: @Sendable () -> Void = {}) async throws -> [Int64] {
         let candidates = try await database.read { db in
+            // The columns that say whether it is due, never its content or audience (a scheduled
+            // campaign is looked at every second on every node until it is).
             try SQLRow.fetchAll(db, sql: """
-                SELECT c.*, (SELECT min(z.dueAt) FROM campaign_zones z WHERE z.campaignId = c.id AND z.queued = 0) AS nextZoneDue
+                SELECT c.id, c.createdAt, c.sendAt, c.atLocalTime, c.onLocalDate, c.zonesCheckedAt,
+                    (SELECT min(z.dueAt) FROM campaign_zones z WHERE z.campaignId = c.id AND z.queued = 0) AS nextZoneDue
                 FROM campaigns c WHERE c.queued = 0 AND c.cancelledAt IS NULL AND (c.sendAt IS NOT NULL OR c.atLocalTime IS NOT NULL)
                     AND (c.leaseUntil IS NULL OR c.leaseUntil < ?) ORDER BY c.id
                 """, arguments: [db.now])
@@ -624,8 +652,8 @@ public struct CampaignStore: Sendable {
             // One campaign that cannot be read or queued must not hold up the others.
             var claimed: Int64?
             do {
-                let campaign = try Self.campaign(row)
-                guard let schedule = campaign.schedule, schedule.first(createdAt: campaign.createdAt) <= now else { continue }
+                let campaign = (id: row["id"] as Int64, createdAt: Date(timeIntervalSince1970: row["createdAt"]))
+                guard let schedule = try Self.schedule(row), schedule.first(createdAt: campaign.createdAt) <= now else { continue }
                 if case .localTime = schedule, now < schedule.last(createdAt: campaign.createdAt),
                    let checked: Double = row["zonesCheckedAt"], now.timeIntervalSince1970 < checked + 60 {
                     // Nothing due until the next zone's time, and the zones were looked at lately.
@@ -887,6 +915,7 @@ public struct CampaignStore: Sendable {
                     try db.execute(sql: "DELETE FROM media_refs WHERE owner IN (\(sqlPlaceholders(gone.count)))",
                                    arguments: SQLArguments(gone.map { "notification:\($0)" }))
                     try db.execute(sql: "DELETE FROM notifications WHERE id IN (\(sqlPlaceholders(gone.count)))", arguments: SQLArguments(gone))
+                    try NotificationStore.recordRemovals(db, gone)
                 }
                 campaign.cancelledAt = now
                 campaign.queued = true
@@ -992,7 +1021,7 @@ public struct CampaignStore: Sendable {
     public func progress(_ id: Int64) async throws -> CampaignProgress? {
         try await database.read { db in
             // Polled while a campaign sends (the console, scripts): its statements are compiled once.
-            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id], cached: true) else { return nil }
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT \(Self.shownColumns) FROM campaigns WHERE id = ?", arguments: [id], cached: true) else { return nil }
             return try Self.progress(db, campaign: try Self.campaign(row), countedUpTo: pendingCountedUpTo)
         }
     }
@@ -1001,7 +1030,7 @@ public struct CampaignStore: Sendable {
     /// With `app`, only that app's campaigns.
     public func list(limit: Int = 50, before: Int64? = nil, app: String? = nil) async throws -> [CampaignProgress] {
         try await database.read { db in
-            try SQLRow.fetchAll(db, sql: "SELECT * FROM campaigns WHERE id < ? \(app == nil ? "" : "AND app = ?") ORDER BY id DESC LIMIT ?",
+            try SQLRow.fetchAll(db, sql: "SELECT \(Self.shownColumns) FROM campaigns WHERE id < ? \(app == nil ? "" : "AND app = ?") ORDER BY id DESC LIMIT ?",
                                 arguments: SQLArguments([before ?? Int64.max] + (app.map { [$0 as any SQLValueConvertible] } ?? []) + [limit]))
                 .map { try Self.progress(db, campaign: try Self.campaign($0), countedUpTo: pendingCountedUpTo) }
         }
@@ -1045,20 +1074,34 @@ public struct CampaignStore: Sendable {
         return counted < countedUpTo ? counted : max(counted, pushes - sent - failed)
     }
 
+    /// What a campaign is shown with (listed, polled, answered): every column but its content,
+    /// whose locale names are enough (content only for a campaign made before they were kept).
+    static let shownColumns = """
+        id, audience, message, title, richType, payload, mode, createdBy, createdAt, recipients, devices, queued, app, sendAt,
+        atLocalTime, onLocalDate, defaultLocale, cancelledAt, options, ratePerMinute, paceNextAt, pushes, countedInStats,
+        localeNames, CASE WHEN localeNames IS NULL THEN content END AS content
+        """
+
+    /// A row's schedule (`sendAt`, or `atLocalTime` with `onLocalDate`).
+    private static func schedule(_ row: SQLRow) throws -> CampaignSchedule? {
+        if let sendAt: Double = row["sendAt"] {
+            return .at(Date(timeIntervalSince1970: sendAt))
+        } else if let time: String = row["atLocalTime"] {
+            return .localTime(try LocalTime(time), date: try (row["onLocalDate"] as String?).map(LocalDate.init))
+        }
+        return nil
+    }
+
     private static func campaign(_ row: SQLRow) throws -> Campaign {
         guard let payload = MediaID(row["payload"] as String) else { throw CoreError(.notFound, "campaign payload unreadable") }
-        var schedule: CampaignSchedule?
-        if let sendAt: Double = row["sendAt"] {
-            schedule = .at(Date(timeIntervalSince1970: sendAt))
-        } else if let time: String = row["atLocalTime"] {
-            schedule = .localTime(try LocalTime(time), date: try (row["onLocalDate"] as String?).map(LocalDate.init))
-        }
+        let schedule = try Self.schedule(row)
         let locales = try (row["content"] as String?).map { try JSONDecoder().decode([String: LocalizedContent].self, from: Data($0.utf8)) } ?? [:]
+        let names = (row["localeNames"] as String?).map { $0.split(separator: ",").map(String.init) } ?? locales.keys.sorted()
         return Campaign(id: row["id"], audience: try Audience(stored: row["audience"]), message: row["message"], title: row["title"],
                         richType: row["richType"], payload: payload, mode: PushMode(rawValue: row["mode"]) ?? .alert,
                         createdBy: row["createdBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
                         recipients: row["recipients"], devices: row["devices"], queued: row["queued"], app: row["app"],
-                        schedule: schedule, locales: locales, defaultLocale: row["defaultLocale"] ?? "en",
+                        schedule: schedule, locales: locales, localeNames: names, defaultLocale: row["defaultLocale"] ?? "en",
                         cancelledAt: (row["cancelledAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
                         options: PushOptions(stored: row["options"]), ratePerMinute: row["ratePerMinute"],
                         paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)), pushes: row["pushes"])

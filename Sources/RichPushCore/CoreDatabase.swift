@@ -275,6 +275,18 @@ public enum CoreDatabase {
                 DROP INDEX deliveries_due;
                 ALTER INDEX deliveries_due_pending RENAME TO deliveries_due;
                 """),
+        // Issue #50: notifications removed (a cancelled campaign's unsent ones, a removed
+        // user's), so that every node drops them from its payload index and stops serving their
+        // payloads within a second; kept a day. A campaign's locale names apart from its
+        // content, so that listing and polling campaigns never decodes their content.
+        SQLMigration("core-v15-removals", sqlite: """
+                CREATE TABLE notification_removals (
+                    notificationId INTEGER NOT NULL,
+                    at             REAL NOT NULL
+                );
+                CREATE INDEX notification_removals_at ON notification_removals(at);
+                ALTER TABLE campaigns ADD COLUMN localeNames TEXT;
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -434,7 +434,14 @@ public struct NotificationStore: Sendable {
     /// false when there is no such notification (for `recipient`, when given).
     @discardableResult
     public func markOpened(id: Int64, recipient: String? = nil, now: Date = Date()) async throws -> Bool {
-        try await database.write(isolation: .readCommitted) { db in
+        // A repeat (a device reporting again, or anyone replaying a payload URL's open) is
+        // answered from a read: it writes nothing and waits for no writer.
+        let seen = try await database.read { db in
+            try SQLRow.fetchOne(db, sql: "SELECT recipient, openedAt FROM notifications WHERE id = ?", arguments: [id])
+        }
+        guard let seen, recipient == nil || (seen["recipient"] as String) == recipient else { return false }
+        if (seen["openedAt"] as Double?) != nil { return true }
+        return try await database.write(isolation: .readCommitted) { db in
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT campaignId, recipient, openedAt FROM notifications WHERE id = ?", arguments: [id]),
                   recipient == nil || (row["recipient"] as String) == recipient else { return false }
             guard (row["openedAt"] as Double?) == nil else { return true }
@@ -445,6 +452,46 @@ public struct NotificationStore: Sendable {
             }
             return true
         }
+    }
+
+    /// Whether notification `id` exists (a cancelled campaign's unsent ones, and a removed
+    /// user's, do not).
+    public func exists(_ id: Int64) async throws -> Bool {
+        try await database.read { db in
+            try Int64.fetchOne(db, sql: "SELECT id FROM notifications WHERE id = ?", arguments: [id]) != nil
+        }
+    }
+
+    /// Records that notifications `ids` were removed, in the transaction that removes them, so
+    /// that every node drops them from its payload index (`removals(since:)`).
+    static func recordRemovals(_ db: SQLConnection, _ ids: [Int64]) throws {
+        for chunk in ids.sqlBatches(of: 400) {
+            try db.execute(sql: "INSERT INTO notification_removals (notificationId, at) VALUES \(Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", "))",
+                           arguments: SQLArguments(chunk.flatMap { [$0 as any SQLValueConvertible, db.now] }))
+        }
+    }
+
+    /// Notifications removed at or after `since` (the database's clock), and the latest time
+    /// among them; records older than a day are dropped on the way.
+    public func removals(since: Double) async throws -> (ids: [Int64], latest: Double) {
+        try await database.read { db in
+            let rows = try SQLRow.fetchAll(db, sql: "SELECT notificationId, at FROM notification_removals WHERE at >= ? ORDER BY at LIMIT 100000",
+                                           arguments: [since])
+            let latest = rows.last.map { $0["at"] as Double } ?? since
+            return (rows.map { $0["notificationId"] as Int64 }, latest)
+        }
+    }
+
+    /// Drops removal records older than a day (every node has long read them).
+    public func compactRemovals() async throws {
+        try await database.write(isolation: .readCommitted) { db in
+            try db.execute(sql: "DELETE FROM notification_removals WHERE at < ?", arguments: [db.now - 86_400])
+        }
+    }
+
+    /// The database's clock, as removals are stamped with it.
+    public func databaseNow() async throws -> Double {
+        try await database.read { db in db.now }
     }
 
     static func notification(_ row: SQLRow) -> RichNotification? {

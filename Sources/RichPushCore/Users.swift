@@ -154,8 +154,12 @@ public struct UserStore: Sendable {
         try db.execute(sql: """
             DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM notifications WHERE recipient = ?)
             """, arguments: [name])
+        try NotificationStore.recordRemovals(db, try Int64.fetchAll(db, sql: "SELECT id FROM notifications WHERE recipient = ?", arguments: [name]))
         try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
         try SessionStore.revokeAll(db, username: name)
+        // What they asked with an Idempotency-Key ends with them: an account made later under
+        // the same name must not be answered with their notifications (SPEC §24).
+        try db.execute(sql: "DELETE FROM idempotency_keys WHERE owner = ?", arguments: [name])
         try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
         try db.notify(DataChange.users.rawValue)
     }

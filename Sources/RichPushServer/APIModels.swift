@@ -501,8 +501,8 @@ struct CampaignResponse: Codable, Sendable {
             localDate = date?.description
         case nil: break
         }
-        if !c.locales.isEmpty {
-            locales = c.locales.keys.sorted()
+        if !c.localeNames.isEmpty {
+            locales = c.localeNames
             defaultLocale = c.defaultLocale
         }
         cancelled = c.cancelledAt.map { $0.formatted(.iso8601) }
@@ -529,6 +529,18 @@ struct ProblemDetails: Codable, Sendable {
 enum RequestBody {
     /// Each body type's schema, read once.
     private static let schemas = NIOLockedValueBox<[ObjectIdentifier: JSONSchema]>([:])
+
+    /// The body of `request`, at most `limit` bytes: past it, 413 naming the limit and `what` is limited.
+    static func collect(_ request: Request, upTo limit: Int, what: String) async throws -> ByteBuffer {
+        let tooLarge = Problem(.contentTooLarge, "\(what) is at most \(limit >> 10) KiB (\(limit) bytes)"
+                                                 + (request.headers[.contentLength].map { "; this one is \($0) bytes" } ?? ""))
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit { throw tooLarge }
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw tooLarge
+        }
+    }
 
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, shape: String) throws -> T {
         let schema = try schemas.withLockedValue { cache in

@@ -74,6 +74,7 @@ public func buildApplication(
         accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
         openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration),
         notificationRate: RateLimiter(perMinute: configuration.notificationsPerMinute),
+        openRate: RateLimiter(perMinute: configuration.opensPerMinute),
         clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies))
     let router = buildRouter(services)
     if configuration.demoAuth {
@@ -112,7 +113,8 @@ public func buildApplication(
         port: configuration.port,
         maxConnections: configuration.maxConnections,
         services: [epochs, follower, KeyUseRecorder(authenticator: authenticator),
-                   try WebhookDispatcher(webhooks: data.webhooks, extraRoots: configuration.webhookRoots, interval: configuration.webhookInterval,
+                   try WebhookDispatcher(webhooks: data.webhooks, extraRoots: configuration.webhookRoots,
+                                         allowPrivate: configuration.allowPrivateWebhooks, interval: configuration.webhookInterval,
                                          backoffBase: configuration.webhookBackoff, logger: logger),
                    // Services stop in reverse order: the resumer first, so that it cannot lease
                    // again what the stopping queuer gives back.

@@ -178,6 +178,21 @@ public final class Authenticator: Sendable {
         return cachedEntry(header, key: key)?.user // a user name needs no session token
     }
 
+    /// The cached principal of `header` (without its session token), with the connection's
+    /// `memo` as for `cachedUser`: what the fast path decides on, as the router would.
+    func cachedPrincipal(_ header: String?, memo: inout CredentialMemo?) -> Principal? {
+        guard let header else { return nil }
+        let key: CredentialKey
+        if let memo, memo.header.utf8.elementsEqual(header.utf8) {
+            key = memo.key
+        } else {
+            guard let made = Self.key(header) else { return nil }
+            key = made
+            memo = CredentialMemo(header: header, key: made)
+        }
+        return cachedEntry(header, key: key)
+    }
+
     private func cachedPrincipal(_ header: String, key: CredentialKey) -> Principal? {
         cachedEntry(header, key: key).map { Self.withSessionToken($0, from: header) }
     }

@@ -57,13 +57,16 @@ extension Services {
     func createCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let admin = try principal(context)
         let idempotencyHeader = request.headers[HTTPField.Name("Idempotency-Key")!]
-        let body = try await request.body.collect(upTo: 1 << 20)
+        let body = try await RequestBody.collect(request, upTo: Self.campaignBodyLimit, what: "a campaign body")
         let bytes = Data(body.readableBytesView)
         let request = try RequestBody.decode(CampaignRequest.self, from: bytes,
                                              shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\"}")
         let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
                                         payload: request.payload, title: request.title, mode: request.mode ?? .alert,
                                         options: PushOptions.with(request.options, badge: request.badge))
+        if let count = request.content?.locales.count, count > Campaign.maxLocales {
+            throw Problem(.contentTooLarge, "content has \(count) locales; a campaign has at most \(Campaign.maxLocales)")
+        }
         let app = try appAllowed(request.app, for: admin)
         let schedule: CampaignSchedule?
         do { schedule = try Self.schedule(request) } catch let error as CoreError { throw Problem(.unprocessableContent, error.message) }
@@ -143,8 +146,12 @@ extension Services {
         return try encode(CampaignStatsResponse(stats))
     }
 
+    /// The longest campaign body taken (SPEC §24).
+    static let campaignBodyLimit = 256 << 10
+
     /// `POST /api/notifications/{id}/opened` (SPEC §20): the recipient's device says it was opened.
     func reportOpened(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try limitOpens(context)
         let user = try user(context)
         let raw = try context.parameters.require("id")
         guard let id = Int64(raw), id > 0, try await notifications.markOpened(id: id, recipient: user) else {
@@ -153,28 +160,47 @@ extension Services {
         return Response(status: .noContent)
     }
 
-    /// `POST /p/{token}/opened`: the same, with the payload URL for credentials (an expired one
-    /// still says which notification was opened).
+    /// `POST /p/{token}/opened`: the same, with the payload URL for credentials, while the URL
+    /// serves its payload: 410 once it expired or its notification was withdrawn (SPEC §24).
     func reportOpenedByLink(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try limitOpens(context)
         let token = try context.parameters.require("token")
         switch PayloadLinkCheck.check(token, links: links) {
         case .invalid:
             throw Problem(.notFound, "this payload URL is not valid (changed, or signed with a key that was rotated)")
-        case .expired(let id), .valid(let id, _):
-            guard try await notifications.markOpened(id: id) else { throw Problem(.notFound, "no notification \(id)") }
+        case .expired(let id):
+            throw Problem(.gone, "this payload URL expired; the app reports the open with its credentials at POST /api/notifications/\(id)/opened")
+        case .valid(let id, _):
+            guard try await notifications.markOpened(id: id) else {
+                throw Problem(.gone, "notification \(id) was withdrawn (its campaign cancelled, or its recipient removed)")
+            }
             return Response(status: .noContent)
         }
     }
 
-    /// `DELETE /api/admin/campaigns/{id}`: cancels what has not been sent (SPEC §19).
+    /// Opens are reported without limit by nobody: each client address has `--opens-per-minute`.
+    private func limitOpens(_ context: AppRequestContext) throws {
+        if let wait = openRate.take(context.clientAddress ?? "unknown") {
+            throw Problem(.tooManyRequests, "more opens reported from this address in the last minute than this server takes (\(openRate.perMinute)); try again in \(wait) s",
+                          headers: [.retryAfter: String(wait)])
+        }
+    }
+
+    /// `DELETE /api/admin/campaigns/{id}`: cancels what has not been sent (SPEC §19). An admin
+    /// (an account or an `admin` key) cancels any campaign of its app; a `send` key only those
+    /// it created (SPEC §24).
     func cancelCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let raw = try context.parameters.require("id")
-        let bound = try principal(context).apiKey?.app
+        let caller = try principal(context)
+        let bound = caller.apiKey?.app
         guard let id = Int64(raw), id > 0, let before = try await campaigns.progress(id), bound == nil || before.campaign.app == bound else {
             throw Problem(.notFound, "no campaign \(raw.prefix(40))")
         }
+        if let key = caller.apiKey, !key.scope.covers(.admin), before.campaign.createdBy != caller.user {
+            throw Problem(.forbidden, "API key \(key.name) did not create campaign \(id); a send key cancels only its own campaigns (an admin key or account cancels any)")
+        }
         let progress = try await campaigns.cancel(id)
-        let by = try principal(context).user
+        let by = caller.user
         context.logger.notice("campaign cancelled", metadata: ["campaign": "\(id)", "sent": "\(progress.sent)", "by": "\(by)"])
         return try encode(CampaignResponse(progress))
     }
@@ -223,6 +249,12 @@ extension Services {
         case .expired(let id):
             throw Problem(.gone, "this payload URL expired; the app can fetch the payload with its credentials at /api/notifications/\(id)")
         case .valid(let id, let payload):
+            // Withdrawn (a cancelled campaign's, a removed user's): no longer served, here as on the fast path.
+            var known = payloadIndex.get(id) != nil
+            if !known { known = try await notifications.exists(id) }
+            guard known else {
+                throw Problem(.gone, "notification \(id) was withdrawn; its payload is no longer served")
+            }
             let served = try await variantOrSelf(request, payload)
             guard let source = try await blobs.servable(served) else {
                 throw Problem(.notFound, "the payload of notification \(id) is no longer stored")

@@ -791,7 +791,7 @@ extension Services {
     /// `GET /console/api/audience?all=1 | users=a,b | tags=expr`: who a campaign would reach,
     /// or the expression's fault in words (400), as the admin types.
     func consoleAudience(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        _ = try await consoleAdmin(request)
+        let admin = try await consoleAdmin(request)
         let query = request.uri.queryParameters
         let audience: Audience
         do {
@@ -805,7 +805,7 @@ extension Services {
         } catch let error as CoreError {
             throw Problem(.badRequest, error.message)
         }
-        let app = try knownApp(query.get("app").map { String($0) })
+        let app = try knownApp(query.get("app").map { String($0) }, for: admin)
         let (users, devices) = try await campaigns.reach(audience, app: app)
         return try encode(ConsoleReach(users: users, devices: devices))
     }

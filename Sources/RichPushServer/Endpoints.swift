@@ -12,8 +12,7 @@ extension Endpoint {
                  parameters: [.query("app", .string, "The app (SPEC §18); default when left out.")],
                  responses: [
                      200: .json(WebPushKeyResponse.self, "The key, for pushManager.subscribe({applicationServerKey})."),
-                     404: .problem("This server (or the app) sends no Web Push (no --vapid-key)."),
-                     422: .problem("No app of that name on this server."),
+                     404: .problem("This server (or the app) sends no Web Push (no --vapid-key), or there is no app of that name (never listed: SPEC §24)."),
                  ]) { s, r, _ in try s.webPushKey(r) },
         Endpoint(method: .get, path: "/webpush-demo", access: .open, summary: "A page where a browser subscribes for an account.",
                  responses: [200: APIResponse(description: "HTML, no external resources.", content: [("text/html", .string)])]) { _, _, _ in
@@ -278,7 +277,8 @@ extension Endpoint {
                                            headers: ["Location": "The campaign's progress."])
                          .linking("Progress", to: "getApiAdminCampaignsId", parameter: "id", from: "id"),
                      400: .problem("The body, the audience or the tag expression is not valid."),
-                     413: .problem("The body is over 1 MiB."),
+                     409: .problem("The creator has 1,000 campaigns scheduled and not yet sent, the most one may have waiting."),
+                     413: .problem("The body is over 256 KiB, or content has more than 50 locales."),
                      422: .problem("A listed user or the payload does not exist, or the push would be too large."),
                  ]) { s, r, c in try await s.createCampaign(r, c) },
         Endpoint(method: .get, path: "/api/admin/campaigns", access: .admin, summary: "Campaigns, newest first, with their counts.",
@@ -299,6 +299,7 @@ extension Endpoint {
                  parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
                  responses: [
                      200: .json(CampaignResponse.self, "Cancelled (or already): its status is cancelled, sent counts what went out."),
+                     403: .problem("A send key that did not create the campaign (SPEC §24: an admin cancels any)."),
                      404: .problem("No such campaign."),
                      409: .problem("The campaign is done: every push was sent."),
                  ]) { s, r, c in try await s.cancelCampaign(r, c) },
@@ -329,8 +330,11 @@ extension Endpoint {
         Endpoint(method: .post, path: "/p/{token}/opened", access: .open,
                  summary: "The device says the notification of this payload URL was opened (SPEC §20); counted once.",
                  parameters: [.path("token", .string, "The token of an alert push's richUrl.")],
-                 responses: [204: APIResponse(description: "Counted (or already)."),
-                             404: .problem("The token is not valid, or its notification is gone.")]) { s, r, c in
+                 responses: [204: APIResponse(description: "Counted (or already: then nothing is written)."),
+                             404: .problem("The token is not valid (changed, or its key was rotated)."),
+                             410: .problem("The payload URL expired, or its notification was withdrawn."),
+                             429: .problem("Too many opens from this client address in a minute (--opens-per-minute).",
+                                           headers: ["Retry-After": "Seconds until one more is taken."])]) { s, r, c in
             try await s.reportOpenedByLink(r, c)
         },
     ]
@@ -340,8 +344,10 @@ extension Endpoint {
         Endpoint(method: .post, path: "/api/notifications/{id}/opened", access: .user,
                  summary: "The recipient's device says the notification was opened (tapped); counted once.",
                  parameters: [.path("id", notificationID, "The notification id.")],
-                 responses: [204: APIResponse(description: "Counted (or already)."),
-                             404: .problem("No such notification for this user.")]) { s, r, c in
+                 responses: [204: APIResponse(description: "Counted (or already: then nothing is written)."),
+                             404: .problem("No such notification for this user."),
+                             429: .problem("Too many opens from this client address in a minute (--opens-per-minute).",
+                                           headers: ["Retry-After": "Seconds until one more is taken."])]) { s, r, c in
             try await s.reportOpened(r, c)
         },
         Endpoint(method: .get, path: "/api/admin/campaigns/{id}/stats", access: .admin,

@@ -211,6 +211,19 @@ final class FastPath: Sendable {
         return nil
     }
 
+    /// What an API key needs for `GET /media/{sha256}` and `GET /api/notifications/{id}`, read
+    /// from the routes' own declarations (`Endpoint.keyScope`): nil where keys are refused.
+    static let mediaScope = Endpoint.all.first { $0.method == .get && $0.path == "/media/{sha256}" }?.keyScope
+    static let payloadScope = Endpoint.all.first { $0.method == .get && $0.path == "/api/notifications/{id}" }?.keyScope
+
+    /// Whether `principal` passes the router's key check for a route needing `scope`: an
+    /// account always (its group decides), a key only with a scope that covers it.
+    static func keyMay(_ principal: Principal, _ scope: APIKeyScope?) -> Bool {
+        guard let key = principal.apiKey else { return true }
+        guard let scope else { return false }
+        return key.scope.covers(scope)
+    }
+
     /// The answer for the path (its first `length` bytes), serving the `variant` of the image.
     private func answer(_ uri: String, authorization: String?, length: Int, variant: MediaVariant?, memo: inout CredentialMemo?,
                         recheck: inout MediaID?) -> Answer? {
@@ -233,15 +246,17 @@ final class FastPath: Sendable {
             let inPlace: MediaID? = uri.utf8.withContiguousStorageIfAvailable { MediaID(lowercaseHex: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0[7..<71]))) } ?? nil
             guard let id = inPlace ?? MediaID(String(uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
             if !publicMedia {
-                guard authenticator.cachedUser(authorization, memo: &memo) != nil else { return nil }
+                // An API key only with the route's scope, as the router decides (SPEC §24).
+                guard let principal = authenticator.cachedPrincipal(authorization, memo: &memo),
+                      Self.keyMay(principal, Self.mediaScope) else { return nil }
             }
             guard let shown = served(id), let blob = fresh(shown) else { return nil }
             return Answer(blob: blob, caching: publicMedia ? .publicImmutable : .privateImmutable, metrics: mediaMetrics)
         }
         if length > 19, uri.hasPrefix("/api/notifications/") {
             guard let digits = String(uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
-                  let user = authenticator.cachedUser(authorization, memo: &memo),
-                  let known = payloads.get(id), known.recipient == user,
+                  let principal = authenticator.cachedPrincipal(authorization, memo: &memo), Self.keyMay(principal, Self.payloadScope),
+                  let known = payloads.get(id), known.recipient == principal.user,
                   let shown = served(known.payload), let blob = fresh(shown) else { return nil }
             // A first fetch: its read mark is committed just after, in a batch (as for /p/).
             if !known.read, payloads.markRead(id) { readMarks.markSoon(id) }
@@ -250,7 +265,9 @@ final class FastPath: Sendable {
         if length == 3 + PayloadLinks.tokenLength, uri.hasPrefix("/p/") {
             // By bytes, not characters (both ends are ASCII boundaries: after "/p/", and the path's end).
             let token = Substring(uri.utf8.dropFirst(3).prefix(PayloadLinks.tokenLength))
-            guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links),
+            // Only a notification this node knows: a withdrawn one has left the index, and one
+            // not yet known is the router's to look up.
+            guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links), payloads.get(id) != nil,
                   let shown = served(payload), let blob = fresh(shown) else { return nil }
             readMarks.markSoon(id)
             return Answer(blob: blob, caching: .private, metrics: linkMetrics)
@@ -350,6 +367,17 @@ final class PayloadIndex: Sendable {
         generations.withLockedValue { $0 = Generations() }
     }
 
+    /// Forgets notifications that were removed (withdrawn, or their recipient removed).
+    func remove(_ ids: [Int64]) {
+        guard !ids.isEmpty else { return }
+        generations.withLockedValue { g in
+            for id in ids {
+                g.current[id] = nil
+                g.previous[id] = nil
+            }
+        }
+    }
+
     /// Entries kept at most.
     var capacity: Int { 2 * half }
 
@@ -376,13 +404,40 @@ struct PayloadIndexFollower: Service {
 
     /// Loads the newest notifications (up to the index's capacity); call before serving.
     func start() async throws {
+        removedSince.withLockedValue { $0 = nil }
+        let since = try await notifications.databaseNow()
         let newest = try await notifications.indexEntries(after: nil, limit: index.capacity / 2)
         index.load(newest)
         last.withLockedValue { $0 = newest.last?.notification.id ?? 0 }
+        removedSince.withLockedValue { $0 = since }
+    }
+
+    /// Where the reading of removals goes on from (the database's clock).
+    private let removedSince = NIOLockedValueBox<Double?>(nil)
+    /// How far back each read of removals looks again: a transaction stamps its removals with
+    /// its start, and may commit up to this much later (PostgreSQL; SQLite's are serial).
+    static let removalOverlap: Double = 10
+
+    /// Drops from the index what was removed since the last look, on this node or another.
+    func followRemovals() async throws {
+        guard let since = removedSince.withLockedValue({ $0 }) else { return }
+        let (ids, latest) = try await notifications.removals(since: since - Self.removalOverlap)
+        index.remove(ids)
+        removedSince.withLockedValue { $0 = max(since, latest) }
     }
 
     func run() async throws {
+        var compacted = ContinuousClock.now
         for await _ in AsyncTimerSequence.repeating(every: .milliseconds(500)).cancelOnGracefulShutdown() {
+            do {
+                try await followRemovals()
+                if ContinuousClock.now - compacted > .seconds(3600) {
+                    compacted = .now
+                    try await notifications.compactRemovals()
+                }
+            } catch {
+                logger.warning("cannot follow removed notifications", metadata: ["error": "\(error)"])
+            }
             do {
                 while true {
                     let batch = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)

@@ -46,6 +46,8 @@ struct Services: Sendable {
     let openAPI: Data
     /// `POST /api/notifications` per user (`--notifications-per-minute`).
     let notificationRate: RateLimiter
+    /// Opens reported per client address (`--opens-per-minute`): `POST /p/{token}/opened` needs no credentials.
+    let openRate: RateLimiter
     /// Who a request is from (`--trusted-proxy`), for the router and the fast path alike.
     let clientAddresses: ClientAddressResolver
 }
@@ -251,7 +253,7 @@ extension Services {
         let body = try await request.body.collect(upTo: 64 * 1024)
         let update = try RequestBody.decode(RegistrationUpdate.self, from: Data(body.readableBytesView),
                                             shape: "{\"platform\":\"apns\"|\"fcm\"|\"web\",\"handle\":<APNs hex token, FCM token or PushSubscription>,\"tags\":[...]}")
-        let app = try knownApp(update.app) ?? AppName.default
+        let app = try knownApp(update.app, for: context.principal) ?? AppName.default
         let throughHub = mirror != nil && hubApps.contains(app)
         if throughHub && update.platform.lowercased() != "apns" {
             throw Problem(.unprocessableContent, "this server delivers app \(app) through Notification Hubs, which RichPush uses for APNs only; platform '\(update.platform.prefix(20))' needs FCM or Web Push credentials instead")
@@ -302,7 +304,7 @@ extension Services {
     }
 
     func webPushKey(_ request: Request) throws -> Response {
-        let app = try knownApp(request.uri.queryParameters.get("app").map { String($0) }) ?? AppName.default
+        let app = try knownApp(request.uri.queryParameters.get("app").map { String($0) }, isPublic: true) ?? AppName.default
         guard let key = app == AppName.default ? configuration.vapidPublicKey : configuration.apps[app]?.vapidPublicKey else {
             throw Problem(.notFound, app == AppName.default ? "this server sends no Web Push; start serve with --vapid-key and --vapid-subject"
                                                             : "app \(app) sends no Web Push: give it \"webpush\" in serve --apps")
@@ -393,9 +395,16 @@ extension Services {
     }
 
     /// `name` when it is one of this server's apps (`default` or one of `serve --apps`); 422 otherwise.
-    func knownApp(_ name: String?) throws -> String? {
+    /// `name` when it is an app of this server's; else 422, or 404 on a public route
+    /// (`isPublic`). Only an admin is told the apps' names: the configuration is no one else's
+    /// to read (SPEC §24).
+    func knownApp(_ name: String?, for caller: Principal? = nil, isPublic: Bool = false) throws -> String? {
         guard let name else { return nil }
         guard name == AppName.default || configuration.apps[name] != nil else {
+            if isPublic { throw Problem(.notFound, "no app named '\(name.prefix(64))' on this server") }
+            guard caller?.admin == true else {
+                throw Problem(.unprocessableContent, "no app named '\(name.prefix(64))' on this server; the app's developers know its name")
+            }
             let known = ([AppName.default] + configuration.apps.keys.sorted()).joined(separator: ", ")
             throw Problem(.unprocessableContent, "no app named '\(name.prefix(64))' on this server; its apps are \(known)")
         }
@@ -405,7 +414,7 @@ extension Services {
     /// The app a notification or campaign goes to: the one asked for (known, 422 otherwise), and
     /// for a key bound to an app, that app alone (403 for another; its own when none is named).
     func appAllowed(_ requested: String?, for caller: Principal) throws -> String? {
-        let app = try knownApp(requested)
+        let app = try knownApp(requested, for: caller)
         guard let bound = caller.apiKey?.app else { return app }
         guard app == nil || app == bound else {
             throw Problem(.forbidden, "API key \(caller.apiKey!.name) is bound to app \(bound); it cannot send to app \(app!)")

@@ -74,6 +74,10 @@ public struct ServerConfiguration: Sendable {
     /// minute's worth at once); past it, 429 with `Retry-After`. 0 turns the limit off
     /// (`--notifications-per-minute`).
     public var notificationsPerMinute = 60
+    /// Opens one client address may report a minute (`POST /p/{token}/opened` and
+    /// `POST /api/notifications/{id}/opened`); past it, 429 with `Retry-After`; 0 turns the
+    /// limit off (`--opens-per-minute`).
+    public var opensPerMinute = 600
     /// The threads bcrypt runs on; nil for `Authenticator.sharedBcryptPool` (one per process).
     /// Given, for a server embedded beside others (a test's), the caller starts and stops it.
     public var bcryptPool: NIOThreadPool?
@@ -109,6 +113,10 @@ public struct ServerConfiguration: Sendable {
     public var webhookRoots: [String] = []
     public var webhookInterval: Duration = .milliseconds(500)
     public var webhookBackoff: Double = 1
+    /// Webhook receivers may be http and at loopback and private addresses
+    /// (`--allow-private-webhooks`, for receivers on this machine or a private network); else
+    /// https to host names whose every address is public, checked at each delivery (SPEC §24).
+    public var allowPrivateWebhooks = false
 
     /// The defaults of SPEC §4.
     public init() {}

@@ -23,6 +23,8 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     var failedSignIns: Int = Environment.int("RICHPUSH_FAILED_SIGN_INS") ?? 10
     @Option(help: "Notifications one user may create a minute with POST /api/notifications (a minute's worth at once); past it, 429 with Retry-After; 0 turns the limit off (env RICHPUSH_NOTIFICATIONS_PER_MINUTE).")
     var notificationsPerMinute: Int = Environment.int("RICHPUSH_NOTIFICATIONS_PER_MINUTE") ?? 60
+    @Option(help: "Opens one client address may report a minute (POST /p/TOKEN/opened needs no credentials); past it, 429 with Retry-After; 0 turns the limit off (env RICHPUSH_OPENS_PER_MINUTE).")
+    var opensPerMinute: Int = Environment.int("RICHPUSH_OPENS_PER_MINUTE") ?? 600
     @Option(help: "Address to listen on (env RICHPUSH_HOST).")
     var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
     @Option(help: "Port to listen on (env RICHPUSH_PORT).")
@@ -86,6 +88,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
             guard metricsPort != port else { throw ValidationError("--metrics-port must differ from --port") }
         }
         guard notificationsPerMinute >= 0 else { throw ValidationError("--notifications-per-minute must be 0 (off) or more") }
+        guard opensPerMinute >= 0 else { throw ValidationError("--opens-per-minute must be 0 (off) or more") }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
         guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
     }
@@ -115,6 +118,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         configuration.trustedProxies = trustedProxyBlocks.compactMap { CIDR($0) }
         configuration.metricsPort = metricsPortValue
         configuration.notificationsPerMinute = notificationsPerMinute
+        configuration.opensPerMinute = opensPerMinute
         configuration.maxConnections = maxConnections
         configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
         configuration.publicURL = urlOptions.publicUrl
@@ -148,6 +152,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         if vapid != nil { configuration.vapidPublicKey = vapid?.publicKey }
         configuration.allowPrivatePushEndpoints = pushOptions.allowPrivatePushEndpoints
         configuration.webhookRoots = pushOptions.pushCa
+        configuration.allowPrivateWebhooks = pushOptions.allowPrivateWebhooks
         if let flags = try pushOptions.makeProvider(vapid: vapid) { apps[AppName.default] = flags }
         // One app: its provider as it is. Several: each push through its app's.
         let chosen: (provider: any PushProvider, mirror: (any RegistrationMirror)?)? = switch apps.count {
