@@ -20,7 +20,7 @@ clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     fuzz/image_fuzzer.c Sources/CImageCodecs/rp_codecs.c Sources/CImageCodecs/rp_gif.c Sources/CImageCodecs/rp_variants.c \
     $(pkg-config --libs libpng libjpeg) -lgif -lm -o "$bin"
 mkdir -p fuzz/corpus
-seeds=(fuzz/corpus ../shared/corpus/pngsuite ../shared/corpus/jpeg media)
+seeds=(fuzz/corpus Tests/Corpus/pngsuite Tests/Corpus/jpeg media)
 [ -d fuzz/crashes ] && seeds+=(fuzz/crashes)
 echo "fuzz: ${seconds}s, ${jobs} job(s), seeds: ${seeds[*]}" >&2
 parallel=()

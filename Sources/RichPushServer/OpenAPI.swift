@@ -119,6 +119,9 @@ struct APIResponse: Sendable {
     var headers: [String: String] = [:]
     /// OpenAPI links: name → the operation it leads to and the parameter filled from this body.
     var links: [String: (operationID: String, parameter: String, field: String)] = [:]
+    /// The body types its content names (`json`, `jsonArray`): each is described in
+    /// `components.schemas` because a response names it, never by a list kept apart.
+    var types: [any (Decodable & Sendable).Type] = []
 
     /// The same response, with a link to `operationID` whose `parameter` is this body's `field`.
     func linking(_ name: String, to operationID: String, parameter: String, from field: String) -> APIResponse {
@@ -128,12 +131,12 @@ struct APIResponse: Sendable {
     }
 
     /// A JSON body of `type`, described by reading the type.
-    static func json<T: Decodable>(_ type: T.Type, _ description: String, headers: [String: String] = [:]) -> APIResponse {
-        APIResponse(description: description, content: [("application/json", .ref(OpenAPIDocument.name(of: type)))], headers: headers)
+    static func json<T: Decodable & Sendable>(_ type: T.Type, _ description: String, headers: [String: String] = [:]) -> APIResponse {
+        APIResponse(description: description, content: [("application/json", .ref(OpenAPIDocument.name(of: type)))], headers: headers, types: [type])
     }
 
-    static func jsonArray<T: Decodable>(of type: T.Type, _ description: String) -> APIResponse {
-        APIResponse(description: description, content: [("application/json", .array(of: .ref(OpenAPIDocument.name(of: type))))])
+    static func jsonArray<T: Decodable & Sendable>(of type: T.Type, _ description: String) -> APIResponse {
+        APIResponse(description: description, content: [("application/json", .array(of: .ref(OpenAPIDocument.name(of: type))))], types: [type])
     }
 
     /// An `application/problem+json` error.
@@ -149,11 +152,11 @@ struct APIResponse: Sendable {
 
 /// Builds `/openapi.json` (OpenAPI 3.1) from the endpoints and the `Codable` body types.
 enum OpenAPIDocument {
-    /// Every named body type, in `components.schemas`.
+    /// The named body types that requests name by `.ref` (responses' types come with them), in `components.schemas`.
     static var bodyTypes: [any Decodable.Type] { [
         HealthResponse.self, MediaResponse.self, ConsoleMediaItem.self, ConsoleUser.self, ConsoleUserDetail.self, ConsoleDevice.self, ConsolePush.self, ConsoleReach.self, ConsoleProgress.self, ConsoleFailure.self, RegistrationCreated.self, RegistrationUpdate.self, RegistrationResponse.self,
         RegistrationDeleted.self, NotificationRequest.self, NotificationCreated.self, NotificationSummary.self,
-        SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self,
+        SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self, MeUpdate.self,
     ] }
 
     static func name(of type: any Decodable.Type) -> String { String(describing: type) }
@@ -170,7 +173,10 @@ enum OpenAPIDocument {
             paths[endpoint.path, default: [:]][endpoint.method.rawValue.lowercased()] = try operation(endpoint, configuration: configuration)
         }
         var schemas: [String: Any] = [:]
-        for type in bodyTypes { schemas[name(of: type)] = try object(JSONSchema.of(type)) }
+        for type in bodyTypes + endpoints.flatMap({ $0.responses.values.flatMap { $0.types.map { $0 as any Decodable.Type } } })
+        where schemas[name(of: type)] == nil {
+            schemas[name(of: type)] = try object(JSONSchema.of(type))
+        }
         // SPEC §18: an app is one of this server's, listed, so that a schema-valid request names one that exists.
         let apps = appNames(configuration)
         func listingApps(_ value: Any) -> Any {
@@ -204,7 +210,23 @@ enum OpenAPIDocument {
                 ],
             ],
         ]
+        // Every `$ref` must lead somewhere (SPEC §23): one that does not is a document no
+        // client can be generated from, so the server does not start with it.
+        if let dangling = references(in: document).first(where: { reference in
+            guard reference.hasPrefix("#/components/schemas/") else { return true }
+            return schemas[String(reference.dropFirst("#/components/schemas/".count))] == nil
+        }) {
+            throw SchemaReaderError("/openapi.json would name \(dangling), which it does not define: add its type to OpenAPIDocument.bodyTypes")
+        }
         return try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted])
+    }
+
+    /// Every `$ref` in a JSON value.
+    static func references(in value: Any) -> [String] {
+        if let array = value as? [Any] { return array.flatMap(references) }
+        guard let object = value as? [String: Any] else { return [] }
+        let own = (object["$ref"] as? String).map { [$0] } ?? []
+        return own + object.values.flatMap(references)
     }
 
     private static func operation(_ endpoint: Endpoint, configuration: ServerConfiguration) throws -> [String: Any] {

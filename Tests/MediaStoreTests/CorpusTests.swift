@@ -5,7 +5,7 @@ import NIOCore
 import RichPushTestSupport
 import Testing
 
-/// One line of `../shared/corpus/EXPECTED.tsv`.
+/// One line of `Tests/Corpus/EXPECTED.tsv`.
 struct CorpusCase: CustomTestStringConvertible, Sendable {
     var file: String
     var accept: Bool

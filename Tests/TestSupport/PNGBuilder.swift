@@ -130,10 +130,11 @@ struct BitWriter {
     func bytes() -> [UInt8] { count > 0 ? out + [UInt8(current)] : out }
 }
 
-/// Paths of the repository and of `../shared/corpus`.
+/// Paths of the repository and of the image corpus it keeps (`Tests/Corpus`: PngSuite and
+/// libjpeg's test images with their expected verdicts, SPEC §23).
 public enum Fixtures {
     public static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    public static let corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/corpus")
+    public static let corpus = packageRoot.appendingPathComponent("Tests/Corpus")
     public static let media = packageRoot.appendingPathComponent("media")
 
     public static func bytes(_ url: URL) throws -> [UInt8] { [UInt8](try Data(contentsOf: url)) }
