@@ -42,6 +42,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         // System libraries: headers and link flags come from pkg-config, apt names the package.
@@ -189,7 +190,12 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
+            // The console's and the Web Push demo's HTML, CSS and JavaScript, and the Mustache
+            // templates the console fills in: compiled into the binary (PageFile), so that a
+            // deployed `richpush` is one file, as before they were files.
+            resources: [.embedInCode("Pages/console-app.mustache"), .embedInCode("Pages/console-forbidden.mustache"), .embedInCode("Pages/console-signin.mustache"), .embedInCode("Pages/console.css"), .embedInCode("Pages/console.js"), .embedInCode("Pages/webpush-demo.html"), .embedInCode("Pages/webpush-sw.js")],
             swiftSettings: swiftSettings
         ),
         // The device side (an app and its Notification Service Extension): Foundation only.

@@ -25,6 +25,8 @@ public func buildApplication(
 ) async throws -> RichPushApplication {
     var logger = logger
     logger.logLevel = configuration.logLevel
+    // The pages are parsed now: a template that does not parse stops the start, not a request.
+    PageFile.loadAll()
     let given = data
     let data: DataStore
     if let given {

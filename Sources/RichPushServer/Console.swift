@@ -3,10 +3,12 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import MediaStore
+import Mustache
 import RichPushCore
 
 /// `/console` (SPEC §15): a page for admins, server-rendered with a little script, no build
-/// step and nothing fetched from elsewhere.
+/// step and nothing fetched from elsewhere. The pages are files (`ConsolePages`); this type
+/// serves them and guards the session.
 ///
 /// Signing in makes a session (§9) whose token lives only in an `HttpOnly`, `SameSite=Strict`
 /// cookie scoped to `/console`; no password is kept. Every state-changing request must carry the
@@ -80,544 +82,90 @@ enum Console {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
     }
 
-    static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
-    }
-
-    static let style = """
-    <style>
-      :root { color-scheme: light; }
-      body { font: 16px/1.5 system-ui, sans-serif; margin: 0; color: #1d1d1f; background: #f5f5f7; }
-      header { display: flex; align-items: center; justify-content: space-between; gap: 1rem; padding: .6rem 1rem; background: #1d1d1f; color: white; }
-      header h1 { font-size: 1.1rem; margin: 0; }
-      main { max-width: 60rem; margin: 0 auto; padding: 1rem; }
-      section { background: white; border-radius: 10px; padding: 1rem; margin-bottom: 1rem; }
-      h2 { font-size: 1.1rem; margin: 0 0 .6rem; }
-      label { display: block; margin: .6rem 0 .2rem; }
-      input, button { font: inherit; padding: .45rem .6rem; border-radius: 6px; border: 1px solid #c7c7cc; box-sizing: border-box; }
-      button { background: #0a63c9; color: white; border: 0; cursor: pointer; }
-      button.quiet { background: transparent; color: inherit; border: 1px solid #8e8e93; }
-      :focus-visible { outline: 3px solid #8ab4f8; outline-offset: 2px; }
-      .signin { max-width: 22rem; margin: 4rem auto; }
-      .signin input, .signin button { width: 100%; }
-      .error { color: #b00020; }
-      #drop { border: 2px dashed #8e8e93; border-radius: 10px; padding: 1.2rem; text-align: center; }
-      #drop.over { border-color: #0a63c9; background: #eef4fd; }
-      #verdicts { list-style: none; padding: 0; margin: .6rem 0 0; }
-      #verdicts li { padding: .2rem 0; }
-      #verdicts .ok { color: #1b7f3b; }
-      #grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(8.5rem, 1fr)); gap: .6rem; margin-top: 1rem; }
-      #grid button { background: #f2f2f7; color: inherit; padding: .3rem; display: flex; flex-direction: column; align-items: center; gap: .2rem; font-size: .8rem; }
-      #grid img { width: 8rem; height: 8rem; object-fit: contain; background: repeating-conic-gradient(#e5e5ea 0 25%, white 0 50%) 0 0 / 16px 16px; }
-      #detail { margin-top: 1rem; }
-      #detail dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; margin: 0; }
-      #detail dd { margin: 0; word-break: break-all; }
-      fieldset { border: 0; padding: 0; margin: 0; min-width: 0; }
-      .row > div { min-width: 0; }
-      select, input, textarea { max-width: 100%; }
-      .row { display: flex; gap: 1rem; flex-wrap: wrap; align-items: center; }
-      #compose input[type=text], #compose textarea, #compose select { width: 100%; font: inherit; padding: .45rem .6rem; border-radius: 6px; border: 1px solid #c7c7cc; box-sizing: border-box; }
-      #audience-value.bad { border-color: #b00020; }
-      #reach { margin: .4rem 0; }
-      #previews { display: grid; grid-template-columns: repeat(auto-fill, minmax(15rem, 1fr)); gap: .8rem; margin-top: .8rem; }
-      .phone { background: #e5e5ea; border-radius: 14px; padding: .6rem; }
-      .phone h3 { font-size: .8rem; margin: 0 0 .4rem; color: #3a3a3c; font-weight: 600; }
-      .note { background: rgba(255,255,255,.92); border-radius: 12px; padding: .55rem .65rem; display: grid; grid-template-columns: 1fr auto; gap: .1rem .5rem; font-size: .85rem; }
-      .android .note { border-radius: 8px; }
-      .note .app { grid-column: 1 / -1; font-size: .7rem; color: #6e6e73; text-transform: uppercase; }
-      .note strong { display: block; }
-      .note .body { overflow: hidden; display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical; }
-      .note.expanded .body { -webkit-line-clamp: unset; display: block; }
-      .note .subtitle { display: block; font-weight: 600; font-size: .8rem; }
-      .note .buttons { grid-column: 1 / -1; display: flex; gap: .35rem; margin-top: .3rem; }
-      .note .button { flex: 1; text-align: center; background: rgba(120,120,128,.16); border-radius: 8px; padding: .3rem; font-size: .8rem; }
-      .note .small { width: 2.6rem; height: 2.6rem; object-fit: cover; border-radius: 6px; grid-row: 2 / span 2; grid-column: 2; }
-      .note .large { grid-column: 1 / -1; width: 100%; border-radius: 8px; margin-top: .3rem; }
-      .ios .note .large { max-height: 14rem; object-fit: contain; background: #f2f2f7; }
-      .android .note .large { aspect-ratio: 2 / 1; object-fit: cover; }
-      #user-list { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4rem; }
-      #user-list button { background: #f2f2f7; color: inherit; }
-      #user-detail ul { padding-left: 1.2rem; }
-      #user-detail li button { margin-left: .5rem; padding: .1rem .5rem; background: #b00020; }
-      button.danger { background: #b00020; }
-      #funnel .step { display: flex; align-items: center; gap: .5rem; margin: .2rem 0; }
-      #funnel .step span:first-child { flex: 0 0 6rem; }
-      #funnel .step span:last-child { white-space: nowrap; }
-      #funnel .bar { height: 1rem; background: #1a73e8; border-radius: 3px; min-width: 2px; }
-      #timeline .sent { stroke: #1a73e8; fill: #1a73e8; } #timeline .displayed { stroke: #188038; fill: #188038; }
-      #timeline .opened { stroke: #e37400; fill: #e37400; } #timeline text.axis { fill: #555; stroke: none; }
-      #timeline polyline { fill: none; stroke-width: 2; } #timeline text { font-size: 12px; stroke: none; }
-      .locale-row label { font-weight: normal; }
-      #counts { display: grid; grid-template-columns: repeat(4, 1fr); gap: .5rem; text-align: center; margin-top: .6rem; }
-      #counts div { background: #f2f2f7; border-radius: 8px; padding: .4rem; }
-      #counts b { display: block; font-size: 1.4rem; }
-      .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
-    </style>
-    """
-
+    /// The sign-in form, with why the last try was refused when it was.
     static func signInPage(error: String?) -> String {
-        """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>RichPush console · sign in</title>\(style)</head>
-        <body><main><section class="signin">
-        <h1>RichPush console</h1>
-        <p>Sign in with an admin account.</p>
-        \(error.map { "<p class=\"error\" id=\"error\" role=\"alert\">\(escape($0))</p>" } ?? "")
-        <form method="post" action="/console/session">
-          <label for="name">User name</label><input id="name" name="name" autocomplete="username" required autofocus>
-          <label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
-          <p><button type="submit" id="signin">Sign in</button></p>
-        </form>
-        </section></main></body></html>
-        """
+        var values: [String: String] = ["css": ConsolePages.css]
+        values["error"] = error // absent, not empty, when there is none: the template leaves its line blank
+        return ConsolePages.signIn.render(values)
     }
 
+    /// The page for a signed-in user who is not an admin.
     static func forbiddenPage(user: String) -> String {
-        """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>RichPush console · not an admin</title>\(style)</head>
-        <body><main><section class="signin">
-        <h1>Not an admin</h1>
-        <p id="forbidden">\(escape(user)) is not an admin. The console is for admins (<code>richpush users add NAME --admin</code>).</p>
-        <p><a href="/console">Sign in as someone else</a></p>
-        </section></main></body></html>
-        """
+        let values: [String: String] = ["css": ConsolePages.css, "user": user]
+        return ConsolePages.forbidden.render(values)
     }
 
+    /// The console itself, for an admin's session: the CSRF token goes in the page's
+    /// `csrf-token` meta tag (the script sends it as `X-CSRF-Token`) and in the sign-out form.
     static func appPage(user: String, csrf: String) -> String {
-        """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-        <meta name="csrf-token" content="\(csrf)">
-        <title>RichPush console</title>\(style)</head>
-        <body>
-        <header><h1>RichPush console</h1>
-          <form method="post" action="/console/session/end"><input type="hidden" name="csrf" value="\(csrf)">
-            <span id="user">\(escape(user))</span> <button class="quiet" type="submit" id="signout">Sign out</button></form>
-        </header>
-        <main>
-        <section aria-labelledby="media-title">
-          <h2 id="media-title">Media</h2>
-          <div id="drop">
-            <p>Drop PNG, JPEG or GIF images here, or</p>
-            <label for="files" class="visually-hidden">Choose images</label>
-            <input type="file" id="files" accept="image/png,image/jpeg,image/gif" multiple>
-          </div>
-          <ul id="verdicts" aria-live="polite"></ul>
-          <div id="grid" aria-label="Stored images"></div>
-          <div id="detail" aria-live="polite"></div>
-        </section>
-        <section id="compose" aria-labelledby="compose-title">
-          <h2 id="compose-title">Compose</h2>
-          <fieldset><legend>Audience</legend>
-            <div class="row">
-              <label><input type="radio" name="audience" value="all" checked> Everyone</label>
-              <label><input type="radio" name="audience" value="users"> Users</label>
-              <label><input type="radio" name="audience" value="tags"> Tag expression</label>
-            </div>
-            <label for="audience-value" class="visually-hidden">Users (comma-separated) or tag expression</label>
-            <input type="text" id="audience-value" placeholder="alice, bob  ·  or  sports &amp;&amp; !lang:fr" disabled>
-            <label for="app">App</label><select id="app"><option value="">Every app</option></select>
-          </fieldset>
-          <p id="reach" aria-live="polite"></p>
-          <label for="title">Title</label><input type="text" id="title" maxlength="200" value="">
-          <label for="message">Message</label><textarea id="message" rows="2" maxlength="2000">Check this image out!</textarea>
-          <div class="row">
-            <div style="flex: 2 1 12rem"><label for="image">Image</label><select id="image"></select></div>
-            <div style="flex: 1 1 8rem"><label for="mode">Mode</label>
-              <select id="mode"><option value="alert">Alert (shown, with the image)</option><option value="silent">Silent (the app fetches)</option></select></div>
-          </div>
-          <div class="row">
-            <div style="flex: 1 1 10rem"><label for="when">When</label>
-              <select id="when"><option value="now">Now</option><option value="at">At a time</option><option value="local">At each user's local time</option></select></div>
-            <div style="flex: 1 1 12rem" id="when-at" hidden><label for="send-at">Time (yours)</label><input type="datetime-local" id="send-at"></div>
-            <div style="flex: 1 1 7rem" id="when-local" hidden><label for="local-time">Local time</label><input type="time" id="local-time" value="09:00"></div>
-            <div style="flex: 1 1 10rem" id="when-date" hidden><label for="local-date">On (optional)</label><input type="date" id="local-date"></div>
-          </div>
-          <details id="languages"><summary>Other languages</summary>
-            <p>Each user gets their language's words (fr-CA falls back to fr, then to the default language); the title and message above are the default language's.</p>
-            <label for="default-locale">Default language</label><input type="text" id="default-locale" value="en" maxlength="35">
-            <div id="locale-rows"></div>
-            <p><button type="button" id="add-locale">Add a language</button></p>
-          </details>
-          <details id="options"><summary>Delivery options</summary>
-            <div class="row">
-              <div style="flex: 2 1 10rem"><label for="opt-subtitle">Subtitle</label><input type="text" id="opt-subtitle" maxlength="256"></div>
-              <div style="flex: 1 1 7rem"><label for="opt-thread">Thread</label><input type="text" id="opt-thread" maxlength="64" placeholder="sales"></div>
-              <div style="flex: 1 1 7rem"><label for="opt-category">Category</label><input type="text" id="opt-category" maxlength="64" placeholder="SALE"></div>
-            </div>
-            <div class="row">
-              <div style="flex: 1 1 7rem"><label for="opt-sound">Sound</label><input type="text" id="opt-sound" maxlength="256" placeholder="default"></div>
-              <div style="flex: 1 1 9rem"><label for="opt-level">Interruption</label><select id="opt-level"><option value="">Active (default)</option><option value="passive">Passive</option><option value="time-sensitive">Time-sensitive</option><option value="critical">Critical</option></select></div>
-              <div style="flex: 1 1 7rem"><label for="opt-priority">Priority</label><select id="opt-priority"><option value="">High (default)</option><option value="normal">Normal</option></select></div>
-            </div>
-            <div class="row">
-              <div style="flex: 1 1 7rem"><label for="opt-expiry">Expires after (hours)</label><input type="number" id="opt-expiry" min="0" max="672" step="any" placeholder="24"></div>
-              <div style="flex: 1 1 7rem"><label for="opt-badge">Badge</label><select id="opt-badge"><option value="">None</option><option value="unread">Unread count</option></select></div>
-              <div style="flex: 1 1 8rem"><label for="opt-pace">Pace (pushes a minute)</label><input type="number" id="opt-pace" min="1" max="1000000" step="1" placeholder="as fast as they go"></div>
-              <div style="flex: 1 1 7rem"><label for="opt-channel">Android channel</label><input type="text" id="opt-channel" maxlength="64"></div>
-            </div>
-            <label for="opt-buttons">Buttons (up to 4: id:Title, comma-separated)</label><input type="text" id="opt-buttons" placeholder="buy:Buy now, later:Later">
-          </details>
-          <label for="preview-locale">Preview in</label><select id="preview-locale"><option value="">Default language</option></select>
-          <div id="previews" aria-label="How phones will show it">
-            <div class="phone ios"><h3>iPhone</h3><div class="note" id="ios-collapsed"></div></div>
-            <div class="phone ios"><h3>iPhone, expanded</h3><div class="note expanded" id="ios-expanded"></div></div>
-            <div class="phone android"><h3>Android</h3><div class="note" id="android-collapsed"></div></div>
-            <div class="phone android"><h3>Android, expanded</h3><div class="note expanded" id="android-expanded"></div></div>
-          </div>
-          <p><button type="button" id="send">Send</button> <span id="send-result" aria-live="polite"></span></p>
-        </section>
-        <section id="people" aria-labelledby="people-title">
-          <h2 id="people-title">Users and devices</h2>
-          <p id="apps-summary" aria-live="polite"></p>
-          <label for="user-search">Search users</label><input type="text" id="user-search" placeholder="part of a name" autocomplete="off">
-          <ul id="user-list"></ul>
-          <div id="user-detail" aria-live="polite"></div>
-        </section>
-        <section id="watch" aria-labelledby="watch-title" hidden>
-          <h2 id="watch-title">Campaign <span id="campaign-id"></span>: <span id="campaign-status"></span></h2>
-          <div id="counts" aria-live="polite">
-            <div><b id="count-pending">0</b>pending</div><div><b id="count-sent">0</b>sent</div>
-            <div><b id="count-failed">0</b>failed</div><div><b id="count-fetched">0</b>fetched</div>
-          </div>
-          <p><button type="button" id="cancel" class="danger" hidden>Cancel the rest</button> <span id="cancel-result" aria-live="polite"></span></p>
-          <h3>Funnel</h3>
-          <div id="funnel" aria-label="Queued, sent, displayed and opened"></div>
-          <h3>Timeline</h3>
-          <svg id="timeline" role="img" aria-label="Sent, displayed and opened per minute" viewBox="0 0 600 160" width="100%" height="160"></svg>
-          <details id="failures-box"><summary>Failed devices and why</summary><ul id="failures"></ul></details>
-        </section>
-        </main>
-        <script>
-        "use strict";
-        const csrf = document.querySelector('meta[name="csrf-token"]').content;
-        const $ = (id) => document.getElementById(id);
-        function text(tag, content, className) { const e = document.createElement(tag); e.textContent = content; if (className) e.className = className; return e; }
-        async function call(method, path, body, type) {
-          const headers = { "X-CSRF-Token": csrf };
-          if (type) headers["Content-Type"] = type;
-          try {
-            const answer = await fetch(path, { method, headers, body, credentials: "same-origin" });
-            const json = await answer.json().catch(() => ({}));
-            return { ok: answer.ok, status: answer.status, json };
-          } catch (error) {
-            return { ok: false, status: 0, json: { detail: "The server did not answer (" + error.message + "); try again." } };
-          }
+        let values: [String: String] = ["css": ConsolePages.css, "script": ConsolePages.script, "user": user, "csrf": csrf]
+        return ConsolePages.app.render(values)
+    }
+}
+
+/// The console's pages, from `Pages/` in the target's resources: Mustache templates for the
+/// HTML, and the style sheet and script they inline.
+///
+/// The CSS and the script are inlined with `{{{…}}}` (never parsed as Mustache, never escaped),
+/// since the console's CSP allows inline style and script and no other source. Values the server
+/// fills in use `{{…}}`, which HTML-escapes them as the page always did (`& < > " '`). Each
+/// template is loaded and parsed once, on first use; one that is missing or does not parse stops
+/// the server there with its name, rather than serving a blank page.
+enum ConsolePages {
+    static let css = PageFile.text("console", "css")
+    static let script = PageFile.text("console", "js")
+    static let signIn = PageFile.template("console-signin")
+    static let forbidden = PageFile.template("console-forbidden")
+    static let app = PageFile.template("console-app")
+}
+
+/// A page's file in the target's resources (`Sources/RichPushServer/Pages`), compiled into the
+/// binary by SwiftPM (`.embedInCode`): a deployed `richpush` needs no folder beside it.
+///
+/// Every file ends with one newline that is not part of the page: an editor may keep it, and the
+/// bytes served stay those of the file without it. A name with no file, or an empty file, is a
+/// build mistake, not a page: it stops the server naming the file.
+enum PageFile {
+    static let folder = "Pages"
+
+    /// Loads and parses every page now, so that a broken install stops the server as it starts
+    /// rather than at the first request for a page.
+    static func loadAll() {
+        _ = (ConsolePages.css, ConsolePages.script, ConsolePages.signIn, ConsolePages.forbidden, ConsolePages.app,
+             WebPushDemo.page, WebPushDemo.serviceWorker)
+    }
+
+    /// Every embedded file, by its name in `Pages/`.
+    private static let embedded: [String: [UInt8]] = [
+        "console-app.mustache": PackageResources.console_app_mustache,
+        "console-forbidden.mustache": PackageResources.console_forbidden_mustache,
+        "console-signin.mustache": PackageResources.console_signin_mustache,
+        "console.css": PackageResources.console_css,
+        "console.js": PackageResources.console_js,
+        "webpush-demo.html": PackageResources.webpush_demo_html,
+        "webpush-sw.js": PackageResources.webpush_sw_js,
+    ]
+
+    /// The text of `Pages/NAME.EXT`, less its final newline.
+    static func text(_ name: String, _ ext: String) -> String {
+        let file = "\(name).\(ext)"
+        guard let bytes = embedded[file] else {
+            fatalError("RichPushServer has no page file \(folder)/\(file): add it to Pages/ and to the target's resources in Package.swift")
         }
-        function size(bytes) { return bytes < 1024 ? bytes + " B" : bytes < 1048576 ? (bytes / 1024).toFixed(1) + " KB" : (bytes / 1048576).toFixed(1) + " MB"; }
-        async function loadMedia() {
-          const { ok, json } = await call("GET", "/console/api/media");
-          if (!ok) return;
-          const grid = $("grid");
-          grid.replaceChildren();
-          for (const item of json) {
-            const button = document.createElement("button");
-            button.type = "button";
-            button.dataset.sha256 = item.sha256;
-            const img = document.createElement("img");
-            img.src = "/console/media/" + item.sha256 + "?variant=thumb";
-            img.alt = item.names.length ? item.names.join(", ") : item.sha256.slice(0, 12);
-            img.loading = "lazy";
-            button.append(img, text("span", item.names[0] || item.sha256.slice(0, 12)), text("span", item.width + "×" + item.height + " · " + size(item.size)));
-            button.addEventListener("click", () => showDetail(item));
-            grid.append(button);
-          }
-          const select = $("image"), chosen = select.value;
-          select.replaceChildren(...json.map((item) => { const o = text("option", (item.names[0] || item.sha256.slice(0, 12)) + " (" + item.width + "×" + item.height + ")"); o.value = item.sha256; return o; }));
-          if (chosen) select.value = chosen;
-          preview();
+        var text = String(decoding: bytes, as: UTF8.self)
+        if text.hasSuffix("\n") { text.removeLast() }
+        guard !text.isEmpty else { fatalError("RichPushServer's page file \(folder)/\(file) is empty") }
+        return text
+    }
+
+    /// The Mustache template `Pages/NAME.mustache`, parsed.
+    static func template(_ name: String) -> MustacheTemplate {
+        let source = text(name, "mustache")
+        do {
+            return try MustacheTemplate(string: source)
+        } catch {
+            fatalError("RichPushServer's page template \(folder)/\(name).mustache does not parse: \(error)")
         }
-        function showDetail(item) {
-          const detail = $("detail");
-          const list = document.createElement("dl");
-          const rows = [["SHA-256", item.sha256], ["Type", item.contentType], ["Size", item.width + "×" + item.height + ", " + size(item.size)],
-                        ["Names", item.names.join(", ") || "none"], ["Used by", item.usedBy.length ? item.usedBy.join(", ") : "nothing yet"]];
-          for (const [k, v] of rows) list.append(text("dt", k), text("dd", v));
-          detail.replaceChildren(text("h3", "Image " + item.sha256.slice(0, 12)), list);
-        }
-        async function upload(files) {
-          for (const file of files) {
-            const { ok, json } = await call("POST", "/console/api/media", file, "application/octet-stream");
-            const line = ok ? text("li", "✓ " + file.name + ": stored as " + json.sha256.slice(0, 12) + " (" + json.contentType + ", " + json.width + "×" + json.height + ")" +
-                                         (json.stripped.length ? ", removed " + json.stripped.join(", ") : ""), "ok")
-                            : text("li", "✗ " + file.name + ": " + (json.detail || "refused"), "error");
-            $("verdicts").prepend(line);
-          }
-          await loadMedia();
-        }
-        $("files").addEventListener("change", (e) => upload(e.target.files));
-        const drop = $("drop");
-        drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
-        drop.addEventListener("dragleave", () => drop.classList.remove("over"));
-        drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); upload(e.dataTransfer.files); });
-        function audience() {
-          const kind = document.querySelector('input[name="audience"]:checked').value;
-          const value = $("audience-value").value.trim();
-          const app = $("app").value ? "&app=" + encodeURIComponent($("app").value) : "";
-          if (kind === "users") return { query: "users=" + encodeURIComponent(value) + app, body: { users: value.split(",").map((s) => s.trim()).filter(Boolean) } };
-          if (kind === "tags") return { query: "tags=" + encodeURIComponent(value) + app, body: { tags: value } };
-          return { query: "all=1" + app, body: { all: true } };
-        }
-        async function loadApps() {
-          const { ok, json } = await call("GET", "/console/api/apps");
-          if (!ok) return;
-          for (const a of json) {
-            const option = document.createElement("option");
-            option.value = a.name;
-            option.textContent = a.name + " · " + a.devices + " device" + (a.devices === 1 ? "" : "s");
-            $("app").append(option);
-          }
-          $("apps-summary").textContent = "Apps: " + json.map((a) => a.name + " (" + a.devices + " device" + (a.devices === 1 ? "" : "s") + ")").join(", ");
-        }
-        $("app").addEventListener("change", checkAudience);
-        let reachTimer, reachAsked = 0;
-        function checkAudience() {
-          const kind = document.querySelector('input[name="audience"]:checked').value;
-          $("audience-value").disabled = kind === "all";
-          $("send").disabled = true; // until this audience is checked
-          clearTimeout(reachTimer);
-          reachTimer = setTimeout(async () => {
-            const asked = ++reachAsked;
-            const { ok, json } = await call("GET", "/console/api/audience?" + audience().query);
-            if (asked !== reachAsked) return; // a later answer is coming
-            $("audience-value").classList.toggle("bad", !ok);
-            $("reach").textContent = ok ? "Will reach " + json.users + " user" + (json.users === 1 ? "" : "s") + " on " + json.devices + " device" + (json.devices === 1 ? "" : "s") + "."
-                                        : (json.detail || "Not an audience.");
-            $("send").disabled = !ok || json.devices === 0;
-          }, 250);
-        }
-        for (const radio of document.querySelectorAll('input[name="audience"]')) radio.addEventListener("change", checkAudience);
-        $("audience-value").addEventListener("input", checkAudience);
-        function localeRows() {
-          return [...document.querySelectorAll("#locale-rows .locale-row")].map((row) => ({
-            locale: row.querySelector(".locale-tag").value.trim(), title: row.querySelector(".locale-title").value, message: row.querySelector(".locale-message").value }))
-            .filter((r) => r.locale);
-        }
-        function words() {
-          const chosen = $("preview-locale").value;
-          const row = localeRows().find((r) => r.locale === chosen);
-          return row ? { title: row.title || $("title").value, message: row.message || $("message").value } : { title: $("title").value, message: $("message").value };
-        }
-        function refreshPreviewLocales() {
-          const chosen = $("preview-locale").value;
-          const options = [new Option("Default language (" + ($("default-locale").value || "en") + ")", "")];
-          for (const r of localeRows()) options.push(new Option(r.locale, r.locale));
-          $("preview-locale").replaceChildren(...options);
-          $("preview-locale").value = localeRows().some((r) => r.locale === chosen) ? chosen : "";
-          preview();
-        }
-        $("add-locale").addEventListener("click", () => {
-          const row = document.createElement("div");
-          row.className = "locale-row row";
-          const n = document.querySelectorAll("#locale-rows .locale-row").length + 1;
-          row.innerHTML = '<div style="flex: 0 1 6rem"><label>Language <input type="text" class="locale-tag" maxlength="35" placeholder="fr-CA"></label></div>'
-            + '<div style="flex: 1 1 10rem"><label>Title <input type="text" class="locale-title" maxlength="200"></label></div>'
-            + '<div style="flex: 2 1 14rem"><label>Message <input type="text" class="locale-message" maxlength="2000"></label></div>';
-          row.querySelector(".locale-tag").id = "locale-tag-" + n;
-          for (const input of row.querySelectorAll("input")) input.addEventListener("input", refreshPreviewLocales);
-          $("locale-rows").append(row);
-          row.querySelector(".locale-tag").focus();
-        });
-        $("default-locale").addEventListener("input", refreshPreviewLocales);
-        $("preview-locale").addEventListener("change", preview);
-        $("when").addEventListener("change", () => {
-          $("when-at").hidden = $("when").value !== "at";
-          $("when-local").hidden = $("when-date").hidden = $("when").value !== "local";
-        });
-        function note(target, expanded, android) {
-          const image = $("image").value, alert = $("mode").value === "alert";
-          const parts = [text("span", android ? "My App · now" : "MY APP", "app")];
-          const words = document.createElement("div");
-          const chosen = window.words();
-          if (chosen.title) words.append(text("strong", chosen.title));
-          if (alert && $("opt-subtitle").value) words.append(text("span", $("opt-subtitle").value, "subtitle"));
-          words.append(text("span", alert ? chosen.message : "(silent: nothing shown until the app fetches and shows it)", "body"));
-          parts.push(words);
-          if (alert && image) {
-            const img = document.createElement("img");
-            // What the phone gets: the push variant when expanded, its small crop when not.
-            img.src = "/console/media/" + image + (expanded ? "?variant=push" : "?variant=thumb");
-            img.alt = "";
-            img.className = expanded ? "large" : "small";
-            parts.push(img);
-          }
-          // Buttons show when a notification is expanded (a long press on iOS, the arrow on Android).
-          const shown = buttons().slice(0, 4);
-          if (alert && expanded && shown.length) {
-            const row = document.createElement("div");
-            row.className = "buttons";
-            row.append(...shown.map((b) => text("span", b.title, "button")));
-            parts.push(row);
-          }
-          target.replaceChildren(...parts);
-        }
-        // Buttons as the API takes them, from "id:Title, id:Title".
-        function buttons() {
-          return $("opt-buttons").value.split(",").map((s) => s.trim()).filter(Boolean).map((s) => {
-            const i = s.indexOf(":");
-            return i < 0 ? { id: s, title: s } : { id: s.slice(0, i).trim(), title: s.slice(i + 1).trim() };
-          });
-        }
-        // SPEC §22: what the options section asks for, into the campaign's body.
-        function deliveryOptions(body) {
-          const o = {};
-          const put = (key, value) => { if (value !== "") o[key] = value; };
-          put("subtitle", $("opt-subtitle").value); put("threadId", $("opt-thread").value.trim()); put("category", $("opt-category").value.trim());
-          put("sound", $("opt-sound").value); put("interruptionLevel", $("opt-level").value); put("priority", $("opt-priority").value);
-          put("androidChannelId", $("opt-channel").value.trim());
-          if ($("opt-expiry").value !== "") o.expiresIn = Math.round(Number($("opt-expiry").value) * 3600);
-          const b = buttons();
-          if (b.length) o.actions = b;
-          if (Object.keys(o).length) body.options = o;
-          if ($("opt-badge").value) body.badge = $("opt-badge").value;
-          if ($("opt-pace").value !== "") body.ratePerMinute = Math.round(Number($("opt-pace").value));
-        }
-        function preview() {
-          note($("ios-collapsed"), false, false); note($("ios-expanded"), true, false);
-          note($("android-collapsed"), false, true); note($("android-expanded"), true, true);
-        }
-        for (const id of ["title", "message", "image", "mode", "opt-subtitle", "opt-buttons"]) $(id).addEventListener("input", preview);
-        $("send").addEventListener("click", async () => {
-          const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined,
-                         app: $("app").value || undefined };
-          if ($("title").value) body.title = $("title").value;
-          if ($("when").value === "at" && $("send-at").value) body.sendAt = new Date($("send-at").value).toISOString().replace(/\\.\\d{3}Z$/, "Z");
-          if ($("when").value === "local") { body.localTime = $("local-time").value; if ($("local-date").value) body.localDate = $("local-date").value; }
-          deliveryOptions(body);
-          const rows = localeRows();
-          if (rows.length) {
-            body.defaultLocale = $("default-locale").value.trim() || "en";
-            body.content = { [body.defaultLocale]: { title: $("title").value || undefined, message: $("message").value } };
-            for (const r of rows) body.content[r.locale] = { title: r.title || undefined, message: r.message || undefined };
-          }
-          $("send").disabled = true; // one click, one campaign
-          $("send-result").textContent = "Sending…";
-          const { ok, json } = await call("POST", "/console/api/campaigns", JSON.stringify(body), "application/json");
-          $("send-result").textContent = ok ? "Sent as campaign " + json.id + "." : (json.detail || "Refused.");
-          $("send").disabled = false;
-          if (ok) watch(json.id);
-        });
-        let watching = 0;
-        async function watch(id) {
-          const generation = ++watching; // a newer campaign's watch replaces this one
-          $("watch").hidden = false;
-          $("campaign-id").textContent = id;
-          // Every half second while it sends, then every few seconds for fetches, for ten minutes at most.
-          for (let i = 0; i < 600 && generation === watching; i++) {
-            const { ok, status, json } = await call("GET", "/console/api/campaigns/" + id);
-            if (generation !== watching) return;
-            if (status === 401 || status === 403 || status === 404) { $("campaign-status").textContent = json.detail || "gone"; return; }
-            let done = false;
-            if (ok) {
-              const c = json.campaign;
-              $("campaign-status").textContent = c.status + (c.sendAt ? " for " + new Date(c.sendAt).toLocaleString() : c.localTime ? " for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") : "")
-                + (c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" + (c.expectedEnd ? ", until about " + new Date(c.expectedEnd).toLocaleTimeString() : "") : "");
-              $("cancel").hidden = !(c.status === "scheduled" || c.status === "sending");
-              for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
-              $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
-              done = (c.status === "done" && c.pending === 0) || c.status === "cancelled";
-              const stats = await call("GET", "/console/api/campaigns/" + id + "/stats");
-              if (stats.ok && generation === watching) drawStats(stats.json);
-            }
-            await new Promise((r) => setTimeout(r, done ? 3000 : ok ? 500 : 2000));
-          }
-        }
-        function drawStats(stats) {
-          const steps = [["queued", stats.queued], ["sent", stats.sent], ["displayed", stats.displayed], ["opened", stats.opened]];
-          const top = Math.max(1, stats.queued, stats.sent);
-          $("funnel").replaceChildren(...steps.map(([name, n]) => {
-            const row = document.createElement("div");
-            row.className = "step";
-            const bar = document.createElement("div");
-            bar.className = "bar";
-            bar.style.width = (100 * n / top) * 0.6 + "%";
-            row.append(text("span", name), bar, text("span", String(n) + (name !== "queued" && stats.queued ? " (" + Math.round(100 * n / stats.queued) + "%)" : "")));
-            return row;
-          }), ...Object.entries(stats.failures).map(([reason, n]) => text("p", "Failed: " + reason + " × " + n, "error")));
-          const svg = $("timeline"), ns = "http://www.w3.org/2000/svg", points = stats.timeline;
-          const most = Math.max(1, ...points.flatMap((p) => [p.sent, p.displayed, p.opened]));
-          const x = (i) => points.length < 2 ? 300 : 30 + i * 560 / (points.length - 1), y = (n) => 140 - n * 120 / most;
-          const series = ["sent", "displayed", "opened"];
-          const shapes = series.map((name) => {
-            const line = document.createElementNS(ns, "polyline");
-            line.setAttribute("class", name);
-            line.setAttribute("points", points.map((p, i) => x(i) + "," + y(p[name])).join(" "));
-            return line;
-          });
-          // A dot per minute too: one minute is no line.
-          const dots = series.flatMap((name) => points.map((p, i) => {
-            const dot = document.createElementNS(ns, "circle");
-            dot.setAttribute("class", name); dot.setAttribute("cx", x(i)); dot.setAttribute("cy", y(p[name])); dot.setAttribute("r", 3);
-            return dot;
-          }));
-          const label = (content, lx, ly, className) => {
-            const t = document.createElementNS(ns, "text"); t.setAttribute("x", lx); t.setAttribute("y", ly); t.setAttribute("class", className); t.textContent = content; return t;
-          };
-          const legend = [label("● sent", 30, 156, "sent"), label("● displayed", 100, 156, "displayed"), label("● opened", 200, 156, "opened"),
-                          label(String(most) + "/min", 0, 12, "axis")];
-          if (points.length) {
-            const time = (p) => new Date(p.minute).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-            legend.push(label(time(points[0]), 300, 156, "axis"));
-            if (points.length > 1) legend.push(label(time(points[points.length - 1]), 540, 156, "axis"));
-          }
-          svg.replaceChildren(...shapes, ...dots, ...legend);
-        }
-        $("cancel").addEventListener("click", async () => {
-          const id = $("campaign-id").textContent;
-          $("cancel").disabled = true;
-          const { ok, json } = await call("DELETE", "/console/api/campaigns/" + encodeURIComponent(id));
-          $("cancel-result").textContent = ok ? "Cancelled: " + json.sent + " sent before." : (json.detail || "Refused.");
-          $("cancel").disabled = false;
-          if (ok) $("cancel").hidden = true;
-        });
-        let searchAsked = 0;
-        async function searchUsers() {
-          const asked = ++searchAsked;
-          const { ok, json } = await call("GET", "/console/api/users?q=" + encodeURIComponent($("user-search").value.trim()));
-          if (!ok || asked !== searchAsked) return;
-          $("user-list").replaceChildren(...json.map((u) => {
-            const li = document.createElement("li"), button = document.createElement("button");
-            button.type = "button";
-            button.textContent = u.name + (u.admin ? " (admin)" : "") + " · " + u.devices + " device" + (u.devices === 1 ? "" : "s");
-            button.addEventListener("click", () => showUser(u.name));
-            li.append(button);
-            return li;
-          }));
-        }
-        async function showUser(name) {
-          const { ok, json } = await call("GET", "/console/api/users/" + encodeURIComponent(name));
-          if (!ok) { $("user-detail").replaceChildren(text("p", json.detail || "Not found.", "error")); return; }
-          const devices = document.createElement("ul");
-          for (const d of json.devices) {
-            const li = text("li", d.app + " · " + d.platform + " " + d.handle + "…" + (d.tags.length ? " [" + d.tags.join(", ") + "]" : ""));
-            const remove = document.createElement("button");
-            remove.type = "button";
-            remove.textContent = "Remove";
-            remove.setAttribute("aria-label", "Remove device " + d.handle);
-            remove.addEventListener("click", async () => {
-              const answer = await call("DELETE", "/console/api/registrations/" + encodeURIComponent(d.registrationId) + "?user=" + encodeURIComponent(name));
-              if (answer.ok) { await showUser(name); searchUsers(); } else { li.append(text("span", " " + (answer.json.detail || "refused"), "error")); }
-            });
-            li.append(remove);
-            devices.append(li);
-          }
-          const pushes = document.createElement("ul");
-          for (const p of json.pushes) pushes.append(text("li", "#" + p.id + " " + (p.title ? p.title + ": " : "") + p.message + " (" + p.mode + (p.read ? ", fetched" : "") + ")"));
-          $("user-detail").replaceChildren(text("h3", json.name), text("h4", json.devices.length + " device" + (json.devices.length === 1 ? "" : "s")), devices,
-                                           text("h4", "Last pushes"), json.pushes.length ? pushes : text("p", "none yet"));
-        }
-        $("user-search").addEventListener("input", () => { clearTimeout(window.searchTimer); window.searchTimer = setTimeout(searchUsers, 200); });
-        loadMedia();
-        loadApps();
-        checkAudience();
-        searchUsers();
-        </script>
-        </body></html>
-        """
     }
 }
 

@@ -1,0 +1,322 @@
+"use strict";
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+const $ = (id) => document.getElementById(id);
+function text(tag, content, className) { const e = document.createElement(tag); e.textContent = content; if (className) e.className = className; return e; }
+async function call(method, path, body, type) {
+  const headers = { "X-CSRF-Token": csrf };
+  if (type) headers["Content-Type"] = type;
+  try {
+    const answer = await fetch(path, { method, headers, body, credentials: "same-origin" });
+    const json = await answer.json().catch(() => ({}));
+    return { ok: answer.ok, status: answer.status, json };
+  } catch (error) {
+    return { ok: false, status: 0, json: { detail: "The server did not answer (" + error.message + "); try again." } };
+  }
+}
+function size(bytes) { return bytes < 1024 ? bytes + " B" : bytes < 1048576 ? (bytes / 1024).toFixed(1) + " KB" : (bytes / 1048576).toFixed(1) + " MB"; }
+async function loadMedia() {
+  const { ok, json } = await call("GET", "/console/api/media");
+  if (!ok) return;
+  const grid = $("grid");
+  grid.replaceChildren();
+  for (const item of json) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.dataset.sha256 = item.sha256;
+    const img = document.createElement("img");
+    img.src = "/console/media/" + item.sha256 + "?variant=thumb";
+    img.alt = item.names.length ? item.names.join(", ") : item.sha256.slice(0, 12);
+    img.loading = "lazy";
+    button.append(img, text("span", item.names[0] || item.sha256.slice(0, 12)), text("span", item.width + "×" + item.height + " · " + size(item.size)));
+    button.addEventListener("click", () => showDetail(item));
+    grid.append(button);
+  }
+  const select = $("image"), chosen = select.value;
+  select.replaceChildren(...json.map((item) => { const o = text("option", (item.names[0] || item.sha256.slice(0, 12)) + " (" + item.width + "×" + item.height + ")"); o.value = item.sha256; return o; }));
+  if (chosen) select.value = chosen;
+  preview();
+}
+function showDetail(item) {
+  const detail = $("detail");
+  const list = document.createElement("dl");
+  const rows = [["SHA-256", item.sha256], ["Type", item.contentType], ["Size", item.width + "×" + item.height + ", " + size(item.size)],
+                ["Names", item.names.join(", ") || "none"], ["Used by", item.usedBy.length ? item.usedBy.join(", ") : "nothing yet"]];
+  for (const [k, v] of rows) list.append(text("dt", k), text("dd", v));
+  detail.replaceChildren(text("h3", "Image " + item.sha256.slice(0, 12)), list);
+}
+async function upload(files) {
+  for (const file of files) {
+    const { ok, json } = await call("POST", "/console/api/media", file, "application/octet-stream");
+    const line = ok ? text("li", "✓ " + file.name + ": stored as " + json.sha256.slice(0, 12) + " (" + json.contentType + ", " + json.width + "×" + json.height + ")" +
+                                 (json.stripped.length ? ", removed " + json.stripped.join(", ") : ""), "ok")
+                    : text("li", "✗ " + file.name + ": " + (json.detail || "refused"), "error");
+    $("verdicts").prepend(line);
+  }
+  await loadMedia();
+}
+$("files").addEventListener("change", (e) => upload(e.target.files));
+const drop = $("drop");
+drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); upload(e.dataTransfer.files); });
+function audience() {
+  const kind = document.querySelector('input[name="audience"]:checked').value;
+  const value = $("audience-value").value.trim();
+  const app = $("app").value ? "&app=" + encodeURIComponent($("app").value) : "";
+  if (kind === "users") return { query: "users=" + encodeURIComponent(value) + app, body: { users: value.split(",").map((s) => s.trim()).filter(Boolean) } };
+  if (kind === "tags") return { query: "tags=" + encodeURIComponent(value) + app, body: { tags: value } };
+  return { query: "all=1" + app, body: { all: true } };
+}
+async function loadApps() {
+  const { ok, json } = await call("GET", "/console/api/apps");
+  if (!ok) return;
+  for (const a of json) {
+    const option = document.createElement("option");
+    option.value = a.name;
+    option.textContent = a.name + " · " + a.devices + " device" + (a.devices === 1 ? "" : "s");
+    $("app").append(option);
+  }
+  $("apps-summary").textContent = "Apps: " + json.map((a) => a.name + " (" + a.devices + " device" + (a.devices === 1 ? "" : "s") + ")").join(", ");
+}
+$("app").addEventListener("change", checkAudience);
+let reachTimer, reachAsked = 0;
+function checkAudience() {
+  const kind = document.querySelector('input[name="audience"]:checked').value;
+  $("audience-value").disabled = kind === "all";
+  $("send").disabled = true; // until this audience is checked
+  clearTimeout(reachTimer);
+  reachTimer = setTimeout(async () => {
+    const asked = ++reachAsked;
+    const { ok, json } = await call("GET", "/console/api/audience?" + audience().query);
+    if (asked !== reachAsked) return; // a later answer is coming
+    $("audience-value").classList.toggle("bad", !ok);
+    $("reach").textContent = ok ? "Will reach " + json.users + " user" + (json.users === 1 ? "" : "s") + " on " + json.devices + " device" + (json.devices === 1 ? "" : "s") + "."
+                                : (json.detail || "Not an audience.");
+    $("send").disabled = !ok || json.devices === 0;
+  }, 250);
+}
+for (const radio of document.querySelectorAll('input[name="audience"]')) radio.addEventListener("change", checkAudience);
+$("audience-value").addEventListener("input", checkAudience);
+function localeRows() {
+  return [...document.querySelectorAll("#locale-rows .locale-row")].map((row) => ({
+    locale: row.querySelector(".locale-tag").value.trim(), title: row.querySelector(".locale-title").value, message: row.querySelector(".locale-message").value }))
+    .filter((r) => r.locale);
+}
+function words() {
+  const chosen = $("preview-locale").value;
+  const row = localeRows().find((r) => r.locale === chosen);
+  return row ? { title: row.title || $("title").value, message: row.message || $("message").value } : { title: $("title").value, message: $("message").value };
+}
+function refreshPreviewLocales() {
+  const chosen = $("preview-locale").value;
+  const options = [new Option("Default language (" + ($("default-locale").value || "en") + ")", "")];
+  for (const r of localeRows()) options.push(new Option(r.locale, r.locale));
+  $("preview-locale").replaceChildren(...options);
+  $("preview-locale").value = localeRows().some((r) => r.locale === chosen) ? chosen : "";
+  preview();
+}
+$("add-locale").addEventListener("click", () => {
+  const row = document.createElement("div");
+  row.className = "locale-row row";
+  const n = document.querySelectorAll("#locale-rows .locale-row").length + 1;
+  row.innerHTML = '<div style="flex: 0 1 6rem"><label>Language <input type="text" class="locale-tag" maxlength="35" placeholder="fr-CA"></label></div>'
+    + '<div style="flex: 1 1 10rem"><label>Title <input type="text" class="locale-title" maxlength="200"></label></div>'
+    + '<div style="flex: 2 1 14rem"><label>Message <input type="text" class="locale-message" maxlength="2000"></label></div>';
+  row.querySelector(".locale-tag").id = "locale-tag-" + n;
+  for (const input of row.querySelectorAll("input")) input.addEventListener("input", refreshPreviewLocales);
+  $("locale-rows").append(row);
+  row.querySelector(".locale-tag").focus();
+});
+$("default-locale").addEventListener("input", refreshPreviewLocales);
+$("preview-locale").addEventListener("change", preview);
+$("when").addEventListener("change", () => {
+  $("when-at").hidden = $("when").value !== "at";
+  $("when-local").hidden = $("when-date").hidden = $("when").value !== "local";
+});
+function note(target, expanded, android) {
+  const image = $("image").value, alert = $("mode").value === "alert";
+  const parts = [text("span", android ? "My App · now" : "MY APP", "app")];
+  const words = document.createElement("div");
+  const chosen = window.words();
+  if (chosen.title) words.append(text("strong", chosen.title));
+  if (alert && $("opt-subtitle").value) words.append(text("span", $("opt-subtitle").value, "subtitle"));
+  words.append(text("span", alert ? chosen.message : "(silent: nothing shown until the app fetches and shows it)", "body"));
+  parts.push(words);
+  if (alert && image) {
+    const img = document.createElement("img");
+    // What the phone gets: the push variant when expanded, its small crop when not.
+    img.src = "/console/media/" + image + (expanded ? "?variant=push" : "?variant=thumb");
+    img.alt = "";
+    img.className = expanded ? "large" : "small";
+    parts.push(img);
+  }
+  // Buttons show when a notification is expanded (a long press on iOS, the arrow on Android).
+  const shown = buttons().slice(0, 4);
+  if (alert && expanded && shown.length) {
+    const row = document.createElement("div");
+    row.className = "buttons";
+    row.append(...shown.map((b) => text("span", b.title, "button")));
+    parts.push(row);
+  }
+  target.replaceChildren(...parts);
+}
+// Buttons as the API takes them, from "id:Title, id:Title".
+function buttons() {
+  return $("opt-buttons").value.split(",").map((s) => s.trim()).filter(Boolean).map((s) => {
+    const i = s.indexOf(":");
+    return i < 0 ? { id: s, title: s } : { id: s.slice(0, i).trim(), title: s.slice(i + 1).trim() };
+  });
+}
+// SPEC §22: what the options section asks for, into the campaign's body.
+function deliveryOptions(body) {
+  const o = {};
+  const put = (key, value) => { if (value !== "") o[key] = value; };
+  put("subtitle", $("opt-subtitle").value); put("threadId", $("opt-thread").value.trim()); put("category", $("opt-category").value.trim());
+  put("sound", $("opt-sound").value); put("interruptionLevel", $("opt-level").value); put("priority", $("opt-priority").value);
+  put("androidChannelId", $("opt-channel").value.trim());
+  if ($("opt-expiry").value !== "") o.expiresIn = Math.round(Number($("opt-expiry").value) * 3600);
+  const b = buttons();
+  if (b.length) o.actions = b;
+  if (Object.keys(o).length) body.options = o;
+  if ($("opt-badge").value) body.badge = $("opt-badge").value;
+  if ($("opt-pace").value !== "") body.ratePerMinute = Math.round(Number($("opt-pace").value));
+}
+function preview() {
+  note($("ios-collapsed"), false, false); note($("ios-expanded"), true, false);
+  note($("android-collapsed"), false, true); note($("android-expanded"), true, true);
+}
+for (const id of ["title", "message", "image", "mode", "opt-subtitle", "opt-buttons"]) $(id).addEventListener("input", preview);
+$("send").addEventListener("click", async () => {
+  const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined,
+                 app: $("app").value || undefined };
+  if ($("title").value) body.title = $("title").value;
+  if ($("when").value === "at" && $("send-at").value) body.sendAt = new Date($("send-at").value).toISOString().replace(/\.\d{3}Z$/, "Z");
+  if ($("when").value === "local") { body.localTime = $("local-time").value; if ($("local-date").value) body.localDate = $("local-date").value; }
+  deliveryOptions(body);
+  const rows = localeRows();
+  if (rows.length) {
+    body.defaultLocale = $("default-locale").value.trim() || "en";
+    body.content = { [body.defaultLocale]: { title: $("title").value || undefined, message: $("message").value } };
+    for (const r of rows) body.content[r.locale] = { title: r.title || undefined, message: r.message || undefined };
+  }
+  $("send").disabled = true; // one click, one campaign
+  $("send-result").textContent = "Sending…";
+  const { ok, json } = await call("POST", "/console/api/campaigns", JSON.stringify(body), "application/json");
+  $("send-result").textContent = ok ? "Sent as campaign " + json.id + "." : (json.detail || "Refused.");
+  $("send").disabled = false;
+  if (ok) watch(json.id);
+});
+let watching = 0;
+async function watch(id) {
+  const generation = ++watching; // a newer campaign's watch replaces this one
+  $("watch").hidden = false;
+  $("campaign-id").textContent = id;
+  // Every half second while it sends, then every few seconds for fetches, for ten minutes at most.
+  for (let i = 0; i < 600 && generation === watching; i++) {
+    const { ok, status, json } = await call("GET", "/console/api/campaigns/" + id);
+    if (generation !== watching) return;
+    if (status === 401 || status === 403 || status === 404) { $("campaign-status").textContent = json.detail || "gone"; return; }
+    let done = false;
+    if (ok) {
+      const c = json.campaign;
+      $("campaign-status").textContent = c.status + (c.sendAt ? " for " + new Date(c.sendAt).toLocaleString() : c.localTime ? " for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") : "")
+        + (c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" + (c.expectedEnd ? ", until about " + new Date(c.expectedEnd).toLocaleTimeString() : "") : "");
+      $("cancel").hidden = !(c.status === "scheduled" || c.status === "sending");
+      for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
+      $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
+      done = (c.status === "done" && c.pending === 0) || c.status === "cancelled";
+      const stats = await call("GET", "/console/api/campaigns/" + id + "/stats");
+      if (stats.ok && generation === watching) drawStats(stats.json);
+    }
+    await new Promise((r) => setTimeout(r, done ? 3000 : ok ? 500 : 2000));
+  }
+}
+function drawStats(stats) {
+  const steps = [["queued", stats.queued], ["sent", stats.sent], ["displayed", stats.displayed], ["opened", stats.opened]];
+  const top = Math.max(1, stats.queued, stats.sent);
+  $("funnel").replaceChildren(...steps.map(([name, n]) => {
+    const row = document.createElement("div");
+    row.className = "step";
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    bar.style.width = (100 * n / top) * 0.6 + "%";
+    row.append(text("span", name), bar, text("span", String(n) + (name !== "queued" && stats.queued ? " (" + Math.round(100 * n / stats.queued) + "%)" : "")));
+    return row;
+  }), ...Object.entries(stats.failures).map(([reason, n]) => text("p", "Failed: " + reason + " × " + n, "error")));
+  const svg = $("timeline"), ns = "http://www.w3.org/2000/svg", points = stats.timeline;
+  const most = Math.max(1, ...points.flatMap((p) => [p.sent, p.displayed, p.opened]));
+  const x = (i) => points.length < 2 ? 300 : 30 + i * 560 / (points.length - 1), y = (n) => 140 - n * 120 / most;
+  const series = ["sent", "displayed", "opened"];
+  const shapes = series.map((name) => {
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("class", name);
+    line.setAttribute("points", points.map((p, i) => x(i) + "," + y(p[name])).join(" "));
+    return line;
+  });
+  // A dot per minute too: one minute is no line.
+  const dots = series.flatMap((name) => points.map((p, i) => {
+    const dot = document.createElementNS(ns, "circle");
+    dot.setAttribute("class", name); dot.setAttribute("cx", x(i)); dot.setAttribute("cy", y(p[name])); dot.setAttribute("r", 3);
+    return dot;
+  }));
+  const label = (content, lx, ly, className) => {
+    const t = document.createElementNS(ns, "text"); t.setAttribute("x", lx); t.setAttribute("y", ly); t.setAttribute("class", className); t.textContent = content; return t;
+  };
+  const legend = [label("● sent", 30, 156, "sent"), label("● displayed", 100, 156, "displayed"), label("● opened", 200, 156, "opened"),
+                  label(String(most) + "/min", 0, 12, "axis")];
+  if (points.length) {
+    const time = (p) => new Date(p.minute).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    legend.push(label(time(points[0]), 300, 156, "axis"));
+    if (points.length > 1) legend.push(label(time(points[points.length - 1]), 540, 156, "axis"));
+  }
+  svg.replaceChildren(...shapes, ...dots, ...legend);
+}
+$("cancel").addEventListener("click", async () => {
+  const id = $("campaign-id").textContent;
+  $("cancel").disabled = true;
+  const { ok, json } = await call("DELETE", "/console/api/campaigns/" + encodeURIComponent(id));
+  $("cancel-result").textContent = ok ? "Cancelled: " + json.sent + " sent before." : (json.detail || "Refused.");
+  $("cancel").disabled = false;
+  if (ok) $("cancel").hidden = true;
+});
+let searchAsked = 0;
+async function searchUsers() {
+  const asked = ++searchAsked;
+  const { ok, json } = await call("GET", "/console/api/users?q=" + encodeURIComponent($("user-search").value.trim()));
+  if (!ok || asked !== searchAsked) return;
+  $("user-list").replaceChildren(...json.map((u) => {
+    const li = document.createElement("li"), button = document.createElement("button");
+    button.type = "button";
+    button.textContent = u.name + (u.admin ? " (admin)" : "") + " · " + u.devices + " device" + (u.devices === 1 ? "" : "s");
+    button.addEventListener("click", () => showUser(u.name));
+    li.append(button);
+    return li;
+  }));
+}
+async function showUser(name) {
+  const { ok, json } = await call("GET", "/console/api/users/" + encodeURIComponent(name));
+  if (!ok) { $("user-detail").replaceChildren(text("p", json.detail || "Not found.", "error")); return; }
+  const devices = document.createElement("ul");
+  for (const d of json.devices) {
+    const li = text("li", d.app + " · " + d.platform + " " + d.handle + "…" + (d.tags.length ? " [" + d.tags.join(", ") + "]" : ""));
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.textContent = "Remove";
+    remove.setAttribute("aria-label", "Remove device " + d.handle);
+    remove.addEventListener("click", async () => {
+      const answer = await call("DELETE", "/console/api/registrations/" + encodeURIComponent(d.registrationId) + "?user=" + encodeURIComponent(name));
+      if (answer.ok) { await showUser(name); searchUsers(); } else { li.append(text("span", " " + (answer.json.detail || "refused"), "error")); }
+    });
+    li.append(remove);
+    devices.append(li);
+  }
+  const pushes = document.createElement("ul");
+  for (const p of json.pushes) pushes.append(text("li", "#" + p.id + " " + (p.title ? p.title + ": " : "") + p.message + " (" + p.mode + (p.read ? ", fetched" : "") + ")"));
+  $("user-detail").replaceChildren(text("h3", json.name), text("h4", json.devices.length + " device" + (json.devices.length === 1 ? "" : "s")), devices,
+                                   text("h4", "Last pushes"), json.pushes.length ? pushes : text("p", "none yet"));
+}
+$("user-search").addEventListener("input", () => { clearTimeout(window.searchTimer); window.searchTimer = setTimeout(searchUsers, 200); });
+loadMedia();
+loadApps();
+checkAudience();
+searchUsers();
