@@ -129,7 +129,7 @@ start_serve data 0
 python3 - "$port" "$n" "$password" <<'PY'
 import base64, http.client, json, sys, threading
 port, n, password = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-clients = 4  # one address gets at most 4 password checks at once (429 past that: README, Security)
+clients = 4  # one address gets at most 4 password checks at once (429 past that: docs/security.md)
 tokens, failures = [None] * (n + 1), []
 def client(k):
     try:

@@ -112,7 +112,7 @@ def register(i):
     rid = json.loads(call(port, "POST", "/api/register", user))["registrationId"]
     token = hashlib.sha256(user.encode()).hexdigest()
     call(port, "PUT", f"/api/register/{rid}", user, json.dumps({"platform": "apns", "handle": token, "tags": []}).encode())
-# Four at a time: one address gets at most 4 password checks at once (429 past that: README's Security).
+# Four at a time: one address gets at most 4 password checks at once (429 past that: docs/security.md).
 with concurrent.futures.ThreadPoolExecutor(4) as pool: list(pool.map(register, range(1, n + 1)))
 PY
 echo "registered $devices devices"
