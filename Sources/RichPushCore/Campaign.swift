@@ -1,0 +1,132 @@
+import Foundation
+import MediaStore
+
+/// One locale's words (SPEC §19): the title and message, and the words of the options a phone
+/// shows (SPEC §22): the subtitle and the buttons' titles, by button id.
+public struct LocalizedContent: Sendable, Equatable, Codable {
+    public var title: String?
+    public var message: String?
+    public var subtitle: String?
+    /// Button id (one of the campaign's `options.actions`) → its title in this locale.
+    public var actions: [String: String]?
+
+    /// Creates content.
+    public init(title: String? = nil, message: String? = nil, subtitle: String? = nil, actions: [String: String]? = nil) {
+        self.title = title
+        self.message = message
+        self.subtitle = subtitle
+        self.actions = actions
+    }
+}
+
+/// What an admin asks for when sending a campaign.
+public struct CampaignDraft: Sendable {
+    public var audience: Audience
+    /// Message, title, rich type, payload and mode, as for a single notification.
+    public var content: NotificationDraft
+    /// The app whose devices it goes to (SPEC §18); nil for every app the audience has devices in.
+    public var app: String?
+    /// When it goes out (SPEC §19); nil for now.
+    public var schedule: CampaignSchedule?
+    /// Title and message per BCP 47 locale; each recipient gets theirs, falling back from
+    /// `fr-CA` to `fr` to `defaultLocale`, then to `content`'s title and message.
+    public var locales: [String: LocalizedContent]
+    /// The locale of recipients whose own has no content.
+    public var defaultLocale: String
+    /// At most this many pushes a minute, across all nodes (SPEC §22); nil: as fast as they go.
+    public var ratePerMinute: Int?
+
+    /// Creates a draft; the mode defaults to `alert` (SPEC §10).
+    public init(audience: Audience, content: NotificationDraft, app: String? = nil, schedule: CampaignSchedule? = nil,
+                locales: [String: LocalizedContent] = [:], defaultLocale: String = "en", ratePerMinute: Int? = nil) {
+        self.ratePerMinute = ratePerMinute
+        self.audience = audience
+        self.content = content
+        self.app = app
+        self.schedule = schedule
+        self.locales = locales
+        self.defaultLocale = defaultLocale
+    }
+}
+
+/// A campaign and how far it got.
+public struct Campaign: Sendable, Equatable {
+    /// `scheduled` until its first push is queued, `sending` until every recipient is queued
+    /// and no push is pending, then `done`; `cancelled` once cancelled (SPEC §19).
+    public enum Status: String, Sendable, Codable, CaseIterable { case scheduled, sending, done, cancelled }
+
+    public var id: Int64
+    public var audience: Audience
+    public var message: String
+    public var title: String?
+    public var richType: String
+    public var payload: MediaID
+    public var mode: PushMode
+    public var createdBy: String
+    public var createdAt: Date
+    /// Recipients and devices queued so far (all of them once `queued`).
+    public var recipients: Int
+    public var devices: Int
+    /// Whether every recipient has been queued.
+    public var queued: Bool
+    /// The app whose devices it goes to; nil for every app.
+    public var app: String? = nil
+    /// When it goes out; nil: when it was made.
+    public var schedule: CampaignSchedule? = nil
+    /// Per-locale content and the default locale. Read only where a push is made from it
+    /// (queueing): a campaign listed or polled has its `localeNames` alone.
+    public var locales: [String: LocalizedContent] = [:]
+    /// The locales it has content for, sorted.
+    public var localeNames: [String] = []
+    public var defaultLocale: String = "en"
+    /// When it was cancelled.
+    public var cancelledAt: Date? = nil
+    /// Platform options and the badge, as each recipient's notification gets them (SPEC §22).
+    public var options = PushOptions()
+    /// The pace, pushes a minute; nil for unpaced.
+    public var ratePerMinute: Int? = nil
+    /// A paced campaign's next free send time: when its last push queued so far goes out, plus one step.
+    public var paceNextAt: Date? = nil
+    /// Pushes queued (one per device, or per user through a hub; nil for campaigns made before
+    /// they were counted).
+    public var pushes: Int? = nil
+
+    /// The most pushes a minute a pace may ask for (a million: beyond it, pacing is moot).
+    public static let maxRatePerMinute = 1_000_000
+
+    /// The most users an audience may list by name.
+    public static let maxListedUsers = 10_000
+
+    /// The most locales `content` may have (SPEC §24).
+    public static let maxLocales = 50
+
+    /// The most campaigns one creator (an admin or a key) may have scheduled and not yet sent:
+    /// each is looked at by every node every second until it is due.
+    public static let maxScheduledPerCreator = 1_000
+}
+
+/// Delivery and read counts of a campaign (SPEC §10).
+public struct CampaignProgress: Sendable, Equatable {
+    public var campaign: Campaign
+    public var pending: Int
+    public var sent: Int
+    public var failed: Int
+    /// Recipients who fetched the payload.
+    public var fetched: Int
+
+    /// When a paced campaign's last queued push goes out (SPEC §22): nil when unpaced, done or cancelled.
+    /// The last queued push's turn, or later when the outbox has fallen behind the pace (a
+    /// service down, retries): then the pushes still pending, one step apart from now.
+    public var expectedEnd: Date? {
+        guard let rate = campaign.ratePerMinute, let next = campaign.paceNextAt, status == .sending else { return nil }
+        let step = 60 / Double(rate)
+        return max(next.addingTimeInterval(-step), Date().addingTimeInterval(Double(max(0, pending - 1)) * step))
+    }
+
+    /// `cancelled`, `scheduled` (nothing queued yet), `done` (everyone queued, nothing pending) or `sending`.
+    public var status: Campaign.Status {
+        if campaign.cancelledAt != nil { return .cancelled }
+        if campaign.schedule != nil && !campaign.queued && campaign.recipients == 0 { return .scheduled }
+        return campaign.queued && pending == 0 ? .done : .sending
+    }
+}
