@@ -271,11 +271,65 @@ let package = Package(
             dependencies: ["RichPushClient"],
             swiftSettings: swiftSettings
         ),
+        // The push stand-ins running for a test, and the accounts they check (APNSwift ships
+        // its test server as a library the same way): for the delivery, sandbox and server tests.
+        .target(
+            name: "PushTestSupport",
+            dependencies: [
+                "APNsSandbox", "PushDelivery", "PushSandboxes", "RichPushCore", "RichPushTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/PushTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SQLEngineTests",
+            dependencies: ["SQLEngine", "RichPushCore", "MediaStore", "RichPushTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushDeliveryTests",
+            dependencies: [
+                "PushDelivery", "RichPushCore", "MediaStore", "SQLEngine", "APNsSandbox", "PushSandboxes", "PushTestSupport", "RichPushTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "APNsSandboxTests", dependencies: ["APNsSandbox"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "PushSandboxesTests",
+            dependencies: [
+                "PushSandboxes", "PushDelivery", "RichPushCore", "PushTestSupport", "RichPushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "RichPushServerTests",
             dependencies: [
                 "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
-                "PushSandboxes", "Resilience",
+                "PushSandboxes", "Resilience", "PushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

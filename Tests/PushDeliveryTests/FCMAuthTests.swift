@@ -6,19 +6,17 @@ import HummingbirdTesting
 import NIOConcurrencyHelpers
 import PushDelivery
 import RichPushCore
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 
 /// FCM HTTP v1's OAuth: the service account's RS256 assertion and the access tokens it buys.
 @Suite("FCM service account and access tokens (SPEC §12)")
 struct FCMAuthTests {
-    static let key = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
+    static var key: _RSA.Signing.PrivateKey { FCMFixtures.key }
 
-    static func accountJSON(tokenURI: String, key: String = FCMAuthTests.key.pkcs8PEMRepresentation) -> Data {
-        try! JSONSerialization.data(withJSONObject: [
-            "type": "service_account", "project_id": "rich-push-test", "private_key_id": "k1", "private_key": key,
-            "client_email": "sender@rich-push-test.iam.gserviceaccount.com", "token_uri": tokenURI,
-        ])
+    static func accountJSON(tokenURI: String, key: String = FCMFixtures.key.pkcs8PEMRepresentation) -> Data {
+        FCMFixtures.accountJSON(tokenURI: tokenURI, key: key)
     }
 
     /// The claims of a JWT whose RS256 signature `key` verifies; nil otherwise.

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import PushDelivery
 import PushSandboxes
 import RichPushCore
+import PushTestSupport
 import Testing
 
 /// The FCM HTTP v1 sender against the local FCM, which checks what Google checks.

@@ -6,6 +6,7 @@ import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 @testable import PushDelivery

@@ -5,72 +5,9 @@ import MediaStore
 import NIOConcurrencyHelpers
 @testable import PushDelivery
 @testable import RichPushCore
+import PushTestSupport
 import RichPushTestSupport
 import Testing
-
-/// A provider whose sends take `delay` and are counted: a stand-in for a slow push service,
-/// to see what the outbox does around its leases.
-final class SlowProvider: PushProvider {
-    let delay: Duration
-    let sends = NIOLockedValueBox(0)
-    init(delay: Duration) { self.delay = delay }
-    var addressing: DeliveryAddressing { .perDevice }
-    func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
-        sends.withLockedValue { $0 += 1 }
-        try? await Task.sleep(for: delay)
-        return (.sent(id: nil), nil)
-    }
-    func shutdown() async {}
-}
-
-/// Holds pushes until the test opens it, and counts the pushes that reached it (so a test knows
-/// a push is in flight without guessing how long that takes on a busy machine).
-final class PushGate: Sendable {
-    private let state = NIOLockedValueBox<(open: Bool, waiters: [CheckedContinuation<Void, Never>], arrived: Int)>((false, [], 0))
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let pass = state.withLockedValue { s -> Bool in
-                s.arrived += 1
-                if s.open { return true }
-                s.waiters.append(continuation)
-                return false
-            }
-            if pass { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLockedValue { s -> [CheckedContinuation<Void, Never>] in
-            s.open = true
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    var arrived: Int { state.withLockedValue { $0.arrived } }
-}
-
-/// A provider answering per device token: after `delays[token]` (default none) and `gates[token]`,
-/// with `outcomes[token]` (default sent).
-final class ScriptedProvider: PushProvider {
-    let delays: [String: Duration]
-    let gates: [String: PushGate]
-    let outcomes: [String: DeliveryOutcome]
-    init(delays: [String: Duration] = [:], gates: [String: PushGate] = [:], outcomes: [String: DeliveryOutcome] = [:]) {
-        self.delays = delays
-        self.gates = gates
-        self.outcomes = outcomes
-    }
-    var addressing: DeliveryAddressing { .perDevice }
-    func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
-        if let delay = delays[job.target] { try? await Task.sleep(for: delay) }
-        if let gate = gates[job.target] { await gate.wait() }
-        return (outcomes[job.target] ?? .sent(id: nil), nil)
-    }
-    func shutdown() async {}
-}
 
 @Suite("Outbox leases: renewed while sending, outcomes recorded only by their holder")
 struct OutboxLeaseTests {

@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import PushDelivery
 import RichPushCore
+import PushTestSupport
 import Testing
 import PushSandboxes
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import PushDelivery
 @testable import RichPushCore
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 

@@ -1,5 +1,6 @@
 import APNsSandbox
 import Crypto
+import CryptoExtras
 import Foundation
 import Hummingbird
 import Logging
@@ -12,25 +13,33 @@ import RichPushTestSupport
 import ServiceLifecycle
 
 /// A running APNs sandbox on a free port, with the provider key and a trusted certificate.
-struct RunningSandbox: Sendable {
-    let sandbox: APNsSandbox
-    let port: Int
-    let key: P256.Signing.PrivateKey
-    let certificatePath: String
-    static let teamID = "TEAM123456"
-    static let keyID = "KEY1234567"
-    static let topic = "com.example.richpush"
+public struct RunningSandbox: Sendable {
+    public let sandbox: APNsSandbox
+    public let port: Int
+    public let key: P256.Signing.PrivateKey
+    public let certificatePath: String
+    public static let teamID = "TEAM123456"
+    public static let keyID = "KEY1234567"
+    public static let topic = "com.example.richpush"
+
+    /// A sandbox already running on `port`.
+    public init(sandbox: APNsSandbox, port: Int, key: P256.Signing.PrivateKey, certificatePath: String) {
+        self.sandbox = sandbox
+        self.port = port
+        self.key = key
+        self.certificatePath = certificatePath
+    }
 
     /// An APNs client of RichPush pointed at this sandbox.
-    func client(tokens: APNsTokenManager? = nil) throws -> APNsClient {
+    public func client(tokens: APNsTokenManager? = nil) throws -> APNsClient {
         try APNsClient(credentials: credentials, topic: Self.topic, environment: .custom("https://127.0.0.1:\(port)"),
                        extraRoots: [certificatePath], tokens: tokens)
     }
 
-    var credentials: APNsCredentials { APNsCredentials(key: key, keyID: Self.keyID, teamID: Self.teamID) }
+    public var credentials: APNsCredentials { APNsCredentials(key: key, keyID: Self.keyID, teamID: Self.teamID) }
 
     /// Starts a sandbox, runs `body`, stops it.
-    static func with(_ body: @Sendable (RunningSandbox) async throws -> Void) async throws {
+    public static func with(_ body: @Sendable (RunningSandbox) async throws -> Void) async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let key = P256.Signing.PrivateKey()
@@ -64,14 +73,17 @@ struct RunningSandbox: Sendable {
     }
 }
 
-struct MissingValue: Error {}
+/// A value a test needed was not there.
+public struct MissingValue: Error {
+    public init() {}
+}
 
 /// The port a server under test bound, once its `onServerRunning` has stored it in `port`.
 ///
 /// Counted in polls of 10 ms, not by the wall clock: a loaded suite that keeps the cooperative
 /// pool busy delays the server's start and these polls alike, so a slow start is waited for
 /// (6,000 polls, a minute at the least) instead of failing the test.
-func boundPort(_ port: NIOLockedValueBox<Int?>, polls: Int = 6000) async throws -> Int {
+public func boundPort(_ port: NIOLockedValueBox<Int?>, polls: Int = 6000) async throws -> Int {
     for _ in 0..<polls {
         if let bound = port.withLockedValue({ $0 }) { return bound }
         try await Task.sleep(for: .milliseconds(10))
@@ -79,7 +91,8 @@ func boundPort(_ port: NIOLockedValueBox<Int?>, polls: Int = 6000) async throws 
     throw MissingValue()
 }
 
-func requireValue<T>(_ value: T?) throws -> T {
+/// `value`, or `MissingValue`.
+public func requireValue<T>(_ value: T?) throws -> T {
     guard let value else { throw MissingValue() }
     return value
 }
@@ -87,7 +100,7 @@ func requireValue<T>(_ value: T?) throws -> T {
 
 /// Serves `standIns` on one free port, each under its prefix (none: at the root) and bound to
 /// its origin, while `body` runs with the server's origin (`http://127.0.0.1:<port>`).
-func serving(_ standIns: [(standIn: any PushStandIn, prefix: String)], _ body: @Sendable (String) async throws -> Void) async throws {
+public func serving(_ standIns: [(standIn: any PushStandIn, prefix: String)], _ body: @Sendable (String) async throws -> Void) async throws {
     let router = Router()
     for (standIn, prefix) in standIns { standIn.addRoutes(to: router, at: prefix) }
     let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
@@ -100,7 +113,7 @@ func serving(_ standIns: [(standIn: any PushStandIn, prefix: String)], _ body: @
 }
 
 /// Runs `body` with a client, and shuts the client down however `body` ends.
-func using<Client: Sendable>(_ client: Client, shutdown: (Client) async throws -> Void, _ body: (Client) async throws -> Void) async throws {
+public func using<Client: Sendable>(_ client: Client, shutdown: (Client) async throws -> Void, _ body: (Client) async throws -> Void) async throws {
     do {
         try await body(client)
     } catch {
@@ -108,4 +121,18 @@ func using<Client: Sendable>(_ client: Client, shutdown: (Client) async throws -
         throw error
     }
     try await shutdown(client)
+}
+
+/// A Firebase service account for the tests: its RSA key, and the JSON Google's console gives.
+public enum FCMFixtures {
+    /// The account's private key (the sandbox verifies assertions with its public half).
+    public static let key = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
+
+    /// The service account JSON for `key`, whose token endpoint is `tokenURI`.
+    public static func accountJSON(tokenURI: String, key: String = FCMFixtures.key.pkcs8PEMRepresentation) -> Data {
+        try! JSONSerialization.data(withJSONObject: [
+            "type": "service_account", "project_id": "rich-push-test", "private_key_id": "k1", "private_key": key,
+            "client_email": "sender@rich-push-test.iam.gserviceaccount.com", "token_uri": tokenURI,
+        ])
+    }
 }

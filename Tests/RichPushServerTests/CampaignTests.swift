@@ -9,6 +9,7 @@ import MediaStore
 import PushDelivery
 @testable import RichPushCore
 @testable import RichPushServer
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 

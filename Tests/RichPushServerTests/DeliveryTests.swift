@@ -9,6 +9,7 @@ import MediaStore
 import PushDelivery
 @testable import RichPushCore
 import RichPushServer
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 

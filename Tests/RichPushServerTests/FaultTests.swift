@@ -14,6 +14,7 @@ import PushDelivery
 import Resilience
 @testable import RichPushCore
 @testable import RichPushServer
+import PushTestSupport
 import RichPushTestSupport
 import SQLEngine
 import Testing

@@ -5,6 +5,7 @@ import NIOCore
 import PushDelivery
 @testable import RichPushCore
 @testable import RichPushServer
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 

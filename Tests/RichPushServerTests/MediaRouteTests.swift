@@ -6,6 +6,7 @@ import HummingbirdTesting
 import MediaStore
 import PushDelivery
 @testable import RichPushCore
+import PushTestSupport
 import RichPushTestSupport
 @testable import RichPushServer
 import Testing

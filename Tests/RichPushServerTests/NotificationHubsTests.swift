@@ -1,3 +1,4 @@
+import PushTestSupport
 import RichPushTestSupport
 import NIOSSL
 import HummingbirdTLS

@@ -8,6 +8,7 @@ import PushDelivery
 import PushSandboxes
 @testable import RichPushCore
 import RichPushServer
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 
@@ -18,11 +19,11 @@ struct PlatformDeliveryTests {
     /// The three stand-ins, and a router over senders to them.
     func withPlatforms(_ body: @Sendable (RunningSandbox, FCMSandbox, WebPushSandbox, VAPID, PlatformRouter) async throws -> Void) async throws {
         let fcm = FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
-                                            publicKey: FCMAuthTests.key.publicKey))
+                                            publicKey: FCMFixtures.key.publicKey))
         let web = WebPushSandbox()
         try await serving([(fcm, "fcm"), (web, "web")]) { origin in
             try await RunningSandbox.with { apns in
-                let account = try FCMServiceAccount(json: FCMAuthTests.accountJSON(tokenURI: fcm.tokenURI))
+                let account = try FCMServiceAccount(json: FCMFixtures.accountJSON(tokenURI: fcm.tokenURI))
                 let vapid = try VAPID(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")
                 let platforms = PlatformRouter([
                     "apns": APNsProvider(client: try apns.client()),

@@ -13,6 +13,7 @@ import NIOSSL
 import PushDelivery
 import RichPushCore
 import RichPushServer
+import PushTestSupport
 import RichPushTestSupport
 import ServiceLifecycle
 import Testing

@@ -8,6 +8,7 @@ import PushSandboxes
 import RichPushClient
 @testable import RichPushCore
 import RichPushServer
+import PushTestSupport
 import RichPushTestSupport
 import Testing
 
@@ -174,9 +175,9 @@ struct PushOptionsTests {
             #expect(accepted != .failed(reason: "400 BadPayload", prune: false) && accepted != .failed(reason: "400 BadExpirationDate", prune: false))
         }
         let fcm = FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
-                                            publicKey: FCMAuthTests.key.publicKey))
+                                            publicKey: FCMFixtures.key.publicKey))
         try await serving([(fcm, "fcm")]) { origin in
-            let account = try FCMServiceAccount(json: FCMAuthTests.accountJSON(tokenURI: fcm.tokenURI))
+            let account = try FCMServiceAccount(json: FCMFixtures.accountJSON(tokenURI: fcm.tokenURI))
             let client = try FCMClient(account: account, endpoint: "\(origin)/fcm")
             let token = fcm.register()
             func send(_ android: String, apns: String = "{}") async -> DeliveryOutcome {

@@ -1,0 +1,29 @@
+import Foundation
+import PushDelivery
+import RichPushCore
+import Testing
+
+/// The message FCMClient builds: a collapse id is a tag, never a collapse key (SPEC §24).
+@Suite("FCM messages")
+struct FCMMessageTests {
+    @Test("the message's shape: a notification's collapse id is its Android tag and its apns-collapse-id, never a collapse key; a data message has no tag; a collapse key only when asked for")
+    func shape() throws {
+        func parts(_ body: Data) throws -> (android: [String: Any], apnsHeaders: [String: Any]) {
+            let object = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            let message = try #require(object["message"] as? [String: Any])
+            return (message["android"] as? [String: Any] ?? [:], (message["apns"] as? [String: Any])?["headers"] as? [String: Any] ?? [:])
+        }
+        let alert = try parts(FCMClient.message(token: "t", data: ["richId": "5"], notification: (title: "Hi", body: "Sale", image: nil),
+                                                collapseID: "rp-5", mode: .alert, ttl: 60))
+        #expect(!alert.android.keys.contains("collapse_key"))
+        #expect((alert.android["notification"] as? [String: Any])?["tag"] as? String == "rp-5")
+        #expect(alert.apnsHeaders["apns-collapse-id"] as? String == "rp-5")
+
+        let silent = try parts(FCMClient.message(token: "t", data: ["richId": "6"], notification: nil, collapseID: "rp-6", mode: .silent, ttl: 60))
+        #expect(!silent.android.keys.contains("collapse_key") && !silent.android.keys.contains("notification"))
+        #expect(silent.apnsHeaders["apns-collapse-id"] as? String == "rp-6")
+
+        let keyed = try parts(FCMClient.message(token: "t", data: [:], notification: nil, collapseKey: "activity-1", mode: .silent, ttl: 60))
+        #expect(keyed.android["collapse_key"] as? String == "activity-1")
+    }
+}
