@@ -6,9 +6,27 @@ import Foundation
 /// that is neither a name nor a `{critical, name, volume}` dictionary, a `thread-id` or
 /// `category` that is not a string, an `interruption-level` other than `passive`, `active`,
 /// `time-sensitive` or `critical`, a `relevance-score` outside 0…1.
+///
+/// The names here are Apple's, written out independently of RichPushCore's `APS` (the writer,
+/// which this module does not import): a stand-in that borrowed the writer's spelling could not
+/// notice it was wrong. Apple ignores a key it does not know, so a misspelt key is lost without a
+/// refusal; `keys` and `alertKeys` let a test check every key `APS` writes is one Apple names.
 public enum APSRules {
     /// The levels iOS knows.
     public static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
+
+    /// The keys of `aps` in Apple's "Generating a remote notification" reference (Live Activities'
+    /// keys are not among them yet).
+    public static let keys: Set<String> = [
+        "alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
+        "target-content-id", "interruption-level", "relevance-score", "filter-criteria",
+    ]
+
+    /// The keys of an `aps.alert` dictionary in the same reference.
+    public static let alertKeys: Set<String> = [
+        "title", "subtitle", "body", "launch-image", "title-loc-key", "title-loc-args",
+        "subtitle-loc-key", "subtitle-loc-args", "loc-key", "loc-args",
+    ]
 
     /// nil when `aps` is acceptable, else what is wrong.
     public static func refusal(_ aps: [String: Any]) -> String? {

@@ -45,8 +45,9 @@ public final class FCMClient: Sendable {
     /// Given the push's `mode`, its options go in each platform's form (SPEC §22):
     /// `android.priority` (`HIGH` for an alert unless `normal`), `android.ttl` (`ttl` seconds),
     /// `android.notification.channel_id`, `notification_count` and `sound`; for iOS devices
-    /// `apns-priority`, `apns-expiration` and `aps`' `thread-id`, `category`, `badge`, `sound`,
-    /// `interruption-level`, `relevance-score` and the alert's `subtitle`; for browsers, `TTL` and `Urgency`.
+    /// `apns-priority`, `apns-expiration` and the `aps` of `APS.alertPush` (`thread-id`, `category`,
+    /// `badge`, `sound`, `interruption-level`, `relevance-score` and the alert's `subtitle`); for
+    /// browsers, `TTL` and `Urgency`.
     public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?,
                                collapseID: String? = nil, collapseKey: String? = nil, mode: PushMode? = nil, options: PushOptions = PushOptions(), badge: Int? = nil,
                                ttl: Int? = nil, now: Date = Date()) -> Data {
@@ -75,25 +76,17 @@ public final class FCMClient: Sendable {
                 if let channel = options.androidChannelId { androidNotification["channel_id"] = channel }
                 if let badge { androidNotification["notification_count"] = badge }
                 if let sound = options.sound, !sound.isEmpty { androidNotification["sound"] = sound }
-                var aps: [String: Any] = ["mutable-content": 1]
-                if let subtitle = options.subtitle {
-                    var alert: [String: Any] = ["body": notification.body, "subtitle": subtitle]
-                    if let title = notification.title { alert["title"] = title }
-                    aps["alert"] = alert
-                }
-                if let thread = options.threadId { aps["thread-id"] = thread }
-                if let category = options.category { aps["category"] = category }
-                if let badge { aps["badge"] = badge }
-                let sound = options.sound ?? "default"
-                if !sound.isEmpty { aps["sound"] = sound }
-                if let level = options.interruptionLevel { aps["interruption-level"] = level.rawValue }
-                if let score = options.relevanceScore { aps["relevance-score"] = score }
-                message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps]]
+                // The alert push's own `aps` (APNs gets the same from `AlertPush`), less the alert
+                // when there is no subtitle: FCM makes the APNs alert from `notification`, and
+                // `aps.alert` is there only to add the subtitle FCM has no field for.
+                var aps = APS.alertPush(title: notification.title, body: notification.body, options: options, badge: badge)
+                if options.subtitle == nil { aps.alert = nil }
+                message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps.dictionary]]
             } else {
                 // A data message reaches an iOS app only as a background push: its push type and
                 // content-available, at priority 5 (set above), as Apple requires.
                 apnsHeaders["apns-push-type"] = "background"
-                message["apns"] = ["headers": apnsHeaders, "payload": ["aps": ["content-available": 1]]]
+                message["apns"] = ["headers": apnsHeaders, "payload": ["aps": APS.background.dictionary]]
             }
         }
         if !androidNotification.isEmpty { android["notification"] = androidNotification }

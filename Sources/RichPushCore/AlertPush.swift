@@ -29,11 +29,12 @@ public enum PushMode: String, Sendable, Codable, CaseIterable {
 ///     {"aps":{"alert":{"title":"<title>","body":"<message>"},"mutable-content":1,"sound":"default"},
 ///      "richId":"<id>","richMessage":"<message>","richType":"img","richUrl":"<payload url>"}
 ///
-/// `"title"` is left out when there is none. Strings are quoted as a JSON encoder quotes them. Options
-/// (SPEC §22) add `subtitle` to the alert, and `thread-id`, `category`, `interruption-level`,
-/// `relevance-score` and a fixed `badge` to `aps` after `sound` (which they may change or, when
-/// empty, leave out); buttons travel as `richActions` for the app (an iOS category's buttons
-/// are the app's own). An unread-count badge is set per device at send time (`settingBadge`).
+/// `"title"` is left out when there is none. Strings are quoted as a JSON encoder quotes them. `aps`
+/// is `APS.alertPush`'s, written by `APS`: options (SPEC §22) add `subtitle` to the alert, and
+/// `thread-id`, `category`, `interruption-level`, `relevance-score` and a fixed `badge` to `aps`
+/// after `sound` (which they may change or, when empty, leave out); buttons travel as
+/// `richActions` for the app (an iOS category's buttons are the app's own). An unread-count badge
+/// is set per device at send time (`settingBadge`).
 public struct AlertPush: Sendable, Equatable {
     public let richId: String
     public let title: String?
@@ -54,23 +55,17 @@ public struct AlertPush: Sendable, Equatable {
 
     /// The JSON bytes.
     public func encoded() -> Data {
-        let message = Self.quote(richMessage)
-        var alert = "{"
-        if let title { alert += "\"title\":\(Self.quote(title))," }
-        if let subtitle = options.subtitle { alert += "\"subtitle\":\(Self.quote(subtitle))," }
-        alert += "\"body\":\(message)}"
-        var aps = "\"alert\":\(alert),\"mutable-content\":1"
-        let sound = options.sound ?? "default"
-        if !sound.isEmpty { aps += ",\"sound\":\(Self.quote(sound))" }
-        if let thread = options.threadId { aps += ",\"thread-id\":\(Self.quote(thread))" }
-        if let category = options.category { aps += ",\"category\":\(Self.quote(category))" }
-        if let level = options.interruptionLevel { aps += ",\"interruption-level\":\"\(level.rawValue)\"" }
-        if let score = options.relevanceScore { aps += ",\"relevance-score\":\(Self.number(score))" }
-        if case .count(let badge)? = options.badge { aps += ",\"badge\":\(badge)" }
-        var json = "{\"aps\":{\(aps)},\"richId\":\(Self.quote(richId))," +
-            "\"richMessage\":\(message),\"richType\":\(Self.quote(richType)),\"richUrl\":\(Self.quote(richUrl))"
+        var json = "{\"aps\":\(aps.json),\"richId\":\(Self.quote(richId))," +
+            "\"richMessage\":\(Self.quote(richMessage)),\"richType\":\(Self.quote(richType)),\"richUrl\":\(Self.quote(richUrl))"
         if let actions = options.actions, !actions.isEmpty { json += ",\"richActions\":\(Self.actions(actions))" }
         return Data((json + "}").utf8)
+    }
+
+    /// The push's `aps`: the alert, its options and a fixed badge (an unread count is added per device).
+    public var aps: APS {
+        var fixedBadge: Int?
+        if case .count(let badge)? = options.badge { fixedBadge = badge }
+        return APS.alertPush(title: title, body: richMessage, options: options, badge: fixedBadge)
     }
 
     /// `payload` (an APNs push RichPush made, which begins `{"aps":{`) with `aps.badge` set to
@@ -78,17 +73,12 @@ public struct AlertPush: Sendable, Equatable {
     public static func settingBadge(_ payload: Data, to badge: Int) -> Data {
         let prefix = Data("{\"aps\":{".utf8)
         guard payload.starts(with: prefix) else { return payload }
-        return prefix + Data("\"badge\":\(badge),".utf8) + payload.dropFirst(prefix.count)
+        return prefix + Data((APS.name(APS.Key.badge) + "\(badge),").utf8) + payload.dropFirst(prefix.count)
     }
 
     /// `[{"id":…,"title":…}]`.
     static func actions(_ actions: [PushOptions.Action]) -> String {
         "[" + actions.map { "{\"id\":\(quote($0.id)),\"title\":\(quote($0.title))}" }.joined(separator: ",") + "]"
-    }
-
-    /// A JSON number as short as it reads (`0.5`, `1`).
-    static func number(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     /// A JSON string literal, byte for byte as `JSONEncoder` writes it (slashes unescaped, like

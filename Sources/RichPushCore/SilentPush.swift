@@ -8,16 +8,8 @@ public struct SilentPush: Sendable, Equatable, Encodable {
     /// APNs' limit for a notification payload, in bytes.
     public static let maxBytes = 4096
 
-    struct APS: Encodable, Equatable {
-        let contentAvailable = 1
-        let sound = ""
-        enum CodingKeys: String, CodingKey {
-            case contentAvailable = "content-available"
-            case sound
-        }
-    }
-
-    let aps = APS()
+    /// `content-available` and an empty `sound`, the tutorial's.
+    let aps = APS.silentPush
     /// The notification id in decimal (the device app reads it with `intValue`).
     public let richId: String
     /// The message the device shows.
@@ -37,7 +29,7 @@ public struct SilentPush: Sendable, Equatable, Encodable {
     /// Written by hand with the alert push's quoting (a silent campaign encodes one per recipient):
     /// the same bytes as `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` gives.
     public func encoded() -> Data {
-        Data(("{\"aps\":{\"content-available\":1,\"sound\":\"\"},\"richId\":\(AlertPush.quote(richId))," +
+        Data(("{\"aps\":\(aps.json),\"richId\":\(AlertPush.quote(richId))," +
               "\"richMessage\":\(AlertPush.quote(richMessage)),\"richType\":\(AlertPush.quote(richType))}").utf8)
     }
 }
