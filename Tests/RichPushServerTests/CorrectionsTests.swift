@@ -104,6 +104,28 @@ struct CorrectionsTests {
         }
     }
 
+    @Test("listing and polling campaigns never decode their content: a far-future campaign's content is read only when it is due", arguments: StoreEngine.all)
+    func contentReadWhenDue(engine: StoreEngine) async throws {
+        try await TestServer.run(engine: engine) { s in
+            let body = #"{"audience":{"all":true},"message":"m","sendAt":"\#(Self.tomorrow)","content":{"fr":{"message":"bonjour"},"de":{"message":"hallo"}}}"#
+            let (made, object) = try await s.json(.post, "/api/admin/campaigns", as: "root", body: body)
+            #expect(made.status == .accepted)
+            let id = try #require((object as? [String: Any])?["id"] as? Int)
+            // Unreadable from here on: any read of it would fail the request.
+            try await s.database.write { db in
+                try db.execute(sql: "UPDATE campaigns SET content = 'not json' WHERE id = ?", arguments: [id])
+            }
+            let (listed, list) = try await s.json(.get, "/api/admin/campaigns", as: "root")
+            #expect(listed.status == .ok)
+            #expect(((list as? [[String: Any]])?.first?["locales"] as? [String]) == ["de", "fr"])
+            let (shown, one) = try await s.json(.get, "/api/admin/campaigns/\(id)", as: "root")
+            #expect(shown.status == .ok && (one as? [String: Any])?["status"] as? String == "scheduled")
+            // runDue looks at it every second without reading its content: nothing is due, nothing fails.
+            let due = try await s.data.campaigns(links: nil, defaultImage: "logo.png").runDue(addressing: .perDevice)
+            #expect(due.isEmpty)
+        }
+    }
+
     // MARK: opens
 
     func links(_ s: TestServer) async throws -> PayloadLinks {

@@ -1,0 +1,293 @@
+import Foundation
+import Hummingbird
+import MediaStore
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// `audience` of a campaign: exactly one of the three.
+struct AudienceRequest: Codable, Sendable {
+    var all: Bool?
+    var users: [String]?
+    var tags: String?
+
+    init(all: Bool? = nil, users: [String]? = nil, tags: String? = nil) {
+        self.all = all
+        self.users = users
+        self.tags = tags
+    }
+
+    /// Exactly one key, and no other: `{"all":true,"foo":1}` is refused, as the stored form's parser would.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: RequestBody.AnyKey.self)
+        guard container.allKeys.count == 1, let key = container.allKeys.first else {
+            throw CoreError(.invalid, "audience must have exactly one of \"all\", \"users\" or \"tags\"")
+        }
+        switch key.stringValue {
+        case "all": all = try container.decode(Bool.self, forKey: key)
+        case "users": users = try container.decode([String].self, forKey: key)
+        case "tags": tags = try container.decode(String.self, forKey: key)
+        default: throw CoreError(.invalid, "audience must be {\"all\":true}, {\"users\":[names]} or {\"tags\":\"expression\"}")
+        }
+    }
+
+    /// Checked as the stored form is (`Audience(json:)`): one key, `all` true, names valid, the expression parsed.
+    var audience: Audience {
+        get throws {
+            var object: [String: Any] = [:]
+            if let all { object["all"] = all }
+            if let users { object["users"] = users }
+            if let tags { object["tags"] = tags }
+            return try Audience(json: object)
+        }
+    }
+}
+
+extension AudienceRequest: DeclaredSchema {
+    static var declaredSchema: JSONSchema {
+        func only(_ key: String, _ schema: JSONSchema) -> JSONSchema {
+            JSONSchema.type("object").with { $0.properties = [key: schema]; $0.required = [key]; $0.additionalProperties = false }
+        }
+        return .oneOf([
+            only("all", JSONSchema.boolean.with { $0.constant = true }),
+            only("users", JSONSchema.array(of: ValuePattern.string(ValuePattern.userName)).with {
+                $0.minItems = 1
+                $0.maxItems = Campaign.maxListedUsers
+            }),
+            only("tags", ValuePattern.string(ValuePattern.tagExpression)),
+        ])
+    }
+
+    static var schemaExample: AudienceRequest { AudienceRequest(all: true) }
+}
+
+/// The body of `POST /api/admin/campaigns`.
+struct CampaignRequest: Codable, Sendable {
+    var audience: AudienceRequest
+    var message: String?
+    var title: String?
+    var payload: String?
+    var richType: String?
+    var mode: PushMode?
+    /// The app whose devices it goes to (SPEC §18); every app the audience has devices in when left out.
+    var app: String?
+    /// SPEC §19: when it goes out, RFC 3339 (`2026-12-01T09:00:00Z`); now when left out.
+    var sendAt: String?
+    /// SPEC §19: `HH:MM` in each recipient's own time zone, on `localDate` (`YYYY-MM-DD`) or at the next such time.
+    var localTime: String?
+    var localDate: String?
+    /// SPEC §19: title and message per BCP 47 locale.
+    var content: LocaleContent?
+    /// The locale of recipients whose own has no content (default `en`).
+    var defaultLocale: String?
+    /// SPEC §22: each platform's options, the badge, and the pace (pushes a minute, across all nodes).
+    var options: PushOptions?
+    var badge: PushOptions.Badge?
+    var ratePerMinute: Int?
+}
+
+extension CampaignRequest: SchemaRefining {
+    /// The schedule's and the locale's shapes (SPEC §19); a value of the right shape that is not
+    /// a time (02-30) or is past is 422.
+    static func refine(_ schema: inout JSONSchema) {
+        schema.properties?["sendAt"]?.format = "date-time"
+        schema.properties?["localTime"]?.pattern = "^([01][0-9]|2[0-3]):[0-5][0-9]$"
+        schema.properties?["localDate"]?.pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+        schema.properties?["defaultLocale"]?.pattern = LocaleContent.tag.pattern
+        schema.properties?["defaultLocale"]?.maxLength = LocaleContent.tag.maxLength
+        schema.properties?["ratePerMinute"]?.minimum = 1
+        schema.properties?["ratePerMinute"]?.maximum = Int64(Campaign.maxRatePerMinute)
+    }
+}
+
+/// `content` of a campaign: BCP 47 locale → `{"title","message","subtitle","actions"}` (SPEC §19,
+/// §22: `actions` gives the buttons' titles by button id).
+struct LocaleContent: Codable, Sendable, DeclaredSchema {
+    var locales: [String: LocalizedContent]
+
+    /// One field of a locale: a string, null, or (for `actions`) an object of strings.
+    private enum Field: Decodable {
+        case text(String?)
+        case titles([String: String])
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if container.decodeNil() { self = .text(nil) }
+            else if let text = try? container.decode(String.self) { self = .text(text) }
+            else if let titles = try? container.decode([String: String].self) { self = .titles(titles) }
+            else { throw DecodingError.typeMismatch(Field.self, .init(codingPath: decoder.codingPath, debugDescription: "a string, or an object of strings")) }
+        }
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        // Strict inside too: each locale has a title, a message, a subtitle, button titles, and nothing else.
+        guard let raw = try? container.decode([String: [String: Field]].self) else {
+            throw DecodingError.typeMismatch(LocaleContent.self, .init(codingPath: decoder.codingPath,
+                                                                       debugDescription: "an object of locale → {title, message, subtitle, actions}"))
+        }
+        var locales: [String: LocalizedContent] = [:]
+        for (locale, fields) in raw {
+            if let unknown = Set(fields.keys).subtracting(["title", "message", "subtitle", "actions"]).sorted().first {
+                throw Problem(.badRequest, "unknown field \"content.\(locale).\(unknown)\"; each locale has \"title\", \"message\", \"subtitle\" and \"actions\"")
+            }
+            func text(_ name: String) throws -> String? {
+                switch fields[name] {
+                case .text(let value)?: return value
+                case .titles?: throw Problem(.badRequest, "content.\(locale).\(name) must be a string")
+                case nil: return nil
+                }
+            }
+            var titles: [String: String]?
+            switch fields["actions"] {
+            case .titles(let value)?: titles = value
+            case .text(nil)?, nil: titles = nil
+            case .text?: throw Problem(.badRequest, "content.\(locale).actions must be an object of button id → title")
+            }
+            locales[locale] = LocalizedContent(title: try text("title"), message: try text("message"), subtitle: try text("subtitle"), actions: titles)
+        }
+        self.locales = locales
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(locales)
+    }
+
+    static var declaredSchema: JSONSchema {
+        JSONSchema.type("object").with {
+            $0.description = "BCP 47 locale (en, fr-CA) → {\"title\", \"message\", \"subtitle\", \"actions\"}; each recipient gets theirs, falling back from fr-CA to fr to defaultLocale. actions maps a button id of options.actions to its title in that locale."
+            $0.propertyNames = [LocaleContent.tag]
+            $0.valuesSchema = [JSONSchema.type("object").with {
+                $0.properties = ["title": JSONSchema.string.with { $0.nullable = true }, "message": JSONSchema.string.with { $0.nullable = true },
+                                 // A subtitle and button titles follow options' rules for text (SPEC §22).
+                                 "subtitle": JSONSchema.string.with { $0.nullable = true; $0.refineText(minLength: 1) },
+                                 "actions": JSONSchema.type("object").with {
+                                     $0.nullable = true
+                                     $0.valuesSchema = [JSONSchema.string.with { $0.refineText(minLength: 1) }]
+                                 }]
+                $0.additionalProperties = false
+            }]
+        }
+    }
+
+    /// A BCP 47 tag as the server takes it: a language of 2 or 3 letters, then subtags of 1 to 8 letters or digits.
+    static let tag = JSONSchema.string.with { $0.pattern = "^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$"; $0.maxLength = 35 }
+    static var schemaExample: LocaleContent { LocaleContent(locales: [:]) }
+
+    init(locales: [String: LocalizedContent]) {
+        self.locales = locales
+    }
+}
+
+/// `GET /api/admin/campaigns/{id}/stats` (SPEC §20).
+struct CampaignStatsResponse: Codable, Sendable {
+    struct Counts: Codable, Sendable {
+        var sent: Int
+        var failed: Int
+    }
+    struct Minute: Codable, Sendable {
+        /// The minute's start, ISO 8601.
+        var minute: String
+        var sent: Int
+        var displayed: Int
+        var opened: Int
+    }
+    var queued: Int
+    var sent: Int
+    var failed: Int
+    /// Recipients whose device fetched the payload (the extension showed it).
+    var displayed: Int
+    /// Recipients whose device reported a tap.
+    var opened: Int
+    /// Sent and failed by device platform (`apns`, `fcm`, `web`, `hub`).
+    var byPlatform: [String: Counts]
+    /// Failure reasons (the push service's words up to the first colon) and how many.
+    var failures: [String: Int]
+    /// Per minute, oldest first.
+    var timeline: [Minute]
+
+    init(_ stats: CampaignStats) {
+        queued = stats.queued
+        sent = stats.totals.sent
+        failed = stats.totals.failed
+        displayed = stats.totals.displayed
+        opened = stats.totals.opened
+        byPlatform = stats.byPlatform.mapValues { Counts(sent: $0.sent, failed: $0.failed) }
+        failures = stats.failures
+        timeline = stats.timeline.map { Minute(minute: $0.minute.formatted(.iso8601), sent: $0.sent, displayed: $0.displayed, opened: $0.opened) }
+    }
+}
+
+/// A campaign and its counts, as `/api/admin/campaigns…` answer (SPEC §10).
+struct CampaignResponse: Codable, Sendable {
+    var id: Int64
+    var status: Campaign.Status
+    var recipients: Int
+    var devices: Int
+    var pending: Int
+    var sent: Int
+    var failed: Int
+    var fetched: Int
+    var audience: String
+    var message: String
+    var title: String?
+    var payload: String
+    var mode: PushMode
+    var createdBy: String
+    var created: String
+    /// The app it went to; absent for every app.
+    var app: String?
+    /// SPEC §19: its schedule, as asked.
+    var sendAt: String?
+    var localTime: String?
+    var localDate: String?
+    /// The locales it has content for, and the default one.
+    var locales: [String]?
+    var defaultLocale: String?
+    /// When it was cancelled.
+    var cancelled: String?
+    /// SPEC §22: its options and badge as asked, its pace, and when a paced campaign's last
+    /// push queued so far goes out.
+    var options: PushOptions?
+    var badge: PushOptions.Badge?
+    var ratePerMinute: Int?
+    var expectedEnd: String?
+
+    init(_ progress: CampaignProgress) {
+        let c = progress.campaign
+        id = c.id
+        status = progress.status
+        recipients = c.recipients
+        devices = c.devices
+        pending = progress.pending
+        sent = progress.sent
+        failed = progress.failed
+        fetched = progress.fetched
+        audience = c.audience.summary
+        message = c.message
+        title = c.title
+        payload = c.payload.hex
+        mode = c.mode
+        createdBy = c.createdBy
+        created = c.createdAt.formatted(.iso8601)
+        app = c.app
+        switch c.schedule {
+        case .at(let date)?: sendAt = date.formatted(.iso8601)
+        case .localTime(let time, let date)?:
+            localTime = time.description
+            localDate = date?.description
+        case nil: break
+        }
+        if !c.localeNames.isEmpty {
+            locales = c.localeNames
+            defaultLocale = c.defaultLocale
+        }
+        cancelled = c.cancelledAt.map { $0.formatted(.iso8601) }
+        var options = c.options
+        badge = options.badge
+        options.badge = nil
+        self.options = options.isEmpty ? nil : options
+        ratePerMinute = c.ratePerMinute
+        expectedEnd = progress.expectedEnd.map { $0.formatted(.iso8601) }
+    }
+}

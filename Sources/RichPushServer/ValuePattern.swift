@@ -1,0 +1,23 @@
+import Foundation
+import Hummingbird
+import MediaStore
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// The values the stores check, as patterns (`RegistrationStore.normalizeHandle` and `update`,
+/// `UserStore.validateName`, `MediaIndex.validateName`, `TagExpression`).
+enum ValuePattern {
+    /// An APNs device token in hex (the store also takes spaces and angle brackets, as iOS prints tokens).
+    static let deviceToken = "^([0-9a-fA-F]{2}){8,200}$"
+    /// An FCM registration token.
+    static let fcmToken = "^[A-Za-z0-9_:.-]{20,4096}$"
+    static let tag = "^[A-Za-z0-9_@#.:-]{1,120}$"
+    static let userName = "^[A-Za-z0-9_@#.-]{1,64}$"
+    /// No control characters; 64 hex digits would read as a media id (at most 255 UTF-8 bytes).
+    static let mediaName = "^[^\\u0000-\\u001F\\u007F-\\u009F]{1,255}$"
+    /// Up to six tags joined by && or ||, each maybe negated: a subset of Notification Hubs' grammar
+    /// (parentheses and longer || lists are accepted too) that is always within its limits.
+    static let tagExpression = "^!?[A-Za-z0-9_@#.:-]{1,120}( (&&|\\|\\|) !?[A-Za-z0-9_@#.:-]{1,120}){0,5}$"
+
+    static func string(_ pattern: String) -> JSONSchema { JSONSchema.string.with { $0.pattern = pattern } }
+}
