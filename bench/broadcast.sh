@@ -222,7 +222,7 @@ for k in $(seq 1 "$campaigns"); do
     cids+=("$cid")
     failed_total=$(( failed_total + failed ))
     rp_rate=$(echo "$n / $seconds" | bc -l)
-    # The campaign's last push, byte for byte as richpush encodes it (SPEC section 11's key order).
+    # The campaign's last push, byte for byte as richpush encodes it (the key order of docs/api.md#alert-pushes-and-payload-urls).
     tail -n 1 pushes.jsonl | python3 -c '
 import json, sys
 p = json.loads(sys.stdin.read())["payload"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPEC §17's faults with the real engines (issue #24): a `serve` on PostgreSQL + a SeaweedFS
+# docs/operations.md#when-a-dependency-fails's faults with the real engines (issue #24): a `serve` on PostgreSQL + a SeaweedFS
 # bucket, both started here, and each engine in turn stopped (PostgreSQL `pg_ctl stop -m
 # immediate`, SeaweedFS SIGKILL) and restarted, then frozen (SIGSTOP on every process of it)
 # and thawed. For each: how long the first request that needs it takes to be answered (503

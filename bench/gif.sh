@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GIF ingest (SPEC §22): `richpush media add` of a set of animated GIFs made here with Pillow
+# GIF ingest (docs/api.md#options-badges-and-paced-sends): `richpush media add` of a set of animated GIFs made here with Pillow
 # (moving noise and gradients, 24 frames each, with a comment to strip), next to its floor in
 # the same run on the same files: `sha256sum` of the files plus one process that decodes each
 # whole with giflib's own DGifSlurp (bench/gif-floor.c, no limits). Runs alternate floor/ours

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPEC §22's paced campaign, measured: two `serve` processes on one data directory (SQLite; both
+# docs/api.md#options-badges-and-paced-sends's paced campaign, measured: two `serve` processes on one data directory (SQLite; both
 # dispatch from its outbox under leases) and `richpush apns-sandbox`, 100 users with a device
 # each, one alert campaign with "ratePerMinute": 600. Its pushes are due a tenth of a second
 # apart; the sandbox logs when it accepted each, and the spread from the first to the last is

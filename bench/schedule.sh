@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPEC §19 (issue #26): a local-time campaign to N users (default 100,000), each with a device,
+# docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries (issue #26): a local-time campaign to N users (default 100,000), each with a device,
 # spread over 20 time zones on both sides of the date line, queued zone by zone as each zone's
 # 09:00 comes. `richpush benchmark-schedule` runs the scheduler in process with its clock moved
 # through the day (nobody waits 26 hours) on a scratch data directory, and prints how long the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Variants (issue 14, SPEC §16), two measures in one run:
+# Variants (issue 14, docs/configuration.md#the-media-store), two measures in one run:
 #
 # 1. Making the push variant (a JPEG within 2048 px and 1 MB) of a 12 MP photo: RichPush's first
 #    GET /media/{id}?variant=push (read, DCT-scaled decode, Lanczos-3, encode, validate, store with

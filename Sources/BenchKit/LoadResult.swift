@@ -40,7 +40,7 @@ public struct LoadResult: Sendable {
         latency.add(other.latency)
     }
 
-    /// SPEC §8's JSON object.
+    /// docs/operations.md#load-tool's JSON object.
     public func json() -> String {
         let object: [String: Any] = [
             "requests": requests, "errors": errors, "seconds": (seconds * 1000).rounded() / 1000,

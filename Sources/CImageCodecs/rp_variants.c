@@ -1,5 +1,5 @@
 /*
- * Variants (SPEC §16): decode a stored image to 8-bit pixels (JPEG through libjpeg's DCT
+ * Variants (docs/configuration.md#the-media-store): decode a stored image to 8-bit pixels (JPEG through libjpeg's DCT
  * scaling, so a 12 MP photo made into a 2048 px one is decoded at 5/8 of its size), resample
  * with a Lanczos-3 filter, turn it upright, and write a baseline JPEG (rp_jpeg_encode) or a PNG.
  * Only images that passed rp_image_inspect come here, and the same limits bound every buffer.

@@ -7,7 +7,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The layout of a RichPush data directory (SPEC §2).
+/// The layout of a RichPush data directory (docs/configuration.md#the-data-directory).
 public struct DataDirectory: Sendable {
     /// The directory itself.
     public let root: URL

@@ -4,7 +4,7 @@ public enum ImageSniffer {
     public enum Verdict: Sendable, Equatable {
         case png
         case jpeg
-        /// GIF87a or GIF89a, animated or not (SPEC §22).
+        /// GIF87a or GIF89a, animated or not (docs/api.md#options-badges-and-paced-sends).
         case gif
         /// Recognised as something RichPush does not accept; `mediaType` names it.
         case other(mediaType: String)

@@ -24,6 +24,6 @@ public struct IngestResult: Sendable {
     public var item: MediaItem
     /// `stored` when this call wrote the blob, `exists` when it was already there.
     public var status: IngestStatus
-    /// What was stripped from the upload before it was stored (SPEC §16), sorted.
+    /// What was stripped from the upload before it was stored (docs/configuration.md#the-media-store), sorted.
     public var stripped: [StrippedMetadata] = []
 }

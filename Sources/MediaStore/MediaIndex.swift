@@ -51,7 +51,7 @@ public enum MediaIndex {
                 ) WITHOUT ROWID;
                 """),
         RemoteBlobs.migration,
-        // Variants (SPEC §16): each is a media row and blob of its own, kept from gc by a
+        // Variants (docs/configuration.md#the-media-store): each is a media row and blob of its own, kept from gc by a
         // `variant:<source>` reference, and found here by its source and kind.
         SQLMigration("media-v3-variants", sqlite: """
                 CREATE TABLE media_variants (

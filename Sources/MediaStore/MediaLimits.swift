@@ -1,5 +1,5 @@
-/// Size limits applied to every image before it is stored (SPEC §3), and whether its metadata
-/// is kept (SPEC §16).
+/// Size limits applied to every image before it is stored (docs/configuration.md#the-media-store), and whether its metadata
+/// is kept (docs/configuration.md#the-media-store).
 public struct MediaLimits: Sendable, Equatable {
     /// Largest accepted file, in bytes (Apple's notification-attachment limit by default).
     public var maxBytes: Int
@@ -11,7 +11,7 @@ public struct MediaLimits: Sendable, Equatable {
     /// by default they are stripped losslessly (`MetadataStripper`).
     public var keepMetadata = false
 
-    /// The defaults of SPEC §3: 10 MiB, 40 megapixels, 16384 per side.
+    /// The defaults of docs/configuration.md#the-media-store: 10 MiB, 40 megapixels, 16384 per side.
     public static let `default` = MediaLimits(maxBytes: 10_485_760, maxPixels: 40_000_000, maxSide: 16_384)
 
     /// Creates limits; every value must be positive.

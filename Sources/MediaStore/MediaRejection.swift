@@ -1,4 +1,4 @@
-/// Why an image was refused: one of the three classes of SPEC §3 and a reason naming what was wrong.
+/// Why an image was refused: one of the three classes of docs/configuration.md#the-media-store and a reason naming what was wrong.
 public struct MediaRejection: Error, Sendable, Equatable, CustomStringConvertible {
     /// The rejection classes, spelled as they appear in CLI output and JSON.
     public enum Kind: String, Sendable, Codable, CaseIterable {

@@ -22,7 +22,7 @@ extension MediaStore {
     /// Variants being made (or waiting to be) now.
     var variantsBeingMade: Int { variantsInFlight.withLockedValue { $0.count } }
 
-    /// The `kind` variant of image `id` (SPEC §16): made on its first request, stored
+    /// The `kind` variant of image `id` (docs/configuration.md#the-media-store): made on its first request, stored
     /// content-addressed and recorded against its source; the source itself when it already is
     /// that variant. Concurrent first requests in this process make it once; two processes may
     /// both make it, and, the bytes being the same, store one blob.

@@ -40,7 +40,7 @@ public enum StrippedMetadata: String, Sendable, Codable, CaseIterable, Comparabl
     private var rank: Int { Self.allCases.firstIndex(of: self) ?? 0 }
 }
 
-/// Removes what a photo carries but a push must not leak (SPEC §16), without re-encoding a pixel.
+/// Removes what a photo carries but a push must not leak (docs/configuration.md#the-media-store), without re-encoding a pixel.
 ///
 /// JPEG: segments are walked from SOI to EOI (scan data is skipped over, never decoded); EXIF is
 /// reduced to Orientation alone, XMP, APP13, COM and unneeded APPn go; JFIF, ICC profiles, Adobe

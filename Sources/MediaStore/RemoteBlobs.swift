@@ -9,7 +9,7 @@ public struct DatabaseConfigurationError: Error, CustomStringConvertible {
 }
 
 /// Which database a store uses: `sqlite:PATH` (the default is `sqlite:<data>/richpush.sqlite`)
-/// or `postgres://USER:PASSWORD@HOST[:PORT]/DATABASE`, as `--database` names it (SPEC §13).
+/// or `postgres://USER:PASSWORD@HOST[:PORT]/DATABASE`, as `--database` names it (docs/operations.md#more-than-one-node).
 public enum DatabaseLocation: Sendable, Equatable {
     case sqlite(path: String)
     case postgres(url: String)
@@ -36,7 +36,7 @@ public enum DatabaseLocation: Sendable, Equatable {
 }
 
 /// Where a store keeps its blob bytes: `file:DIR` (the data directory's `blobs/`, the default)
-/// or an S3 bucket (`s3://BUCKET[/PREFIX]?endpoint=…`), as `--blobs` names it (SPEC §13).
+/// or an S3 bucket (`s3://BUCKET[/PREFIX]?endpoint=…`), as `--blobs` names it (docs/operations.md#more-than-one-node).
 public enum BlobsLocation: Sendable, Equatable {
     /// Files under the data directory.
     case files

@@ -121,7 +121,7 @@ public struct S3Object: Sendable, Equatable {
 /// DeleteObject, ListObjectsV2), signed with AWS Signature Version 4 on swift-crypto, over
 /// AsyncHTTPClient. Nothing else: buckets are the operator's to create.
 ///
-/// A bucket that is down is answered fast (SPEC §17): a connection gets `connect_timeout` (2 s),
+/// A bucket that is down is answered fast (docs/operations.md#when-a-dependency-fails): a connection gets `connect_timeout` (2 s),
 /// a call `timeout` (4 s, plus a second per 2 MiB it carries), a refused connection fails the
 /// call at once instead of being retried until the deadline, and after one such failure the
 /// client's `breaker` refuses calls without trying (`DependencyUnavailable`) until a probe finds

@@ -4,7 +4,7 @@ import CImageCodecs
 import Glibc
 #endif
 
-/// The images made from a stored one for push (SPEC §16).
+/// The images made from a stored one for push (docs/configuration.md#the-media-store).
 public enum MediaVariant: String, Sendable, CaseIterable, Codable {
     /// Fits 320×320: a browser's notification icon, a console's grid. A JPEG from a JPEG, a PNG
     /// (alpha kept) from a PNG.
@@ -18,7 +18,7 @@ public enum MediaVariant: String, Sendable, CaseIterable, Codable {
     public var box: Int { self == .thumb ? 320 : 2048 }
     /// The most bytes it may have (push only).
     public var maxBytes: Int? { self == .push ? 1_048_576 : nil }
-    /// The most bytes a GIF's push variant may have: iOS's limit for an animated attachment (SPEC §22).
+    /// The most bytes a GIF's push variant may have: iOS's limit for an animated attachment (docs/api.md#options-badges-and-paced-sends).
     public static let maxGIFBytes = 10 * 1_048_576
 }
 
@@ -69,7 +69,7 @@ public enum VariantMaker {
         }
     }
 
-    /// SPEC §22: a GIF's thumb is its first frame as a PNG (fitting 320×320); its push variant
+    /// docs/api.md#options-badges-and-paced-sends: a GIF's thumb is its first frame as a PNG (fitting 320×320); its push variant
     /// stays an animated GIF, fitting 2048×2048 and 10 MB (nil when the source already does).
     static func makeGIF(_ kind: MediaVariant, of source: [UInt8]) throws -> [UInt8]? {
         var message = [CChar](repeating: 0, count: 256)

@@ -6,7 +6,7 @@ import NIOFoundationCompat
 import NIOHTTP1
 import RichPushCore
 
-/// A Google service account, as the JSON key file Firebase hands out (SPEC §12): what FCM HTTP v1
+/// A Google service account, as the JSON key file Firebase hands out (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push): what FCM HTTP v1
 /// needs to get an OAuth 2 access token by a JWT-bearer grant (RFC 7523).
 public struct FCMServiceAccount: Sendable {
     /// The Firebase project the messages are sent for.

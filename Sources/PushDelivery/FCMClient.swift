@@ -38,11 +38,11 @@ public final class FCMClient: Sendable {
     /// message shows nothing, so has no tag), and `apns-collapse-id` for FCM's iOS devices (APNs
     /// keeps one notification per app for an offline device anyway). It is not Android's
     /// `collapse_key`: FCM keeps at most four collapse keys for an offline device and drops the
-    /// rest, so a key per notification loses pushes (SPEC §24). `collapseKey`, set only where
+    /// rest, so a key per notification loses pushes (docs/delivery.md). `collapseKey`, set only where
     /// collapsing is meant (a newer message makes the older one worthless, as a live activity's
     /// state does), goes in `android.collapse_key`.
     ///
-    /// Given the push's `mode`, its options go in each platform's form (SPEC §22):
+    /// Given the push's `mode`, its options go in each platform's form (docs/api.md#options-badges-and-paced-sends):
     /// `android.priority` (`HIGH` for an alert unless `normal`), `android.ttl` (`ttl` seconds),
     /// `android.notification.channel_id`, `notification_count` and `sound`; for iOS devices
     /// `apns-priority`, `apns-expiration` and the `aps` of `APS.alertPush` (`thread-id`, `category`,

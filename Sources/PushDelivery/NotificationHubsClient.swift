@@ -68,7 +68,7 @@ public final class NotificationHubsClient: Sendable {
     /// Refuses calls at once while the hub cannot be reached (a send is then retried later, a
     /// registration's mirror call is a 503).
     public let breaker: CircuitBreaker
-    /// The deadline of calls a request waits for (mirroring a registration): SPEC §17's 5 s.
+    /// The deadline of calls a request waits for (mirroring a registration): docs/operations.md#when-a-dependency-fails's 5 s.
     private let mirrorDeadline: TimeAmount
 
     /// Creates a client for `hub`; `extraRoots` (PEM files, `--push-ca`) are trusted in addition to
@@ -103,7 +103,7 @@ public final class NotificationHubsClient: Sendable {
 
     /// Sends an Apple-native notification (alert or background) to every device matching `tag`;
     /// `priority` is `apns-priority` (the mode's when nil), `expiry` the hub's
-    /// `ServiceBusNotification-Apns-Expiry` (SPEC §22).
+    /// `ServiceBusNotification-Apns-Expiry` (docs/api.md#options-badges-and-paced-sends).
     public func send(payload: Data, mode: PushMode = .silent, tag: String, priority: String? = nil, expiry: Date? = nil) async -> DeliveryOutcome {
         var request = request(.POST, "messages/")
         request.headers.add(name: "content-type", value: "application/json;charset=utf-8")

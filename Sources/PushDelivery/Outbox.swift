@@ -21,7 +21,7 @@ public protocol PushDispatching: Sendable {
     /// Called after a batch of a campaign's deliveries was committed.
     func outboxChanged()
     /// Sets what runs on each claimed batch before any of its pushes is sent (the server puts
-    /// their payloads in its memory cache, SPEC §21).
+    /// their payloads in its memory cache, docs/design/fast-path.md).
     func beforeSending(_ prepare: @escaping @Sendable ([DeliveryJob]) async -> Void)
 }
 

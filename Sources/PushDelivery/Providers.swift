@@ -42,7 +42,7 @@ extension PushProvider {
     }
 }
 
-/// APNs direct: one push per device token, with its notification's priority and expiry (SPEC §22).
+/// APNs direct: one push per device token, with its notification's priority and expiry (docs/api.md#options-badges-and-paced-sends).
 public struct APNsProvider: PushProvider {
     public let client: APNsClient
 
@@ -169,7 +169,7 @@ public struct MirrorReconciler: Service {
 }
 
 /// FCM HTTP v1: one message per registration token, `data` always and a `notification` with the
-/// image in alert mode (SPEC §12).
+/// image in alert mode (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).
 public struct FCMProvider: PushProvider {
     public let client: FCMClient
 
@@ -183,12 +183,12 @@ public struct FCMProvider: PushProvider {
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         guard let content = job.content else { return (.failed(reason: "the push has no content for FCM", prune: false), nil) }
-        // Android shows a notification image only up to 1 MB: the push variant (SPEC §16).
+        // Android shows a notification image only up to 1 MB: the push variant (docs/configuration.md#the-media-store).
         let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
         let notification = job.mode == .alert ? (title: content.title, body: content.message, image: image) : nil
         let life = job.sendingLife
         // The collapse id is the Android notification's tag, never a collapse key: FCM keeps every
-        // notification for an offline device, where it would keep only four keys (SPEC §24).
+        // notification for an offline device, where it would keep only four keys (docs/security.md).
         return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
                                                     collapseID: job.collapseID, mode: job.mode, options: job.options, badge: content.badge,
                                                     ttl: life)), nil)
@@ -201,7 +201,7 @@ public struct FCMProvider: PushProvider {
 
 /// Web Push: each message encrypted for its subscription and sent with VAPID; alert pushes are
 /// `Urgency: high` (unless their options say `normal`), silent ones `normal`, and both live as
-/// long as their options' `expiresIn`, a day by default (SPEC §12, §22).
+/// long as their options' `expiresIn`, a day by default (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push, §22).
 public struct WebPushProvider: PushProvider {
     public let client: WebPushClient
 
@@ -285,7 +285,7 @@ public struct PlatformRouter: PushProvider {
     }
 }
 
-/// Sends each push with its app's provider (SPEC §18): the `default` app's (the section 7 and
+/// Sends each push with its app's provider (docs/api.md#apps-and-api-keys): the `default` app's (the section 7 and
 /// 12 flags) and those of `serve --apps`. Each app's provider has its own credentials and
 /// connections, and this node claims only the pushes of the apps and platforms it can send.
 public struct AppRouter: PushProvider {
@@ -335,7 +335,7 @@ public struct AppRouter: PushProvider {
     }
 }
 
-/// Every app's hub copy of registrations (SPEC §18): a registration goes to its own app's hub; a
+/// Every app's hub copy of registrations (docs/api.md#apps-and-api-keys): a registration goes to its own app's hub; a
 /// deleted one is removed from every hub (it is gone from ours, whichever app it was of; a hub
 /// that never had it answers 404, which counts as done).
 public struct AppMirrors: RegistrationMirror {

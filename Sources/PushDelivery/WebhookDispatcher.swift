@@ -7,7 +7,7 @@ import RichPushCore
 import ServiceLifecycle
 
 extension OutboundPolicy {
-    /// The rules for webhook URLs (SPEC §24), those of Web Push endpoints but for the port: https
+    /// The rules for webhook URLs (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks), those of Web Push endpoints but for the port: https
     /// to a host name whose every address is public, connected to an address checked, no redirect
     /// followed; a receiver may listen on any port. 5 s to connect and 15 s for the whole call, as
     /// a receiver had before. `allowPrivate` (`--allow-private-webhooks`) lifts the address and
@@ -22,7 +22,7 @@ extension OutboundPolicy {
     }
 }
 
-/// Delivers the event queue to webhooks (SPEC §20, §24): a batch of up to 100 events per POST (one
+/// Delivers the event queue to webhooks (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks, §24): a batch of up to 100 events per POST (one
 /// event is sent as itself, several as `{"events":[…]}`), signed with `X-RichPush-Signature`;
 /// the cursor moves only on 2xx, so every event arrives at least once, in order.
 ///

@@ -6,7 +6,7 @@ import FoundationNetworking
 import UserNotifications
 #endif
 
-/// The payload types (PNG, JPEG, and GIF since SPEC §22), by declared media type and by signature.
+/// The payload types (PNG, JPEG, and GIF since docs/api.md#options-badges-and-paced-sends), by declared media type and by signature.
 enum ImageType: Sendable, Equatable {
     case png, jpeg, gif
 

@@ -6,7 +6,7 @@ import FoundationNetworking
 import UserNotifications
 #endif
 
-/// Which image of a payload to download (SPEC §16).
+/// Which image of a payload to download (docs/configuration.md#the-media-store).
 public enum PayloadVariant: String, Sendable {
     /// The image as stored.
     case original

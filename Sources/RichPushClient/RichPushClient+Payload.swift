@@ -17,7 +17,7 @@ extension RichPushClient {
     /// bytes are not that type's signature. The file is named `<richId>-<random>.png`, `.jpg` or `.gif` by
     /// the verified type, as `UNNotificationAttachment` requires; on any failure nothing is left.
     ///
-    /// `variant` asks for an image made for the purpose (SPEC §16): `.push` is a JPEG of at most
+    /// `variant` asks for an image made for the purpose (docs/configuration.md#the-media-store): `.push` is a JPEG of at most
     /// 1 MB and 2048 px, what a Notification Service Extension's 24 MB can decode; `.thumb` fits
     /// 320×320.
     ///

@@ -7,7 +7,7 @@ import UserNotifications
 #endif
 
 extension RichPushClient {
-    /// Reports that the user opened (tapped) `message` (SPEC §20): `POST <payloadURL>/opened` with
+    /// Reports that the user opened (tapped) `message` (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks): `POST <payloadURL>/opened` with
     /// no credentials when the push carried a payload URL, else `POST /api/notifications/{id}/opened`
     /// with the client's. The server counts it once however often it is reported; call it from
     /// `userNotificationCenter(_:didReceive:withCompletionHandler:)`.

@@ -7,7 +7,7 @@ import UserNotifications
 #endif
 
 extension RichPushClient {
-    /// A device session (SPEC §9): a token that stands for the user's password until it expires or is revoked.
+    /// A device session (docs/api.md#admins-imported-accounts-and-device-sessions): a token that stands for the user's password until it expires or is revoked.
     ///
     /// Keep the token in the keychain, shared with the extension through an access group, instead of the password.
     public struct Session: Sendable, Equatable {

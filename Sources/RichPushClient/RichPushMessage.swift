@@ -2,9 +2,9 @@ import Foundation
 
 /// A RichPush notification as a device receives it, read from any of the shapes the server sends.
 ///
-/// - SPEC §6's silent push, `{"aps":{"content-available":1,"sound":""},"richId":"7","richMessage":"…","richType":"img"}`:
+/// - docs/api.md#http-api's silent push, `{"aps":{"content-available":1,"sound":""},"richId":"7","richMessage":"…","richType":"img"}`:
 ///   the app fetches the payload itself, through the API, with the user's credentials.
-/// - SPEC §11's alert push, `{"aps":{"alert":{"title":"…","body":"…"},"mutable-content":1,…},"richId":"7",…,"richUrl":"https://host/p/<token>"}`:
+/// - docs/api.md#alert-pushes-and-payload-urls's alert push, `{"aps":{"alert":{"title":"…","body":"…"},"mutable-content":1,…},"richId":"7",…,"richUrl":"https://host/p/<token>"}`:
 ///   a Notification Service Extension fetches `richUrl` with no credentials and attaches the image.
 /// - The flat string map of FCM data messages and Web Push bodies, `{"richId":"7","richMessage":"…","richType":"img","richUrl":"…","title":"…"}`.
 ///
@@ -31,7 +31,7 @@ public struct RichPushMessage: Sendable, Equatable {
     public var payloadURL: URL?
     /// Whether the push is silent or an alert.
     public var kind: Kind
-    /// SPEC §22's options as the device sees them: the alert's subtitle, `aps.thread-id`,
+    /// docs/api.md#options-badges-and-paced-sends's options as the device sees them: the alert's subtitle, `aps.thread-id`,
     /// `aps.category` and the badge (`aps.badge`, or the flat shape's `badgeCount`); nil when absent.
     public var subtitle: String? = nil
     public var threadID: String? = nil

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import SQLEngine
 
-/// What an API key may do (SPEC §18).
+/// What an API key may do (docs/api.md#apps-and-api-keys).
 public enum APIKeyScope: String, Sendable, CaseIterable, Codable {
     /// Create campaigns and notifications (for its app only, when bound to one).
     case send
@@ -38,7 +38,7 @@ public struct APIKey: Sendable, Equatable {
     }
 }
 
-/// Apps' names (SPEC §18): the names of `serve --apps` and of registrations' `"app"`.
+/// Apps' names (docs/api.md#apps-and-api-keys): the names of `serve --apps` and of registrations' `"app"`.
 public enum AppName {
     /// The app the section 7 and 12 flags configure, and that registrations made before apps belong to.
     public static let `default` = "default"
@@ -52,7 +52,7 @@ public enum AppName {
     }
 }
 
-/// API keys for servers that call RichPush (SPEC §18): `rpk_` and 32 random bytes in base64url,
+/// API keys for servers that call RichPush (docs/api.md#apps-and-api-keys): `rpk_` and 32 random bytes in base64url,
 /// shown once; the table keeps the SHA-256 of the key, so a copy of the database grants nothing.
 /// Removing a key moves the sessions epoch, so every server drops it from its cache within its
 /// epoch watcher's interval.
@@ -97,7 +97,7 @@ public struct APIKeyStore: Sendable {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM api_keys WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no API key named \(name)") }
-            // Its Idempotency-Keys end with it: a key added later under the same name starts afresh (SPEC §24).
+            // Its Idempotency-Keys end with it: a key added later under the same name starts afresh (docs/security.md).
             try db.execute(sql: "DELETE FROM idempotency_keys WHERE owner = ?", arguments: ["key:\(name)"])
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
             try db.notify(DataChange.users.rawValue)

@@ -5,7 +5,7 @@ import Foundation
 /// FCM message (APNSwift's `APNSAlertNotificationAPSStorage` is the model).
 ///
 /// One value, three forms that say the same: `json`, the text an APNs payload embeds, keys in
-/// `Key`'s order (the order pushes have had since SPEC §11, which tests and devices compare byte
+/// `Key`'s order (the order pushes have had since docs/api.md#alert-pushes-and-payload-urls, which tests and devices compare byte
 /// for byte); `dictionary`, for a `JSONSerialization` document such as FCM's message, which sorts
 /// keys itself; and `Encodable`. A field left nil, or a flag left false, is not written. The
 /// sandboxes check the result against Apple's rules (`APSRules`) independently, in their own words.
@@ -103,7 +103,7 @@ public struct APS: Sendable, Equatable, Encodable {
         self.badge = badge
     }
 
-    /// The `aps` of an alert push (SPEC §11, §22): the alert (`title`, `options.subtitle`, `body`),
+    /// The `aps` of an alert push (docs/api.md#alert-pushes-and-payload-urls, §22): the alert (`title`, `options.subtitle`, `body`),
     /// `mutable-content` for the Notification Service Extension, `options.sound` (`default` when not
     /// given, none when empty), the options' `thread-id`, `category`, `interruption-level` and
     /// `relevance-score`, and `badge`, which the caller resolves (a fixed one, or an unread count).
@@ -114,7 +114,7 @@ public struct APS: Sendable, Equatable, Encodable {
                    interruptionLevel: options.interruptionLevel, relevanceScore: options.relevanceScore, badge: badge)
     }
 
-    /// The tutorial's background push (SPEC §6): `content-available` and an empty `sound`.
+    /// The tutorial's background push (docs/api.md#http-api): `content-available` and an empty `sound`.
     public static let silentPush = APS(contentAvailable: true, sound: "")
 
     /// A background push as Apple asks for one: `content-available` alone (FCM's data messages to iOS devices).

@@ -1,11 +1,11 @@
 import Foundation
 
-/// How a notification reaches the device (SPEC §11).
+/// How a notification reaches the device (docs/api.md#alert-pushes-and-payload-urls).
 public enum PushMode: String, Sendable, Codable, CaseIterable {
     /// An alert push with `mutable-content`: a Notification Service Extension fetches the image
     /// through `richUrl` and shows it. What today's phones show as a rich notification.
     case alert
-    /// The tutorial's background push (SPEC §6); the app fetches the payload when it runs.
+    /// The tutorial's background push (docs/api.md#http-api); the app fetches the payload when it runs.
     case silent
 
     /// The `apns-push-type` header.
@@ -24,13 +24,13 @@ public enum PushMode: String, Sendable, Codable, CaseIterable {
     }
 }
 
-/// The alert push of SPEC §11, keys in the order the SPEC writes them:
+/// The alert push of docs/api.md#alert-pushes-and-payload-urls, keys in the order the docs write them:
 ///
 ///     {"aps":{"alert":{"title":"<title>","body":"<message>"},"mutable-content":1,"sound":"default"},
 ///      "richId":"<id>","richMessage":"<message>","richType":"img","richUrl":"<payload url>"}
 ///
 /// `"title"` is left out when there is none. Strings are quoted as a JSON encoder quotes them. `aps`
-/// is `APS.alertPush`'s, written by `APS`: options (SPEC §22) add `subtitle` to the alert, and
+/// is `APS.alertPush`'s, written by `APS`: options (docs/api.md#options-badges-and-paced-sends) add `subtitle` to the alert, and
 /// `thread-id`, `category`, `interruption-level`, `relevance-score` and a fixed `badge` to `aps`
 /// after `sound` (which they may change or, when empty, leave out); buttons travel as
 /// `richActions` for the app (an iOS category's buttons are the app's own). An unread-count badge
@@ -69,7 +69,7 @@ public struct AlertPush: Sendable, Equatable {
     }
 
     /// `payload` (an APNs push RichPush made, which begins `{"aps":{`) with `aps.badge` set to
-    /// `badge`: the unread count of its recipient at send time (SPEC §22).
+    /// `badge`: the unread count of its recipient at send time (docs/api.md#options-badges-and-paced-sends).
     public static func settingBadge(_ payload: Data, to badge: Int) -> Data {
         let prefix = Data("{\"aps\":{".utf8)
         guard payload.starts(with: prefix) else { return payload }

@@ -1,7 +1,7 @@
 import Foundation
 import SQLEngine
 
-/// Who a campaign is for (SPEC §10).
+/// Who a campaign is for (docs/api.md#campaigns).
 public enum Audience: Sendable, Equatable {
     /// Every account.
     case all

@@ -1,8 +1,8 @@
 import Foundation
 import MediaStore
 
-/// One locale's words (SPEC §19): the title and message, and the words of the options a phone
-/// shows (SPEC §22): the subtitle and the buttons' titles, by button id.
+/// One locale's words (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): the title and message, and the words of the options a phone
+/// shows (docs/api.md#options-badges-and-paced-sends): the subtitle and the buttons' titles, by button id.
 public struct LocalizedContent: Sendable, Equatable, Codable {
     public var title: String?
     public var message: String?
@@ -24,19 +24,19 @@ public struct CampaignDraft: Sendable {
     public var audience: Audience
     /// Message, title, rich type, payload and mode, as for a single notification.
     public var content: NotificationDraft
-    /// The app whose devices it goes to (SPEC §18); nil for every app the audience has devices in.
+    /// The app whose devices it goes to (docs/api.md#apps-and-api-keys); nil for every app the audience has devices in.
     public var app: String?
-    /// When it goes out (SPEC §19); nil for now.
+    /// When it goes out (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries); nil for now.
     public var schedule: CampaignSchedule?
     /// Title and message per BCP 47 locale; each recipient gets theirs, falling back from
     /// `fr-CA` to `fr` to `defaultLocale`, then to `content`'s title and message.
     public var locales: [String: LocalizedContent]
     /// The locale of recipients whose own has no content.
     public var defaultLocale: String
-    /// At most this many pushes a minute, across all nodes (SPEC §22); nil: as fast as they go.
+    /// At most this many pushes a minute, across all nodes (docs/api.md#options-badges-and-paced-sends); nil: as fast as they go.
     public var ratePerMinute: Int?
 
-    /// Creates a draft; the mode defaults to `alert` (SPEC §10).
+    /// Creates a draft; the mode defaults to `alert` (docs/api.md#campaigns).
     public init(audience: Audience, content: NotificationDraft, app: String? = nil, schedule: CampaignSchedule? = nil,
                 locales: [String: LocalizedContent] = [:], defaultLocale: String = "en", ratePerMinute: Int? = nil) {
         self.ratePerMinute = ratePerMinute
@@ -52,7 +52,7 @@ public struct CampaignDraft: Sendable {
 /// A campaign and how far it got.
 public struct Campaign: Sendable, Equatable {
     /// `scheduled` until its first push is queued, `sending` until every recipient is queued
-    /// and no push is pending, then `done`; `cancelled` once cancelled (SPEC §19).
+    /// and no push is pending, then `done`; `cancelled` once cancelled (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
     public enum Status: String, Sendable, Codable, CaseIterable { case scheduled, sending, done, cancelled }
 
     public var id: Int64
@@ -81,7 +81,7 @@ public struct Campaign: Sendable, Equatable {
     public var defaultLocale: String = "en"
     /// When it was cancelled.
     public var cancelledAt: Date? = nil
-    /// Platform options and the badge, as each recipient's notification gets them (SPEC §22).
+    /// Platform options and the badge, as each recipient's notification gets them (docs/api.md#options-badges-and-paced-sends).
     public var options = PushOptions()
     /// The pace, pushes a minute; nil for unpaced.
     public var ratePerMinute: Int? = nil
@@ -97,7 +97,7 @@ public struct Campaign: Sendable, Equatable {
     /// The most users an audience may list by name.
     public static let maxListedUsers = 10_000
 
-    /// The most locales `content` may have (SPEC §24).
+    /// The most locales `content` may have (docs/security.md).
     public static let maxLocales = 50
 
     /// The most campaigns one creator (an admin or a key) may have scheduled and not yet sent:
@@ -105,7 +105,7 @@ public struct Campaign: Sendable, Equatable {
     public static let maxScheduledPerCreator = 1_000
 }
 
-/// Delivery and read counts of a campaign (SPEC §10).
+/// Delivery and read counts of a campaign (docs/api.md#campaigns).
 public struct CampaignProgress: Sendable, Equatable {
     public var campaign: Campaign
     public var pending: Int
@@ -114,7 +114,7 @@ public struct CampaignProgress: Sendable, Equatable {
     /// Recipients who fetched the payload.
     public var fetched: Int
 
-    /// When a paced campaign's last queued push goes out (SPEC §22): nil when unpaced, done or cancelled.
+    /// When a paced campaign's last queued push goes out (docs/api.md#options-badges-and-paced-sends): nil when unpaced, done or cancelled.
     /// The last queued push's turn, or later when the outbox has fallen behind the pace (a
     /// service down, retries): then the pushes still pending, one step apart from now.
     public var expectedEnd: Date? {

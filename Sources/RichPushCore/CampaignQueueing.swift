@@ -116,7 +116,7 @@ extension CampaignStore {
         let now = Date()
         let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
                                       title: campaign.title, mode: campaign.mode, options: campaign.options)
-        // A paced campaign's pushes are due one step apart, after those queued before (SPEC §22).
+        // A paced campaign's pushes are due one step apart, after those queued before (docs/api.md#options-badges-and-paced-sends).
         let pace = campaign.ratePerMinute.map { Pace(start: max(campaign.paceNextAt?.timeIntervalSince1970 ?? 0, db.now), perMinute: $0) }
         var writers: [String: NotificationWriter] = [:] // by content locale, "" for the campaign's own words
         func writer(_ locale: String?) throws -> NotificationWriter {

@@ -1,7 +1,7 @@
 import Foundation
 import SQLEngine
 
-/// When a campaign goes out (SPEC §19).
+/// When a campaign goes out (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
 public enum CampaignSchedule: Sendable, Equatable {
     /// At one instant, for everyone.
     case at(Date)
@@ -112,7 +112,7 @@ extension CampaignSchedule {
 }
 
 extension CampaignStore {
-    /// Sends what is due at `now` (SPEC §19): a scheduled campaign whose time came is queued
+    /// Sends what is due at `now` (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): a scheduled campaign whose time came is queued
     /// whole; a local-time campaign, the zones whose local time came. Each campaign is leased
     /// by one node at a time (a node that dies lets its lease lapse), so every recipient is
     /// queued once, whichever nodes run this. Returns the campaigns it worked on.

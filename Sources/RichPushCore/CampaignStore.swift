@@ -22,7 +22,7 @@ public struct CampaignStore: Sendable {
     /// so that recipients' first fetches need no database read).
     public var onQueued: (@Sendable ([QueuedNotification]) -> Void)?
     /// Called with a campaign's payload before this process queues a batch of it (the server
-    /// puts the image in its memory cache, SPEC §21).
+    /// puts the image in its memory cache, docs/design/fast-path.md).
     public var beforeQueueing: (@Sendable (MediaID) async -> Void)?
 
     /// Creates the store over a database opened with `CoreDatabase`.
@@ -173,7 +173,7 @@ public struct CampaignStore: Sendable {
         return nil
     }
 
-    /// Cancels campaign `id` (SPEC §19): nothing more is queued; pushes not yet handed to a push
+    /// Cancels campaign `id` (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): nothing more is queued; pushes not yet handed to a push
     /// service are dropped (those in flight finish); recipients who got nothing lose the inbox
     /// entry; sent pushes stay sent. 404 for no such campaign, 409 for one already done.
     public func cancel(_ id: Int64, now: Date = Date()) async throws -> CampaignProgress {

@@ -132,13 +132,13 @@ public enum CoreDatabase {
                     seenAt REAL NOT NULL
                 );
                 """),
-        // SPEC §12: a delivery names its device's platform (NULL: APNs, or a hub's tag), and a
+        // docs/delivery.md#android-fcm-http-v1-and-browsers-web-push: a delivery names its device's platform (NULL: APNs, or a hub's tag), and a
         // notification keeps its payload URL for the platforms whose pushes carry it in both modes.
         SQLMigration("core-v7-platforms", sqlite: """
                 ALTER TABLE deliveries ADD COLUMN platform TEXT;
                 ALTER TABLE notifications ADD COLUMN richUrl TEXT;
                 """),
-        // SPEC §18: a registration belongs to one app (those made before apps belong to
+        // docs/api.md#apps-and-api-keys: a registration belongs to one app (those made before apps belong to
         // `default`), a delivery goes out with its app's credentials, a campaign may be for one
         // app; API keys for servers, kept as the SHA-256 of the key alone.
         SQLMigration("core-v8-apps", sqlite: """
@@ -154,7 +154,7 @@ public enum CoreDatabase {
                     lastUsedAt REAL
                 );
                 """),
-        // SPEC §19: users' time zones and locales; campaigns scheduled (sendAt), at each
+        // docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: users' time zones and locales; campaigns scheduled (sendAt), at each
         // recipient's local time (atLocalTime and onLocalDate, as PostgreSQL reserves LOCALTIME;
         // queued zone by zone, each zone's progress in campaign_zones), cancelled, with
         // per-locale content, and leased by the one node that queues them;
@@ -190,7 +190,7 @@ public enum CoreDatabase {
                 );
                 CREATE INDEX idempotency_keys_created ON idempotency_keys(createdAt);
                 """),
-        // SPEC §20: opened as the device reports it (displayed is the first fetch, `read`);
+        // docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: opened as the device reports it (displayed is the first fetch, `read`);
         // counters per campaign, minute and platform, and failure reasons, kept as pushes happen;
         // the webhook event queue, and each webhook's place in it.
         SQLMigration("core-v10-insight", sqlite: """
@@ -238,7 +238,7 @@ public enum CoreDatabase {
                     lastError     TEXT
                 );
                 """),
-        // SPEC §22: platform options and the badge, stored as JSON; a campaign's pace, and when each
+        // docs/api.md#options-badges-and-paced-sends: platform options and the badge, stored as JSON; a campaign's pace, and when each
         // paced push is due (its life counts from then).
         SQLMigration("core-v11-options", sqlite: """
                 ALTER TABLE notifications ADD COLUMN options TEXT;

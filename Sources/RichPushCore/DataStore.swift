@@ -25,11 +25,11 @@ public final class DataStore: Sendable {
     public let sessions: SessionStore
     /// Device registrations.
     public let registrations: RegistrationStore
-    /// API keys for servers that call RichPush (SPEC §18).
+    /// API keys for servers that call RichPush (docs/api.md#apps-and-api-keys).
     public let apiKeys: APIKeyStore
-    /// `Idempotency-Key`s seen (SPEC §19).
+    /// `Idempotency-Key`s seen (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
     public let idempotency: IdempotencyStore
-    /// Webhooks and their event queue (SPEC §20).
+    /// Webhooks and their event queue (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks).
     public let webhooks: WebhookStore
     /// The outbox as readers see it (`deliveries`).
     public let deliveries: DeliveryStore

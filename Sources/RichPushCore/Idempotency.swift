@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import SQLEngine
 
-/// `Idempotency-Key` (SPEC §19): a POST repeated with the same key and the same body within 24 h
+/// `Idempotency-Key` (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): a POST repeated with the same key and the same body within 24 h
 /// answers what the first did and creates nothing; the same key with another body is 422. The
 /// key is recorded in the same transaction as what the request creates, so two nodes taking the
 /// same key at once make one thing: the second waits for the first's commit, finds the key, and

@@ -2,13 +2,13 @@ import Crypto
 import Foundation
 import SQLEngine
 
-/// What happened to a push, as SPEC §20 names it.
+/// What happened to a push, as docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks names it.
 public enum DeliveryEventType: String, Sendable, CaseIterable, Codable {
     case sent, failed, displayed, opened
     case campaignDone = "campaign.done"
 }
 
-/// One thing that happened to a push: an event of the webhook queue (SPEC §20).
+/// One thing that happened to a push: an event of the webhook queue (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks).
 public struct DeliveryEvent: Sendable, Equatable {
     public var id: Int64
     public var type: DeliveryEventType
@@ -42,7 +42,7 @@ struct Happening {
     var reason: String?
 }
 
-/// Counts and events, written in the transaction of what they count (SPEC §20): a campaign's
+/// Counts and events, written in the transaction of what they count (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks): a campaign's
 /// counters per minute and platform (`campaign_stats`) and its failure reasons
 /// (`campaign_failures`), so that its stats never scan the outbox; and, when a webhook wants
 /// that type, the event in the durable queue (`events`).
@@ -130,7 +130,7 @@ enum Insight {
     }
 }
 
-/// A campaign's funnel, by platform, its failure reasons and its timeline (SPEC §20).
+/// A campaign's funnel, by platform, its failure reasons and its timeline (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks).
 public struct CampaignStats: Sendable, Equatable {
     public struct Counts: Sendable, Equatable {
         public var sent = 0

@@ -30,7 +30,7 @@ public struct NotificationDraft: Sendable, Equatable {
     /// The alert's title (alert mode only).
     public var title: String?
     public var mode: PushMode
-    /// Platform options and the badge (SPEC §22).
+    /// Platform options and the badge (docs/api.md#options-badges-and-paced-sends).
     public var options: PushOptions
 
     /// Creates a draft.
@@ -81,7 +81,7 @@ public struct QueuedNotification: Sendable {
     }
 }
 
-/// How pushes of a notification are addressed in the outbox, app by app (SPEC §18): one
+/// How pushes of a notification are addressed in the outbox, app by app (docs/api.md#apps-and-api-keys): one
 /// delivery per registered device (APNs, FCM and Web Push direct, or no provider yet), except
 /// for apps that send through a Notification Hub, which get one delivery per recipient, to the
 /// tag `username:<recipient>`.
@@ -177,7 +177,7 @@ struct NotificationWriter {
     /// Throws 422 when the push would exceed APNs' 4096 bytes.
     func insert(_ db: SQLConnection, recipient: String, targets: [PushTarget], pace: Pace? = nil) throws -> CreatedNotification {
         let time = now.timeIntervalSince1970
-        // A paced campaign's pushes are due at their turns (SPEC §22), and its inbox entry shows
+        // A paced campaign's pushes are due at their turns (docs/api.md#options-badges-and-paced-sends), and its inbox entry shows
         // from the first of them (`Notifications.visibleNow`), not before; a push's life counts
         // from its turn.
         let dues = targets.map { _ in pace?.next() ?? time }
@@ -294,7 +294,7 @@ struct NotificationWriter {
     }
 }
 
-/// The send times of a paced campaign's pushes (SPEC §22): one every `step` seconds from `start`,
+/// The send times of a paced campaign's pushes (docs/api.md#options-badges-and-paced-sends): one every `step` seconds from `start`,
 /// handed out in the order the pushes are queued, so every node's outbox claims them no faster
 /// than the campaign's rate.
 final class Pace {
@@ -409,7 +409,7 @@ public struct NotificationStore: Sendable {
 
     /// Marks the notifications `ids` read, those not read yet, in one transaction.
     ///
-    /// SPEC §20: a first fetch is the notification's **displayed**, counted with the marking.
+    /// docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: a first fetch is the notification's **displayed**, counted with the marking.
     public func markRead(ids: [Int64], now: Date = Date()) async throws {
         // Read committed: the guards (read = 0) hold, and batches from several nodes touch the same counter row.
         try await database.write(isolation: .readCommitted) { db in
@@ -430,7 +430,7 @@ public struct NotificationStore: Sendable {
         }
     }
 
-    /// SPEC §20: the recipient's device says notification `id` was opened (tapped). Counted once;
+    /// docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: the recipient's device says notification `id` was opened (tapped). Counted once;
     /// false when there is no such notification (for `recipient`, when given).
     @discardableResult
     public func markOpened(id: Int64, recipient: String? = nil, now: Date = Date()) async throws -> Bool {

@@ -37,15 +37,15 @@ public struct DeliveryJob: Sendable {
         public var platform: String?
         /// What the push says, for the platforms that build their own message from it.
         public var content: PushContent?
-        /// The app whose credentials send it (SPEC §18).
+        /// The app whose credentials send it (docs/api.md#apps-and-api-keys).
         public var app: String = AppName.default
-        /// The campaign it belongs to (SPEC §20's counts and events).
+        /// The campaign it belongs to (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks's counts and events).
         public var campaignId: Int64?
         /// The notification's payload image (the claim reads it; nil when a job is made otherwise).
         public var image: MediaID?
-        /// The notification's recipient (SPEC §20's counts and events).
+        /// The notification's recipient (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks's counts and events).
         public var recipient: String?
-        /// The notification's options (SPEC §22).
+        /// The notification's options (docs/api.md#options-badges-and-paced-sends).
         public var options = PushOptions()
         /// When the push's life ends, this machine's time: its notification's making (or its turn,
         /// in a paced campaign) plus `expiresIn`, or plus `nowOrNeverWindow` for `expiresIn` 0.
@@ -96,7 +96,7 @@ public struct DeliveryJob: Sendable {
         "expired: its life of \(self.options.lifetime) s (options.expiresIn) ended before it could be sent"
     }
 
-    /// The push's collapse identifier (SPEC §17): derived from the notification alone, so every
+    /// The push's collapse identifier (docs/operations.md#when-a-dependency-fails): derived from the notification alone, so every
     /// send of it to a device (a retry, a resend after a crash or a node's death) carries the
     /// same one and the phone shows the message once. `rp-` and the notification id: within
     /// APNs' 64 bytes and Web Push's 32 URL-safe characters for a `Topic`.
@@ -199,7 +199,7 @@ public struct OutboxStore: Sendable {
         }
     }
 
-    /// SPEC §22: each push whose notification asks for `"badge":"unread"` carries its
+    /// docs/api.md#options-badges-and-paced-sends: each push whose notification asks for `"badge":"unread"` carries its
     /// recipient's unread inbox count as it is now, read for the whole batch in one query.
     static func setUnreadBadges(_ db: SQLConnection, _ jobs: inout [DeliveryJob]) throws {
         let recipients = Set(jobs.filter { $0.options.badge == .unread }.compactMap(\.recipient))
@@ -355,7 +355,7 @@ public struct OutboxStore: Sendable {
                     return db.changesCount > 0 ? "retried" : "lease_lost"
                 }
             }
-            // SPEC §20: counted in the transaction that records them, so counts and events never disagree.
+            // docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: counted in the transaction that records them, so counts and events never disagree.
             try Insight.record(db, happenings, now: now)
             try Insight.finishCampaigns(db, Set(happenings.compactMap(\.campaign)), now: now)
             return labels

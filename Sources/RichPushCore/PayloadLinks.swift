@@ -7,7 +7,7 @@ import NIOConcurrencyHelpers
 import Glibc
 #endif
 
-/// The server key that signs payload URLs (SPEC §11): 32 random bytes kept in
+/// The server key that signs payload URLs (docs/api.md#alert-pushes-and-payload-urls): 32 random bytes kept in
 /// `<data>/payload.key` (mode 0600, created on first use), or given by `RICHPUSH_PAYLOAD_KEY`.
 ///
 /// A key file is re-read when it changes, so `richpush keys rotate` takes effect in running
@@ -198,7 +198,7 @@ public final class PayloadKey: Sendable {
     }
 }
 
-/// Capability URLs for payloads, `<public url>/p/<token>` (SPEC §11).
+/// Capability URLs for payloads, `<public url>/p/<token>` (docs/api.md#alert-pushes-and-payload-urls).
 ///
 /// The token is base64url of the notification id (8 bytes), the expiry (8 bytes, seconds), the
 /// payload's SHA-256 (32 bytes) and the first 16 bytes of HMAC-SHA-256 over a domain label and

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a push says whatever the platform: the fields of FCM's `data` and of Web Push's message
-/// (SPEC §12). APNs takes the exact bytes stored with the notification instead.
+/// (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push). APNs takes the exact bytes stored with the notification instead.
 public struct PushContent: Sendable, Equatable {
     /// The notification id (`richId`).
     public var id: Int64
@@ -10,7 +10,7 @@ public struct PushContent: Sendable, Equatable {
     public var richType: String
     /// The signed payload URL; nil where the notification was made without a payload key.
     public var richUrl: String?
-    /// The notification's options (SPEC §22).
+    /// The notification's options (docs/api.md#options-badges-and-paced-sends).
     public var options = PushOptions()
     /// The badge this device's push carries: a fixed one, or the recipient's unread count at send time.
     public var badge: Int?

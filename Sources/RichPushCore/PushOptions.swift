@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a notification may ask of each platform beyond its words (SPEC §22), checked against
+/// What a notification may ask of each platform beyond its words (docs/api.md#options-badges-and-paced-sends), checked against
 /// the platforms' own limits before anything is stored. Each platform gets them in its form:
 /// APNs headers and `aps` keys, FCM v1's `android` and `apns` blocks, Web Push's headers and
 /// message.

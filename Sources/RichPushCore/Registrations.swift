@@ -14,7 +14,7 @@ public struct Registration: Sendable, Equatable, Codable {
     public var handle: String?
     /// Every tag, `username:<username>` included.
     public var tags: [String]
-    /// The app it belongs to (SPEC §18): its pushes go out with that app's credentials only.
+    /// The app it belongs to (docs/api.md#apps-and-api-keys): its pushes go out with that app's credentials only.
     public var app: String = AppName.default
     /// When it was created and last changed.
     public var createdAt: Date
@@ -29,7 +29,7 @@ public struct DeviceRegistration: Sendable, Equatable {
     /// The registration id the device held before, as proof that it may move its token from
     /// another account (a device token alone proves nothing: it can leak).
     public var replaces: String?
-    /// The app the device runs (SPEC §18), `default` unless named.
+    /// The app the device runs (docs/api.md#apps-and-api-keys), `default` unless named.
     public var app: String
 
     /// Creates the request body's content.
@@ -56,7 +56,7 @@ public struct RegistrationStore: Sendable {
     /// notification writes one outbox row per registration.
     public static let maxPerUser = 100
 
-    /// The platforms RichPush can deliver to (SPEC §12).
+    /// The platforms RichPush can deliver to (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).
     public static let platforms = ["apns", "fcm", "web"]
 
     /// Creates an empty registration for `username`; with `handle`, any registration of that

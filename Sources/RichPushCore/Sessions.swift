@@ -3,7 +3,7 @@ import Foundation
 import SQLEngine
 
 /// A device session: a bearer token that stands for a user's password until it expires or is
-/// revoked (SPEC §9).
+/// revoked (docs/api.md#admins-imported-accounts-and-device-sessions).
 public struct Session: Sendable, Equatable {
     /// The token, shown once; only its SHA-256 is stored.
     public var token: String

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The silent push of SPEC §6, byte for byte the tutorial's shape, as a JSON encoder writes it
+/// The silent push of docs/api.md#http-api, byte for byte the tutorial's shape, as a JSON encoder writes it
 /// (sorted keys, slashes unescaped):
 ///
 ///     {"aps":{"content-available":1,"sound":""},"richId":"<id>","richMessage":"<message>","richType":"img"}

@@ -10,13 +10,13 @@ public struct User: Sendable, Equatable {
     public var admin: Bool
     /// When it was created.
     public var createdAt: Date
-    /// The IANA time zone a local-time campaign reaches them in (nil: UTC), SPEC §19.
+    /// The IANA time zone a local-time campaign reaches them in (nil: UTC), docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries.
     public var timezone: String? = nil
     /// The BCP 47 locale their campaigns' content is chosen by (nil: the campaign's default).
     public var locale: String? = nil
 }
 
-/// A user's time zone and locale (SPEC §19), checked and in canonical form.
+/// A user's time zone and locale (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries), checked and in canonical form.
 public enum UserPreferences {
     /// An IANA zone Foundation knows (`Europe/Paris`, `UTC`); 400 otherwise.
     public static func timezone(_ text: String) throws -> String {
@@ -158,7 +158,7 @@ public struct UserStore: Sendable {
         try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
         try SessionStore.revokeAll(db, username: name)
         // What they asked with an Idempotency-Key ends with them: an account made later under
-        // the same name must not be answered with their notifications (SPEC §24).
+        // the same name must not be answered with their notifications (docs/security.md).
         try db.execute(sql: "DELETE FROM idempotency_keys WHERE owner = ?", arguments: [name])
         try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
         try db.notify(DataChange.users.rawValue)
@@ -222,7 +222,7 @@ public struct UserStore: Sendable {
         }
     }
 
-    /// Sets `name`'s time zone and locale (SPEC §19, `PUT /api/me`): each when given, checked
+    /// Sets `name`'s time zone and locale (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries, `PUT /api/me`): each when given, checked
     /// (400 for an unknown zone or a malformed tag); 404 when there is no such user.
     public func setPreferences(_ name: String, timezone: String?, locale: String?) async throws -> User {
         let zone = try timezone.map(UserPreferences.timezone)
@@ -318,7 +318,7 @@ public enum UserImport {
         public var name: String
         public var secret: Secret
         public var admin: Bool
-        /// SPEC §19: the user's IANA time zone and BCP 47 locale, when given.
+        /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: the user's IANA time zone and BCP 47 locale, when given.
         public var timezone: String?
         public var locale: String?
 

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 
 /// A browser's `PushSubscription` (W3C Push API): the push service URL a message is POSTed to,
-/// and the keys RFC 8291 encrypts it for. It is the `handle` of a `web` registration (SPEC §12).
+/// and the keys RFC 8291 encrypts it for. It is the `handle` of a `web` registration (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).
 public struct WebPushSubscription: Sendable, Equatable {
     /// The push service's URL for this subscription (https; http only on loopback, for stand-ins).
     /// It is a URL a user chose: where it may point (https on 443 to a name whose every address is

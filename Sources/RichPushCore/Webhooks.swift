@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import SQLEngine
 
-/// A webhook: where events go, which ones, and how far it got (SPEC §20).
+/// A webhook: where events go, which ones, and how far it got (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks).
 public struct Webhook: Sendable, Equatable {
     public var id: Int64
     public var url: String
@@ -39,7 +39,7 @@ public struct WebhookStore: Sendable {
     /// How long events are retried for before they are recorded as dropped.
     public static let retention: Double = 24 * 3600
 
-    /// The flag that lifts the rules on webhook URLs, named in every refusal (SPEC §24); its
+    /// The flag that lifts the rules on webhook URLs, named in every refusal (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks); its
     /// variable is `RICHPUSH_ALLOW_PRIVATE_WEBHOOKS`.
     public static let allowPrivateFlag = "--allow-private-webhooks"
     static let allowPrivateHint = "\(WebhookStore.allowPrivateFlag), env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS,"
@@ -187,7 +187,7 @@ public struct WebhookStore: Sendable {
     }
 }
 
-/// `X-RichPush-Signature` (SPEC §20): `t=<unix>,v1=<hex HMAC-SHA-256 of "t.body">`.
+/// `X-RichPush-Signature` (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks): `t=<unix>,v1=<hex HMAC-SHA-256 of "t.body">`.
 public enum WebhookSignature {
     /// The header's value for `body` sent at `time` with `secret`.
     public static func header(body: some DataProtocol, secret: String, time: Int) -> String {

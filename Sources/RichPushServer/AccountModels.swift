@@ -11,7 +11,7 @@ struct SessionResponse: Codable, Sendable {
     var expires: String
 }
 
-/// `PUT /api/me`: the caller's time zone and locale (SPEC §19); each optional.
+/// `PUT /api/me`: the caller's time zone and locale (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries); each optional.
 struct MeUpdate: Codable, Sendable {
     /// An IANA zone, e.g. `Europe/Paris`.
     var timezone: String?

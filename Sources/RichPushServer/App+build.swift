@@ -49,7 +49,7 @@ public func buildApplication(
     let publicURL = PublicURL(configuration)
     let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
     let blobs = BlobCache(store: media, capacity: configuration.blobCacheBytes)
-    // SPEC §21: a campaign's image and its push variant are in memory before its first push.
+    // docs/design/fast-path.md: a campaign's image and its push variant are in memory before its first push.
     let warmer = PayloadWarmer(blobs: blobs, logger: logger)
     var campaigns = data.campaigns(links: links, defaultImage: configuration.defaultImage)
     campaigns.batchSize = configuration.campaignBatchSize
@@ -160,7 +160,7 @@ func buildRouter(_ services: Services) -> Router<AppRequestContext> {
         }
         let route = endpoint.handler
         let (scope, described) = (endpoint.keyScope, "\(endpoint.method.rawValue) \(endpoint.path)")
-        // API keys reach only the routes of their scope (SPEC §18); accounts are checked by the groups.
+        // API keys reach only the routes of their scope (docs/api.md#apps-and-api-keys); accounts are checked by the groups.
         let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response = { services, request, context in
             if let key = context.principal?.apiKey {
                 guard let scope else {
@@ -205,8 +205,8 @@ final class PublicURL: Sendable {
     private var scheme: String { secure ? "https" : "http" }
 }
 
-/// Sends scheduled campaigns and local-time zones as they come due (every `interval`, SPEC
-/// §19), and finishes queueing campaigns whose process died half-way (at start, then every 10 s).
+/// Sends scheduled campaigns and local-time zones as they come due (every `interval`,
+/// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries), and finishes queueing campaigns whose process died half-way (at start, then every 10 s).
 struct CampaignResumer: Service {
     let campaigns: CampaignStore
     /// Queues what is resumed and what comes due, ahead of its sends, off this loop.
@@ -243,7 +243,7 @@ struct CampaignResumer: Service {
     }
 }
 
-/// SPEC §4: when the store has no media named `defaultImage` and `media/<name>` exists, ingest it.
+/// docs/configuration.md#commands: when the store has no media named `defaultImage` and `media/<name>` exists, ingest it.
 func ensureDefaultImage(_ configuration: ServerConfiguration, media: MediaStore, logger: Logger) async throws {
     let name = configuration.defaultImage
     if try await media.resolve(name) != nil { return }

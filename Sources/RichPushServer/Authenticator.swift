@@ -16,7 +16,7 @@ import ServiceLifecycle
 public final class Authenticator: Sendable {
     private let users: UserStore
     private let sessions: SessionStore
-    /// API keys (SPEC §18); nil where none are accepted.
+    /// API keys (docs/api.md#apps-and-api-keys); nil where none are accepted.
     private let apiKeys: APIKeyStore?
     /// When each API key was last used here, not yet written (`recordKeyUses` writes them in one batch).
     private let keyUses = NIOLockedValueBox<[String: Date]>([:])

@@ -17,7 +17,7 @@ final class ServedBlob: Sendable {
     let bytes: ByteBuffer
     /// `"<sha256>"`.
     let etag: String
-    /// Headers of a 200 response per `Cache-Control` value (SPEC §5 has three).
+    /// Headers of a 200 response per `Cache-Control` value (docs/api.md#http-api has three).
     let fullHeaders: [String: HTTPFields]
     /// For the event-loop fast path: the status line and every header of a 200 response but
     /// `Date`, encoded once as NIO's HTTP/1.1 encoder would (the router's headers plus `Server`),
@@ -35,7 +35,7 @@ final class ServedBlob: Sendable {
 
     static let cacheControls = Caching.allCases.map(\.cacheControl)
 
-    /// The three ways a 200 is cached (SPEC §5), each with its own `Cache-Control`.
+    /// The three ways a 200 is cached (docs/api.md#http-api), each with its own `Cache-Control`.
     enum Caching: Int, CaseIterable, Sendable {
         /// `/media/{sha256}` with `--public-media`.
         case publicImmutable
@@ -169,7 +169,7 @@ final class BlobCache: Sendable {
     }
 
     /// Loads blob `id` and its `push` variant (made now if it never was) into memory, so that a
-    /// broadcast's first fetches of either find it there (SPEC §21). Returns the variant's id.
+    /// broadcast's first fetches of either find it there (docs/design/fast-path.md). Returns the variant's id.
     @discardableResult
     func warm(_ id: MediaID) async throws -> MediaID {
         _ = try await blob(id)
@@ -330,7 +330,7 @@ final class BlobCache: Sendable {
     /// deletes it at once) and, for files, its file is there. A store that cannot be asked (a
     /// database or bucket that is down, refused at once by its breaker) or does not answer within
     /// `recheckPatience` is no evidence that the blob is gone, and a blob never changes: the
-    /// cached copy is served (SPEC §17).
+    /// cached copy is served (docs/operations.md#when-a-dependency-fails).
     private func stillStored(_ id: MediaID) async -> Bool {
         let store = self.store
         return await withCheckedContinuation { continuation in
@@ -405,7 +405,7 @@ enum FileChunks {
     }
 }
 
-/// Puts payloads in the memory cache before their pushes go out (SPEC §21): a campaign's image
+/// Puts payloads in the memory cache before their pushes go out (docs/design/fast-path.md): a campaign's image
 /// and its `push` variant, when this node queues the campaign (before its first batch), when it
 /// claims pushes to send (before it sends them), and when it sees the notifications of a
 /// campaign another node queued (within the half second its index follower takes).

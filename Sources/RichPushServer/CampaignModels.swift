@@ -68,25 +68,25 @@ struct CampaignRequest: Codable, Sendable {
     var payload: String?
     var richType: String?
     var mode: PushMode?
-    /// The app whose devices it goes to (SPEC §18); every app the audience has devices in when left out.
+    /// The app whose devices it goes to (docs/api.md#apps-and-api-keys); every app the audience has devices in when left out.
     var app: String?
-    /// SPEC §19: when it goes out, RFC 3339 (`2026-12-01T09:00:00Z`); now when left out.
+    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: when it goes out, RFC 3339 (`2026-12-01T09:00:00Z`); now when left out.
     var sendAt: String?
-    /// SPEC §19: `HH:MM` in each recipient's own time zone, on `localDate` (`YYYY-MM-DD`) or at the next such time.
+    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: `HH:MM` in each recipient's own time zone, on `localDate` (`YYYY-MM-DD`) or at the next such time.
     var localTime: String?
     var localDate: String?
-    /// SPEC §19: title and message per BCP 47 locale.
+    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: title and message per BCP 47 locale.
     var content: LocaleContent?
     /// The locale of recipients whose own has no content (default `en`).
     var defaultLocale: String?
-    /// SPEC §22: each platform's options, the badge, and the pace (pushes a minute, across all nodes).
+    /// docs/api.md#options-badges-and-paced-sends: each platform's options, the badge, and the pace (pushes a minute, across all nodes).
     var options: PushOptions?
     var badge: PushOptions.Badge?
     var ratePerMinute: Int?
 }
 
 extension CampaignRequest: SchemaRefining {
-    /// The schedule's and the locale's shapes (SPEC §19); a value of the right shape that is not
+    /// The schedule's and the locale's shapes (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries); a value of the right shape that is not
     /// a time (02-30) or is past is 422.
     static func refine(_ schema: inout JSONSchema) {
         schema.properties?["sendAt"]?.format = "date-time"
@@ -99,7 +99,7 @@ extension CampaignRequest: SchemaRefining {
     }
 }
 
-/// `content` of a campaign: BCP 47 locale → `{"title","message","subtitle","actions"}` (SPEC §19,
+/// `content` of a campaign: BCP 47 locale → `{"title","message","subtitle","actions"}` (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries,
 /// §22: `actions` gives the buttons' titles by button id).
 struct LocaleContent: Codable, Sendable, DeclaredSchema {
     var locales: [String: LocalizedContent]
@@ -159,7 +159,7 @@ struct LocaleContent: Codable, Sendable, DeclaredSchema {
             $0.propertyNames = [LocaleContent.tag]
             $0.valuesSchema = [JSONSchema.type("object").with {
                 $0.properties = ["title": JSONSchema.string.with { $0.nullable = true }, "message": JSONSchema.string.with { $0.nullable = true },
-                                 // A subtitle and button titles follow options' rules for text (SPEC §22).
+                                 // A subtitle and button titles follow options' rules for text (docs/api.md#options-badges-and-paced-sends).
                                  "subtitle": JSONSchema.string.with { $0.nullable = true; $0.refineText(minLength: 1) },
                                  "actions": JSONSchema.type("object").with {
                                      $0.nullable = true
@@ -179,7 +179,7 @@ struct LocaleContent: Codable, Sendable, DeclaredSchema {
     }
 }
 
-/// `GET /api/admin/campaigns/{id}/stats` (SPEC §20).
+/// `GET /api/admin/campaigns/{id}/stats` (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks).
 struct CampaignStatsResponse: Codable, Sendable {
     struct Counts: Codable, Sendable {
         var sent: Int
@@ -218,7 +218,7 @@ struct CampaignStatsResponse: Codable, Sendable {
     }
 }
 
-/// A campaign and its counts, as `/api/admin/campaigns…` answer (SPEC §10).
+/// A campaign and its counts, as `/api/admin/campaigns…` answer (docs/api.md#campaigns).
 struct CampaignResponse: Codable, Sendable {
     var id: Int64
     var status: Campaign.Status
@@ -237,7 +237,7 @@ struct CampaignResponse: Codable, Sendable {
     var created: String
     /// The app it went to; absent for every app.
     var app: String?
-    /// SPEC §19: its schedule, as asked.
+    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: its schedule, as asked.
     var sendAt: String?
     var localTime: String?
     var localDate: String?
@@ -246,7 +246,7 @@ struct CampaignResponse: Codable, Sendable {
     var defaultLocale: String?
     /// When it was cancelled.
     var cancelled: String?
-    /// SPEC §22: its options and badge as asked, its pace, and when a paced campaign's last
+    /// docs/api.md#options-badges-and-paced-sends: its options and badge as asked, its pace, and when a paced campaign's last
     /// push queued so far goes out.
     var options: PushOptions?
     var badge: PushOptions.Badge?

@@ -28,7 +28,7 @@ enum PayloadLinkCheck: Equatable {
 }
 
 extension Services {
-    // MARK: sessions (SPEC §9)
+    // MARK: sessions (docs/api.md#admins-imported-accounts-and-device-sessions)
 
     func createSession(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let principal = try principal(context)
@@ -52,7 +52,7 @@ extension Services {
         return Response(status: .noContent)
     }
 
-    // MARK: campaigns (SPEC §10)
+    // MARK: campaigns (docs/api.md#campaigns)
 
     func createCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let admin = try principal(context)
@@ -135,7 +135,7 @@ extension Services {
         return nil
     }
 
-    /// `GET /api/admin/campaigns/{id}/stats` (SPEC §20): from counters, never a scan of the outbox.
+    /// `GET /api/admin/campaigns/{id}/stats` (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks): from counters, never a scan of the outbox.
     func campaignStats(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let raw = try context.parameters.require("id")
         let bound = try principal(context).apiKey?.app
@@ -146,10 +146,10 @@ extension Services {
         return try encode(CampaignStatsResponse(stats))
     }
 
-    /// The longest campaign body taken (SPEC §24).
+    /// The longest campaign body taken (docs/security.md).
     static let campaignBodyLimit = 256 << 10
 
-    /// `POST /api/notifications/{id}/opened` (SPEC §20): the recipient's device says it was opened.
+    /// `POST /api/notifications/{id}/opened` (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks): the recipient's device says it was opened.
     func reportOpened(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         try limitOpens(context)
         let user = try user(context)
@@ -161,7 +161,7 @@ extension Services {
     }
 
     /// `POST /p/{token}/opened`: the same, with the payload URL for credentials, while the URL
-    /// serves its payload: 410 once it expired or its notification was withdrawn (SPEC §24).
+    /// serves its payload: 410 once it expired or its notification was withdrawn (docs/security.md).
     func reportOpenedByLink(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         try limitOpens(context)
         let token = try context.parameters.require("token")
@@ -186,9 +186,9 @@ extension Services {
         }
     }
 
-    /// `DELETE /api/admin/campaigns/{id}`: cancels what has not been sent (SPEC §19). An admin
+    /// `DELETE /api/admin/campaigns/{id}`: cancels what has not been sent (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries). An admin
     /// (an account or an `admin` key) cancels any campaign of its app; a `send` key only those
-    /// it created (SPEC §24).
+    /// it created (docs/security.md).
     func cancelCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let raw = try context.parameters.require("id")
         let caller = try principal(context)
@@ -205,7 +205,7 @@ extension Services {
         return try encode(CampaignResponse(progress))
     }
 
-    // MARK: the caller (SPEC §19)
+    // MARK: the caller (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries)
 
     func showMe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let caller = try principal(context)
@@ -237,7 +237,7 @@ extension Services {
         return try encode(CampaignResponse(progress))
     }
 
-    // MARK: payload URLs (SPEC §11)
+    // MARK: payload URLs (docs/api.md#alert-pushes-and-payload-urls)
 
     /// `GET`/`HEAD /p/{token}`: the payload as `/api/notifications/{id}` answers it, for whoever
     /// holds the URL; 404 for a changed or unknown token, 410 for an expired one.

@@ -6,7 +6,7 @@ import MediaStore
 import Mustache
 import RichPushCore
 
-/// `/console` (SPEC §15): a page for admins, server-rendered with a little script, no build
+/// `/console` (docs/api.md#console): a page for admins, server-rendered with a little script, no build
 /// step and nothing fetched from elsewhere. The pages are files (`ConsolePages`); this type
 /// serves them and guards the session.
 ///

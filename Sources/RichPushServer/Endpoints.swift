@@ -4,15 +4,15 @@ import MediaStore
 import RichPushCore
 
 extension Endpoint {
-    /// Every route of SPEC §5, §9–§11 and §14, in the order `/openapi.json` lists them.
+    /// Every route of docs/api.md#http-api, §9–§11 and §14, in the order `/openapi.json` lists them.
     static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + me + payloadLinks + insight + console
 
     static let webPush: [Endpoint] = [
-        Endpoint(method: .get, path: "/api/webpush/key", access: .open, summary: "The VAPID public key a browser subscribes with (SPEC §12).",
-                 parameters: [.query("app", .string, "The app (SPEC §18); default when left out.")],
+        Endpoint(method: .get, path: "/api/webpush/key", access: .open, summary: "The VAPID public key a browser subscribes with (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).",
+                 parameters: [.query("app", .string, "The app (docs/api.md#apps-and-api-keys); default when left out.")],
                  responses: [
                      200: .json(WebPushKeyResponse.self, "The key, for pushManager.subscribe({applicationServerKey})."),
-                     404: .problem("This server (or the app) sends no Web Push (no --vapid-key), or there is no app of that name (never listed: SPEC §24)."),
+                     404: .problem("This server (or the app) sends no Web Push (no --vapid-key), or there is no app of that name (never listed: docs/security.md)."),
                  ]) { s, r, _ in try s.webPushKey(r) },
         Endpoint(method: .get, path: "/webpush-demo", access: .open, summary: "A page where a browser subscribes for an account.",
                  responses: [200: APIResponse(description: "HTML, no external resources.", content: [("text/html", .string)])]) { _, _, _ in
@@ -24,7 +24,7 @@ extension Endpoint {
         },
     ]
 
-    /// The console (SPEC §15): its page and the calls its script makes, with the session cookie
+    /// The console (docs/api.md#console): its page and the calls its script makes, with the session cookie
     /// the page's sign-in sets (no Authorization header).
     static let console: [Endpoint] = [
         Endpoint(method: .get, path: "/console", access: .open,
@@ -65,7 +65,7 @@ extension Endpoint {
                              413: .problem("Over the size limit."), 415: .problem("Not PNG, JPEG or GIF."), 422: .problem("It does not decode.")]) { s, r, c in
             try await s.consoleUpload(r, c)
         },
-        Endpoint(method: .get, path: "/console/api/apps", access: .open, summary: "The server's apps, each with its registered devices (SPEC §18).",
+        Endpoint(method: .get, path: "/console/api/apps", access: .open, summary: "The server's apps, each with its registered devices (docs/api.md#apps-and-api-keys).",
                  responses: [200: .jsonArray(of: ConsoleApp.self, "By name, default included."), 401: .problem("No console session."),
                              403: .problem("The session is not an admin's.")]) { s, r, c in
             try await s.consoleApps(r, c)
@@ -248,7 +248,7 @@ extension Endpoint {
         },
     ]
 
-    /// SPEC §19: `Idempotency-Key` on the POSTs that create.
+    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: `Idempotency-Key` on the POSTs that create.
     static let idempotencyKey = APIParameter(name: "Idempotency-Key", location: .header,
                                              schema: JSONSchema.string.with { $0.minLength = 1; $0.maxLength = 255 }, description: "Any string up to 255 bytes: a repeat with the same key and body within 24 h answers what the first did (Idempotent-Replayed: true) and creates nothing; the same key with another body is 422.")
 
@@ -295,17 +295,17 @@ extension Endpoint {
                      404: .problem("No such campaign."),
                  ]) { s, r, c in try await s.showCampaign(r, c) },
         Endpoint(method: .delete, path: "/api/admin/campaigns/{id}", access: .admin,
-                 summary: "Cancel what has not been sent (SPEC §19): nothing more is queued, pushes not yet handed to a push service are dropped, recipients who got nothing lose the inbox entry.",
+                 summary: "Cancel what has not been sent (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): nothing more is queued, pushes not yet handed to a push service are dropped, recipients who got nothing lose the inbox entry.",
                  parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
                  responses: [
                      200: .json(CampaignResponse.self, "Cancelled (or already): its status is cancelled, sent counts what went out."),
-                     403: .problem("A send key that did not create the campaign (SPEC §24: an admin cancels any)."),
+                     403: .problem("A send key that did not create the campaign (docs/security.md: an admin cancels any)."),
                      404: .problem("No such campaign."),
                      409: .problem("The campaign is done: every push was sent."),
                  ]) { s, r, c in try await s.cancelCampaign(r, c) },
     ]
 
-    /// SPEC §19: the caller's time zone and locale.
+    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: the caller's time zone and locale.
     static let me: [Endpoint] = [
         Endpoint(method: .get, path: "/api/me", access: .user, summary: "The caller's account: name, role, time zone and locale.",
                  responses: [200: .json(MeResponse.self, "The account.")]) { s, r, c in try await s.showMe(r, c) },
@@ -328,7 +328,7 @@ extension Endpoint {
             try await s.fetchPayloadByLink(r, c)
         },
         Endpoint(method: .post, path: "/p/{token}/opened", access: .open,
-                 summary: "The device says the notification of this payload URL was opened (SPEC §20); counted once.",
+                 summary: "The device says the notification of this payload URL was opened (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks); counted once.",
                  parameters: [.path("token", .string, "The token of an alert push's richUrl.")],
                  responses: [204: APIResponse(description: "Counted (or already: then nothing is written)."),
                              404: .problem("The token is not valid (changed, or its key was rotated)."),
@@ -339,7 +339,7 @@ extension Endpoint {
         },
     ]
 
-    /// SPEC §20: opened reports and a campaign's stats.
+    /// docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: opened reports and a campaign's stats.
     static let insight: [Endpoint] = [
         Endpoint(method: .post, path: "/api/notifications/{id}/opened", access: .user,
                  summary: "The recipient's device says the notification was opened (tapped); counted once.",
@@ -370,7 +370,7 @@ extension Endpoint {
                         : [])
     }
 
-    /// SPEC §5: every image response has the same headers, and honours If-None-Match, Range and HEAD.
+    /// docs/api.md#http-api: every image response has the same headers, and honours If-None-Match, Range and HEAD.
     private static func imageResponses(notFound: String, gone: Bool = false, variants: Bool = false) -> [Int: APIResponse] {
         let headers = ["ETag": "The SHA-256, strong.", "Cache-Control": "private, or public with --public-media for /media.",
                        "Accept-Ranges": "bytes", "X-Content-Type-Options": "nosniff"]

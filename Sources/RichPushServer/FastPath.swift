@@ -246,7 +246,7 @@ final class FastPath: Sendable {
             let inPlace: MediaID? = uri.utf8.withContiguousStorageIfAvailable { MediaID(lowercaseHex: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0[7..<71]))) } ?? nil
             guard let id = inPlace ?? MediaID(String(uri.utf8.dropFirst(7).prefix(64))!) else { return nil }
             if !publicMedia {
-                // An API key only with the route's scope, as the router decides (SPEC §24).
+                // An API key only with the route's scope, as the router decides (docs/security.md).
                 guard let principal = authenticator.cachedPrincipal(authorization, memo: &memo),
                       Self.keyMay(principal, Self.mediaScope) else { return nil }
             }

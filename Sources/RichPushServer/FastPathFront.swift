@@ -158,7 +158,7 @@ struct FrontRequestHead: Equatable {
     }
 }
 
-/// The whole pipeline of a new HTTP/1.1 connection until it needs more (SPEC §21, issue #28):
+/// The whole pipeline of a new HTTP/1.1 connection until it needs more (docs/design/fast-path.md, issue #28):
 /// it reads plain `GET`s itself and answers them from `FastPath`, and builds the full pipeline
 /// (NIO's HTTP codec, the deadlines, the fast path's own handler, Hummingbird's router behind
 /// an async channel) only when a request needs it. A phone that fetches its payload over a new

@@ -6,7 +6,7 @@ import NIOHTTP2
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP2
 
-/// An HTTP/2 connection as `serve` sets it up once ALPN chose `h2` (SPEC §21, issue #28).
+/// An HTTP/2 connection as `serve` sets it up once ALPN chose `h2` (docs/design/fast-path.md, issue #28).
 ///
 /// Hummingbird's HTTP/2 channel wraps every stream in an async channel, yields it to the
 /// connection's task and gives it a task of its own before its request is read, so even a

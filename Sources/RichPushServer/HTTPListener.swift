@@ -257,7 +257,7 @@ public struct RichPushApplication: ApplicationProtocol {
     public func run() async throws {
         let http1 = channel(respond)
         // Each HTTP/2 stream keeps to the same body rate and idle timeout as an HTTP/1.1
-        // connection, and is answered from memory when it can be, as over HTTP/1.1 (SPEC §21).
+        // connection, and is answered from memory when it can be, as over HTTP/1.1 (docs/design/fast-path.md).
         let http2 = FastPathHTTP2Connection(fastPath: http1.fastPath, bodyRate: http1.bodyRate, idleTimeout: http1.idleTimeout)
         let listener = HTTPListener(channel: http1, tls: tls, http2: http2, host: host, port: port, backlog: configuration.backlog,
                                     maxConnections: maxConnections, eventLoopGroup: eventLoopGroup, logger: logger,

@@ -10,7 +10,7 @@ import NIOPosix
 import RichPushCore
 import ServiceLifecycle
 
-/// Writes when API keys were last used (SPEC §18): every few seconds one batch, not a write per
+/// Writes when API keys were last used (docs/api.md#apps-and-api-keys): every few seconds one batch, not a write per
 /// request, and a last one at shutdown.
 struct KeyUseRecorder: Service {
     let authenticator: Authenticator

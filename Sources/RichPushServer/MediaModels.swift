@@ -14,7 +14,7 @@ struct MediaResponse: Codable, Sendable {
     var size: Int64
     /// Where the image is served.
     var url: String
-    /// What was removed from the upload before it was stored (SPEC §16): `exif-gps`, `exif`,
+    /// What was removed from the upload before it was stored (docs/configuration.md#the-media-store): `exif-gps`, `exif`,
     /// `xmp`, `iptc`, `comment`, `png-text`, `png-time`, `thumbnail`, `app-other`, `trailing-data`.
     var stripped: [String]
 }

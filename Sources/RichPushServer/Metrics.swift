@@ -147,7 +147,7 @@ enum Metric {
         Counter(label: "richpush_media_ingest_total", dimensions: [("result", outcome)]).increment()
     }
 
-    /// Counts pushes of one outcome, by app (SPEC §18).
+    /// Counts pushes of one outcome, by app (docs/api.md#apps-and-api-keys).
     static func pushes(_ outcome: String, byApp counts: [String: Int]) {
         for (app, count) in counts where count > 0 {
             Counter(label: "richpush_pushes_total", dimensions: [("outcome", outcome), ("app", app)]).increment(by: count)

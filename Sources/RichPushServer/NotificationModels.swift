@@ -12,12 +12,12 @@ struct NotificationRequest: Codable, Sendable {
     var payload: String?
     var title: String?
     var mode: PushMode?
-    /// The app whose devices get it (SPEC §18); every app when left out.
+    /// The app whose devices get it (docs/api.md#apps-and-api-keys); every app when left out.
     var app: String?
     /// The recipient: the caller when left out; another user only for an admin or an API key
     /// (which has no inbox of its own, so must name one).
     var to: String?
-    /// SPEC §22: each platform's options, and the badge (`"unread"` or a number).
+    /// docs/api.md#options-badges-and-paced-sends: each platform's options, and the badge (`"unread"` or a number).
     var options: PushOptions?
     var badge: PushOptions.Badge?
 

@@ -33,7 +33,7 @@ struct Endpoint: Sendable {
     let responses: [Int: APIResponse]
     let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response
 
-    /// The scope an API key needs for this route (SPEC §18); nil where keys are refused (a
+    /// The scope an API key needs for this route (docs/api.md#apps-and-api-keys); nil where keys are refused (a
     /// device's or a person's routes: registrations, inboxes, sessions). `send` makes
     /// notifications and campaigns (and uploads their images), `read` reads campaigns and
     /// media, and every other admin route needs `admin`.
@@ -177,7 +177,7 @@ enum OpenAPIDocument {
         where schemas[name(of: type)] == nil {
             schemas[name(of: type)] = try object(JSONSchema.of(type))
         }
-        // SPEC §18: an app is one of this server's, listed, so that a schema-valid request names one that exists.
+        // docs/api.md#apps-and-api-keys: an app is one of this server's, listed, so that a schema-valid request names one that exists.
         let apps = appNames(configuration)
         func listingApps(_ value: Any) -> Any {
             if let array = value as? [Any] { return array.map(listingApps) }
@@ -186,7 +186,7 @@ enum OpenAPIDocument {
             if var properties = object["properties"] as? [String: Any], properties["app"] != nil {
                 // null, as for every optional field, is "left out": `default`, or every app.
                 properties["app"] = ["type": ["string", "null"], "enum": apps.map { $0 as Any } + [NSNull()],
-                                     "description": "One of this server's apps (SPEC §18)."] as [String: Any]
+                                     "description": "One of this server's apps (docs/api.md#apps-and-api-keys)."] as [String: Any]
                 object["properties"] = properties
             }
             return object
@@ -197,7 +197,7 @@ enum OpenAPIDocument {
             "info": [
                 "title": "RichPush",
                 "version": RichPushBuild.version,
-                "description": "A self-hosted backend for rich push notifications (SPEC.md). Errors are application/problem+json (RFC 9457).",
+                "description": "A self-hosted backend for rich push notifications (docs/api.md). Errors are application/problem+json (RFC 9457).",
             ],
             "paths": paths,
             "components": [
@@ -210,7 +210,7 @@ enum OpenAPIDocument {
                 ],
             ],
         ]
-        // Every `$ref` must lead somewhere (SPEC §23): one that does not is a document no
+        // Every `$ref` must lead somewhere (docs/design/layout.md): one that does not is a document no
         // client can be generated from, so the server does not start with it.
         if let dangling = references(in: document).first(where: { reference in
             guard reference.hasPrefix("#/components/schemas/") else { return true }

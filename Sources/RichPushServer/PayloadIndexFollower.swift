@@ -17,7 +17,7 @@ import ServiceLifecycle
 
 /// Keeps a `PayloadIndex` up with the notifications table: the newest at start, then every
 /// half second those made since (by this process, or by `richpush send` or another node), whose
-/// images it warms (SPEC §21: every node has a campaign's image in memory, not only the node
+/// images it warms (docs/design/fast-path.md: every node has a campaign's image in memory, not only the node
 /// that queued it).
 struct PayloadIndexFollower: Service {
     let index: PayloadIndex

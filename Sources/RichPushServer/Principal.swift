@@ -14,11 +14,11 @@ import ServiceLifecycle
 public struct Principal: Sendable, Equatable {
     /// The user name.
     public var user: String
-    /// Whether the account is an admin (SPEC §9).
+    /// Whether the account is an admin (docs/api.md#admins-imported-accounts-and-device-sessions).
     public var admin: Bool
     /// The bearer token the request carried, when it used a session rather than a password.
     public var sessionToken: String?
-    /// The API key the request carried (SPEC §18); then `user` is `key:<name>`, which no account
+    /// The API key the request carried (docs/api.md#apps-and-api-keys); then `user` is `key:<name>`, which no account
     /// can be named, and `admin` says whether its scope is `admin`.
     public var apiKey: APIKey?
 

@@ -27,7 +27,7 @@ extension PushOptions.Badge: DeclaredSchema {
 }
 
 extension PushOptions: SchemaRefining {
-    /// The platforms' limits, as `validate` enforces them (SPEC §22).
+    /// The platforms' limits, as `validate` enforces them (docs/api.md#options-badges-and-paced-sends).
     public static func refine(_ schema: inout JSONSchema) {
         for field in ["threadId", "category", "androidChannelId"] { schema.properties?[field]?.refineIdentifier() }
         schema.properties?["subtitle"]?.refineText(minLength: 1)
@@ -41,7 +41,7 @@ extension PushOptions: SchemaRefining {
 }
 
 extension PushOptions.Action: SchemaRefining {
-    /// An id as an identifier, a title as a text (SPEC §22).
+    /// An id as an identifier, a title as a text (docs/api.md#options-badges-and-paced-sends).
     public static func refine(_ schema: inout JSONSchema) {
         schema.properties?["id"]?.refineIdentifier()
         schema.properties?["title"]?.refineText(minLength: 1)

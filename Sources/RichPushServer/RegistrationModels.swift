@@ -10,7 +10,7 @@ struct RegistrationCreated: Codable, Sendable {
 }
 
 /// A registration's handle: a device token, or a browser's PushSubscription as an object or as
-/// its JSON text (SPEC §12); kept as text, which the store checks for the platform.
+/// its JSON text (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push); kept as text, which the store checks for the platform.
 struct DeviceHandle: Codable, Sendable, DeclaredSchema {
     var text: String
 
@@ -58,7 +58,7 @@ struct RegistrationUpdate: Codable, Sendable {
     var tags: [String]?
     /// The registration this device held before, when its token moves to this account.
     var replaces: String?
-    /// The app the device runs (SPEC §18): `default` unless named; one of `serve --apps`.
+    /// The app the device runs (docs/api.md#apps-and-api-keys): `default` unless named; one of `serve --apps`.
     var app: String?
 }
 

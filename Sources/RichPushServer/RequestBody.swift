@@ -4,7 +4,7 @@ import MediaStore
 import NIOConcurrencyHelpers
 import RichPushCore
 
-// The JSON bodies of the HTTP API (SPEC §5, §9, §10), in the `…Models.swift` files and `ProblemDetails.swift`. Handlers encode and decode these types, and
+// The JSON bodies of the HTTP API (docs/api.md#http-api, §9, §10), in the `…Models.swift` files and `ProblemDetails.swift`. Handlers encode and decode these types, and
 // `/openapi.json` describes them by reading the same types (`JSONSchema.of`).
 
 /// Decodes request bodies into those types, as tolerantly as the tutorial's clients need:

@@ -25,7 +25,7 @@ struct Services: Sendable {
     let campaignQueuer: CampaignQueuer
     /// The outbox, read (the console's failed deliveries).
     let deliveries: DeliveryStore
-    /// `Idempotency-Key`s seen (SPEC §19).
+    /// `Idempotency-Key`s seen (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
     let idempotency: IdempotencyStore
     /// Signs and checks payload URLs.
     let links: PayloadLinks
@@ -105,7 +105,7 @@ extension Services {
         try encode(HealthResponse(status: "ok"))
     }
 
-    /// Readiness (SPEC §17): the database and the blobs each answer within 2 s, probed at once;
+    /// Readiness (docs/operations.md#when-a-dependency-fails): the database and the blobs each answer within 2 s, probed at once;
     /// 503 naming those that did not. Nothing is cached: a dependency that comes back is ready
     /// at the next probe.
     func ready(_ request: Request, _ context: AppRequestContext) async throws -> Response {
@@ -387,7 +387,7 @@ extension Services {
         return (request.draft(defaultMode: .silent), request.to, request.app)
     }
 
-    // MARK: apps and API keys (SPEC §18)
+    // MARK: apps and API keys (docs/api.md#apps-and-api-keys)
 
     /// The apps whose registrations are mirrored into a hub.
     var hubApps: Set<String> {
@@ -397,7 +397,7 @@ extension Services {
     /// `name` when it is one of this server's apps (`default` or one of `serve --apps`); 422 otherwise.
     /// `name` when it is an app of this server's; else 422, or 404 on a public route
     /// (`isPublic`). Only an admin is told the apps' names: the configuration is no one else's
-    /// to read (SPEC §24).
+    /// to read (docs/security.md).
     func knownApp(_ name: String?, for caller: Principal? = nil, isPublic: Bool = false) throws -> String? {
         guard let name else { return nil }
         guard name == AppName.default || configuration.apps[name] != nil else {
@@ -500,7 +500,7 @@ extension Services {
 }
 
 extension Services {
-    /// The answer to an upload the bucket answered but did not store (SPEC §17): never the
+    /// The answer to an upload the bucket answered but did not store (docs/operations.md#when-a-dependency-fails): never the
     /// client's fault. Its own trouble (a 5xx, still there after the client's retries) is a 503
     /// naming the bucket, to be tried again; a refusal (403 for wrong credentials, a missing
     /// bucket) is a 500 whose details go to the log. Either way nothing was stored.

@@ -3,7 +3,7 @@ import Logging
 import MediaStore
 import NIOPosix
 
-/// Everything `richpush serve` can be told (SPEC §4).
+/// Everything `richpush serve` can be told (docs/configuration.md#commands).
 public struct ServerConfiguration: Sendable {
     /// Address to listen on.
     public var host = "127.0.0.1"
@@ -83,7 +83,7 @@ public struct ServerConfiguration: Sendable {
     public var bcryptPool: NIOThreadPool?
     /// The VAPID public key browsers subscribe with (`GET /api/webpush/key`); nil without Web Push.
     public var vapidPublicKey: String?
-    /// SPEC §18: the apps this server sends for besides `default` (`serve --apps`), each with
+    /// docs/api.md#apps-and-api-keys: the apps this server sends for besides `default` (`serve --apps`), each with
     /// what a device of it may ask: its VAPID public key, and whether it sends through a hub.
     public var apps: [String: AppProfile] = [:]
     /// Web Push endpoints may be http, on any port, at private and loopback addresses
@@ -97,7 +97,7 @@ public struct ServerConfiguration: Sendable {
     public var metricsPort: Int?
     /// Logging threshold.
     public var logLevel: Logger.Level = .info
-    /// What time it is for schedules (SPEC §19): when a scheduled campaign or a zone of a
+    /// What time it is for schedules (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): when a scheduled campaign or a zone of a
     /// local-time one is due. The wall clock; tests move it through a day in an instant.
     public var scheduleClock: @Sendable () -> Date = { Date() }
     /// How often due schedules are looked for.
@@ -108,21 +108,21 @@ public struct ServerConfiguration: Sendable {
     /// sends go out).
     public var campaignBatchSize = 500
     public var campaignQueueAhead = 5_000
-    /// SPEC §20: extra trusted roots for webhook receivers (`--push-ca`), how often the queue is
+    /// docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: extra trusted roots for webhook receivers (`--push-ca`), how often the queue is
     /// looked at, and the first retry's delay (doubling to 10 minutes).
     public var webhookRoots: [String] = []
     public var webhookInterval: Duration = .milliseconds(500)
     public var webhookBackoff: Double = 1
     /// Webhook receivers may be http and at loopback and private addresses
     /// (`--allow-private-webhooks`, for receivers on this machine or a private network); else
-    /// https to host names whose every address is public, checked at each delivery (SPEC §24).
+    /// https to host names whose every address is public, checked at each delivery (docs/security.md).
     public var allowPrivateWebhooks = false
 
-    /// The defaults of SPEC §4.
+    /// The defaults of docs/configuration.md#commands.
     public init() {}
 }
 
-/// What devices may ask of one app of `serve --apps` (SPEC §18); its credentials stay with its providers.
+/// What devices may ask of one app of `serve --apps` (docs/api.md#apps-and-api-keys); its credentials stay with its providers.
 public struct AppProfile: Sendable, Equatable {
     /// The VAPID public key its browsers subscribe with; nil when it sends no Web Push.
     public var vapidPublicKey: String?

@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
-/// `/webpush-demo` and its service worker (SPEC §12): a page where a browser subscribes with the
+/// `/webpush-demo` and its service worker (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push): a page where a browser subscribes with the
 /// server's VAPID key and registers the subscription for an account, then shows what arrives.
 /// No build step and no CDN: the page and the worker are two files, `Pages/webpush-demo.html`
 /// and `Pages/webpush-sw.js`, served as they are (nothing is filled in).

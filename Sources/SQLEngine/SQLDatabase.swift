@@ -68,7 +68,7 @@ public struct PostgresURL: Sendable {
     /// Connections (and threads waiting on them), 1 to 64.
     public let pool: Int
     /// `connect_timeout`, as libpq's: seconds a new connection may take, authentication included
-    /// (1 to 60; 2 unless given, so that a database that is down is answered within SPEC §17's 5 s).
+    /// (1 to 60; 2 unless given, so that a database that is down is answered within docs/operations.md#when-a-dependency-fails's 5 s).
     public let connectTimeout: Int
 
     /// Parses `text`; the error says what is wrong, never the password.
@@ -262,7 +262,7 @@ final class PostgresPool: Sendable {
         let size = parsed.pool
         var configuration = PostgresConnection.Configuration(
             host: parsed.host, port: parsed.port, username: parsed.user, password: parsed.password, database: parsed.database, tls: tls)
-        // Connecting, TLS and authentication included (SPEC §17: answer within 5 s when it is down).
+        // Connecting, TLS and authentication included (docs/operations.md#when-a-dependency-fails: answer within 5 s when it is down).
         configuration.options.connectTimeout = .seconds(Int64(parsed.connectTimeout))
         self.configuration = configuration
         self.logger = logger

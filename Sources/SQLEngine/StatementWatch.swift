@@ -6,7 +6,7 @@ import NIOPosix
 import PostgresNIO
 import Resilience
 
-/// Notices a PostgreSQL server that stopped answering (SPEC §17). A stalled server (a frozen
+/// Notices a PostgreSQL server that stopped answering (docs/operations.md#when-a-dependency-fails). A stalled server (a frozen
 /// process, a network partition that drops packets) fails nothing: its connections stay open
 /// and every statement waits forever. So every statement is registered while it runs, and once
 /// one has run for `stallAfter`, a probe opens a fresh connection and runs `SELECT 1` within a

@@ -6,7 +6,7 @@ import Foundation
 import Glibc
 #endif
 
-/// `richpush-bench`: keep-alive HTTP/1.1 load with HdrHistogram latencies (SPEC §8).
+/// `richpush-bench`: keep-alive HTTP/1.1 load with HdrHistogram latencies (docs/operations.md#load-tool).
 struct RichPushBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush-bench",

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import RichPushCore
 
-/// `richpush api-keys add|list|rm` (SPEC §18): keys for servers that call RichPush.
+/// `richpush api-keys add|list|rm` (docs/api.md#apps-and-api-keys): keys for servers that call RichPush.
 struct APIKeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "api-keys",

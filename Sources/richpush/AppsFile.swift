@@ -3,7 +3,7 @@ import PushDelivery
 import RichPushCore
 import RichPushServer
 
-/// One app of `serve --apps` (SPEC §18), its credentials read from files so they can be mounted secrets.
+/// One app of `serve --apps` (docs/api.md#apps-and-api-keys), its credentials read from files so they can be mounted secrets.
 struct AppDefinition {
     struct APNs {
         var key: String

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import RichPushCore
 
-/// `richpush campaigns list|cancel` (SPEC §19).
+/// `richpush campaigns list|cancel` (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
 struct CampaignsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "campaigns",

@@ -5,7 +5,7 @@ import Logging
 import PushDelivery
 import RichPushCore
 
-/// The push-provider flags of `serve` (SPEC §7); each also reads `RICHPUSH_<FLAG>`.
+/// The push-provider flags of `serve` (docs/delivery.md#delivery); each also reads `RICHPUSH_<FLAG>`.
 struct PushOptions: ParsableArguments {
     @Option(name: .customLong("apns-key"), help: "APNs auth key, AuthKey_<KID>.p8 (env RICHPUSH_APNS_KEY).")
     var apnsKeyValue: String = Environment.string("RICHPUSH_APNS_KEY") ?? ""

@@ -4,7 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// `richpush healthcheck [--url URL] [--ready]` (SPEC §14, §17): exit 0 when `/health` (or with
+/// `richpush healthcheck [--url URL] [--ready]` (docs/operations.md, §17): exit 0 when `/health` (or with
 /// `--ready`, `/ready`: the database and the blobs answer) is 200, 1 otherwise with what went
 /// wrong, so a container's health check needs no curl.
 struct HealthcheckCommand: AsyncParsableCommand {

@@ -3,7 +3,7 @@ import Foundation
 import MediaStore
 import RichPushCore
 
-/// `richpush migrate --to-database URL --to-blobs URL` (SPEC §13): copies the store the usual
+/// `richpush migrate --to-database URL --to-blobs URL` (docs/operations.md#more-than-one-node): copies the store the usual
 /// flags name into another, typically from the embedded store to PostgreSQL and a bucket.
 struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,7 +6,7 @@ import Logging
 import PushDelivery
 import PushSandboxes
 
-/// `richpush fcm-sandbox`: a local FCM HTTP v1 and OAuth token endpoint (SPEC §12).
+/// `richpush fcm-sandbox`: a local FCM HTTP v1 and OAuth token endpoint (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).
 struct FCMSandboxCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fcm-sandbox",
@@ -47,7 +47,7 @@ struct FCMSandboxCommand: AsyncParsableCommand {
     }
 }
 
-/// `richpush webpush-sandbox`: a local Web Push service (SPEC §12).
+/// `richpush webpush-sandbox`: a local Web Push service (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).
 struct WebPushSandboxCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webpush-sandbox",

@@ -81,7 +81,7 @@ extension DataOptions {
     }
 }
 
-/// `--log-level` and `--log-format` (SPEC §14), for the commands that run as services.
+/// `--log-level` and `--log-format` (docs/operations.md), for the commands that run as services.
 struct LogOptions: ParsableArguments {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env RICHPUSH_LOG_LEVEL).")
     var logLevel: String = Environment.string("RICHPUSH_LOG_LEVEL") ?? "info"
@@ -107,7 +107,7 @@ struct LogOptions: ParsableArguments {
     }
 }
 
-/// `--max-bytes`, `--max-pixels`, `--max-side` (SPEC §3).
+/// `--max-bytes`, `--max-pixels`, `--max-side` (docs/configuration.md#the-media-store).
 struct LimitOptions: ParsableArguments {
     @Option(help: "Largest accepted image in bytes (env RICHPUSH_MAX_BYTES).")
     var maxBytes: Int = Environment.int("RICHPUSH_MAX_BYTES") ?? 10_485_760
@@ -252,7 +252,7 @@ enum Main {
             if !message.isEmpty {
                 if code == .success { print(message) } else { Console.error(message) }
             }
-            // SPEC §4: 2 on a usage error (ArgumentParser's own is 64).
+            // docs/configuration.md#commands: 2 on a usage error (ArgumentParser's own is 64).
             exit(code == .validationFailure ? 2 : code.rawValue)
         }
     }

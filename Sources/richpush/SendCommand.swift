@@ -7,7 +7,7 @@ import RichPushCore
 import Glibc
 #endif
 
-/// `--public-url` and `--payload-url-ttl`: how payload URLs (`richUrl`) are made (SPEC §11).
+/// `--public-url` and `--payload-url-ttl`: how payload URLs (`richUrl`) are made (docs/api.md#alert-pushes-and-payload-urls).
 struct PayloadURLOptions: ParsableArguments {
     @Option(name: .customLong("public-url"),
             help: "Base URL devices reach the server at, for payload URLs (env RICHPUSH_PUBLIC_URL; default: what `serve` last announced, else http://<host>:<port>).")
@@ -59,8 +59,8 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "alert (shown with the image by a Notification Service Extension) or silent (the tutorial's background push).")
     var mode: PushMode = .alert
     @Option(help: "The sender recorded with the campaign.") var by = "cli"
-    @Option(help: "Only the devices of this app (SPEC §18; default: every app the audience has devices in).") var app: String?
-    @Option(help: "Send at this time, RFC 3339, e.g. 2026-12-01T09:00:00Z (SPEC §19).") var at: String?
+    @Option(help: "Only the devices of this app (docs/api.md#apps-and-api-keys; default: every app the audience has devices in).") var app: String?
+    @Option(help: "Send at this time, RFC 3339, e.g. 2026-12-01T09:00:00Z (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).") var at: String?
     @Option(help: "Send at this time of day, HH:MM, in each recipient's own time zone.") var localTime: String?
     @Option(help: "With --local-time: on this date, YYYY-MM-DD (default: the next such time).") var localDate: String?
     @Option(help: ArgumentHelp("Per-locale content: a JSON file {\"en\":{\"title\",\"message\"},\"fr\":{…}}.", valueName: "file"))

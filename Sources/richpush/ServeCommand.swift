@@ -56,7 +56,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     @Option(help: ArgumentHelp("Serve /metrics only on this port (of --host), for Prometheus; the main port then answers 404 for it (env RICHPUSH_METRICS_PORT).",
                                valueName: "port"))
     var metricsPort: Int?
-    @Option(help: ArgumentHelp("SPEC §18: a JSON file of apps, each with its own credentials: {\"apps\":[{\"name\",\"apns\":{…},\"fcm\":{…},\"webpush\":{…},\"hub\":{…}}]}; the push flags configure the app named default (env RICHPUSH_APPS).",
+    @Option(help: ArgumentHelp("A JSON file of apps (docs/configuration.md#the-apps-file), each with its own credentials: {\"apps\":[{\"name\",\"apns\":{…},\"fcm\":{…},\"webpush\":{…},\"hub\":{…}}]}; the push flags configure the app named default (env RICHPUSH_APPS).",
                                valueName: "file"))
     var apps: String?
     private var appsPath: String? { apps ?? Environment.string("RICHPUSH_APPS") }

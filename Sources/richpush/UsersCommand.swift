@@ -17,7 +17,7 @@ struct UsersCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; the password is prompted for, or read from stdin.")
         @OptionGroup var dataOptions: DataOptions
         @Flag(help: "Read the password from the first line of standard input.") var passwordStdin = false
-        @Flag(help: "Make the account an admin: it may send campaigns and name media (SPEC §9).") var admin = false
+        @Flag(help: "Make the account an admin: it may send campaigns and name media (docs/api.md#admins-imported-accounts-and-device-sessions).") var admin = false
         @Argument(help: "User name: 1 to 64 of A-Z a-z 0-9 _ @ # . -") var name: String
 
         func validate() throws {

@@ -3,7 +3,7 @@ import Foundation
 import PushDelivery
 import RichPushCore
 
-/// `richpush webhooks add|list|rm` (SPEC §20).
+/// `richpush webhooks add|list|rm` (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks).
 struct WebhooksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webhooks",
@@ -51,7 +51,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             }
             do {
                 // The URL's own rules first (no lookup), then where its name points today: the policy
-                // every delivery applies again (SPEC §24).
+                // every delivery applies again (docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks).
                 try WebhookStore.validate(url: url, allowPrivate: allowPrivateWebhooks)
                 try await OutboundPolicy.webhooks(allowPrivate: allowPrivateWebhooks,
                                                   overrideHint: "webhooks add \(WebhookStore.allowPrivateFlag)").check(url)

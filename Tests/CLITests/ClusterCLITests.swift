@@ -12,7 +12,7 @@ import Glibc
 #endif
 
 /// Two `serve` processes on one PostgreSQL database and one bucket, nothing in front of them
-/// (SPEC §13): what one node stores, the other serves; each push goes out from one of them.
+/// (docs/operations.md#more-than-one-node): what one node stores, the other serves; each push goes out from one of them.
 @Suite("Two serve nodes on one database and one bucket", .enabled(if: Postgres.available && SeaweedFS.available,
                                                                     "PostgreSQL or SeaweedFS is not installed"))
 struct ClusterCLITests {
@@ -109,7 +109,7 @@ struct ClusterCLITests {
             #expect(try await http(port, "GET", "/api/notifications", auth: alice).hasPrefix("HTTP/1.1 401"))
         }
 
-        // SPEC §18: an API key removed by a third process is refused by both nodes, which had it cached.
+        // docs/api.md#apps-and-api-keys: an API key removed by a third process is refused by both nodes, which had it cached.
         let added = try await CLI.run(["api-keys", "add", "dashboard", "--scope", "read"], cwd: dir, environment: environment)
         #expect(added.status == 0, "\(added.stderr)")
         let key = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -125,7 +125,7 @@ struct ClusterCLITests {
         }
         print("cluster: a removed API key was refused by both nodes \(Date().timeIntervalSince(keyRemoved)) s after api-keys rm")
 
-        // SPEC §19: the same POST with one Idempotency-Key, sent 20 times at once to the two nodes, makes one campaign.
+        // docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: the same POST with one Idempotency-Key, sent 20 times at once to the two nodes, makes one campaign.
         let once = #"{"audience":{"users":["root"]},"message":"once","mode":"silent"}"#
         let answers = try await withThrowingTaskGroup(of: String.self) { group in
             for index in 0..<20 {
@@ -201,7 +201,7 @@ struct ClusterCLITests {
         // At-least-once: pushes Apple accepted from B in its last moments (in flight, or not yet
         // recorded) are sent again by A with the same apns-id, never more than B had in flight.
         #expect(resent <= 200, "\(resent) pushes resent")
-        // SPEC §17: a resend folds into the alert already shown. The issue's bar is 5% of devices;
+        // docs/operations.md#when-a-dependency-fails: a resend folds into the alert already shown. The issue's bar is 5% of devices;
         // with the same collapse id on every send of a notification it is none.
         #expect(shownTwice == 0, "\(shownTwice) of \(Self.deviceCount) phones would show the alert twice")
         print("cluster: \(atKill) pushes before the kill, \(resent) resent with the same apns-id and collapse id, \(shownTwice) phones would show the alert twice, users refused after \(refusedAfter) s")

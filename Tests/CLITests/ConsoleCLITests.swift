@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// The console (SPEC §15) in a real browser: Selenium drives Debian's headless Chromium through
+/// The console (docs/api.md#console) in a real browser: Selenium drives Debian's headless Chromium through
 /// chromium-driver against a live `serve`.
 @Suite("The console in headless Chromium (SPEC §15)")
 struct ConsoleCLITests {
@@ -71,7 +71,7 @@ struct ConsoleCLITests {
         field.send_keys("alice")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach"))
         seen["reach"] = driver.find_element(By.ID, "reach").text
-        # SPEC §18: the apps, with their devices, and the picker that narrows a campaign to one.
+        # docs/api.md#apps-and-api-keys: the apps, with their devices, and the picker that narrows a campaign to one.
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "apps-summary").text)
         seen["apps"] = driver.find_element(By.ID, "apps-summary").text
         seen["appOptions"] = [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#app option")]
@@ -92,13 +92,13 @@ struct ConsoleCLITests {
         WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "count-sent").text == "2")
         seen["sendResult"] = driver.find_element(By.ID, "send-result").text
         seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
-        # SPEC §20: the funnel and the timeline, drawn by the page from the campaign's stats.
+        # docs/api.md (stats): the funnel and the timeline, drawn by the page from the campaign's stats.
         WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "sent" in d.find_element(By.ID, "funnel").text)
         seen["funnel"] = driver.find_element(By.ID, "funnel").text
         seen["timeline"] = driver.execute_script("return [...document.querySelectorAll('#timeline polyline')].map(p => p.getAttribute('class') + ':' + p.getAttribute('points').split(' ').length)")
         driver.execute_script("document.getElementById('watch').scrollIntoView()")
         driver.save_screenshot(shots + "/console-watch.png")
-        # SPEC §19: another language, previewed in it; a campaign scheduled for tomorrow, then cancelled.
+        # docs/api.md (scheduling, locales): another language, previewed in it; a campaign scheduled for tomorrow, then cancelled.
         wait = WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,))
         driver.find_element(By.CSS_SELECTOR, "#languages summary").click()
         driver.find_element(By.ID, "add-locale").click()
@@ -111,7 +111,7 @@ struct ConsoleCLITests {
         driver.execute_script("const s = document.getElementById('when'); s.value = 'at'; s.dispatchEvent(new Event('change'))")
         tomorrow = driver.execute_script("const d = new Date(Date.now() + 86400000); d.setSeconds(0, 0); return new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16)")
         driver.execute_script("document.getElementById('send-at').value = arguments[0]", tomorrow)
-        # SPEC §22: delivery options, previewed (subtitle, buttons) and sent with the campaign.
+        # docs/api.md#options-badges-and-paced-sends: delivery options, previewed (subtitle, buttons) and sent with the campaign.
         driver.execute_script("const s = document.getElementById('preview-locale'); s.value = ''; s.dispatchEvent(new Event('change'))")
         driver.find_element(By.CSS_SELECTOR, "#options summary").click()
         driver.find_element(By.ID, "opt-subtitle").send_keys("Today only")

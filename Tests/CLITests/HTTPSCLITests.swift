@@ -44,7 +44,7 @@ struct HTTPSCLITests {
                                       "-d", #"{"mode":"alert","title":"Hi"}"#, "\(base)/api/notifications"])
         #expect(created.output.contains("\"richUrl\":\"https://127.0.0.1:\(port)/p/"), "\(created.output)")
         // Over HTTP/2 the first fetch of a payload with a session opened here is answered from
-        // memory (SPEC §21), as over HTTP/1.1: with the session's and the notification's rows
+        // memory (docs/design/fast-path.md), as over HTTP/1.1: with the session's and the notification's rows
         // deleted behind the server's back, the router could only answer 401 or 404. (The image's
         // GET just before, on the same connection, keeps its cache entry within its second.)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])

@@ -2,7 +2,7 @@ import Foundation
 import RichPushTestSupport
 import Testing
 
-/// Photos as phones make them, with GPS in their EXIF, through `richpush media add` (SPEC §16).
+/// Photos as phones make them, with GPS in their EXIF, through `richpush media add` (docs/configuration.md#the-media-store).
 /// Pillow, which nobody here wrote, makes them and reads back what was stored.
 @Suite("Metadata stripped on ingest (SPEC §16)")
 struct MetadataCLITests {

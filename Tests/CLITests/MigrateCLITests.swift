@@ -39,7 +39,7 @@ struct MigrateCLITests {
             _ = try await registrations.update(id: registration.id, for: name,
                                                with: DeviceRegistration(platform: "apns", handle: token, tags: ["news"], app: app))
         }
-        // SPEC §18: apps' registrations and API keys go along (only the keys' hashes are stored, and copied).
+        // docs/api.md#apps-and-api-keys: apps' registrations and API keys go along (only the keys' hashes are stored, and copied).
         let key = try await source.apiKeys.add(name: "backend", scope: .send, app: "shop-ios")
         let notifications = source.notifications(links: PayloadLinks(key: try await source.payloadKey(), baseURL: "https://push.example.com", lifetime: 3600))
         let first = try await notifications.create(for: "alice", draft: NotificationDraft(), defaultImage: "logo.png")

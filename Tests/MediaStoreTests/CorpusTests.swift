@@ -55,7 +55,7 @@ struct CorpusTests {
                 #expect(result.item.info.contentType == c.contentType, "\(c.file)")
                 #expect(result.item.info.width == c.width && result.item.info.height == c.height, "\(c.file)")
                 let stored = try #require(try await store.read(result.item.id, offset: 0, length: result.item.size))
-                // What is stored is the file with its metadata stripped (SPEC §16), nothing else changed.
+                // What is stored is the file with its metadata stripped (docs/configuration.md#the-media-store), nothing else changed.
                 let original = try Fixtures.bytes(URL(fileURLWithPath: path))
                 #expect(Array(stored.readableBytesView) == MetadataStripper.strip(original).bytes, "\(c.file): stored bytes differ")
                 #expect(result.stripped == MetadataStripper.strip(original).removed, "\(c.file)")

@@ -4,7 +4,7 @@ import NIOCore
 import RichPushTestSupport
 import Testing
 
-/// SPEC §22: animated GIFs are media too, validated by a full decode with giflib, bounded like
+/// docs/api.md#options-badges-and-paced-sends: animated GIFs are media too, validated by a full decode with giflib, bounded like
 /// PNG, stripped of metadata without re-encoding, with a GIF push variant and a PNG thumb.
 @Suite("GIF: decode, bounds, stripping and variants (SPEC §22)")
 struct GIFTests {

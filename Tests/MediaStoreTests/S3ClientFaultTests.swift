@@ -5,7 +5,7 @@ import RichPushTestSupport
 import Testing
 @testable import MediaStore
 
-/// The bucket client's side of SPEC §17, through a `FaultProxy` in front of the suite's SeaweedFS:
+/// The bucket client's side of docs/operations.md#when-a-dependency-fails, through a `FaultProxy` in front of the suite's SeaweedFS:
 /// a bucket that refuses connections fails a call at once (AsyncHTTPClient is not left to retry
 /// until a deadline), one that stalls fails it at its deadline, and after either the breaker
 /// refuses the next call without trying, until a probe finds the bucket back.

@@ -7,7 +7,7 @@ import RichPushTestSupport
 import SQLEngine
 import Testing
 
-/// `thumb` and `push` (SPEC §16): made once, within their limits, upright, stored and removed
+/// `thumb` and `push` (docs/configuration.md#the-media-store): made once, within their limits, upright, stored and removed
 /// with their source.
 @Suite("Media variants")
 struct VariantTests {

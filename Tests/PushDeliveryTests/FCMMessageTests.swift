@@ -3,7 +3,7 @@ import PushDelivery
 import RichPushCore
 import Testing
 
-/// The message FCMClient builds: a collapse id is a tag, never a collapse key (SPEC §24).
+/// The message FCMClient builds: a collapse id is a tag, never a collapse key (docs/delivery.md).
 @Suite("FCM messages")
 struct FCMMessageTests {
     @Test("the message's shape: a notification's collapse id is its Android tag and its apns-collapse-id, never a collapse key; a data message has no tag; a collapse key only when asked for")

@@ -10,7 +10,7 @@ import PushTestSupport
 import RichPushTestSupport
 import Testing
 
-/// `fcm-sandbox` keeps what FCM keeps for an offline device, and shows what a phone shows (SPEC §24).
+/// `fcm-sandbox` keeps what FCM keeps for an offline device, and shows what a phone shows (docs/delivery.md).
 @Suite("The FCM sandbox and an offline device (SPEC §24)")
 struct FCMSandboxTests {
     static func sandbox() -> FCMSandbox {

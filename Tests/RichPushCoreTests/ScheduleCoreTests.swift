@@ -254,7 +254,7 @@ struct ScheduleCoreTests {
         await #expect(throws: CoreError.self) {
             try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(), locales: ["not a tag": .init(message: "x")]), by: "root")
         }
-        // The words of the options a phone shows are localised too (SPEC §22): the subtitle and
+        // The words of the options a phone shows are localised too (docs/api.md#options-badges-and-paced-sends): the subtitle and
         // the buttons' titles, by button id; a button not among the options' is refused.
         let links = PayloadLinks(key: try PayloadKey(secret: String(repeating: "k", count: 32)), baseURL: "http://x", lifetime: 60)
         let buttons = NotificationDraft(message: "Half price", title: "Sale", mode: .alert,

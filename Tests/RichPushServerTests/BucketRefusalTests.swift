@@ -3,7 +3,7 @@ import MediaStore
 @testable import RichPushServer
 import Testing
 
-/// An upload the bucket answered but did not store is never the client's fault (SPEC §17).
+/// An upload the bucket answered but did not store is never the client's fault (docs/operations.md#when-a-dependency-fails).
 @Suite("Uploads the bucket answered without storing")
 struct BucketRefusalTests {
     @Test("a 5xx still there after the retries is a 503 naming the bucket with Retry-After; a refusal (403, no bucket) is a 500 that sends the details to the log")

@@ -146,7 +146,7 @@ struct CampaignTests {
                     #expect(push.headers["apns-push-type"] == "alert")
                     #expect(push.headers["apns-priority"] == "10")
                 }
-                // alice's push, byte for byte SPEC §11's shape.
+                // alice's push, byte for byte docs/api.md#alert-pushes-and-payload-urls's shape.
                 let push = try #require(apns.sandbox.accepted.first { $0.token == tokenA })
                 let object = try #require(try JSONSerialization.jsonObject(with: push.payload) as? [String: Any])
                 let richId = try #require(object["richId"] as? String)
@@ -332,7 +332,7 @@ struct CampaignTests {
             let id = try #require(body["id"] as? Int)
             let path = TestServer.path(of: try #require(body["richUrl"] as? String))
             #expect(try await s.request(.get, path, as: nil).status == .ok)
-            // The same URL gives the push variant: the PNG payload as a JPEG (SPEC §16).
+            // The same URL gives the push variant: the PNG payload as a JPEG (docs/configuration.md#the-media-store).
             let pushVariant = try await s.request(.get, path + "?variant=push", as: nil)
             #expect(pushVariant.status == .ok && pushVariant.headers[.contentType] == "image/jpeg")
             #expect(try await s.request(.get, path + "?variant=huge", as: nil).status == .badRequest)

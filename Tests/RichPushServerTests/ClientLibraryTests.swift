@@ -64,7 +64,7 @@ struct ClientLibraryTests {
             #expect(payload.size == Self.logo.count)
             #expect(try Fixtures.bytes(payload.fileURL) == Self.logo)
             #expect(Self.files(directory) == [payload.fileURL.lastPathComponent])
-            // What an extension asks for: the push variant, a JPEG made from the PNG (SPEC §16).
+            // What an extension asks for: the push variant, a JPEG made from the PNG (docs/configuration.md#the-media-store).
             let pushed = try await client.downloadPayload(for: message, into: directory, variant: .push)
             #expect(pushed.fileURL.pathExtension == "jpg" && pushed.contentType == "image/jpeg" && pushed.size <= 1_048_576)
             try FileManager.default.removeItem(at: pushed.fileURL)

@@ -12,7 +12,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §24: the holes a second read of part three found, each shown through real sockets.
+/// docs/security.md: the holes a second read of part three found, each shown through real sockets.
 @Suite("Corrections to part three (SPEC §24)")
 struct CorrectionsTests {
     let logo = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))

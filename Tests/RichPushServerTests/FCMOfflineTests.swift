@@ -13,7 +13,7 @@ import RichPushTestSupport
 import Testing
 
 /// An Android phone that is offline: what FCM holds for it, and RichPush's notifications all
-/// reaching it when it comes back (SPEC §24).
+/// reaching it when it comes back (docs/delivery.md).
 @Suite("FCM and an offline Android device (SPEC §24)")
 struct FCMOfflineTests {
     static func sandbox() -> FCMSandbox {

@@ -19,7 +19,7 @@ import RichPushTestSupport
 import SQLEngine
 import Testing
 
-/// SPEC §17 under fault: the bucket and the database each go down (connections reset, new
+/// docs/operations.md#when-a-dependency-fails under fault: the bucket and the database each go down (connections reset, new
 /// ones refused) or stall (connections open, nothing answered) under a running server, through
 /// a `FaultProxy` in front of the suite's own SeaweedFS and PostgreSQL, with uploads and a
 /// campaign in flight. A request that needs what is down gets a 503 naming it, the next one
@@ -289,7 +289,7 @@ struct FaultTests {
     }
 }
 
-/// SPEC §17's full disk, on a real one: the data directory on a 4 MiB tmpfs (the tests run as
+/// docs/operations.md#when-a-dependency-fails's full disk, on a real one: the data directory on a 4 MiB tmpfs (the tests run as
 /// root under `.ci/run`; elsewhere this is skipped, visibly).
 @Suite("A full disk")
 struct FullDiskTests {

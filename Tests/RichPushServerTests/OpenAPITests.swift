@@ -32,7 +32,7 @@ struct OpenAPITests {
             #expect(security("get", "/health") == [] && security("get", "/p/{token}") == [])
             #expect(security("get", "/media/{sha256}") == ["apiKey", "basic", "bearer"]) // without --public-media
             #expect(security("post", "/api/sessions") == ["basic"] && security("delete", "/api/sessions/current") == ["bearer"])
-            // SPEC §18: the API key scheme, and each route's scope (none on a device's or a person's routes).
+            // docs/api.md#apps-and-api-keys: the API key scheme, and each route's scope (none on a device's or a person's routes).
             func scope(_ method: String, _ path: String) -> [String]? {
                 (paths[path]?[method]?["security"] as? [[String: [String]]])?.first { $0["apiKey"] != nil }?["apiKey"]
             }

@@ -13,7 +13,7 @@ import RichPushTestSupport
 import Testing
 
 /// One audience on iPhones, Android phones and browsers: each device gets its own platform's
-/// shape through its own (stand-in) service (SPEC §12).
+/// shape through its own (stand-in) service (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).
 @Suite("Campaigns and notifications across APNs, FCM and Web Push")
 struct PlatformDeliveryTests {
     /// The three stand-ins, and a router over senders to them.
@@ -67,7 +67,7 @@ struct PlatformDeliveryTests {
                 let android = try #require(fcm.accepted.first)
                 #expect(android.token == fcmToken)
                 #expect(android.data == ["richId": id, "richMessage": "50% off", "richType": "img", "richUrl": richUrl])
-                // Android's image is the push variant (at most 1 MB, SPEC §16): a JPEG made from the PNG payload.
+                // Android's image is the push variant (at most 1 MB, docs/configuration.md#the-media-store): a JPEG made from the PNG payload.
                 #expect(android.notification == ["title": "Sale", "body": "50% off", "image": richUrl + "?variant=push"])
                 let image = try await s.request(.get, String((richUrl + "?variant=push").drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" }), as: nil)
                 #expect(image.status == .ok && image.headers[.contentType] == "image/jpeg" && image.bytes.count <= 1_048_576)
@@ -77,7 +77,7 @@ struct PlatformDeliveryTests {
                 #expect(web.accepted.first?.urgency == "high")
                 // One collapse id per notification on every platform: a resend replaces, never adds, an alert.
                 // On Android it is the notification's tag, not a collapse key (FCM holds only four of those
-                // for an offline phone, SPEC §24).
+                // for an offline phone, docs/security.md).
                 let collapse = "rp-\(id)"
                 #expect(apnsAccepted.headers["apns-collapse-id"] == collapse)
                 #expect(android.tag == collapse && android.collapseKey == nil && android.apnsCollapseID == collapse)

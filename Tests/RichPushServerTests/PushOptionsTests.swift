@@ -12,7 +12,7 @@ import PushTestSupport
 import RichPushTestSupport
 import Testing
 
-/// SPEC §22: a notification's options, each in its platform's form, checked by the stand-ins
+/// docs/api.md#options-badges-and-paced-sends: a notification's options, each in its platform's form, checked by the stand-ins
 /// that refuse what Apple and Google refuse.
 @Suite("Options and badges on every platform (SPEC §22)")
 struct PushOptionsTests {

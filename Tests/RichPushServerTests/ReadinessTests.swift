@@ -5,7 +5,7 @@ import RichPushServer
 import RichPushTestSupport
 import Testing
 
-/// `GET /ready` (SPEC §17): what a load balancer asks before sending traffic.
+/// `GET /ready` (docs/operations.md#when-a-dependency-fails): what a load balancer asks before sending traffic.
 @Suite("Readiness")
 struct ReadinessTests {
     @Test("/ready is 200 while the database and the blobs answer, 503 naming the blobs while they cannot be listed, and ready again once they are back, with no restart; /health stays 200", arguments: StoreEngine.all)

@@ -27,7 +27,7 @@ struct S3MediaRouteTests {
             #expect(ranged.status == .partialContent && ranged.bytes == Array(jpeg[100...1099]))
             let again = try await s.request(.get, "/media/\(id)", headers: [.ifNoneMatch: "\"\(id)\""])
             #expect(again.status == .notModified)
-            // The object is where SPEC §13 says: [PREFIX/]sha256/<2>/<64>.
+            // The object is where docs/operations.md#more-than-one-node says: [PREFIX/]sha256/<2>/<64>.
             let listed = try await python("""
                 import boto3
                 s3 = boto3.client("s3", endpoint_url="\(weed.endpoint)", aws_access_key_id="\(weed.accessKey)",

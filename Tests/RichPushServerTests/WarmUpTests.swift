@@ -23,7 +23,7 @@ final class FirstPushHook: PushProvider {
     func shutdown() async {}
 }
 
-/// SPEC §21: a campaign's image and its `push` variant are in the memory cache before its first
+/// docs/design/fast-path.md: a campaign's image and its `push` variant are in the memory cache before its first
 /// push is sent. Seen from outside: once they are, the server answers both from memory, so
 /// bytes changed on disk behind its back (same length, so nothing but their content differs)
 /// are not what it serves. Had either been read after the change, the garbage would show.

@@ -69,7 +69,7 @@ func webhookReceivers(_ receipts: WebhookReceipts, stall: Duration = .seconds(10
     return router
 }
 
-/// SPEC §24: webhook URLs go through the outbound policy of Web Push endpoints, and each webhook
+/// docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: webhook URLs go through the outbound policy of Web Push endpoints, and each webhook
 /// is delivered on its own, so that one slow receiver does not hold the others' events.
 @Suite("Webhooks: the outbound policy, and each delivered on its own (SPEC §24)")
 struct WebhookPolicyTests {

@@ -59,7 +59,7 @@ public enum Bombs {
         let side = 6_000
         let zeros = PNGBuilder.signature + PNGBuilder.chunk("IHDR", PNGBuilder.ihdr(width: UInt32(side), height: UInt32(side)))
             + PNGBuilder.chunk("IDAT", PNGBuilder.zlibZeros(count: (1 + side * 3) * side)) + PNGBuilder.chunk("IEND", [])
-        // GIFs (SPEC §22): a 36-megapixel canvas with 4,999 one-pixel frames (one under the frame
+        // GIFs (docs/api.md#options-badges-and-paced-sends): a 36-megapixel canvas with 4,999 one-pixel frames (one under the frame
         // limit, each its own extension and descriptor), and a frame of one pixel behind 600,000
         // clear codes.
         let dot = GIFBuilder.Frame.pattern(width: 1, height: 1)

@@ -131,7 +131,7 @@ struct BitWriter {
 }
 
 /// Paths of the repository and of the image corpus it keeps (`Tests/Corpus`: PngSuite and
-/// libjpeg's test images with their expected verdicts, SPEC §23).
+/// libjpeg's test images with their expected verdicts, docs/design/layout.md).
 public enum Fixtures {
     public static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     public static let corpus = packageRoot.appendingPathComponent("Tests/Corpus")

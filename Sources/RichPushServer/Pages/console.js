@@ -167,7 +167,7 @@ function buttons() {
     return i < 0 ? { id: s, title: s } : { id: s.slice(0, i).trim(), title: s.slice(i + 1).trim() };
   });
 }
-// SPEC §22: what the options section asks for, into the campaign's body.
+// docs/api.md#options-badges-and-paced-sends: what the options section asks for, into the campaign's body.
 function deliveryOptions(body) {
   const o = {};
   const put = (key, value) => { if (value !== "") o[key] = value; };

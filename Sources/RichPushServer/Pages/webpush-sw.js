@@ -1,6 +1,6 @@
 "use strict";
 // A RichPush Web Push message: {"richId","richMessage","richType","richUrl","title"}, and with
-// options (SPEC §22) "subtitle", "actions" ([{"action","title"}], the buttons) and "badgeCount".
+// options (docs/api.md#options-badges-and-paced-sends) "subtitle", "actions" ([{"action","title"}], the buttons) and "badgeCount".
 self.addEventListener("push", (event) => {
   const message = event.data ? event.data.json() : {};
   const body = [message.subtitle, message.richMessage].filter(Boolean).join("\n");
