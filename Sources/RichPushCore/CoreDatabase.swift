@@ -308,6 +308,8 @@ public struct SettingsStore: Sendable {
 
     /// The key under which `serve` records its public URL.
     public static let publicURL = "publicUrl"
+    /// The key under which `serve` records its apps' names (comma-separated), for the CLI.
+    public static let apps = "apps"
 
     /// The value of `key`, or nil.
     public func value(_ key: String) async throws -> String? {

@@ -86,6 +86,7 @@ public func buildApplication(
                             links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia,
                             accessLog: services.accessLog, clientAddresses: services.clientAddresses)
     let settings = data.settings
+    let appNames = [AppName.default] + configuration.apps.keys.sorted()
     let startLogger = logger
     let tls = try TLSSetup(configuration)
     let secure = tls != nil
@@ -135,6 +136,15 @@ public func buildApplication(
             do { try await settings.set(SettingsStore.publicURL, publicURL.value) } catch {
                 startLogger.warning("cannot record the public URL for the CLI", metadata: ["error": "\(error)"])
             }
+            // The CLI's `api-keys add --app` checks its app against these.
+            do { try await settings.set(SettingsStore.apps, appNames.joined(separator: ",")) } catch {
+                startLogger.warning("cannot record the apps for the CLI", metadata: ["error": "\(error)"])
+            }
+            // Where to go from here, said once: the first hour should not need the code.
+            let base = publicURL.value
+            startLogger.notice("serving", metadata: ["console": "\(base)/console", "health": "\(base)/health", "ready": "\(base)/ready",
+                                                     "metrics": "\(base)/metrics", "openapi": "\(base)/openapi.json",
+                                                     "data": "\(URL(fileURLWithPath: configuration.dataPath).standardizedFileURL.path)"])
         })
 }
 

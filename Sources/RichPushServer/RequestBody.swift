@@ -41,26 +41,59 @@ enum RequestBody {
             guard path.count == 1, let name = canonical[key.stringValue.lowercased()] else { return key }
             return AnyKey(name)
         }
-        let value: T
+        // Strict: a field the server does not know (a typo, or a feature this server lacks, such
+        // as "sendAt" on an older one) is refused by name, never ignored; and it is named first, so
+        // that a misspelt required field ("platfrom") is told as itself, not as "platform" missing.
+        if let object = try? JSONSerialization.jsonObject(with: data),
+           let unknown = unknownField(object, schema: schema, path: [], foldCase: true) {
+            throw Problem(.badRequest, unknownMessage(unknown, shape: shape))
+        }
         do {
-            value = try decoder.decode(type, from: data)
+            return try decoder.decode(type, from: data)
         } catch let error as DecodingError {
             throw Problem(.badRequest, explain(error, schema: schema, shape: shape))
         }
-        // Strict: a field the server does not know (a typo, or a feature this server lacks, such
-        // as "sendAt" on an older one) is refused by name, never ignored.
-        if let object = try? JSONSerialization.jsonObject(with: data) {
-            if let unknown = unknownField(object, schema: schema, path: [], foldCase: true) {
-                throw Problem(.badRequest, "unknown field \"\(unknown)\"; the body is \(shape)")
+    }
+
+    /// A field nobody knows, where it stood, and the fields its object takes.
+    struct UnknownField: Equatable {
+        var path: [String]
+        var known: [String]
+        var name: String { path.joined(separator: ".") }
+    }
+
+    /// "unknown field "platfrom" (did you mean "platform"?); the body is …", or for a nested
+    /// object the fields that object takes ("options takes: actions, badge, …").
+    static func unknownMessage(_ unknown: UnknownField, shape: String) -> String {
+        let key = unknown.path.last ?? ""
+        let near = unknown.known.filter { distance($0.lowercased(), key.lowercased()) <= max(1, key.count / 4) }
+            .min { distance($0.lowercased(), key.lowercased()) < distance($1.lowercased(), key.lowercased()) }
+        let hint = near.map { " (did you mean \"\((unknown.path.dropLast() + [$0]).joined(separator: "."))\"?)" } ?? ""
+        if unknown.path.count == 1 { return "unknown field \"\(unknown.name)\"\(hint); the body is \(shape)" }
+        let parent = unknown.path.dropLast().joined(separator: ".")
+        return "unknown field \"\(unknown.name)\"\(hint); \(parent) takes \(unknown.known.sorted().joined(separator: ", "))"
+    }
+
+    /// Levenshtein distance, for the suggestion (field names are short).
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
             }
+            previous = current
         }
-        return value
+        return previous[b.count]
     }
 
     /// The first field of `value` (depth first, by path) that `schema` does not describe; nil
     /// when every one is known. Objects with no listed properties (maps) take any key; the top
     /// level's keys are matched in any case, as they are decoded.
-    static func unknownField(_ value: Any, schema: JSONSchema, path: [String], foldCase: Bool) -> String? {
+    static func unknownField(_ value: Any, schema: JSONSchema, path: [String], foldCase: Bool) -> UnknownField? {
         if let array = value as? [Any] {
             guard let element = schema.items?.first else { return nil }
             for item in array { if let found = unknownField(item, schema: element, path: path, foldCase: false) { return found } }
@@ -72,7 +105,9 @@ enum RequestBody {
         guard !properties.isEmpty else { return nil }
         let known = foldCase ? Dictionary(properties.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a }) : properties
         for key in object.keys.sorted() {
-            guard let property = known[foldCase ? key.lowercased() : key] else { return (path + [key]).joined(separator: ".") }
+            guard let property = known[foldCase ? key.lowercased() : key] else {
+                return UnknownField(path: path + [key], known: properties.keys.sorted())
+            }
             if let found = unknownField(object[key]!, schema: property, path: path + [key], foldCase: false) { return found }
         }
         return nil

@@ -416,6 +416,11 @@ extension Services {
     func appAllowed(_ requested: String?, for caller: Principal) throws -> String? {
         let app = try knownApp(requested, for: caller)
         guard let bound = caller.apiKey?.app else { return app }
+        // A key made for an app this server does not have would reach no device, silently.
+        guard bound == AppName.default || configuration.apps[bound] != nil else {
+            throw Problem(.forbidden, "API key \(caller.apiKey!.name) is bound to app \(bound), which this server does not have; "
+                          + "start serve with that app in --apps, or make a key for one of its apps (richpush api-keys add NAME --app APP)")
+        }
         guard app == nil || app == bound else {
             throw Problem(.forbidden, "API key \(caller.apiKey!.name) is bound to app \(bound); it cannot send to app \(app!)")
         }
