@@ -31,7 +31,9 @@ struct APIKeysCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let keys = try await dataOptions.open().apiKeys
+            let data = try await dataOptions.open()
+            if let app { try await Self.checkApp(app, settings: data.settings) }
+            let keys = data.apiKeys
             do {
                 let key = try await keys.add(name: name, scope: scope, app: app)
                 print(key)
@@ -41,31 +43,49 @@ struct APIKeysCommand: AsyncParsableCommand {
                 throw ExitCode(1)
             }
         }
+
+        /// A key bound to an app the server does not have would be accepted by every request and
+        /// reach no device: refused (exit 2), naming the apps `serve` recorded in the store when it
+        /// last started (`default` alone until a serve has run: the apps are those of `serve --apps`).
+        static func checkApp(_ app: String, settings: SettingsStore) async throws {
+            let recorded = try await settings.value("apps")
+            let apps: [String] = recorded.map { list in
+                list.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            } ?? [AppName.default]
+            guard !apps.contains(app) else { return }
+            if recorded == nil {
+                Console.error("""
+                    error: --app \(app): no serve has recorded its apps in this data directory yet; the apps are those of serve --apps, \
+                    and until a serve with them has started here only \(AppName.default) is known (start serve --apps FILE, then add the key)
+                    """)
+            } else {
+                Console.error("error: --app \(app): the server has no such app; its apps are \(apps.joined(separator: ", ")) (those of serve --apps, as the last serve on this data directory recorded them)")
+            }
+            throw ExitCode(2)
+        }
     }
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List keys: name, scope, app, created, last used (never the keys).")
         @OptionGroup var dataOptions: DataOptions
-        @Flag(help: "One JSON object per line.") var json = false
+        @Flag(help: "A JSON array of {\"name\",\"scope\",\"app\",\"created\",\"lastUsed\"}.") var json = false
 
         func run() async throws {
             let keys = try await dataOptions.open().apiKeys.list()
             let formatter = ISO8601DateFormatter()
             if json {
-                for key in keys {
+                print(JSONOut.array(keys.map { key in
                     var object: [String: Any] = ["name": key.name, "scope": key.scope.rawValue, "created": formatter.string(from: key.createdAt)]
                     object["app"] = key.app
                     object["lastUsed"] = key.lastUsedAt.map(formatter.string(from:))
-                    let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-                    print(String(decoding: data, as: UTF8.self))
-                }
+                    return object
+                }))
                 return
             }
-            print(["NAME", "SCOPE", "APP", "CREATED", "LAST USED"].joined(separator: "\t"))
-            for key in keys {
-                print([key.name, key.scope.rawValue, key.app ?? "*", formatter.string(from: key.createdAt),
-                       key.lastUsedAt.map(formatter.string(from:)) ?? "never"].joined(separator: "\t"))
-            }
+            ListTable.print(["NAME", "SCOPE", "APP", "CREATED", "LAST USED"], keys.map { key in
+                [key.name, key.scope.rawValue, key.app ?? "*", formatter.string(from: key.createdAt),
+                 key.lastUsedAt.map(formatter.string(from:)) ?? "never"]
+            }, empty: "no API keys yet: richpush api-keys add NAME --scope send|read|admin creates one")
         }
     }
 

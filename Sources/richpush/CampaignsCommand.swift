@@ -13,12 +13,15 @@ struct CampaignsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The newest campaigns: id, status, schedule, counts.")
         @OptionGroup var dataOptions: DataOptions
         @Option(help: "At most this many.") var limit = 50
-        @Flag(help: "One JSON object per line.") var json = false
+        @Flag(help: "A JSON array of {\"id\",\"status\",\"schedule\",\"recipients\",\"pending\",\"sent\",\"failed\",\"fetched\",\"audience\",\"created\"}.")
+        var json = false
 
         func run() async throws {
             let data = try await dataOptions.open()
             let campaigns = data.campaigns(links: nil, defaultImage: "logo.png")
             let formatter = ISO8601DateFormatter()
+            var objects: [[String: Any]] = []
+            var rows: [[String]] = []
             for p in try await campaigns.list(limit: max(1, min(limit, 500))) {
                 let c = p.campaign
                 let schedule: String = switch c.schedule {
@@ -27,13 +30,18 @@ struct CampaignsCommand: AsyncParsableCommand {
                 case nil: "now"
                 }
                 if json {
-                    let object: [String: Any] = ["id": c.id, "status": p.status.rawValue, "schedule": schedule, "recipients": c.recipients,
-                                                 "pending": p.pending, "sent": p.sent, "failed": p.failed, "fetched": p.fetched,
-                                                 "audience": c.audience.summary, "created": formatter.string(from: c.createdAt)]
-                    print(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self))
+                    objects.append(["id": c.id, "status": p.status.rawValue, "schedule": schedule, "recipients": c.recipients,
+                                    "pending": p.pending, "sent": p.sent, "failed": p.failed, "fetched": p.fetched,
+                                    "audience": c.audience.summary, "created": formatter.string(from: c.createdAt)])
                 } else {
-                    print("\(c.id)\t\(p.status.rawValue)\t\(schedule)\t\(p.sent) sent, \(p.failed) failed, \(p.pending) pending of \(c.recipients) recipients\t\(c.audience.summary)")
+                    rows.append([String(c.id), p.status.rawValue, schedule,
+                                 "\(p.sent) sent, \(p.failed) failed, \(p.pending) pending of \(counted(c.recipients, "recipient"))", c.audience.summary])
                 }
+            }
+            if json {
+                print(JSONOut.array(objects))
+            } else {
+                ListTable.print(["ID", "STATUS", "SCHEDULE", "PROGRESS", "AUDIENCE"], rows, empty: "no campaigns yet: richpush send creates one")
             }
         }
     }

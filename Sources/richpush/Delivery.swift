@@ -53,6 +53,11 @@ struct PushOptions: ParsableArguments {
     var allowPrivateWebhooks: Bool = Environment.bool("RICHPUSH_ALLOW_PRIVATE_WEBHOOKS") ?? false
 
     func validate() throws {
+        // Files first, as paths: a missing one is said to be missing before anything is opened.
+        try PathArgument.check(apnsKey, "--apns-key (env RICHPUSH_APNS_KEY)")
+        try PathArgument.check(fcmAccountPath, "--fcm-service-account (env RICHPUSH_FCM_SERVICE_ACCOUNT)")
+        try PathArgument.check(vapidKeyPath, "--vapid-key (env RICHPUSH_VAPID_KEY)")
+        for path in pushCa { try PathArgument.check(path, "--push-ca (env RICHPUSH_PUSH_CA)") }
         _ = try Environment.secret(anhConnectionStringValue, file: anhConnectionStringFile, fileFlag: "--anh-connection-string-file",
                                    variable: "RICHPUSH_ANH_CONNECTION_STRING")
         let apns = [apnsKey, apnsKeyId, apnsTeamId, apnsTopic]

@@ -46,9 +46,39 @@ struct HealthcheckCommand: AsyncParsableCommand {
         } catch let exit as ExitCode {
             throw exit
         } catch {
-            Console.error("unhealthy: \(target): \(error)")
+            Console.error("unhealthy: \(target): \(Self.words(for: error, target: target, timeout: timeout))")
             try? await client.shutdown()
             throw ExitCode(1)
         }
+    }
+
+    /// A failed request in words, with what to check (not NIO's errno dump).
+    static func words(for error: any Error, target: String, timeout: Double) -> String {
+        let url = URL(string: target)
+        let origin = url.map { "\($0.scheme ?? "http")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? target
+        let seconds = timeout == timeout.rounded() ? String(Int(timeout)) : String(timeout)
+        let code = (error as? IOError)?.errnoCode
+        let text = String(describing: error)
+        if code == ECONNREFUSED || text.contains("Connection refused") {
+            return "nothing is listening at \(origin) (connection refused): is serve running?"
+        }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout:
+                return "no answer from \(origin) within \(seconds) s (the connection timed out): is the address right, and is serve running there?"
+            case .readTimeout, .deadlineExceeded:
+                return "\(origin) took the connection but did not answer within \(seconds) s: the server is overloaded or stuck"
+            case .remoteConnectionClosed:
+                return "\(origin) closed the connection without answering: "
+                    + (url?.scheme == "http" ? "does serve run with --tls-cert (then the URL is https://)?" : "is it the server's address?")
+            default: break
+            }
+        }
+        if code == EHOSTUNREACH || code == ENETUNREACH { return "\(origin) cannot be reached (no route to the host): is the address right?" }
+        if let code { return "\(origin): \(String(cString: strerror(code)).lowercased())" }
+        if text.lowercased().contains("lookup") || text.contains("getaddrinfo") || text.contains("resolve") {
+            return "the name \(url?.host ?? target) does not resolve: is the host name right?"
+        }
+        return text
     }
 }

@@ -33,6 +33,25 @@ enum JSONOut {
         let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: data, as: UTF8.self)
     }
+
+    /// A list command's `--json`: one JSON array (sorted keys) on one line; `[]` when empty.
+    static func array(_ objects: [[String: Any]]) -> String {
+        let data = try! JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// A list command's table: a header row, then the rows, tab-separated; nothing on stdout when
+/// there are no rows, and `empty` on stderr instead (an empty answer is said, not silent).
+enum ListTable {
+    static func print(_ header: [String], _ rows: [[String]], empty: String) {
+        guard !rows.isEmpty else {
+            Console.error(empty)
+            return
+        }
+        Swift.print(header.joined(separator: "\t"))
+        for row in rows { Swift.print(row.joined(separator: "\t")) }
+    }
 }
 
 extension MediaCommand {
@@ -142,20 +161,21 @@ extension MediaCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List stored images, newest first.")
+        static let configuration = CommandConfiguration(abstract: "List stored images, newest first: sha256, type, size, bytes, names.")
         @OptionGroup var dataOptions: DataOptions
-        @Flag(help: "One JSON object per image.") var json = false
+        @Flag(help: "A JSON array of the images (as media show --json).") var json = false
 
         func run() async throws {
             let store = try await dataOptions.openMediaStore()
-            for item in try await store.list(variants: false) {
-                if json {
-                    print(JSONOut.line(item.json))
-                } else {
-                    let names = item.names.isEmpty ? "" : " " + item.names.joined(separator: ",")
-                    print("\(item.id.hex) \(item.info.contentType) \(item.info.width)x\(item.info.height) \(item.size)\(names)")
-                }
+            let items = try await store.list(variants: false)
+            if json {
+                print(JSONOut.array(items.map { $0.json.mapValues { $0 as Any } }))
+                return
             }
+            ListTable.print(["SHA256", "TYPE", "SIZE", "BYTES", "NAMES"], items.map { item in
+                [item.id.hex, item.info.contentType, "\(item.info.width)x\(item.info.height)", String(item.size),
+                 item.names.isEmpty ? "-" : item.names.joined(separator: ",")]
+            }, empty: "no images yet: richpush media add FILE stores one")
         }
     }
 
@@ -179,7 +199,7 @@ extension MediaCommand {
                 sha256:       \(item.id.hex)
                 content-type: \(item.info.contentType)
                 dimensions:   \(item.info.width)x\(item.info.height)
-                size:         \(item.size) bytes
+                size:         \(counted(item.size, "byte"))
                 bit depth:    \(item.info.bitDepth)
                 color model:  \(item.info.colorModel)
                 \(item.info.contentType == "image/png" ? "interlaced: " : "progressive:")  \(item.info.interlaced ? "yes" : "no")
@@ -221,7 +241,7 @@ extension MediaCommand {
             let store = try await dataOptions.openMediaStore()
             let (checked, problems) = try await store.verify()
             for problem in problems { Console.error("problem: \(problem)") }
-            print("\(checked) blobs checked, \(problems.count) problem\(problems.count == 1 ? "" : "s")")
+            print("\(counted(checked, "blob")) checked, \(counted(problems.count, "problem"))")
             if !problems.isEmpty { throw ExitCode(1) }
         }
     }
@@ -238,7 +258,7 @@ extension MediaCommand {
             let store = try await dataOptions.openMediaStore()
             let report = try await store.collectGarbage(grace: grace)
             for id in report.removed { print("removed \(id.hex)") }
-            print("\(report.removed.count) blobs and \(report.orphansRemoved) orphan files removed, \(report.freedBytes) bytes freed")
+            print("\(counted(report.removed.count, "blob")) and \(counted(report.orphansRemoved, "orphan file")) removed, \(counted(report.freedBytes, "byte")) freed")
         }
     }
 }

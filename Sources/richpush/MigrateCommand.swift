@@ -42,10 +42,10 @@ struct MigrateCommand: AsyncParsableCommand {
         defer { target.close() }
         let report = try await source.copy(to: target) { Console.error("migrate: \($0)") }
         let rows = report.rows.map { "\($0.table) \($0.copied)" }.joined(separator: ", ")
-        print("copied \(report.blobsCopied) blobs (\(report.blobsPresent) already there); rows: \(rows)")
+        print("copied \(counted(report.blobsCopied, "blob")) (\(report.blobsPresent) already there); rows: \(rows)")
         for problem in report.blobProblems { Console.error("error: blob \(problem)") }
         if !report.blobProblems.isEmpty {
-            Console.error("\(report.blobProblems.count) blobs were not copied; the rows that use them were (fix the source and run migrate again)")
+            Console.error("\(counted(report.blobProblems.count, "blob")) \(report.blobProblems.count == 1 ? "was" : "were") not copied; the rows that use them were (fix the source and run migrate again)")
             throw ExitCode(1)
         }
     }

@@ -21,16 +21,7 @@ struct NotifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let data = try await dataOptions.open()
-        var payload = image
-        if let image, FileManager.default.fileExists(atPath: image) {
-            let store = data.media
-            do {
-                payload = try await store.ingest(file: image).item.id.hex
-            } catch let rejection as MediaRejection {
-                Console.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
-                throw ExitCode(1)
-            }
-        }
+        let payload = try await ImageArgument.payload(image, media: data.media)
         do {
             guard try await data.users.credentials(of: user) != nil else {
                 throw CoreError(.notFound, "no user '\(user)'")
@@ -81,7 +72,8 @@ struct DeliveriesCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try await dataOptions.open().deliveries
+        let data = try await dataOptions.open()
+        let store = data.deliveries
         if let campaign {
             // A page at a time: a campaign may have a hundred thousand deliveries.
             var after: Int64 = 0
@@ -93,11 +85,48 @@ struct DeliveriesCommand: AsyncParsableCommand {
                 header = false
                 after = last.id
             }
-            if header && csv { print("notification,registrationId,target,state,attempts,pushId,updated,reason") }
-            if header && !json && !csv { Console.error("campaign \(campaign) has no deliveries") }
+            if header { try nothingToShow("campaign \(campaign)", why: try await emptyCampaign(campaign, data)) }
             return
         }
-        show(try await store.list(notification: notification), header: true)
+        let deliveries = try await store.list(notification: notification)
+        guard !deliveries.isEmpty else {
+            if let notification {
+                try nothingToShow("notification \(notification)", why: try await emptyNotification(notification, data))
+            }
+            try nothingToShow(nil, why: "nothing has been queued yet")
+        }
+        show(deliveries, header: true)
+    }
+
+    /// An empty answer, said (docs/configuration.md#commands): a CSV still gets its header on
+    /// stdout; stderr says there was nothing and why; exit 1.
+    private func nothingToShow(_ of: String?, why: String?) throws -> Never {
+        if csv { print("notification,registrationId,target,state,attempts,pushId,updated,reason") }
+        Console.error("no deliveries" + (of.map { " for \($0)" } ?? "") + (why.map { ": \($0)" } ?? ""))
+        throw ExitCode(1)
+    }
+
+    /// Why notification `id` has no deliveries.
+    private func emptyNotification(_ id: Int64, _ data: DataStore) async throws -> String {
+        guard let notification = try await data.notifications().created(id: id)?.0 else { return "there is no notification \(id)" }
+        if let campaign = notification.campaignId {
+            return "\(notification.recipient) had no registered device of the app of campaign \(campaign) when it was queued"
+        }
+        return "\(notification.recipient) had no registered device of its app when it was created"
+    }
+
+    /// Why campaign `id` has no deliveries.
+    private func emptyCampaign(_ id: Int64, _ data: DataStore) async throws -> String? {
+        guard let progress = try await data.campaigns(links: nil, defaultImage: "logo.png").progress(id) else { return "there is no campaign \(id)" }
+        switch progress.status {
+        case .scheduled: return "it is scheduled; its pushes are queued when it comes due (richpush campaigns list)"
+        case .cancelled where progress.campaign.recipients == 0: return "it was cancelled before anything was queued"
+        default:
+            let c = progress.campaign
+            guard c.recipients > 0 && c.devices == 0 else { return nil }
+            let app = c.app.map { " of app \($0)" } ?? ""
+            return c.recipients == 1 ? "its recipient had no registered device\(app)" : "none of its \(c.recipients) recipients had a registered device\(app)"
+        }
     }
 
     private func show(_ deliveries: [Delivery], header: Bool) {

@@ -35,6 +35,10 @@ struct FCMSandboxCommand: AsyncParsableCommand {
     @Option(help: "Access tokens' lifetime in seconds (Google: 3600).") var tokenLifetime: Int = 3600
     @OptionGroup var logOptions: LogOptions
 
+    func validate() throws {
+        try PathArgument.check(serviceAccount, "--service-account")
+    }
+
     func run() async throws {
         let account = try FCMServiceAccount(file: serviceAccount)
         let sandbox = FCMSandbox(account: .init(projectID: account.projectID, clientEmail: account.clientEmail, publicKey: account.publicKey),

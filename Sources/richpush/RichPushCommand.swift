@@ -70,9 +70,41 @@ struct DataOptions: ParsableArguments {
 
 extension DataOptions {
     /// The store of `--data`, opened once, with the whole schema migrated (off the concurrency
-    /// pool: connecting to PostgreSQL blocks).
-    func open(limits: MediaLimits = .default) async throws -> DataStore {
-        try await DataStore.open(path: data, database: database, blobs: blobs, limits: limits)
+    /// pool: connecting to PostgreSQL blocks). When that creates a new store, `announce` says so
+    /// on stderr with its absolute path (docs/configuration.md#the-data-directory): a command run
+    /// from another folder than `serve`'s is not silently working on a store of its own.
+    func open(limits: MediaLimits = .default, announce: Bool = true) async throws -> DataStore {
+        let new = isNew
+        let store = try await DataStore.open(path: data, database: database, blobs: blobs, limits: limits)
+        if new && announce { Console.error("note: \(createdMessage)") }
+        return store
+    }
+
+    /// `--data`, absolute.
+    var directory: String { URL(fileURLWithPath: data, isDirectory: true).standardizedFileURL.path }
+
+    /// The SQLite file of the store (in `--data`, or `--database sqlite:PATH`); nil on PostgreSQL.
+    var sqlitePath: String? {
+        guard let database else { return DataDirectory(path: data).databasePath }
+        guard case .sqlite(let path)? = try? DatabaseLocation(database) else { return nil }
+        return DataDirectory(path: data, databasePath: path).databasePath
+    }
+
+    /// Whether opening the store creates it: its SQLite file is not there yet (a PostgreSQL
+    /// store is never new here: other nodes may share it).
+    var isNew: Bool { sqlitePath.map { !FileManager.default.fileExists(atPath: $0) } ?? false }
+
+    /// Whether `--data` is the default `./data` of the working directory (no flag, variable or config key).
+    private var isDefaultDirectory: Bool { data == "./data" && Environment.string("RICHPUSH_DATA") == nil }
+
+    /// What `open` says when it creates the store.
+    var createdMessage: String {
+        var message = "created a new data directory at \(directory)"
+        if database != nil, let sqlitePath { message += " (its database \(sqlitePath))" }
+        if isDefaultDirectory {
+            message += "; a serve started in another folder does not see it: run from the directory serve uses, or pass --data DIR"
+        }
+        return message
     }
 
     /// The media store of `--data`, with the whole schema migrated (the server's tables too).
@@ -203,6 +235,67 @@ enum Environment {
         }
         return value
     }
+}
+
+/// A path given on the command line, checked as a path before it is used, so that a missing
+/// file is said to be missing (not malformed, nor an unknown name): a usage error, exit 2.
+enum PathArgument {
+    /// What is wrong with `path` as a file to read, or nil when it can be read.
+    static func problem(_ path: String) -> String? {
+        var directory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &directory) else {
+            return "the file does not exist\(whereLooked(path))"
+        }
+        if directory.boolValue { return "it is a directory, not a file" }
+        if !FileManager.default.isReadableFile(atPath: path) { return "permission denied" }
+        return nil
+    }
+
+    /// " in <working directory>" for a relative path: where it was looked for.
+    static func whereLooked(_ path: String) -> String {
+        path.hasPrefix("/") ? "" : " in \(FileManager.default.currentDirectoryPath)"
+    }
+
+    /// A usage error naming `flag`, `path` and what is wrong with it (then `hint`), when something is.
+    static func check(_ path: String?, _ flag: String, hint: String? = nil) throws {
+        guard let path, let problem = problem(path) else { return }
+        throw ValidationError("\(flag): cannot read \(path): \(problem)" + (hint.map { "; \($0)" } ?? ""))
+    }
+}
+
+/// `--tls-cert` and `--tls-key` (serve's, apns-sandbox's), checked before anything is opened or
+/// created: each a readable PEM file holding what its flag says, so that swapped files are named
+/// as swapped instead of failing later as a bare `failedToLoadCertificate`.
+enum TLSFiles {
+    static func check(certificate: String, key: String, certificateFlag: String = "--tls-cert", keyFlag: String = "--tls-key") throws {
+        try PathArgument.check(certificate, certificateFlag)
+        try PathArgument.check(key, keyFlag)
+        let certificateText = String(decoding: FileManager.default.contents(atPath: certificate) ?? Data(), as: UTF8.self)
+        let keyText = String(decoding: FileManager.default.contents(atPath: key) ?? Data(), as: UTF8.self)
+        let isCertificate = { (text: String) in text.contains("-----BEGIN CERTIFICATE-----") }
+        let isKey = { (text: String) in text.contains("-----BEGIN ") && text.contains("PRIVATE KEY-----") }
+        if !isCertificate(certificateText) && isKey(certificateText) && isCertificate(keyText) && !isKey(keyText) {
+            throw ValidationError("\(certificateFlag) \(certificate) holds a private key and \(keyFlag) \(key) a certificate: they are swapped; give \(certificateFlag) \(key) \(keyFlag) \(certificate)")
+        }
+        guard isCertificate(certificateText) else {
+            throw ValidationError(isKey(certificateText)
+                ? "\(certificateFlag) \(certificate) holds a private key, not a certificate: give it to \(keyFlag), and the certificate (-----BEGIN CERTIFICATE-----) to \(certificateFlag)"
+                : "\(certificateFlag) \(certificate) is not a PEM certificate: it has no -----BEGIN CERTIFICATE----- line (a DER file converts with openssl x509 -inform der -in FILE -out cert.pem)")
+        }
+        guard isKey(keyText) else {
+            throw ValidationError(isCertificate(keyText)
+                ? "\(keyFlag) \(key) holds a certificate, not a private key: give it to \(certificateFlag), and the key (-----BEGIN PRIVATE KEY-----) to \(keyFlag)"
+                : "\(keyFlag) \(key) is not a PEM private key: it has no -----BEGIN PRIVATE KEY----- line")
+        }
+        if keyText.contains("ENCRYPTED") {
+            throw ValidationError("\(keyFlag) \(key) is encrypted, and nothing here asks for its passphrase: decrypt it with openssl pkey -in \(key) -out key.pem")
+        }
+    }
+}
+
+/// `count` and the noun, singular for one: "1 device", "2 devices".
+func counted(_ count: Int, _ singular: String, _ plural: String? = nil) -> String {
+    "\(count) \(count == 1 ? singular : plural ?? singular + "s")"
 }
 
 /// A command that logs `ConfigFile.unreadWarning` itself, once its log handler is set up (so

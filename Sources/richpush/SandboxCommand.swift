@@ -36,6 +36,8 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        try PathArgument.check(publicKey, "--public-key")
+        if let tlsCert, let tlsKey { try TLSFiles.check(certificate: tlsCert, key: tlsKey) }
         for rule in deviceTopic where rule.split(separator: "=", maxSplits: 1).count != 2 {
             throw ValidationError("--device-topic '\(rule)' is not TOKEN=TOPIC")
         }

@@ -78,6 +78,7 @@ struct SendCommand: AsyncParsableCommand {
         }
         if at != nil && localTime != nil { throw ValidationError("choose --at or --local-time, not both") }
         if localDate != nil && localTime == nil { throw ValidationError("--local-date goes with --local-time") }
+        try PathArgument.check(localeFile, "--locale-file")
         do {
             _ = try schedule()
         } catch let error as CoreError {
@@ -93,15 +94,7 @@ struct SendCommand: AsyncParsableCommand {
         } catch let error as CoreError {
             throw ValidationError(error.message)
         }
-        var payload = image
-        if let image, FileManager.default.fileExists(atPath: image) {
-            do {
-                payload = try await data.media.ingest(file: image).item.id.hex
-            } catch let rejection as MediaRejection {
-                Console.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
-                throw ExitCode(1)
-            }
-        }
+        let payload = try await ImageArgument.payload(image, media: data.media)
         let links = try await urlOptions.links(data)
         let campaigns = data.campaigns(links: links, defaultImage: defaultImage)
         let content = NotificationDraft(message: message, payload: payload, title: title, mode: mode)
@@ -126,7 +119,7 @@ struct SendCommand: AsyncParsableCommand {
                 Console.error("campaign \(campaign.id): scheduled for \(when); a running serve sends it")
             } else {
                 let queued = try await campaigns.queue(campaign.id, addressing: .perDevice)
-                Console.error("campaign \(campaign.id): \(queued.recipients) recipients, \(queued.devices) devices queued")
+                Console.error("campaign \(campaign.id): \(counted(queued.recipients, "recipient")), \(counted(queued.devices, "device")) queued")
             }
         } catch let error as CoreError {
             Console.error("error: \(error.message)")
@@ -152,7 +145,7 @@ struct SendCommand: AsyncParsableCommand {
         let terminal = Console.stderrIsTerminal
         while true {
             guard let p = try await campaigns.progress(id) else { return }
-            let line = "campaign \(id): \(p.status.rawValue), \(p.sent) sent, \(p.failed) failed, \(p.pending) pending, \(p.fetched) fetched of \(p.campaign.recipients) recipients"
+            let line = "campaign \(id): \(p.status.rawValue), \(p.sent) sent, \(p.failed) failed, \(p.pending) pending, \(p.fetched) fetched of \(counted(p.campaign.recipients, "recipient"))"
             if p.status == .done || p.status == .cancelled {
                 if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
                 Console.error(line)
@@ -165,6 +158,30 @@ struct SendCommand: AsyncParsableCommand {
 }
 
 extension PushMode: ExpressibleByArgument {}
+
+/// `--image` of `send` and `notify`: an image file's path (stored, and its id sent), else the id
+/// or name of a stored image. A value that is neither is said to be both (exit 2): a missing
+/// file is not reported as an unknown media name, nor the other way round.
+enum ImageArgument {
+    static func payload(_ image: String?, media: MediaStore) async throws -> String? {
+        guard let image else { return nil }
+        if FileManager.default.fileExists(atPath: image) {
+            if let problem = PathArgument.problem(image) {
+                Console.error("error: --image: cannot read \(image): \(problem)")
+                throw ExitCode(2)
+            }
+            do {
+                return try await media.ingest(file: image).item.id.hex
+            } catch let rejection as MediaRejection {
+                Console.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
+                throw ExitCode(1)
+            }
+        }
+        if try await media.resolve(image) != nil { return image }
+        Console.error("error: --image \(image): the file does not exist\(PathArgument.whereLooked(image)), and no stored image has that id or name (--image takes an image file's path, or the id or name of an image in richpush media list)")
+        throw ExitCode(2)
+    }
+}
 
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

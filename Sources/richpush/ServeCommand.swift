@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import MediaStore
+import NIOConcurrencyHelpers
 import PushDelivery
 import RichPushCore
 import RichPushServer
@@ -73,9 +74,8 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         guard (certificatePath == nil) == (keyPath == nil) else {
             throw ValidationError("--tls-cert and --tls-key (env RICHPUSH_TLS_CERT, RICHPUSH_TLS_KEY) go together")
         }
-        for (flag, path) in [("--tls-cert", certificatePath), ("--tls-key", keyPath)] {
-            if let path, !FileManager.default.isReadableFile(atPath: path) { throw ValidationError("\(flag): cannot read \(path)") }
-        }
+        // Before anything is opened or created: a missing, unreadable or swapped file is named.
+        if let certificatePath, let keyPath { try TLSFiles.check(certificate: certificatePath, key: keyPath) }
         guard AccessLog.fraction(accessLog) != nil else {
             throw ValidationError("--access-log (env RICHPUSH_ACCESS_LOG) '\(accessLog)' is not off, on or a fraction in (0, 1]")
         }
@@ -147,7 +147,9 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
                 throw ExitCode(2)
             }
         }
-        let data = try await dataOptions.open(limits: configuration.limits)
+        let created = dataOptions.isNew
+        let data = try await dataOptions.open(limits: configuration.limits, announce: false)
+        if created { logger.notice("created a new data directory", metadata: ["data": "\(dataOptions.directory)"]) }
         let vapid = try pushOptions.makeVAPID()
         if vapid != nil { configuration.vapidPublicKey = vapid?.publicKey }
         configuration.allowPrivatePushEndpoints = pushOptions.allowPrivatePushEndpoints
@@ -161,15 +163,69 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         default: (AppRouter(apps.mapValues(\.provider)),
                   apps.contains { $0.value.mirror != nil } ? AppMirrors(mirrors: apps.compactMapValues(\.mirror)) : nil)
         }
+        let app: RichPushApplication
         if let (provider, mirror) = chosen {
             let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
-            let app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,
-                                                 extraServices: [dispatcher], logger: logger)
-            try await app.runService()
+            app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,
+                                             extraServices: [dispatcher], logger: logger)
         } else {
             logger.warning("no push provider configured (--apns-key…, --fcm-service-account, --vapid-key… or --anh-connection-string…): pushes stay pending in the outbox")
-            let app = try await buildApplication(configuration, data: data, logger: logger)
-            try await app.runService()
+            app = try await buildApplication(configuration, data: data, logger: logger)
+        }
+        // SIGTERM and SIGINT stop serve gracefully (ServiceLifecycle's handlers); StopSignals only
+        // notes which one came, so that the log says how serve was asked to stop.
+        let stop = StopSignals(logger: logger)
+        try await app.onRunning { _ in stop.watch() }.runService()
+        logger.notice("stopped", metadata: stop.metadata)
+        stop.cancel()
+    }
+}
+
+/// Notes the first SIGTERM or SIGINT serve gets and logs "stopping" at once (a graceful
+/// shutdown first lets the requests in flight finish; "stopped" follows).
+final class StopSignals: @unchecked Sendable { // its state under `lock`
+    private let lock = NIOLock()
+    private var sources: [any DispatchSourceSignal] = []
+    private var received: String?
+    private let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    /// Starts watching. Called once the listener is bound, when ServiceLifecycle's own signal
+    /// sources exist: libdispatch installs its signal handler for the first source of a signal
+    /// only, and ServiceLifecycle sets the signal to SIG_IGN before making its own, so a source
+    /// made before them would leave SIGTERM ignored.
+    func watch() {
+        let made = [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")].map { number, name in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [weak self] in self?.caught(name) }
+            source.resume()
+            return source
+        }
+        lock.withLock { sources += made }
+    }
+
+    private func caught(_ name: String) {
+        let first = lock.withLock { () -> Bool in
+            guard received == nil else { return false }
+            received = name
+            return true
+        }
+        if first { logger.notice("stopping", metadata: ["signal": .string(name)]) }
+    }
+
+    /// `signal=SIGTERM` once one came; empty otherwise.
+    var metadata: Logger.Metadata {
+        guard let signal = lock.withLock({ received }) else { return [:] }
+        return ["signal": .string(signal)]
+    }
+
+    func cancel() {
+        lock.withLock {
+            for source in sources { source.cancel() }
+            sources = []
         }
     }
 }

@@ -48,6 +48,10 @@ struct UsersCommand: AsyncParsableCommand {
         @OptionGroup var dataOptions: DataOptions
         @Argument(help: "A JSON-lines file, or - for standard input.") var file: String
 
+        func validate() throws {
+            if file != "-" { try PathArgument.check(file, "users import") }
+        }
+
         func run() async throws {
             let handle: FileHandle
             if file == "-" {
@@ -109,13 +113,24 @@ struct UsersCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List users.")
+        static let configuration = CommandConfiguration(abstract: "List users: name, role, created.")
         @OptionGroup var dataOptions: DataOptions
+        @Flag(help: "A JSON array of {\"name\",\"role\",\"created\",\"timezone\",\"locale\"}.") var json = false
 
         func run() async throws {
-            let users = try await dataOptions.open().users
+            let users = try await dataOptions.open().users.list()
             let formatter = ISO8601DateFormatter()
-            for user in try await users.list() { print("\(user.name) \(user.admin ? "admin" : "user") \(formatter.string(from: user.createdAt))") }
+            if json {
+                print(JSONOut.array(users.map { user in
+                    var object: [String: Any] = ["name": user.name, "role": user.admin ? "admin" : "user", "created": formatter.string(from: user.createdAt)]
+                    object["timezone"] = user.timezone
+                    object["locale"] = user.locale
+                    return object
+                }))
+                return
+            }
+            ListTable.print(["NAME", "ROLE", "CREATED"], users.map { [$0.name, $0.admin ? "admin" : "user", formatter.string(from: $0.createdAt)] },
+                        empty: "no users yet: richpush users add NAME creates one")
         }
     }
 

@@ -27,6 +27,10 @@ struct WebhooksCommand: AsyncParsableCommand {
         var allowPrivateWebhooks: Bool = Environment.bool("RICHPUSH_ALLOW_PRIVATE_WEBHOOKS") ?? false
         @Argument(help: "The receiver's URL.") var url: String
 
+        func validate() throws {
+            try PathArgument.check(secretFile, "--secret-file", hint: "without --secret-file, a secret is generated and shown once")
+        }
+
         func run() async throws {
             var types: [DeliveryEventType] = []
             for name in (events ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
@@ -75,12 +79,26 @@ struct WebhooksCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Webhooks: id, URL, events, delivered, dropped, failing since.")
         @OptionGroup var dataOptions: DataOptions
+        @Flag(help: "A JSON array of {\"id\",\"url\",\"events\",\"delivered\",\"dropped\",\"attempts\",\"lastError\",\"created\"}.") var json = false
 
         func run() async throws {
-            for webhook in try await dataOptions.open().webhooks.list() {
-                let state = webhook.lastError.map { "failing (\(webhook.attempts) attempts): \($0)" } ?? "ok"
-                print("\(webhook.id)\t\(webhook.url)\t\(webhook.events.map(\.rawValue).joined(separator: ","))\t\(webhook.delivered) delivered, \(webhook.dropped) dropped\t\(state)")
+            let webhooks = try await dataOptions.open().webhooks.list()
+            if json {
+                let formatter = ISO8601DateFormatter()
+                print(JSONOut.array(webhooks.map { webhook in
+                    var object: [String: Any] = ["id": webhook.id, "url": webhook.url, "events": webhook.events.map(\.rawValue),
+                                                 "delivered": webhook.delivered, "dropped": webhook.dropped, "attempts": webhook.attempts,
+                                                 "created": formatter.string(from: webhook.createdAt)]
+                    object["lastError"] = webhook.lastError
+                    return object
+                }))
+                return
             }
+            ListTable.print(["ID", "URL", "EVENTS", "DELIVERIES", "STATE"], webhooks.map { webhook in
+                [String(webhook.id), webhook.url, webhook.events.map(\.rawValue).joined(separator: ","),
+                 "\(webhook.delivered) delivered, \(webhook.dropped) dropped",
+                 webhook.lastError.map { "failing (\(counted(webhook.attempts, "attempt"))): \($0)" } ?? "ok"]
+            }, empty: "no webhooks yet: richpush webhooks add URL adds one")
         }
     }
 

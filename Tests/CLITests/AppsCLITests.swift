@@ -71,7 +71,6 @@ struct AppsCLITests {
         }
         let sender = try await addKey("backend", ["--scope", "send"])
         let reader = try await addKey("dashboard", ["--scope", "read"])
-        let shopOnly = try await addKey("shop-backend", ["--scope", "send", "--app", "shop-ios"])
         #expect(try await CLI.run(["api-keys", "add", "backend", "--scope", "read"], cwd: dir, environment: environment).status == 1)
         #expect(try await CLI.run(["api-keys", "add", "x", "--scope", "owner"], cwd: dir, environment: environment).status != 0)
 
@@ -80,6 +79,15 @@ struct AppsCLITests {
                                       cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))
+        // A key bound to an app: taken once serve has recorded its apps in the store (as it starts).
+        var bound: CLI.Result?
+        for _ in 0..<100 where bound?.status != 0 {
+            bound = try await CLI.run(["api-keys", "add", "shop-backend", "--scope", "send", "--app", "shop-ios"], cwd: dir, environment: environment)
+            if bound?.status != 0 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(bound?.status == 0, "\(bound?.stderr ?? "")")
+        let shopOnly = bound?.stdout.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        #expect(shopOnly.hasPrefix("rpk_") && shopOnly.count == 4 + 43, "\(shopOnly)")
 
         // Devices: alice has the shop and news iPhone apps and the shop's Android app; bob the shop's iPhone app.
         let fcmToken = try #require(Self.object(try await http(fcmPort, "POST", "/register", auth: ""))["token"] as? String)
@@ -151,7 +159,8 @@ struct AppsCLITests {
         // Last used is written in batches, within seconds; the keys never reach the log.
         #expect(try await eventually(within: 15) {
             let list = try await CLI.run(["api-keys", "list", "--json"], cwd: dir, environment: environment).stdout
-            return list.split(separator: "\n").contains { $0.contains("\"name\":\"backend\"") && $0.contains("\"lastUsed\"") }
+            let keys = (try? JSONSerialization.jsonObject(with: Data(list.utf8))) as? [[String: Any]] ?? []
+            return keys.contains { $0["name"] as? String == "backend" && $0["lastUsed"] != nil }
         })
         let metrics = try await http(port, "GET", "/metrics", auth: "")
         #expect(metrics.contains("app=\"shop-ios\"") && metrics.contains("app=\"news-ios\""), "\(metrics.suffix(2000))")

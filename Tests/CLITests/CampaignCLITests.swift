@@ -32,8 +32,9 @@ struct CampaignCLITests {
         #expect(imported.stderr.contains("\(file.path):6: not a bcrypt hash"))
         #expect(imported.stderr.split(separator: "\n").count == 2)
         let list = try await CLI.run(["users", "list", "--data", data])
-        let roles = Dictionary(uniqueKeysWithValues: list.lines.map { line in
-            let parts = line.split(separator: " ")
+        #expect(list.lines.first == "NAME\tROLE\tCREATED")
+        let roles = Dictionary(uniqueKeysWithValues: list.lines.dropFirst().map { line in
+            let parts = line.split(separator: "\t")
             return (String(parts[0]), String(parts[1]))
         })
         #expect(roles == ["alice": "user", "bob": "user", "carol": "admin", "erin": "user", "root": "admin"])
@@ -109,7 +110,7 @@ struct CampaignCLITests {
                                       "--data", data])
         #expect(sent.status == 0, "\(sent.stderr)")
         let id = try #require(Int(sent.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        #expect(sent.stderr.contains("2 recipients, 1 devices queued"))
+        #expect(sent.stderr.contains("2 recipients, 1 device queued"), "\(sent.stderr)")
         let deliveries = try await CLI.run(["deliveries", "--campaign", String(id), "--json", "--data", data])
         #expect(deliveries.status == 0)
         let rows = deliveries.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -124,7 +125,7 @@ struct CampaignCLITests {
         #expect((object?["richUrl"] as? String)?.hasPrefix("https://push.example.com/p/") == true)
         #expect(((object?["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == "T")
         let empty2 = try await CLI.run(["deliveries", "--campaign", "999", "--data", data])
-        #expect(empty2.stderr.contains("campaign 999 has no deliveries"))
+        #expect(empty2.status == 1 && empty2.stderr.contains("no deliveries for campaign 999: there is no campaign 999"), "\(empty2.stderr)")
         // Usage errors exit 2 and say what is wrong.
         let none = try await CLI.run(["send", "--data", data])
         #expect(none.status == 2 && none.stderr.contains("choose the audience"))
