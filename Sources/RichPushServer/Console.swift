@@ -97,8 +97,10 @@ enum Console {
 
     /// The console itself, for an admin's session: the CSRF token goes in the page's
     /// `csrf-token` meta tag (the script sends it as `X-CSRF-Token`) and in the sign-out form.
-    static func appPage(user: String, csrf: String) -> String {
-        let values: [String: String] = ["css": ConsolePages.css, "script": ConsolePages.script, "user": user, "csrf": csrf]
+    /// The server's default image (`--default-image`, by name) goes in `default-image`: the
+    /// image picker starts on it.
+    static func appPage(user: String, csrf: String, defaultImage: String) -> String {
+        let values: [String: String] = ["css": ConsolePages.css, "script": ConsolePages.script, "user": user, "csrf": csrf, "defaultImage": defaultImage]
         return ConsolePages.app.render(values)
     }
 }
@@ -185,6 +187,9 @@ struct ConsoleMediaItem: Codable, Sendable {
 struct ConsoleReach: Codable, Sendable {
     var users: Int
     var devices: Int
+    /// The listed names that are no user of this server (a campaign naming them is refused);
+    /// empty for everyone and for a tag expression.
+    var unknown: [String]
 }
 
 /// An app and how many devices are registered to it.
@@ -271,7 +276,7 @@ extension Services {
             return Console.html(Console.signInPage(error: nil))
         }
         guard principal.admin else { return Console.html(Console.forbiddenPage(user: principal.user), status: .forbidden) }
-        return Console.html(Console.appPage(user: principal.user, csrf: Console.csrfToken(for: token)))
+        return Console.html(Console.appPage(user: principal.user, csrf: Console.csrfToken(for: token), defaultImage: configuration.defaultImage))
     }
 
     /// `POST /console/session`: the sign-in form.
@@ -337,7 +342,8 @@ extension Services {
     }
 
     /// `GET /console/api/audience?all=1 | users=a,b | tags=expr`: who a campaign would reach,
-    /// or the expression's fault in words (400), as the admin types.
+    /// or the expression's fault in words (400), as the admin types; for a list, the names that
+    /// are no user (as `POST /api/admin/campaigns` would refuse them).
     func consoleAudience(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let admin = try await consoleAdmin(request)
         let query = request.uri.queryParameters
@@ -354,8 +360,15 @@ extension Services {
             throw Problem(.badRequest, error.message)
         }
         let app = try knownApp(query.get("app").map { String($0) }, for: admin)
-        let (users, devices) = try await campaigns.reach(audience, app: app)
-        return try encode(ConsoleReach(users: users, devices: devices))
+        let (reached, devices) = try await campaigns.reach(audience, app: app)
+        var unknown: [String] = []
+        // The reach counts every listed name that is a user: when it counts them all, none is unknown.
+        if case .users(let names) = audience, reached < names.count {
+            for name in names {
+                if try await users.find(name) == nil { unknown.append(name) }
+            }
+        }
+        return try encode(ConsoleReach(users: reached, devices: devices, unknown: unknown))
     }
 
     /// `GET /console/api/apps`: this server's apps (and any other that devices are registered to), with their devices.
@@ -364,6 +377,14 @@ extension Services {
         let counts = try await registrations.devicesByApp()
         let names = Set([AppName.default]).union(configuration.apps.keys).union(counts.keys)
         return try encode(names.sorted().map { ConsoleApp(name: $0, devices: counts[$0] ?? 0) })
+    }
+
+    /// `GET /console/api/campaigns?limit=&before=`: campaigns newest first with their counts, as
+    /// `GET /api/admin/campaigns` lists them (the console's campaigns panel).
+    func consoleCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request)
+        return try await listCampaigns(request, context)
     }
 
     /// `POST /console/api/campaigns`: sends a campaign, as `POST /api/admin/campaigns` does.

@@ -73,10 +73,17 @@ extension Endpoint {
         Endpoint(method: .get, path: "/console/api/audience", access: .open, summary: "Who a campaign would reach: everyone, listed users, or a tag expression.",
                  parameters: [.query("users", .string, "User names, comma-separated."), .query("tags", .string, "A tag expression."),
                               .query("all", .string, "Everyone (the default)."), .query("app", .string, "Only this app's devices.")],
-                 responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now."), 400: .problem("The expression or the list is malformed (in words)."),
+                 responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now, and the listed names that are no user."), 400: .problem("The expression or the list is malformed (in words)."),
                              422: .problem("No app of that name on this server."),
                              401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { s, r, c in
             try await s.consoleAudience(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/campaigns", access: .open, summary: "The console's campaigns panel: campaigns, newest first, with their counts and schedules.",
+                 parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50)."),
+                              .query("before", .integer, "Only campaigns with smaller ids (the next page).")],
+                 responses: [200: .jsonArray(of: CampaignResponse.self, "As GET /api/admin/campaigns lists them."), 400: .problem("limit is out of range."),
+                             401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { s, r, c in
+            try await s.consoleCampaigns(r, c)
         },
         Endpoint(method: .post, path: "/console/api/campaigns", access: .open, summary: "Sends a campaign from the console (X-CSRF-Token required).",
                  parameters: [.header("X-CSRF-Token", "The token of the console page.")],
@@ -134,6 +141,10 @@ extension Endpoint {
     ]
 
     static let ops: [Endpoint] = [
+        Endpoint(method: .get, path: "/", access: .open, summary: "The server's root: a redirect to the console.",
+                 responses: [302: APIResponse(description: "To /console.", headers: ["Location": "/console"])]) { _, _, _ in
+            Response(status: .found, headers: [.location: "/console"])
+        },
         Endpoint(method: .get, path: "/health", access: .open, summary: "Liveness: 200 while the server runs.",
                  responses: [200: .json(HealthResponse.self, "The server is up.")]) { s, r, c in try s.health(r, c) },
         Endpoint(method: .get, path: "/ready", access: .open, summary: "Readiness: 200 when the database and the blobs answer, else 503 naming what fails.",

@@ -55,6 +55,10 @@ struct ConsoleCLITests {
         WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.execute_script(
             "const i = document.querySelectorAll('#grid img'); return i.length >= 2 && [...i].every(x => x.complete && x.naturalWidth > 0)"))
         seen["thumbnails"] = driver.execute_script("return [...document.querySelectorAll('#grid img')].map(i => [i.naturalWidth, i.naturalHeight])")
+        # The image picker starts on the default image, logo.png, not on the newest upload (an unnamed JPEG): the page as it loads next.
+        driver.refresh()
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#image option")) >= 2)
+        seen["preselected"] = driver.execute_script("const s = document.getElementById('image'); return s.selectedIndex < 0 ? '' : s.options[s.selectedIndex].textContent")
         driver.find_element(By.CSS_SELECTOR, "#grid button").click()
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "SHA-256" in d.find_element(By.ID, "detail").text)
         seen["detail"] = driver.find_element(By.ID, "detail").text
@@ -67,9 +71,16 @@ struct ConsoleCLITests {
         seen["badExpression"] = driver.find_element(By.ID, "reach").text
         seen["sendDisabled"] = not driver.find_element(By.ID, "send").is_enabled()
         driver.find_element(By.CSS_SELECTOR, 'input[name="audience"][value="users"]').click()
+        # A listed name that is no user is named in the estimate, and Send waits (the server would refuse it).
+        field.clear()
+        field.send_keys("alice, nobody")
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "unknown" in d.find_element(By.ID, "reach").text)
+        seen["reachUnknown"] = driver.find_element(By.ID, "reach").text
+        seen["sendDisabledUnknown"] = not driver.find_element(By.ID, "send").is_enabled()
         field.clear()
         field.send_keys("alice")
-        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach"))
+        WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach") and "unknown" not in d.find_element(By.ID, "reach").text)
         seen["reach"] = driver.find_element(By.ID, "reach").text
         # docs/api.md#apps-and-api-keys: the apps, with their devices, and the picker that narrows a campaign to one.
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "apps-summary").text)
@@ -92,6 +103,8 @@ struct ConsoleCLITests {
         WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "count-sent").text == "2")
         seen["sendResult"] = driver.find_element(By.ID, "send-result").text
         seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
+        # The results were scrolled into view when the campaign was sent, not left below the fold.
+        seen["watchInView"] = driver.execute_script("const r = document.getElementById('watch').getBoundingClientRect(); return r.top >= -1 && r.top < innerHeight - 50")
         # docs/api.md (stats): the funnel and the timeline, drawn by the page from the campaign's stats.
         WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "sent" in d.find_element(By.ID, "funnel").text)
         seen["funnel"] = driver.find_element(By.ID, "funnel").text
@@ -132,6 +145,30 @@ struct ConsoleCLITests {
         wait.until(lambda d: d.find_element(By.ID, "cancel-result").text.startswith("Cancelled"))
         wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("cancelled"))
         seen["cancelledStatus"] = driver.find_element(By.ID, "campaign-status").text
+        # The campaigns panel: another campaign scheduled for tomorrow is found in the list, newest first, and cancelled from there.
+        before = driver.find_element(By.ID, "campaign-id").text
+        driver.find_element(By.ID, "send").click()
+        wait.until(lambda d: d.find_element(By.ID, "campaign-id").text not in ("", before) and d.find_element(By.ID, "campaign-status").text.startswith("scheduled"))
+        listed = driver.find_element(By.ID, "campaign-id").text
+        seen["listedId"] = int(listed)
+        driver.execute_script("document.getElementById('campaigns').scrollIntoView()")
+        row = '#campaign-list li[data-id="' + listed + '"]'
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "scheduled")
+        seen["listedScheduled"] = driver.find_element(By.CSS_SELECTOR, row).text
+        seen["listedIds"] = driver.execute_script("return [...document.querySelectorAll('#campaign-list li')].map(li => Number(li.dataset.id))")
+        seen["listedStatuses"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#campaign-list .status")]
+        def cancel_listed(d):
+            d.find_element(By.CSS_SELECTOR, row + " button.cancel").click() # looked up again if the list was redrawn meanwhile
+            return True
+        wait.until(cancel_listed)
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "cancelled" and "Cancelled" in d.find_element(By.CSS_SELECTOR, row).text)
+        seen["listedCancelled"] = driver.find_element(By.CSS_SELECTOR, row).text
+        seen["listedCancelButtons"] = len(driver.find_elements(By.CSS_SELECTOR, row + " button.cancel"))
+        wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("cancelled")) # the watched campaign says so too
+        seen["watchAfterListCancel"] = driver.find_element(By.ID, "campaign-status").text
+        driver.execute_script("document.getElementById('campaigns').scrollIntoView()")
+        time.sleep(0.3)
+        driver.save_screenshot(shots + "/console-campaigns.png")
         driver.execute_script("const s = document.getElementById('when'); s.value = 'now'; s.dispatchEvent(new Event('change'))")
         # Users and devices: search, open alice, see her devices and the push, remove a device.
         driver.find_element(By.ID, "user-search").send_keys("ALI")
@@ -198,7 +235,7 @@ struct ConsoleCLITests {
     print(json.dumps(seen))
     """#
 
-    @Test("an admin signs in, uploads by the file picker (a refused file's reason in words), sees thumbnails and an image's detail, composes with a checked audience and a preview, sends to APNs sandbox devices and watches the counts reach sent, finds a user and removes a device; a forged cross-site POST and a non-admin are refused")
+    @Test("an admin signs in, uploads by the file picker (a refused file's reason in words), sees thumbnails and an image's detail, composes with a checked audience (unknown users named) and a preview, sends to APNs sandbox devices and watches the counts reach sent, cancels a scheduled campaign from the campaigns list, finds a user and removes a device; a forged cross-site POST and a non-admin are refused")
     func media() async throws {
         guard which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 else {
             #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1",
@@ -239,7 +276,7 @@ struct ConsoleCLITests {
         for (index, value) in arguments.enumerated() { script = script.replacingOccurrences(of: "sys.argv[\(index + 1)]", with: value) }
         // Bounded: a browser that hangs fails this test, not the run.
         let filled = script
-        let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["120", "python3", "-c", filled]) }
+        let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["180", "python3", "-c", filled]) }
         try #require(status == 0, "\(output.suffix(2000))")
         let seen = try #require(try JSONSerialization.jsonObject(with: Data(output.split(separator: "\n").last.map(String.init)?.utf8 ?? "".utf8)) as? [String: Any])
 
@@ -266,6 +303,21 @@ struct ConsoleCLITests {
         #expect((seen["badExpression"] as? String)?.contains("expected a tag after '&&'") == true, "\(String(describing: seen["badExpression"]))")
         #expect(seen["sendDisabled"] as? Bool == true)
         #expect(seen["reach"] as? String == "Will reach 1 user on 2 devices.")
+        // Issue #49: unknown users named, logo.png preselected, the results scrolled to, campaigns listed and cancelled from the list.
+        #expect(seen["reachUnknown"] as? String == "Will reach 1 user on 2 devices; unknown: nobody", "\(String(describing: seen["reachUnknown"]))")
+        #expect(seen["sendDisabledUnknown"] as? Bool == true)
+        #expect((seen["preselected"] as? String)?.hasPrefix("logo.png (") == true, "\(String(describing: seen["preselected"]))")
+        #expect(seen["watchInView"] as? Bool == true, "the results panel is not in view after sending")
+        let listedID = seen["listedId"] as? Int ?? 0
+        let listedIDs = seen["listedIds"] as? [Int] ?? []
+        #expect(listedIDs.count == 3 && listedIDs.first == listedID && listedIDs == listedIDs.sorted(by: >), "newest first: \(listedIDs)")
+        #expect(seen["listedStatuses"] as? [String] == ["scheduled", "cancelled", "done"], "\(String(describing: seen["listedStatuses"]))")
+        let listedRow = seen["listedScheduled"] as? String ?? ""
+        #expect(listedRow.contains("#\(listedID)") && listedRow.contains("scheduled") && listedRow.contains("not queued yet") && listedRow.contains("for ")
+                && listedRow.contains("600 a minute") && listedRow.contains("every app") && listedRow.contains("by root") && listedRow.contains("Cancel"), "\(listedRow)")
+        let cancelledRow = seen["listedCancelled"] as? String ?? ""
+        #expect(cancelledRow.contains("cancelled") && cancelledRow.contains("Cancelled: 0 sent before.") && seen["listedCancelButtons"] as? Int == 0, "\(cancelledRow)")
+        #expect((seen["watchAfterListCancel"] as? String)?.hasPrefix("cancelled") == true, "\(String(describing: seen["watchAfterListCancel"]))")
         #expect(seen["apps"] as? String == "Apps: default (2 devices)", "\(String(describing: seen["apps"]))")
         let funnel = seen["funnel"] as? String ?? ""
         #expect(funnel.contains("queued\n2") && funnel.contains("sent\n2 (100%)"), "\(funnel)")
@@ -300,7 +352,7 @@ struct ConsoleCLITests {
         // Kept for a person to look at (the README shows the media screen).
         let kept = Fixtures.packageRoot.appendingPathComponent(".build/test-output")
         try? FileManager.default.createDirectory(at: kept, withIntermediateDirectories: true)
-        for name in ["console-sign-in.png", "console-media.png", "console-compose.png", "console-watch.png", "console-users.png"] {
+        for name in ["console-sign-in.png", "console-media.png", "console-compose.png", "console-watch.png", "console-campaigns.png", "console-users.png"] {
             let shot = shots.appendingPathComponent(name)
             let png = try Data(contentsOf: shot)
             #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 5_000, "\(name)")

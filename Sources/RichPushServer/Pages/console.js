@@ -1,5 +1,7 @@
 "use strict";
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
+// The server's default image, by name (--default-image): the image picker starts on it.
+const defaultImage = document.querySelector('meta[name="default-image"]').content;
 const $ = (id) => document.getElementById(id);
 function text(tag, content, className) { const e = document.createElement(tag); e.textContent = content; if (className) e.className = className; return e; }
 async function call(method, path, body, type) {
@@ -33,7 +35,11 @@ async function loadMedia() {
   }
   const select = $("image"), chosen = select.value;
   select.replaceChildren(...json.map((item) => { const o = text("option", (item.names[0] || item.sha256.slice(0, 12)) + " (" + item.width + "×" + item.height + ")"); o.value = item.sha256; return o; }));
-  if (chosen) select.value = chosen;
+  select.value = chosen; // what was chosen, while it is still stored
+  if (!select.value) {
+    const fallback = json.find((item) => item.names.includes(defaultImage)) || json[0];
+    select.value = fallback ? fallback.sha256 : "";
+  }
   preview();
 }
 function showDetail(item) {
@@ -89,10 +95,13 @@ function checkAudience() {
     const asked = ++reachAsked;
     const { ok, json } = await call("GET", "/console/api/audience?" + audience().query);
     if (asked !== reachAsked) return; // a later answer is coming
-    $("audience-value").classList.toggle("bad", !ok);
-    $("reach").textContent = ok ? "Will reach " + json.users + " user" + (json.users === 1 ? "" : "s") + " on " + json.devices + " device" + (json.devices === 1 ? "" : "s") + "."
+    // Listed names that are no user: said by name (a campaign naming them is refused), with no full stop, which a name may hold.
+    const unknown = ok ? json.unknown || [] : [];
+    $("audience-value").classList.toggle("bad", !ok || unknown.length > 0);
+    $("reach").textContent = ok ? "Will reach " + json.users + " user" + (json.users === 1 ? "" : "s") + " on " + json.devices + " device" + (json.devices === 1 ? "" : "s")
+                                  + (unknown.length ? "; unknown: " + unknown.slice(0, 10).join(", ") + (unknown.length > 10 ? " and " + (unknown.length - 10) + " more" : "") : ".")
                                 : (json.detail || "Not an audience.");
-    $("send").disabled = !ok || json.devices === 0;
+    $("send").disabled = !ok || json.devices === 0 || unknown.length > 0;
   }, 250);
 }
 for (const radio of document.querySelectorAll('input[name="audience"]')) radio.addEventListener("change", checkAudience);
@@ -204,13 +213,18 @@ $("send").addEventListener("click", async () => {
   const { ok, json } = await call("POST", "/console/api/campaigns", JSON.stringify(body), "application/json");
   $("send-result").textContent = ok ? "Sent as campaign " + json.id + "." : (json.detail || "Refused.");
   $("send").disabled = false;
-  if (ok) watch(json.id);
+  if (ok) {
+    watch(json.id);
+    $("watch").scrollIntoView({ block: "start" }); // the results, not below the fold
+    loadCampaigns();
+  }
 });
 let watching = 0;
 async function watch(id) {
   const generation = ++watching; // a newer campaign's watch replaces this one
   $("watch").hidden = false;
   $("campaign-id").textContent = id;
+  let shownStatus = "";
   // Every half second while it sends, then every few seconds for fetches, for ten minutes at most.
   for (let i = 0; i < 600 && generation === watching; i++) {
     const { ok, status, json } = await call("GET", "/console/api/campaigns/" + id);
@@ -222,6 +236,7 @@ async function watch(id) {
       $("campaign-status").textContent = c.status + (c.sendAt ? " for " + new Date(c.sendAt).toLocaleString() : c.localTime ? " for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") : "")
         + (c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" + (c.expectedEnd ? ", until about " + new Date(c.expectedEnd).toLocaleTimeString() : "") : "");
       $("cancel").hidden = !(c.status === "scheduled" || c.status === "sending");
+      if (c.status !== shownStatus) { if (shownStatus) loadCampaigns(); shownStatus = c.status; } // the list says what this panel says
       for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
       $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
       done = (c.status === "done" && c.pending === 0) || c.status === "cancelled";
@@ -277,8 +292,78 @@ $("cancel").addEventListener("click", async () => {
   const { ok, json } = await call("DELETE", "/console/api/campaigns/" + encodeURIComponent(id));
   $("cancel-result").textContent = ok ? "Cancelled: " + json.sent + " sent before." : (json.detail || "Refused.");
   $("cancel").disabled = false;
-  if (ok) $("cancel").hidden = true;
+  if (ok) { $("cancel").hidden = true; loadCampaigns(); }
 });
+// The campaigns panel: newest first, refreshed when it comes into view, when the page is shown
+// again, after a send and after a cancel; a scheduled or sending campaign has a Cancel button.
+const campaignNotes = new Map(); // id → the answer to its Cancel, kept across refreshes
+let campaignsAsked = 0;
+function campaignSchedule(c) {
+  const pace = c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" : "";
+  if (c.sendAt) return "for " + new Date(c.sendAt).toLocaleString() + pace;
+  if (c.localTime) return "for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") + pace;
+  return "at once, " + new Date(c.created).toLocaleString() + pace;
+}
+function campaignProgress(c) {
+  if (c.devices === 0 && c.status === "scheduled") return "not queued yet";
+  if (c.devices === 0 && c.status === "cancelled") return "nothing sent";
+  return c.sent + "/" + c.devices + " sent" + (c.failed ? ", " + c.failed + " failed" : "");
+}
+function campaignRow(c) {
+  const li = document.createElement("li");
+  li.dataset.id = c.id;
+  const open = text("button", "#" + c.id, "open");
+  open.type = "button";
+  open.setAttribute("aria-label", "Watch campaign " + c.id);
+  open.addEventListener("click", () => { watch(c.id); $("watch").scrollIntoView({ block: "start" }); });
+  const words = c.title || c.message;
+  const facts = [campaignProgress(c), campaignSchedule(c), c.app ? "app " + c.app : "every app", "by " + c.createdBy,
+                 "“" + (words.length > 40 ? words.slice(0, 40) + "…" : words) + "”"];
+  li.append(open, text("span", c.status, "status " + c.status), text("span", facts.join(" · "), "facts"));
+  if (c.status === "scheduled" || c.status === "sending") {
+    const cancel = text("button", "Cancel", "danger cancel");
+    cancel.type = "button";
+    cancel.setAttribute("aria-label", "Cancel campaign " + c.id);
+    cancel.addEventListener("click", () => cancelFromList(c.id, cancel));
+    li.append(cancel);
+  }
+  const note = campaignNotes.get(c.id);
+  if (note) li.append(text("span", note.text, note.ok ? "result ok" : "result error"));
+  return li;
+}
+async function loadCampaigns() {
+  const asked = ++campaignsAsked;
+  const { ok, json } = await call("GET", "/console/api/campaigns?limit=50");
+  if (asked !== campaignsAsked) return; // a later answer is coming
+  if (!ok) { $("campaigns-note").textContent = json.detail || "The campaigns did not load; try Refresh."; return; }
+  // Keyboard focus stays on the row it was on.
+  const list = $("campaign-list"), active = document.activeElement;
+  const focused = list.contains(active) && active.closest("li") ? { id: active.closest("li").dataset.id, cancel: active.classList.contains("cancel") } : null;
+  list.replaceChildren(...json.map(campaignRow));
+  $("campaigns-note").textContent = json.length === 0 ? "No campaigns yet." : json.length === 50 ? "The 50 newest." : "";
+  if (focused) {
+    const row = list.querySelector('li[data-id="' + focused.id + '"]');
+    const again = row && ((focused.cancel && row.querySelector(".cancel")) || row.querySelector(".open"));
+    if (again) again.focus();
+  }
+}
+async function cancelFromList(id, button) {
+  button.disabled = true;
+  const { ok, json } = await call("DELETE", "/console/api/campaigns/" + encodeURIComponent(id));
+  campaignNotes.set(id, ok ? { ok: true, text: "Cancelled: " + json.sent + " sent before." } : { ok: false, text: json.detail || "Refused." });
+  const row = $("campaign-list").querySelector('li[data-id="' + id + '"]');
+  if (ok && row) {
+    const fresh = campaignRow(json); // its new status at once
+    row.replaceWith(fresh);
+    fresh.querySelector(".open").focus();
+  } else {
+    button.disabled = false; // the refresh below shows why, on its row
+  }
+  await loadCampaigns(); // then the list as it is now, past any answer already under way
+}
+$("campaigns-refresh").addEventListener("click", loadCampaigns);
+new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) loadCampaigns(); }).observe($("campaigns"));
+document.addEventListener("visibilitychange", () => { if (!document.hidden) loadCampaigns(); });
 let searchAsked = 0;
 async function searchUsers() {
   const asked = ++searchAsked;
