@@ -277,6 +277,8 @@ let package = Package(
             name: "PushTestSupport",
             dependencies: [
                 "APNsSandbox", "PushDelivery", "PushSandboxes", "RichPushCore", "RichPushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -110,17 +110,7 @@ public final class Authenticator: Sendable {
     /// connection sends the same credentials each time, and their parse and hash were a tenth
     /// of a cached payload fetch's own work. The cache entry is looked up as ever.
     func cachedUser(_ header: String?, memo: inout CredentialMemo?) -> String? {
-        guard let header else { return nil }
-        let key: CredentialKey
-        // Byte for byte: `==` on strings is canonical equivalence ("K" equals the Kelvin sign).
-        if let memo, memo.header.utf8.elementsEqual(header.utf8) {
-            key = memo.key
-        } else {
-            guard let made = Self.key(header) else { return nil }
-            key = made
-            memo = CredentialMemo(header: header, key: made)
-        }
-        return cachedEntry(header, key: key)?.user // a user name needs no session token
+        cachedPrincipal(header, memo: &memo)?.user // a user name needs no session token
     }
 
     /// The cached principal of `header` (without its session token), with the connection's
@@ -128,6 +118,7 @@ public final class Authenticator: Sendable {
     func cachedPrincipal(_ header: String?, memo: inout CredentialMemo?) -> Principal? {
         guard let header else { return nil }
         let key: CredentialKey
+        // Byte for byte: `==` on strings is canonical equivalence ("K" equals the Kelvin sign).
         if let memo, memo.header.utf8.elementsEqual(header.utf8) {
             key = memo.key
         } else {

@@ -2,6 +2,7 @@ import APNsSandbox
 import Foundation
 import PushDelivery
 import RichPushCore
+import RichPushTestSupport
 import Testing
 
 /// One `aps` (issue #43): the APNs alert push and FCM's `apns.payload.aps` come from `APS` and agree
@@ -17,27 +18,6 @@ struct APSAgreementTests {
         PushOptions(subtitle: "Tab\there \"now\"", interruptionLevel: .passive, relevanceScore: 1),
         PushOptions(category: "c/1", interruptionLevel: .critical, relevanceScore: 0, badge: .count(0)),
     ]
-
-    /// Whether two JSON values read the same, numbers by value.
-    static func same(_ a: Any, _ b: Any) -> Bool {
-        if let a = a as? [String: Any] {
-            guard let b = b as? [String: Any], a.count == b.count else { return false }
-            for (key, value) in a {
-                guard let other = b[key], same(value, other) else { return false }
-            }
-            return true
-        }
-        if let a = a as? String { return (b as? String) == a }
-        if let a = number(a) { return number(b) == a }
-        return false
-    }
-
-    static func number(_ value: Any) -> Double? {
-        if value is String { return nil }
-        if let double = value as? Double { return double }
-        if let int = value as? Int { return Double(int) }
-        return nil
-    }
 
     static func object(_ json: Data) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any])
@@ -73,8 +53,8 @@ struct APSAgreementTests {
             // FCM makes the APNs alert from `notification`: `aps.alert` goes along only with a subtitle.
             var expected = apnsAPS
             if options.subtitle == nil { expected.removeValue(forKey: "alert") }
-            #expect(Self.same(fcmAPS, expected), "\(fcmAPS) vs \(expected)")
-            #expect(Self.same(apnsAPS, push.aps.dictionary))
+            #expect(JSONValues.same(fcmAPS, expected), "\(fcmAPS) vs \(expected)")
+            #expect(JSONValues.same(apnsAPS, push.aps.dictionary))
             Self.checkApple(apnsAPS, "APNs \(options)")
             Self.checkApple(fcmAPS, "FCM \(options)")
         }
@@ -88,7 +68,7 @@ struct APSAgreementTests {
         let body = FCMClient.message(token: "t", data: ["richId": "7"], notification: nil, collapseID: "rp-7", mode: .silent, ttl: 60)
         let message = try #require(try Self.object(body)["message"] as? [String: Any])
         let fcmAPS = try #require(((message["apns"] as? [String: Any])?["payload"] as? [String: Any])?["aps"] as? [String: Any])
-        #expect(Self.same(fcmAPS, APS.background.dictionary))
+        #expect(JSONValues.same(fcmAPS, APS.background.dictionary))
         Self.checkApple(fcmAPS, "FCM data message")
     }
 }

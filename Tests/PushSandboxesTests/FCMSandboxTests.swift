@@ -13,29 +13,9 @@ import Testing
 /// `fcm-sandbox` keeps what FCM keeps for an offline device, and shows what a phone shows (docs/delivery.md).
 @Suite("The FCM sandbox and an offline device (SPEC §24)")
 struct FCMSandboxTests {
-    static func sandbox() -> FCMSandbox {
-        FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
-                                  publicKey: FCMFixtures.key.publicKey))
-    }
-
-    /// A device route of the sandbox, as `curl` calls it: its status and JSON object.
-    static func call(_ method: NIOHTTP1.HTTPMethod, _ url: String) async throws -> (status: Int, body: [String: Any]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1 << 20)
-        let object = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
-        return (Int(response.status.code), object ?? [:])
-    }
-
-    /// The `richId`s of the messages in a device route's `arrived`.
-    static func arrived(_ body: [String: Any]) -> [String] {
-        (body["arrived"] as? [[String: Any]] ?? []).compactMap { ($0["data"] as? [String: Any])?["richId"] as? String }
-    }
-
     @Test("the sandbox holds what FCM holds for an offline device: four collapse keys (six keyed messages, four arrive), the latest per key, at most 100 without a key (the 101st discards all), none past its ttl")
     func heldAsFCMHolds() async throws {
-        let fcm = Self.sandbox()
+        let fcm = FCMFixtures.sandbox()
         try await serving([(fcm, "fcm")]) { origin in
             let account = try FCMServiceAccount(json: FCMFixtures.accountJSON(tokenURI: fcm.tokenURI))
             try await using(try FCMClient(account: account, endpoint: "\(origin)/fcm"), shutdown: { try await $0.shutdown() }) { client in
@@ -49,11 +29,11 @@ struct FCMSandboxTests {
                 }
 
                 // The old shape, a collapse key per notification: FCM accepts six, the phone gets four.
-                #expect(try await Self.call(.POST, "\(origin)/fcm/devices/\(token)/offline").status == 200)
+                #expect(try await FCMFixtures.call(.POST, "\(origin)/fcm/devices/\(token)/offline").status == 200)
                 for index in 1...6 { #expect(await send(index, collapseKey: "rp-\(index)")) }
                 #expect(fcm.acceptedCount == 6 && fcm.device(token)?.held == 4)
-                let keyed = try await Self.call(.POST, "\(origin)/fcm/devices/\(token)/online")
-                #expect(Self.arrived(keyed.body).count == 4 && keyed.body["dropped"] as? Int == 2)
+                let keyed = try await FCMFixtures.call(.POST, "\(origin)/fcm/devices/\(token)/online")
+                #expect(FCMFixtures.arrived(keyed.body).count == 4 && keyed.body["dropped"] as? Int == 2)
                 #expect(fcm.delivered(to: token).count == 4)
 
                 // One key twice: the latest arrives, as a collapse key means.
@@ -67,8 +47,8 @@ struct FCMSandboxTests {
                 fcm.setOffline(token)
                 for index in 100..<201 { #expect(await send(index)) }
                 #expect(fcm.device(token)?.held == 0)
-                let flooded = try await Self.call(.POST, "\(origin)/fcm/devices/\(token)/online")
-                #expect(Self.arrived(flooded.body).isEmpty && flooded.body["deleted"] as? Int == 101)
+                let flooded = try await FCMFixtures.call(.POST, "\(origin)/fcm/devices/\(token)/online")
+                #expect(FCMFixtures.arrived(flooded.body).isEmpty && flooded.body["deleted"] as? Int == 101)
 
                 // A ttl of 0 is now or never; the others, fewer than 100 and without keys, all arrive in order.
                 fcm.setOffline(token)
@@ -78,7 +58,7 @@ struct FCMSandboxTests {
                 #expect(fcm.device(token)?.expired == 1)
 
                 // A token the sandbox never issued has no device routes.
-                #expect(try await Self.call(.POST, "\(origin)/fcm/devices/unknown/offline").status == 404)
+                #expect(try await FCMFixtures.call(.POST, "\(origin)/fcm/devices/unknown/offline").status == 404)
                 #expect(!fcm.setOffline("unknown"))
             }
         }
@@ -86,7 +66,7 @@ struct FCMSandboxTests {
 
     @Test("on the phone, a notification replaces the one with its tag: a resend is shown once, another notification beside it; a data message shows nothing")
     func tray() async throws {
-        let fcm = Self.sandbox()
+        let fcm = FCMFixtures.sandbox()
         try await serving([(fcm, "fcm")]) { origin in
             let account = try FCMServiceAccount(json: FCMFixtures.accountJSON(tokenURI: fcm.tokenURI))
             try await using(try FCMClient(account: account, endpoint: "\(origin)/fcm"), shutdown: { try await $0.shutdown() }) { client in
@@ -102,7 +82,7 @@ struct FCMSandboxTests {
                 }
                 #expect(fcm.delivered(to: token).count == 4)
                 #expect(fcm.shown(on: token).map { $0.notification?["body"] ?? "" } == ["first, resent", "second"])
-                let (status, device) = try await Self.call(.GET, "\(origin)/fcm/devices/\(token)")
+                let (status, device) = try await FCMFixtures.call(.GET, "\(origin)/fcm/devices/\(token)")
                 #expect(status == 200 && device["delivered"] as? Int == 4 && (device["shown"] as? [[String: Any]])?.count == 2)
             }
         }

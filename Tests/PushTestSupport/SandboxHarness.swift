@@ -1,4 +1,5 @@
 import APNsSandbox
+import AsyncHTTPClient
 import Crypto
 import CryptoExtras
 import Foundation
@@ -6,6 +7,7 @@ import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import HummingbirdTesting
 import PushDelivery
 import PushSandboxes
@@ -127,6 +129,27 @@ public func using<Client: Sendable>(_ client: Client, shutdown: (Client) async t
 public enum FCMFixtures {
     /// The account's private key (the sandbox verifies assertions with its public half).
     public static let key = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
+
+    /// An FCM sandbox that knows this account.
+    public static func sandbox() -> FCMSandbox {
+        FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
+                                  publicKey: key.publicKey))
+    }
+
+    /// A device route of the sandbox, as `curl` calls it: its status and JSON object.
+    public static func call(_ method: NIOHTTP1.HTTPMethod, _ url: String) async throws -> (status: Int, body: [String: Any]) {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        let object = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+        return (Int(response.status.code), object ?? [:])
+    }
+
+    /// The `richId`s of the messages in a device route's `arrived`.
+    public static func arrived(_ body: [String: Any]) -> [String] {
+        (body["arrived"] as? [[String: Any]] ?? []).compactMap { ($0["data"] as? [String: Any])?["richId"] as? String }
+    }
 
     /// The service account JSON for `key`, whose token endpoint is `tokenURI`.
     public static func accountJSON(tokenURI: String, key: String = FCMFixtures.key.pkcs8PEMRepresentation) -> Data {

@@ -1,5 +1,6 @@
 import Foundation
 @testable import RichPushCore
+import RichPushTestSupport
 import Testing
 
 /// `APS` is the one writer of `aps`: the alert and silent pushes embed its text, FCM's `apns` block
@@ -15,27 +16,6 @@ struct APSTests {
         PushOptions(subtitle: "Tab\there \"now\" / é 👍", interruptionLevel: .passive, relevanceScore: 1, badge: .unread),
         PushOptions(category: "c/1", sound: "default", interruptionLevel: .critical, relevanceScore: 0, badge: .count(0)),
     ]
-
-    /// Whether two JSON values read the same: numbers by value (a parsed `1` and a `Double` 1.0 agree).
-    static func same(_ a: Any, _ b: Any) -> Bool {
-        if let a = a as? [String: Any] {
-            guard let b = b as? [String: Any], a.count == b.count else { return false }
-            for (key, value) in a {
-                guard let other = b[key], same(value, other) else { return false }
-            }
-            return true
-        }
-        if let a = a as? String { return (b as? String) == a }
-        if let a = number(a) { return number(b) == a }
-        return false
-    }
-
-    static func number(_ value: Any) -> Double? {
-        if value is String { return nil }
-        if let double = value as? Double { return double }
-        if let int = value as? Int { return Double(int) }
-        return nil
-    }
 
     static func object(_ json: Data) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any])
@@ -85,9 +65,9 @@ struct APSTests {
             let text = try Self.object(Data(aps.json.utf8))
             let encoded = try Self.object(try encoder.encode(aps))
             let dictionary = try Self.object(try JSONSerialization.data(withJSONObject: aps.dictionary, options: [.sortedKeys]))
-            #expect(Self.same(text, aps.dictionary), "\(aps.json)")
-            #expect(Self.same(encoded, aps.dictionary), "\(aps.json)")
-            #expect(Self.same(text, dictionary), "\(aps.json)")
+            #expect(JSONValues.same(text, aps.dictionary), "\(aps.json)")
+            #expect(JSONValues.same(encoded, aps.dictionary), "\(aps.json)")
+            #expect(JSONValues.same(text, dictionary), "\(aps.json)")
             // Every key written is one `Key` names.
             #expect(Set(text.keys).isSubset(of: Set(APS.Key.allCases.map(\.stringValue))))
             if let alert = text["alert"] as? [String: Any] {

@@ -16,29 +16,9 @@ import Testing
 /// reaching it when it comes back (docs/delivery.md).
 @Suite("FCM and an offline Android device (SPEC §24)")
 struct FCMOfflineTests {
-    static func sandbox() -> FCMSandbox {
-        FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
-                                  publicKey: FCMFixtures.key.publicKey))
-    }
-
-    /// A device route of the sandbox, as `curl` calls it: its status and JSON object.
-    static func call(_ method: NIOHTTP1.HTTPMethod, _ url: String) async throws -> (status: Int, body: [String: Any]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1 << 20)
-        let object = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
-        return (Int(response.status.code), object ?? [:])
-    }
-
-    /// The `richId`s of the messages in a device route's `arrived`.
-    static func arrived(_ body: [String: Any]) -> [String] {
-        (body["arrived"] as? [[String: Any]] ?? []).compactMap { ($0["data"] as? [String: Any])?["richId"] as? String }
-    }
-
     @Test("a phone offline while six notifications are sent gets all six when it comes back, each once, and shows six")
     func sixWhileOffline() async throws {
-        let fcm = Self.sandbox()
+        let fcm = FCMFixtures.sandbox()
         try await serving([(fcm, "fcm")]) { origin in
             let account = try FCMServiceAccount(json: FCMFixtures.accountJSON(tokenURI: fcm.tokenURI))
             let platforms = PlatformRouter(["fcm": FCMProvider(client: try FCMClient(account: account, endpoint: "\(origin)/fcm"))])
@@ -51,7 +31,7 @@ struct FCMOfflineTests {
                 #expect(registered.status == .ok)
 
                 // The phone goes off for the weekend.
-                let offline = try await Self.call(.POST, "\(origin)/fcm/devices/\(token)/offline")
+                let offline = try await FCMFixtures.call(.POST, "\(origin)/fcm/devices/\(token)/offline")
                 #expect(offline.status == 200 && offline.body["online"] as? Bool == false)
                 var sent: [String] = []
                 for index in 1...6 {
@@ -73,9 +53,9 @@ struct FCMOfflineTests {
                 }
 
                 // Back on Monday: all six arrive, each once, and the phone shows six.
-                let online = try await Self.call(.POST, "\(origin)/fcm/devices/\(token)/online")
+                let online = try await FCMFixtures.call(.POST, "\(origin)/fcm/devices/\(token)/online")
                 #expect(online.status == 200 && online.body["online"] as? Bool == true)
-                #expect(Self.arrived(online.body).sorted() == ids.sorted())
+                #expect(FCMFixtures.arrived(online.body).sorted() == ids.sorted())
                 let received = fcm.delivered(to: token).compactMap { $0.data["richId"] }
                 #expect(received.count == 6 && Set(received) == Set(ids))
                 #expect(fcm.shown(on: token).count == 6)
