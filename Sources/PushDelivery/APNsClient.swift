@@ -136,7 +136,10 @@ public final class APNsClient: Sendable {
         let response: PushHTTPResponse
         switch result {
         case .success(let answer): response = answer
-        case .failure(let error): return (.retry(reason: "connection failed: \(error)", after: nil), nil)
+        case .failure(let error):
+            // In words, never the TLS library's (a refused certificate names --push-ca).
+            let reason = (error as? PushHTTPError)?.reason ?? "connection failed: \(ConnectionWords.clean("\(error)"))"
+            return (.retry(reason: reason, after: nil), nil)
         }
         let status = response.status
         if status == 200 { return (.sent(id: response.headers.first(name: "apns-id")), nil) }

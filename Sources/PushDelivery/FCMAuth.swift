@@ -116,7 +116,15 @@ public actor FCMTokenManager {
         let response = try await http.execute(request, timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 64 * 1024)
         guard response.status == .ok else {
-            throw PushError.configuration("\(account.tokenURI) refused the service account's assertion: \(response.status.code) \(String(buffer: body).prefix(300))")
+            // OAuth's error body, {"error":"invalid_grant","error_description":"…"}, said as `400 invalid_grant (…)`.
+            let answer = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any]
+            let detail: String
+            if let code = answer?["error"] as? String {
+                detail = code + ((answer?["error_description"] as? String).map { " (\($0.prefix(200)))" } ?? "")
+            } else {
+                detail = String(String(buffer: body).prefix(300))
+            }
+            throw PushError.configuration("\(account.tokenURI) refused the service account's assertion: \(response.status.code) \(detail)")
         }
         guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
               let token = object["access_token"] as? String, !token.isEmpty else {

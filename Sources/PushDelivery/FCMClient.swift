@@ -110,8 +110,11 @@ public final class FCMClient: Sendable {
         let token: String
         do {
             token = try await tokens.token()
+        } catch let error as PushError {
+            return .retry(reason: "no FCM access token: \(error.message)", after: nil)
         } catch {
-            return .retry(reason: "no FCM access token: \(error)", after: nil)
+            // The token endpoint could not be reached: in words (a refused certificate names --push-ca).
+            return .retry(reason: ConnectionWords.describe(error, endpoint: ConnectionWords.authority(of: account.tokenURI)), after: nil)
         }
         var request = HTTPClientRequest(url: "\(endpoint)/v1/projects/\(account.projectID)/messages:send")
         request.method = .POST
@@ -143,7 +146,7 @@ public final class FCMClient: Sendable {
                 return .failed(reason: error.description, prune: false)
             }
         } catch {
-            return .retry(reason: "\(endpoint): \(error)", after: nil)
+            return .retry(reason: ConnectionWords.describe(error, endpoint: ConnectionWords.authority(of: endpoint)), after: nil)
         }
     }
 }

@@ -18,7 +18,10 @@ struct PushHTTPResponse: Sendable {
 /// Why a request got no answer. Every case means the service may not have seen it, so the push
 /// is tried again.
 enum PushHTTPError: Error, CustomStringConvertible {
+    /// No connection could be made: why, in words (`ConnectionWords`).
     case connect(String)
+    /// The connection failed under its streams (a TLS handshake refused, a reset): why, in words.
+    case connection(String)
     case closed
     case reset(HTTP2ErrorCode)
     case timeout
@@ -28,11 +31,21 @@ enum PushHTTPError: Error, CustomStringConvertible {
     var description: String {
         switch self {
         case .connect(let reason): "cannot connect: \(reason)"
+        case .connection(let reason): reason
         case .closed: "the connection closed before the answer"
         case .reset(let code): "the stream was reset (\(code))"
         case .timeout: "no answer in time"
         case .bodyTooLarge: "the answer's body was too large"
         case .protocolError(let reason): reason
+        }
+    }
+
+    /// A push's reason: a failed connection's words as they are (they start with what
+    /// `ProviderFailure` recognises, and name the fix), anything else after `connection failed: `.
+    var reason: String {
+        switch self {
+        case .connect(let words), .connection(let words): words
+        default: "connection failed: \(description)"
         }
     }
 }
@@ -122,7 +135,7 @@ final class HTTP2PushClient: Sendable {
                 switch result {
                 case .success(let connection): connection.submit(request)
                 case .failure(let error as PushHTTPError): completion(.failure(error))
-                case .failure(let error): completion(.failure(PushHTTPError.connect("\(host):\(port): \(error)")))
+                case .failure(let error): completion(.failure(PushHTTPError.connect(ConnectionWords.describe(error, endpoint: "\(host):\(port)"))))
                 }
             }
         }
@@ -185,13 +198,14 @@ final class HTTP2PushClient: Sendable {
         let sslContext = self.sslContext
         let serverName = Self.isIPAddress(host) ? nil : host
         let timeout = self.timeout
+        let endpoint = "\(host):\(port)"
         let retired = NIOLockedValueBox(false)
         return ClientBootstrap(group: group)
             .connectTimeout(connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = PushStreamsHandler(timeout: timeout, retired: retired)
+                    let handler = PushStreamsHandler(timeout: timeout, retired: retired, endpoint: endpoint)
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
                     try sync.addHandler(NIOHTTP2Handler(mode: .client))
@@ -277,6 +291,8 @@ final class PushStreamsHandler: ChannelInboundHandler {
     /// Set once no new stream may start here (GOAWAY, closed, ids nearly used up); read from any thread.
     private let retired: NIOLockedValueBox<Bool>
     private let timeout: TimeAmount
+    /// `host:port`, as errors name it.
+    private let endpoint: String
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
     private var context: ChannelHandlerContext?
@@ -284,9 +300,10 @@ final class PushStreamsHandler: ChannelInboundHandler {
     private var unreturnedWindow = 0
     private var sweeper: RepeatedTask?
 
-    init(timeout: TimeAmount, retired: NIOLockedValueBox<Bool>) {
+    init(timeout: TimeAmount, retired: NIOLockedValueBox<Bool>, endpoint: String) {
         self.timeout = timeout
         self.retired = retired
+        self.endpoint = endpoint
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -324,7 +341,8 @@ final class PushStreamsHandler: ChannelInboundHandler {
             streams[id] = Stream(completion: request.completion, deadline: now + (request.timeout ?? timeout))
             let promise = context.eventLoop.makePromise(of: Void.self)
             promise.futureResult.assumeIsolated().whenFailure { [self] error in
-                self.finish(id, with: .failure(PushHTTPError.protocolError("cannot send the request: \(error)")))
+                // The connection's own failure (a refused certificate) says more than the write's.
+                self.finish(id, with: .failure(self.failure ?? PushHTTPError.connection(ConnectionWords.describe(error, endpoint: self.endpoint))))
             }
             if let body = request.body {
                 context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: request.headers)))), promise: nil)
@@ -393,7 +411,7 @@ final class PushStreamsHandler: ChannelInboundHandler {
             finish(streamError.streamID, with: .failure(PushHTTPError.protocolError("\(streamError.baseError)")))
             return
         }
-        failAll(.protocolError("connection error: \(error)"))
+        failAll(.connection(ConnectionWords.describe(error, endpoint: endpoint)))
         context.close(promise: nil)
     }
 

@@ -131,7 +131,12 @@ public final class OutboundHTTPClient: Sendable {
             return "no connection within \(OutboundPolicy.seconds(amount))"
         }
         if let error = error as? OutboundError { return error.message }
-        return "\(error)"
+        let text = "\(error)"
+        // Never BoringSSL's words (they carry the path of the file it was built from).
+        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+            return "its certificate is not trusted (a stand-in's CA is passed with --push-ca FILE)"
+        }
+        return ConnectionWords.clean(text)
     }
 }
 

@@ -23,10 +23,14 @@ public protocol PushDispatching: Sendable {
     /// Sets what runs on each claimed batch before any of its pushes is sent (the server puts
     /// their payloads in its memory cache, docs/design/fast-path.md).
     func beforeSending(_ prepare: @escaping @Sendable ([DeliveryJob]) async -> Void)
+    /// Which providers fail for a cause a person must mend (`GET /ready` names them); nil when
+    /// this process sends no pushes.
+    var providerHealth: ProviderHealth? { get }
 }
 
 extension PushDispatching {
     public func beforeSending(_ prepare: @escaping @Sendable ([DeliveryJob]) async -> Void) {}
+    public var providerHealth: ProviderHealth? { nil }
 }
 
 /// Used when no push provider is configured: pushes stay pending, and the log says why.
@@ -78,6 +82,8 @@ public final class OutboxDispatcher: Service, PushDispatching {
     private let pushCounters = NIOLockedValueBox<[PushCount: Counter]>([:])
     /// Runs on each claimed batch before its pushes are sent (`beforeSending`).
     private let preparation = NIOLockedValueBox<(@Sendable ([DeliveryJob]) async -> Void)?>(nil)
+    /// The providers failing for a cause a person must mend, as the recorded outcomes show (`/ready`, and the log once per cause).
+    public let health: ProviderHealth
 
     /// Creates a dispatcher. Retries back off exponentially from `backoffBase` seconds, capped,
     /// with jitter; after `maxAttempts` a delivery fails with its last reason.
@@ -85,9 +91,14 @@ public final class OutboxDispatcher: Service, PushDispatching {
     /// `concurrency` is each platform's window (a lane each, so that one slow service cannot
     /// hold another's slots); `perGroupConcurrency` bounds the sends in flight to one host of
     /// a platform whose hosts users choose (Web Push).
+    ///
+    /// `health` learns from every recorded outcome which providers fail as a whole (a TLS
+    /// certificate not trusted, a key or topic refused, nothing listening): their pushes' reason
+    /// is the fix, logged once per provider and cause rather than per push.
     public init(outbox: OutboxStore, provider: any PushProvider, logger: Logger, concurrency: Int = 200, perGroupConcurrency: Int = 50,
                 pollInterval: Duration = .milliseconds(250), maxAttempts: Int = 12, backoffBase: Double = 1, backoffCap: Double = 300,
-                lease: Double = 60) {
+                lease: Double = 60, health: ProviderHealth = ProviderHealth()) {
+        self.health = health
         self.perGroupConcurrency = perGroupConcurrency
         self.lease = lease
         self.outbox = outbox
@@ -102,6 +113,8 @@ public final class OutboxDispatcher: Service, PushDispatching {
     }
 
     public var addressing: DeliveryAddressing { provider.addressing }
+
+    public var providerHealth: ProviderHealth? { health }
 
     public func enqueued(_ created: CreatedNotification, logger: Logger) {
         wake.yield()
@@ -401,9 +414,11 @@ public final class OutboxDispatcher: Service, PushDispatching {
         kill(pid_t(pid), 0) == 0 || errno != ESRCH
     }
 
-    private func record(_ results: [(DeliveryJob, DeliveryOutcome, Date?)]) async throws {
+    private func record(_ outcomes: [(DeliveryJob, DeliveryOutcome, Date?)]) async throws {
         let now = Date()
-        let decided = results.map { job, outcome, timestamp in (job, result(of: outcome, attempts: job.attempts + 1, deadSince: timestamp, now: now)) }
+        let (results, observations) = judge(outcomes)
+        health.log(health.observe(observations), to: logger)
+        let decided = results.map { job, outcome, timestamp, _ in (job, result(of: outcome, attempts: job.attempts + 1, deadSince: timestamp, now: now)) }
         let labels = try await outbox.record(decided, holder: holder)
         var counts: [PushCount: Int] = [:]
         for (label, (job, _)) in zip(labels, decided) { counts[PushCount(outcome: label, app: job.app), default: 0] += 1 }
@@ -413,11 +428,52 @@ public final class OutboxDispatcher: Service, PushDispatching {
             pushCounters.value(for: key) { Counter(label: "richpush_pushes_total", dimensions: [("outcome", key.outcome), ("app", key.app)]) }
                 .increment(by: count)
         }
-        for (job, outcome, _) in results {
+        // A provider failing as a whole is logged once by `health`, not for each of its pushes.
+        for (job, outcome, _, providerFailed) in results where !providerFailed {
             if case .failed(let reason, let prune) = outcome {
                 logger.notice("push failed", metadata: ["delivery": "\(job.id)", "reason": "\(reason)", "pruned": "\(prune)"])
             }
         }
+    }
+
+    /// The outcomes as they are recorded, and what `health` learns from them. A reason that
+    /// means the provider itself fails (`ProviderFailure`: its TLS, credentials, topic or address)
+    /// becomes that failure's sentence, which names the fix (flagged `true`); any other reason
+    /// loses the library internals it may carry (`ConnectionWords.clean`). Sent pushes are
+    /// observed only while a provider is failing (or has just failed in this batch): they are what
+    /// ends a failure, and otherwise the common case costs nothing more.
+    private func judge(_ outcomes: [(DeliveryJob, DeliveryOutcome, Date?)])
+        -> ([(DeliveryJob, DeliveryOutcome, Date?, Bool)], [(platform: String, app: String, observation: ProviderHealth.Observation)]) {
+        var watching = health.isFailing
+        var observations: [(platform: String, app: String, observation: ProviderHealth.Observation)] = []
+        var results: [(DeliveryJob, DeliveryOutcome, Date?, Bool)] = []
+        results.reserveCapacity(outcomes.count)
+        for (job, outcome, timestamp) in outcomes {
+            switch outcome {
+            case .sent:
+                if watching { observations.append((provider.platform(of: job), job.app, .sent)) }
+                results.append((job, outcome, timestamp, false))
+            case .failed(let reason, let prune):
+                let platform = provider.platform(of: job)
+                if let failure = ProviderFailure.classify(platform: platform, app: job.app, reason: reason) {
+                    observations.append((platform, job.app, .failed(failure)))
+                    watching = true
+                    results.append((job, .failed(reason: failure.sentence, prune: prune), timestamp, true))
+                } else {
+                    results.append((job, .failed(reason: ConnectionWords.clean(reason), prune: prune), timestamp, false))
+                }
+            case .retry(let reason, let after):
+                let platform = provider.platform(of: job)
+                if let failure = ProviderFailure.classify(platform: platform, app: job.app, reason: reason) {
+                    observations.append((platform, job.app, .failed(failure)))
+                    watching = true
+                    results.append((job, .retry(reason: failure.sentence, after: after), timestamp, true))
+                } else {
+                    results.append((job, .retry(reason: ConnectionWords.clean(reason), after: after), timestamp, false))
+                }
+            }
+        }
+        return (results, observations)
     }
 
     /// What a provider's outcome means for the row: a retry past `maxAttempts` fails with its

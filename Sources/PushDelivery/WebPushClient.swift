@@ -81,7 +81,7 @@ public final class WebPushClient: Sendable {
             // split-horizon DNS or a private endpoint of a cloud may answer so for a real service.
             return .failed(reason: error.message, prune: error.refusesTheURL)
         } catch {
-            return .retry(reason: "\(subscription.origin): \(error)", after: nil)
+            return .retry(reason: "\(subscription.origin): \(ConnectionWords.clean("\(error)"))", after: nil)
         }
     }
 }

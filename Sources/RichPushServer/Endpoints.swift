@@ -147,9 +147,9 @@ extension Endpoint {
         },
         Endpoint(method: .get, path: "/health", access: .open, summary: "Liveness: 200 while the server runs.",
                  responses: [200: .json(HealthResponse.self, "The server is up.")]) { s, r, c in try s.health(r, c) },
-        Endpoint(method: .get, path: "/ready", access: .open, summary: "Readiness: 200 when the database and the blobs answer, else 503 naming what fails.",
+        Endpoint(method: .get, path: "/ready", access: .open, summary: "Readiness: 200 when the database and the blobs answer and no push provider fails on the server's own settings, else 503 naming what fails.",
                  responses: [200: .json(ReadyResponse.self, "Every dependency answered."),
-                             503: APIResponse.json(ReadyResponse.self, "A dependency did not answer within 2 s: `failing` names it.",
+                             503: APIResponse.json(ReadyResponse.self, "A dependency did not answer within 2 s, or a push provider's sends fail for a cause in the server's settings (untrusted certificate, refused token, wrong topic, nothing listening): `failing` names it (`database`, `blobs`, `PLATFORM:APP` such as `apns:default`).",
                                                   headers: ["Retry-After": "Seconds to wait."])]) { s, r, c in
             try await s.ready(r, c)
         },
@@ -377,7 +377,7 @@ extension Endpoint {
         [id, .header("Range", "bytes=FIRST-LAST, FIRST- or -SUFFIX: one range."),
          .header("If-None-Match", "The ETag held; 304 when it is still the image's.")]
             + (variants ? [.query("variant", JSONSchema.string.with { $0.enumeration = MediaVariant.allCases.map(\.rawValue) },
-                                  "thumb (fits 320×320) or push (a JPEG of at most 1 MB and 2048 px), made on first request; its ETag is its own SHA-256.")]
+                                  "thumb (fits 320×320, or the image itself when that is smaller in bytes) or push (a JPEG of at most 1 MB and 2048 px), made on first request; its ETag is its own SHA-256.")]
                         : [])
     }
 

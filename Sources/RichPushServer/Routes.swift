@@ -108,6 +108,11 @@ extension Services {
     /// Readiness (docs/operations.md#when-a-dependency-fails): the database and the blobs each answer within 2 s, probed at once;
     /// 503 naming those that did not. Nothing is cached: a dependency that comes back is ready
     /// at the next probe.
+    ///
+    /// A push provider whose last sends failed for a cause a person must mend (its certificate
+    /// not trusted, its key or topic refused, nothing listening: `ProviderHealth`) is named too,
+    /// as `PLATFORM:APP` (`apns:default`), after the dependencies, until one of its pushes is sent.
+    /// The dispatcher logged its cause and fix once; a probe does not log it again.
     func ready(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let media = self.media
         let probes: [(String, @Sendable () async throws -> Void)] = [("database", { try await media.probeDatabase() }),
@@ -129,9 +134,10 @@ extension Services {
             for await name in group { if let name { failing.append(name) } }
             return failing.sorted()
         }
-        guard failing.isEmpty else {
-            context.logger.warning("not ready", metadata: ["failing": "\(failing)"])
-            var response = try encode(ReadyResponse(status: "unready", failing: failing), status: .serviceUnavailable)
+        let providers = dispatcher.providerHealth?.failing ?? []
+        guard failing.isEmpty && providers.isEmpty else {
+            if !failing.isEmpty { context.logger.warning("not ready", metadata: ["failing": "\(failing)"]) }
+            var response = try encode(ReadyResponse(status: "unready", failing: failing + providers), status: .serviceUnavailable)
             response.headers[.retryAfter] = "5"
             return response
         }
