@@ -195,7 +195,9 @@ let package = Package(
             // The console's and the Web Push demo's HTML, CSS and JavaScript, and the Mustache
             // templates the console fills in: compiled into the binary (PageFile), so that a
             // deployed `richpush` is one file, as before they were files.
-            resources: [.embedInCode("Pages/console-app.mustache"), .embedInCode("Pages/console-forbidden.mustache"), .embedInCode("Pages/console-signin.mustache"), .embedInCode("Pages/console.css"), .embedInCode("Pages/console.js"), .embedInCode("Pages/webpush-demo.html"), .embedInCode("Pages/webpush-sw.js")],
+            resources: [.embedInCode("Pages/console-app.mustache"), .embedInCode("Pages/console-forbidden.mustache"), .embedInCode("Pages/console-signin.mustache"), .embedInCode("Pages/console.css"), .embedInCode("Pages/console.js"), .embedInCode("Pages/webpush-demo.html"), .embedInCode("Pages/webpush-sw.js"),
+                        // The default image, for a `serve` whose media directory has none (SampleImages).
+                        .embedInCode("Samples/logo.png")],
             swiftSettings: swiftSettings
         ),
         // The device side (an app and its Notification Service Extension): Foundation only.

@@ -7,7 +7,8 @@ import Glibc
 /// The images made from a stored one for push (docs/configuration.md#the-media-store).
 public enum MediaVariant: String, Sendable, CaseIterable, Codable {
     /// Fits 320×320: a browser's notification icon, a console's grid. A JPEG from a JPEG, a PNG
-    /// (alpha kept) from a PNG.
+    /// (alpha kept) from a PNG. Never larger than its source (issue #49): when the made one would
+    /// be, the source itself is the thumb (unless it must be turned to show upright).
     case thumb
     /// A baseline JPEG of at most 1 MB and 2048 px on its long side: FCM's image limit, and small
     /// enough for a Notification Service Extension's 24 MB. A GIF's stays an animated GIF of at
@@ -29,7 +30,8 @@ public enum MediaVariant: String, Sendable, CaseIterable, Codable {
 /// different nodes store one blob.
 public enum VariantMaker {
     /// The variant of `source` (a validated, stored image), or nil when the source itself is
-    /// already that variant (it fits, needs no turning, and has the right format and size).
+    /// already that variant (it fits, needs no turning, and has the right format and size), or,
+    /// for `thumb`, when the made one would not be smaller than the source.
     public static func make(_ kind: MediaVariant, of source: [UInt8], info: ImageInfo) throws -> [UInt8]? {
         if info.contentType == "image/gif" { return try makeGIF(kind, of: source) }
         let orientation = MetadataStripper.orientation(source) ?? 1
@@ -47,9 +49,13 @@ public enum VariantMaker {
         if orientation != 1 { pixels = pixels.oriented(orientation) }
         switch kind {
         case .thumb:
-            return isJPEG ? try JPEGEncoder.encode(pixels: pixels.bytes, width: pixels.width, height: pixels.height, components: pixels.components,
-                                                    quality: 80, icc: pixels.icc)
-                          : try pixels.opaqueDropped().png()
+            let thumb = isJPEG ? try JPEGEncoder.encode(pixels: pixels.bytes, width: pixels.width, height: pixels.height, components: pixels.components,
+                                                         quality: 80, icc: pixels.icc)
+                               : try pixels.opaqueDropped().png()
+            // A thumb is for its smallness: one that weighs as much as the source is the source
+            // (a small, highly compressed photo just over 320 px), served as what it is. A source
+            // that must be turned keeps its made thumb: Android's icon ignores EXIF.
+            return orientation == 1 ? smaller(thumb, than: source) : thumb
         case .push:
             let rgb = pixels.flattened()
             // Quality first, then size, until it fits in a megabyte; 2048 px at quality 85 almost always does.
@@ -69,7 +75,7 @@ public enum VariantMaker {
         }
     }
 
-    /// docs/api.md#options-badges-and-paced-sends: a GIF's thumb is its first frame as a PNG (fitting 320×320); its push variant
+    /// docs/api.md#options-badges-and-paced-sends: a GIF's thumb is its first frame as a PNG (fitting 320×320; the GIF itself when that PNG would not be smaller); its push variant
     /// stays an animated GIF, fitting 2048×2048 and 10 MB (nil when the source already does).
     static func makeGIF(_ kind: MediaVariant, of source: [UInt8]) throws -> [UInt8]? {
         var message = [CChar](repeating: 0, count: 256)
@@ -80,8 +86,9 @@ public enum VariantMaker {
             guard status == 0, let base = frame.pixels else { throw MediaStoreError.encode(cString(message)) }
             defer { free(base); free(frame.icc) }
             let count = Int(frame.width) * Int(frame.height) * Int(frame.components)
-            return try Pixels(bytes: Array(UnsafeBufferPointer(start: base, count: count)), width: Int(frame.width), height: Int(frame.height),
-                              components: Int(frame.components)).opaqueDropped().png()
+            let thumb = try Pixels(bytes: Array(UnsafeBufferPointer(start: base, count: count)), width: Int(frame.width), height: Int(frame.height),
+                                   components: Int(frame.components)).opaqueDropped().png()
+            return smaller(thumb, than: source)
         case .push:
             var out: UnsafeMutablePointer<UInt8>?
             var length = 0
@@ -93,6 +100,11 @@ public enum VariantMaker {
             defer { free(out) }
             return Array(UnsafeBufferPointer(start: out, count: length))
         }
+    }
+
+    /// `made`, unless it is not smaller than `source`: then nil, the source is its own variant.
+    static func smaller(_ made: [UInt8], than source: [UInt8]) -> [UInt8]? {
+        made.count < source.count ? made : nil
     }
 
     /// A C library's message buffer as a string.

@@ -12,6 +12,6 @@ public enum PayloadVariant: String, Sendable {
     case original
     /// A JPEG of at most 1 MB and 2048 px on its long side, upright.
     case push
-    /// An image that fits 320×320, upright.
+    /// An image that fits 320×320, upright, or the image itself when that is smaller in bytes.
     case thumb
 }

@@ -115,7 +115,9 @@ extension CampaignStore {
     /// Sends what is due at `now` (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): a scheduled campaign whose time came is queued
     /// whole; a local-time campaign, the zones whose local time came. Each campaign is leased
     /// by one node at a time (a node that dies lets its lease lapse), so every recipient is
-    /// queued once, whichever nodes run this. Returns the campaigns it worked on.
+    /// queued once, whichever nodes run this. Returns the campaigns it queued something of: a
+    /// campaign whose time came, a local-time campaign with a zone that came due (or that it
+    /// finished), never one whose zones it only looked at again.
     ///
     /// With `handOff`, a campaign scheduled at a time is leased and handed to it to queue (the
     /// server's `CampaignQueuer`, which keeps its queueing just ahead of its sends) instead.
@@ -147,9 +149,9 @@ extension CampaignStore {
                 }
                 guard try await claim(campaign.id) else { continue }
                 claimed = campaign.id
-                worked.append(campaign.id)
                 switch schedule {
                 case .at:
+                    worked.append(campaign.id)
                     if let handOff {
                         // The lease goes with it: renewed with each batch, ended by the last.
                         handOff(campaign.id)
@@ -157,7 +159,8 @@ extension CampaignStore {
                         continue
                     }
                     _ = try await queue(campaign.id, addressing: addressing, batchQueued: batchQueued)
-                case .localTime: try await queueZones(campaign.id, now: now, addressing: addressing, batchQueued: batchQueued)
+                case .localTime:
+                    if try await queueZones(campaign.id, now: now, addressing: addressing, batchQueued: batchQueued) { worked.append(campaign.id) }
                 }
                 claimed = nil
                 try await release(campaign.id)
@@ -173,8 +176,9 @@ extension CampaignStore {
     /// The zones of a local-time campaign: each zone users are in gets its due time once; the
     /// zones due at `now` are queued, a batch of users per transaction (memory stays flat, and
     /// only what is due is pending); once the last zone anywhere is past and every zone queued,
-    /// the campaign is queued.
-    private func queueZones(_ id: Int64, now: Date, addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void) async throws {
+    /// the campaign is queued. Whether a zone came due or the campaign was finished (a look at
+    /// the zones, every minute until the last is due, queues nothing).
+    private func queueZones(_ id: Int64, now: Date, addressing: DeliveryAddressing, batchQueued: @Sendable () -> Void) async throws -> Bool {
         try await prepare(id)
         try await database.write { db in
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return }
@@ -182,23 +186,26 @@ extension CampaignStore {
             guard let schedule = campaign.schedule else { return }
             try Self.addZones(db, campaign: campaign, schedule: schedule, now: now)
         }
+        var zoneQueued = false
         while true {
             let (more, made) = try await queueZoneBatch(id, now: now, addressing: addressing)
             if !made.isEmpty { onQueued?(made) }
             batchQueued()
             if !more { break }
+            zoneQueued = true
         }
-        try await database.write { db in
-            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return }
+        let finished = try await database.write { db -> Bool in
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ?", arguments: [id]) else { return false }
             let campaign = try Self.campaign(row)
-            guard let schedule = campaign.schedule, now >= schedule.last(createdAt: campaign.createdAt) else { return }
+            guard let schedule = campaign.schedule, now >= schedule.last(createdAt: campaign.createdAt) else { return false }
             let waiting = try Int.fetchOne(db, sql: "SELECT count(*) FROM campaign_zones WHERE campaignId = ? AND queued = 0", arguments: [id]) ?? 0
-            if waiting == 0 {
-                try db.execute(sql: "UPDATE campaigns SET queued = 1 WHERE id = ?", arguments: [id])
-                // Every push may have been recorded before this: done now, if so.
-                try Insight.finishCampaigns(db, [id], now: db.now)
-            }
+            guard waiting == 0 else { return false }
+            try db.execute(sql: "UPDATE campaigns SET queued = 1 WHERE id = ?", arguments: [id])
+            // Every push may have been recorded before this: done now, if so.
+            try Insight.finishCampaigns(db, [id], now: db.now)
+            return true
         }
+        return zoneQueued || finished
     }
 
     /// Gives each zone users are in now, and the campaign has not seen, its due time. A zone

@@ -117,7 +117,8 @@ public struct PushOptions: Sendable, Equatable, Codable {
     public var isEmpty: Bool { self == PushOptions() }
 
     /// Every option within the platforms' limits, for a push in `mode`; the error names the field
-    /// (`options.relevanceScore`, `badge`) and is a 400.
+    /// (`options.relevanceScore`, `badge`): a 400 for a value out of range, a 422 for a combination
+    /// that is wrong (a visible option on a silent push, a button id twice).
     public func validate(mode: PushMode) throws {
         // Out of range (400, as the API's schema says) or, for what only the combination makes
         // wrong (a button id twice, a visible option on a silent push), unprocessable (422).

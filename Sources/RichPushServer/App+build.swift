@@ -244,7 +244,11 @@ struct CampaignResumer: Service {
             }
             do {
                 let sent = try await campaigns.runDue(now: clock(), addressing: dispatcher.addressing, handOff: queuer.finish) { dispatcher.outboxChanged() }
-                if !sent.isEmpty { logger.info("scheduled campaigns came due; queueing them", metadata: ["campaigns": "\(sent)"]) }
+                // Only what was queued: a local-time campaign's zones are looked at again every minute, which queues nothing.
+                if !sent.isEmpty {
+                    logger.info("queueing \(sent.count) scheduled \(sent.count == 1 ? "campaign" : "campaigns") that came due",
+                                metadata: ["count": "\(sent.count)", "campaigns": "\(sent)"])
+                }
             } catch {
                 logger.error("cannot send scheduled campaigns", metadata: ["error": "\(error)"])
             }
@@ -253,20 +257,30 @@ struct CampaignResumer: Service {
     }
 }
 
-/// docs/configuration.md#commands: when the store has no media named `defaultImage` and `media/<name>` exists, ingest it.
+/// docs/configuration.md#commands: when the store has no media named `defaultImage`, ingest
+/// `<mediaDirectory>/<name>` when it exists, else the sample of that name built into the binary
+/// (`Samples/`): `serve` started outside the repository still has `logo.png` (issue #49).
 func ensureDefaultImage(_ configuration: ServerConfiguration, media: MediaStore, logger: Logger) async throws {
     let name = configuration.defaultImage
     if try await media.resolve(name) != nil { return }
     let path = "\(configuration.mediaDirectory)/\(name)"
-    guard FileManager.default.fileExists(atPath: path) else {
-        logger.warning("default image '\(name)' is not in the media store and \(path) does not exist; notifications without a payload will be refused")
+    let onDisk = FileManager.default.fileExists(atPath: path)
+    let sample = onDisk ? nil : SampleImages.bytes(named: name)
+    guard onDisk || sample != nil else {
+        logger.warning("default image '\(name)' is not in the media store, \(path) does not exist and richpush has no built-in sample of that name; notifications without a payload will be refused")
         return
     }
+    let source = onDisk ? path : "the sample built into richpush"
     do {
-        let result = try await media.ingest(file: path, name: name)
-        logger.info("ingested default image", metadata: ["name": "\(name)", "sha256": "\(result.item.id.hex)"])
+        let result: IngestResult
+        if let sample {
+            result = try await media.ingest(bytes: sample, name: name)
+        } else {
+            result = try await media.ingest(file: path, name: name)
+        }
+        logger.info("ingested default image", metadata: ["name": "\(name)", "sha256": "\(result.item.id.hex)", "from": "\(source)"])
     } catch {
-        logger.error("cannot ingest the default image \(path): \(error); notifications without a payload will be refused")
+        logger.error("cannot ingest the default image from \(source): \(error); notifications without a payload will be refused")
     }
 }
 

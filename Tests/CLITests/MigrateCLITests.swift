@@ -49,8 +49,9 @@ struct MigrateCLITests {
         #expect(sourceDeliveries.map(\.state) == [.pending]) // no server ran: the pushes wait
         let sourceKey = try await source.payloadKey()
         let couponID = MediaID(hashing: try Fixtures.bytes(URL(fileURLWithPath: coupon)))
-        let thumb = try await source.media.variant(.thumb, of: couponID) // a variant, recorded against coupon.png
-        #expect(thumb.id != couponID)
+        // A variant, recorded against coupon.png: its push JPEG (its thumb would be larger than it, so it is its own thumb).
+        let variant = try await source.media.variant(.push, of: couponID)
+        #expect(variant.id != couponID)
         source.close()
 
         let target = try await StoreEngine.shared.locations()
@@ -69,9 +70,9 @@ struct MigrateCLITests {
         #expect(try await moved.users.verify(name: "alice", password: "pw-alice"))
         #expect(try await moved.users.list().first { $0.name == "root" }?.admin == true)
         let media = try await moved.media.list()
-        #expect(Set(media.map(\.id)) == [MediaID(hashing: try Fixtures.bytes(URL(fileURLWithPath: logo))), couponID, MediaID(hashing: commentedBytes), thumb.id])
+        #expect(Set(media.map(\.id)) == [MediaID(hashing: try Fixtures.bytes(URL(fileURLWithPath: logo))), couponID, MediaID(hashing: commentedBytes), variant.id])
         #expect(copied.stdout.contains("media_variants 1"), "\(copied.stdout)")
-        #expect(try await moved.media.variant(.thumb, of: couponID).id == thumb.id)
+        #expect(try await moved.media.variant(.push, of: couponID).id == variant.id)
         #expect(media.first { $0.names == ["logo.png"] } != nil)
         for item in media {
             let bytes = try #require(try await moved.media.read(item.id, offset: 0, length: item.size))

@@ -153,6 +153,36 @@ struct VariantTests {
         #expect(try await store.list().count == 1)
     }
 
+    @Test("a thumb is never larger than its source: a small, highly compressed photo over 320 px, and logo.png, are their own thumbs, recorded so", arguments: StoreEngine.all)
+    func thumbNeverLarger(engine: StoreEngine) async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await CorpusTests.store(engine, in: dir)
+        // 400×400 at quality 20: about 5 KB; its noise at quality 80 and 320×320 is about 12 KB.
+        let photo = try Self.photo(width: 400, height: 400, quality: 20)
+        let fitted = try VariantMaker.decode(photo, fittingIn: MediaVariant.thumb.box)
+        let wouldBe = try JPEGEncoder.encode(pixels: fitted.bytes, width: fitted.width, height: fitted.height, components: fitted.components, quality: 80)
+        #expect(wouldBe.count > photo.count, "the made thumb would be \(wouldBe.count) bytes, the source \(photo.count)")
+        let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+        for (bytes, contentType) in [(photo, "image/jpeg"), (logo, "image/png")] {
+            let source = try await store.ingest(bytes: bytes).item
+            let thumb = try await store.variant(.thumb, of: source.id)
+            // The source itself, with its own type: what is served says what it is.
+            #expect(thumb.id == source.id && thumb.size == bytes.count && thumb.info.contentType == contentType, "\(contentType): \(thumb.info) \(thumb.size)")
+            let recorded = try await store.database.read { db in
+                try String.fetchOne(db, sql: "SELECT variant FROM media_variants WHERE source = ? AND kind = 'thumb'", arguments: [source.id.hex])
+            }
+            #expect(recorded == source.id.hex)
+            #expect(try await store.variant(.thumb, of: source.id).id == source.id)
+        }
+        // Nothing made was kept.
+        #expect(try await store.list().count == 2)
+        // A photo whose thumb is smaller still gets one made, within 320×320.
+        let big = try await store.ingest(bytes: try Self.photo(width: 1200, height: 800)).item
+        let bigThumb = try await store.variant(.thumb, of: big.id)
+        #expect(bigThumb.id != big.id && bigThumb.size < big.size && bigThumb.info.width == 320 && bigThumb.info.contentType == "image/jpeg")
+    }
+
     @Test("concurrent first requests make a variant once; removing the source removes its variants, rows and files", arguments: StoreEngine.all)
     func onceAndRemoved(engine: StoreEngine) async throws {
         let dir = try Fixtures.tempDirectory()

@@ -152,10 +152,11 @@ struct NotificationTests {
 
     @Test("without the default image in the store, a default notification is 422 with what to do", arguments: StoreEngine.all)
     func missingDefaultImage(engine: StoreEngine) async throws {
-        try await TestServer.run(engine: engine, { $0.mediaDirectory = "/nonexistent" }) { s in
+        // A name with no file in the media directory and no sample built into the binary (logo.png has one: SampleImageTests).
+        try await TestServer.run(engine: engine, { $0.mediaDirectory = "/nonexistent"; $0.defaultImage = "banner.png" }) { s in
             let (response, _) = try await s.json(.post, "/api/notifications")
             #expect(response.status == .unprocessableContent)
-            #expect(response.detail.contains("richpush media add --name logo.png"))
+            #expect(response.detail.contains("richpush media add --name banner.png"))
         }
     }
 }
