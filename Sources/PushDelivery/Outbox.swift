@@ -39,8 +39,9 @@ public struct NoPushProvider: PushDispatching {
     public var addressing: DeliveryAddressing { .perDevice }
 
     public func enqueued(_ created: CreatedNotification, logger: Logger) {
+        guard created.deliveries > 0 else { return } // nothing waits: nothing to warn about
         logger.warning(
-            "no push provider configured (--apns-key… or --anh-connection-string…): pushes stay pending",
+            "no push provider configured (--apns-key…, --fcm-service-account, --vapid-key or --anh-connection-string…): pushes stay pending",
             metadata: ["notification": "\(created.notification.id)", "pending": "\(created.deliveries)"])
     }
 
@@ -162,6 +163,11 @@ public final class OutboxDispatcher: Service, PushDispatching {
             } catch {
                 logger.error("outbox dispatch failed", metadata: ["error": "\(error)"])
             }
+        }
+        watcher.cancel()
+        do { try await outbox.retire(holder: holder) } catch {
+            logger.warning("cannot give back the outbox's leases on stopping; another node takes them back in \(Int(OutboxStore.holderTimeout)) s",
+                           metadata: ["error": "\(error)"])
         }
         await provider.shutdown()
     }

@@ -252,6 +252,18 @@ public struct OutboxStore: Sendable {
         }
     }
 
+    /// `holder` stops: its row goes and its pending leases are due now, as another node would
+    /// make them `holderTimeout` seconds later had it died (a graceful stop need not make
+    /// anyone wait for that, nor leave a row that a later start reports as a dead dispatcher).
+    public func retire(holder: OutboxHolder) async throws {
+        try await database.write(isolation: .readCommitted) { db in
+            try db.execute(sql: """
+                UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
+                """, arguments: [db.now, holder.tag])
+            try db.execute(sql: "DELETE FROM outbox_holders WHERE tag = ?", arguments: [holder.tag])
+        }
+    }
+
     /// This machine's name, read once (it may take a DNS lookup), for `outbox_holders`.
     private static let hostName = ProcessInfo.processInfo.hostName
 

@@ -7,6 +7,7 @@ import NIOConcurrencyHelpers
 @testable import RichPushCore
 import PushTestSupport
 import RichPushTestSupport
+import ServiceLifecycle
 import Testing
 
 @Suite("Outbox leases: renewed while sending, outcomes recorded only by their holder")
@@ -31,6 +32,26 @@ struct OutboxLeaseTests {
         var logger = Logger(label: "outbox")
         logger.logLevel = .critical
         return OutboxDispatcher(outbox: OutboxStore(database: database), provider: provider, logger: logger, lease: lease)
+    }
+
+    @Test("a dispatcher stopped gracefully leaves no holder behind: its row goes, and nothing waits for it to be declared dead")
+    func gracefulStopRetires() async throws {
+        let (dir, database, _) = try await queued()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let gate = PushGate()
+        let dispatcher = dispatcher(database, ScriptedProvider(gates: [String(repeating: "ab", count: 32): gate]), lease: 60)
+        var logger = Logger(label: "group")
+        logger.logLevel = .critical
+        let group = ServiceGroup(configuration: .init(services: [dispatcher], logger: logger))
+        let running = Task { try await group.run() }
+        // The push is claimed (leased to this dispatcher) and held at the gate.
+        #expect(try await eventually { gate.arrived == 1 })
+        #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox_holders") } == 1)
+        await group.triggerGracefulShutdown()
+        gate.open()
+        try await running.value
+        #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox_holders") } == 0)
+        #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE leaseTag IS NOT NULL") } == 0)
     }
 
     @Test("a send that outlasts the lease keeps it: a second dispatcher does not send the push again")
