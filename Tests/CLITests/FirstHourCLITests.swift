@@ -74,6 +74,10 @@ struct FirstHourCLITests {
             } else {
                 #expect(created.isEmpty, "\(written)")
                 #expect(written.contains { $0.contains("data=/") && $0.contains(data) }, "the start-up log names the data directory: \(written)")
+                // …and where to go from here: the console and the operational routes, by URL.
+                let serving = written.first { $0.contains("msg=serving") } ?? ""
+                #expect(["console=http://", "/console", "health=http://", "ready=http://", "metrics=http://", "openapi=http://"].allSatisfy(serving.contains),
+                        "\(written)")
             }
             let stopping = written.firstIndex { $0.contains("msg=stopping") && $0.contains("signal=\(name)") }
             let stopped = written.firstIndex { $0.contains("msg=stopped") && $0.contains("signal=\(name)") }
