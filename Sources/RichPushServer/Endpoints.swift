@@ -166,14 +166,17 @@ extension Endpoint {
     static let media: [Endpoint] = [
         Endpoint(method: .get, path: "/media/{sha256}", access: .media, summary: "An image, by its media id.",
                  parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits."), variants: true),
+                 keys: .read,
                  responses: imageResponses(notFound: "No such media.", variants: true)) { s, r, c in try await s.serveMedia(r, c) },
         Endpoint(method: .head, path: "/media/{sha256}", access: .media, summary: "An image's headers, by its media id.",
                  parameters: imageParameters(.path("sha256", mediaID, "The media id: SHA-256 of the bytes, 64 hex digits."), variants: true),
+                 keys: .read,
                  responses: imageResponses(notFound: "No such media.", variants: true)) { s, r, c in try await s.serveMedia(r, c) },
         Endpoint(method: .post, path: "/api/media", access: .user, summary: "Store an image (PNG, JPEG or GIF), checked by decoding it whole.",
                  parameters: [.query("name", ValuePattern.string(ValuePattern.mediaName), "A name for the image (admins only); a name of other bytes is 409.")],
                  requestBody: APIRequestBody(required: true, content: [("image/png", .binary), ("image/jpeg", .binary), ("image/gif", .binary), ("application/octet-stream", .binary)],
                                              description: "The image's bytes."),
+                 keys: .send,
                  responses: [
                      201: .json(MediaResponse.self, "Stored.", headers: ["Location": "Where the image is served."]),
                      200: .json(MediaResponse.self, "Already stored.", headers: ["Location": "Where the image is served."]),
@@ -229,6 +232,7 @@ extension Endpoint {
                  requestBody: APIRequestBody(required: false, content: [("application/json", .oneOf([
                      JSONSchema.string.with { $0.description = "The message (the tutorial's body)." }, .ref("NotificationRequest"),
                  ]))], description: "Empty (every default), a JSON string (the message), or an object; keys in any case."),
+                 keys: .send,
                  responses: [
                      201: APIResponse.json(NotificationCreated.self, "Created and queued.")
                          .linking("FetchPayload", to: "getApiNotificationsId", parameter: "id", from: "id")
@@ -283,6 +287,7 @@ extension Endpoint {
                  parameters: [idempotencyKey],
                  requestBody: APIRequestBody(required: true, content: [("application/json", .ref("CampaignRequest"))],
                                              description: "audience holds exactly one of all (true), users or tags."),
+                 keys: .send,
                  responses: [
                      202: APIResponse.json(CampaignResponse.self, "Queued: the first 5,000 recipients (a smaller campaign whole); the rest follows in the background as the sends go out, counted in its progress.",
                                            headers: ["Location": "The campaign's progress."])
@@ -295,12 +300,14 @@ extension Endpoint {
         Endpoint(method: .get, path: "/api/admin/campaigns", access: .admin, summary: "Campaigns, newest first, with their counts.",
                  parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50)."),
                               .query("before", .integer, "Only campaigns with smaller ids (the next page).")],
+                 keys: .read,
                  responses: [
                      200: .jsonArray(of: CampaignResponse.self, "The campaigns."),
                      400: .problem("limit is out of range."),
                  ]) { s, r, c in try await s.listCampaigns(r, c) },
         Endpoint(method: .get, path: "/api/admin/campaigns/{id}", access: .admin, summary: "A campaign's progress.",
                  parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
+                 keys: .read,
                  responses: [
                      200: .json(CampaignResponse.self, "The campaign and its counts."),
                      404: .problem("No such campaign."),
@@ -308,6 +315,7 @@ extension Endpoint {
         Endpoint(method: .delete, path: "/api/admin/campaigns/{id}", access: .admin,
                  summary: "Cancel what has not been sent (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): nothing more is queued, pushes not yet handed to a push service are dropped, recipients who got nothing lose the inbox entry.",
                  parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
+                 keys: .send,
                  responses: [
                      200: .json(CampaignResponse.self, "Cancelled (or already): its status is cancelled, sent counts what went out."),
                      403: .problem("A send key that did not create the campaign (docs/security.md: an admin cancels any)."),
@@ -364,6 +372,7 @@ extension Endpoint {
         Endpoint(method: .get, path: "/api/admin/campaigns/{id}/stats", access: .admin,
                  summary: "A campaign's funnel (queued, sent, failed, displayed, opened), by platform, its failure reasons and a per-minute timeline.",
                  parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
+                 keys: .read,
                  responses: [200: .json(CampaignStatsResponse.self, "From counters kept as pushes happen."),
                              404: .problem("No such campaign.")]) { s, r, c in
             try await s.campaignStats(r, c)

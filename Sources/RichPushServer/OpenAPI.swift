@@ -29,21 +29,20 @@ struct Endpoint: Sendable {
     let summary: String
     var parameters: [APIParameter] = []
     var requestBody: APIRequestBody? = nil
+    /// The scope below `admin` that lets an API key call it (`keyScope`); nil: admin routes take
+    /// `admin` keys, the others none.
+    var keys: APIKeyScope? = nil
     /// Status → what the route answers with it.
     let responses: [Int: APIResponse]
     let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response
 
-    /// The scope an API key needs for this route (docs/api.md#apps-and-api-keys); nil where keys are refused (a
-    /// device's or a person's routes: registrations, inboxes, sessions). `send` makes
-    /// notifications and campaigns (and uploads their images), `read` reads campaigns and
-    /// media, and every other admin route needs `admin`.
+    /// The scope an API key needs for this route (docs/api.md#apps-and-api-keys); nil where keys
+    /// are refused (a device's or a person's routes: registrations, inboxes, sessions). Given on
+    /// the route (`keys`) where a key of less than `admin` may call it: `send` makes
+    /// notifications and campaigns (and uploads their images), `read` reads campaigns and media;
+    /// every other admin route needs `admin`.
     var keyScope: APIKeyScope? {
-        switch (method, path) {
-        case (.post, "/api/notifications"), (.post, "/api/admin/campaigns"), (.delete, "/api/admin/campaigns/{id}"), (.post, "/api/media"): .send
-        case (.get, "/api/admin/campaigns"), (.get, "/api/admin/campaigns/{id}"), (.get, "/api/admin/campaigns/{id}/stats"), (.get, "/media/{sha256}"),
-             (.head, "/media/{sha256}"): .read
-        default: access == .admin ? .admin : nil
-        }
+        keys ?? (access == .admin ? .admin : nil)
     }
 
     /// `getApiNotificationsId`-style names, unique per method and path.
