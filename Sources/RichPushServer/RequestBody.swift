@@ -66,28 +66,11 @@ enum RequestBody {
     /// object the fields that object takes ("options takes: actions, badge, …").
     static func unknownMessage(_ unknown: UnknownField, shape: String) -> String {
         let key = unknown.path.last ?? ""
-        let near = unknown.known.filter { distance($0.lowercased(), key.lowercased()) <= max(1, key.count / 4) }
-            .min { distance($0.lowercased(), key.lowercased()) < distance($1.lowercased(), key.lowercased()) }
+        let near = EditDistance.nearest(to: key, in: unknown.known)
         let hint = near.map { " (did you mean \"\((unknown.path.dropLast() + [$0]).joined(separator: "."))\"?)" } ?? ""
         if unknown.path.count == 1 { return "unknown field \"\(unknown.name)\"\(hint); the body is \(shape)" }
         let parent = unknown.path.dropLast().joined(separator: ".")
         return "unknown field \"\(unknown.name)\"\(hint); \(parent) takes \(unknown.known.sorted().joined(separator: ", "))"
-    }
-
-    /// Levenshtein distance, for the suggestion (field names are short).
-    static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        guard !a.isEmpty else { return b.count }
-        guard !b.isEmpty else { return a.count }
-        var previous = Array(0...b.count)
-        for i in 1...a.count {
-            var current = [i] + Array(repeating: 0, count: b.count)
-            for j in 1...b.count {
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-            }
-            previous = current
-        }
-        return previous[b.count]
     }
 
     /// The first field of `value` (depth first, by path) that `schema` does not describe; nil

@@ -2,6 +2,7 @@ import ArgumentParser
 import Configuration
 import Foundation
 import NIOConcurrencyHelpers
+import RichPushCore
 import SystemPackage
 
 /// `--config FILE` (env `RICHPUSH_CONFIG`): a JSON file that carries any flag that has an
@@ -55,7 +56,12 @@ enum ConfigFile {
     /// What to say about `unread` keys, if any.
     static var unreadWarning: String? {
         let unread = self.unread
-        return unread.isEmpty ? nil : "--config: no flag of this command reads \(unread.map { "\"\($0)\"" }.joined(separator: ", "))"
+        guard !unread.isEmpty else { return nil }
+        // A key near one the command's flags asked for is most likely that one, misspelt.
+        let asked = loaded.withLockedValue { $0?.read ?? [] }
+        let hints = unread.compactMap { key in EditDistance.nearest(to: key, in: asked).map { "did you mean \"\($0)\" for \"\(key)\"?" } }
+        return "--config: no flag of this command reads \(unread.map { "\"\($0)\"" }.joined(separator: ", "))"
+            + (hints.isEmpty ? "" : "; " + hints.joined(separator: " "))
     }
 
     /// The key of environment variable `name` (`RICHPUSH_LOG_FORMAT` → `log-format`).

@@ -92,6 +92,11 @@ struct ConfigurationCLITests {
         #expect(added.status == 0, "\(added.stderr)")
         #expect(FileManager.default.fileExists(atPath: index) && FileManager.default.fileExists(atPath: "\(data)/blobs"))
         #expect(added.stderr.contains(#"warning: --config: no flag of this command reads "log-format", "log-level", "typo-key""#), "\(added.stderr)")
+        // A key one letter off a flag of the command is named with the flag it was meant to be (issue #49).
+        let typo = dir.appendingPathComponent("typo.json")
+        try #"{"data": "\#(dir.appendingPathComponent("typo-data").path)", "max-byte": 100000}"#.write(to: typo, atomically: true, encoding: .utf8)
+        let misspelt = try await CLI.run(["media", "add", "--config", typo.path, jpeg])
+        #expect(misspelt.stderr.contains(#"no flag of this command reads "max-byte"; did you mean "max-bytes" for "max-byte"?"#), "\(misspelt.stderr)")
         let listed = try await CLI.run(["media", "list"], environment: ["RICHPUSH_CONFIG": config.path])
         #expect(listed.lines.dropFirst().count == 1, "\(listed.stderr)") // after the header row
         // A flag wins over the file, and so does the environment: the default database is empty.
