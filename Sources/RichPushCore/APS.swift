@@ -44,28 +44,29 @@ public struct APS: Sendable, Equatable, Encodable {
             self.body = body
         }
 
+        /// The fields that are set, in `Key`'s order: what every form below is made from.
+        var fields: [(Key, String)] {
+            var out: [(Key, String)] = []
+            if let title { out.append((.title, title)) }
+            if let subtitle { out.append((.subtitle, subtitle)) }
+            out.append((.body, body))
+            return out
+        }
+
         /// The JSON text, keys in `Key`'s order.
         public var json: String {
-            var out = "{"
-            if let title { out += APS.name(Key.title) + AlertPush.quote(title) + "," }
-            if let subtitle { out += APS.name(Key.subtitle) + AlertPush.quote(subtitle) + "," }
-            return out + APS.name(Key.body) + AlertPush.quote(body) + "}"
+            "{" + fields.map { APS.name($0.0) + AlertPush.quote($0.1) }.joined(separator: ",") + "}"
         }
 
         /// The dictionary `JSONSerialization` writes.
         public var dictionary: [String: Any] {
-            var out: [String: Any] = [Key.body.rawValue: body]
-            if let title { out[Key.title.rawValue] = title }
-            if let subtitle { out[Key.subtitle.rawValue] = subtitle }
-            return out
+            Dictionary(uniqueKeysWithValues: fields.map { ($0.0.rawValue, $0.1 as Any) })
         }
 
         /// Writes the fields that are set.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: Key.self)
-            try container.encodeIfPresent(title, forKey: .title)
-            try container.encodeIfPresent(subtitle, forKey: .subtitle)
-            try container.encode(body, forKey: .body)
+            for (key, value) in fields { try container.encode(value, forKey: key) }
         }
     }
 
@@ -120,58 +121,68 @@ public struct APS: Sendable, Equatable, Encodable {
     /// A background push as Apple asks for one: `content-available` alone (FCM's data messages to iOS devices).
     public static let background = APS(contentAvailable: true)
 
+    /// A field's value, as each form writes it.
+    enum Field {
+        case text(String)
+        case number(Double)
+        case integer(Int)
+        case alert(Alert)
+    }
+
+    /// The fields that are set, in `Key`'s order (a flag as the integer 1): what `json`,
+    /// `dictionary` and `Encodable` are all made from, so the three cannot say different things.
+    var fields: [(Key, Field)] {
+        var out: [(Key, Field)] = []
+        if let alert { out.append((.alert, .alert(alert))) }
+        if contentAvailable { out.append((.contentAvailable, .integer(1))) }
+        if mutableContent { out.append((.mutableContent, .integer(1))) }
+        if let sound { out.append((.sound, .text(sound))) }
+        if let threadId { out.append((.threadId, .text(threadId))) }
+        if let category { out.append((.category, .text(category))) }
+        if let interruptionLevel { out.append((.interruptionLevel, .text(interruptionLevel.rawValue))) }
+        if let relevanceScore { out.append((.relevanceScore, .number(relevanceScore))) }
+        if let badge { out.append((.badge, .integer(badge))) }
+        return out
+    }
+
     /// The JSON text, keys in `Key`'s order.
     ///
-    /// Written by hand with `AlertPush.quote` (a campaign writes one per recipient); the same JSON
-    /// values as `dictionary` and `Encodable` give.
+    /// Written by hand with `AlertPush.quote` (a campaign writes one per recipient).
     public var json: String {
-        var out = "{"
-        var first = true
-        func add(_ key: Key, _ value: String) {
-            if !first { out += "," }
-            out += Self.name(key)
-            out += value
-            first = false
-        }
-        if let alert { add(.alert, alert.json) }
-        if contentAvailable { add(.contentAvailable, "1") }
-        if mutableContent { add(.mutableContent, "1") }
-        if let sound { add(.sound, AlertPush.quote(sound)) }
-        if let threadId { add(.threadId, AlertPush.quote(threadId)) }
-        if let category { add(.category, AlertPush.quote(category)) }
-        if let interruptionLevel { add(.interruptionLevel, AlertPush.quote(interruptionLevel.rawValue)) }
-        if let relevanceScore { add(.relevanceScore, Self.number(relevanceScore)) }
-        if let badge { add(.badge, String(badge)) }
-        return out + "}"
+        "{" + fields.map { key, value in
+            let text = switch value {
+            case .text(let text): AlertPush.quote(text)
+            case .number(let number): Self.number(number)
+            case .integer(let integer): String(integer)
+            case .alert(let alert): alert.json
+            }
+            return Self.name(key) + text
+        }.joined(separator: ",") + "}"
     }
 
     /// The dictionary `JSONSerialization` writes: flags as the number 1, the score a `Double`, the badge an `Int`.
     public var dictionary: [String: Any] {
-        var out: [String: Any] = [:]
-        if let alert { out[Key.alert.rawValue] = alert.dictionary }
-        if contentAvailable { out[Key.contentAvailable.rawValue] = 1 }
-        if mutableContent { out[Key.mutableContent.rawValue] = 1 }
-        if let sound { out[Key.sound.rawValue] = sound }
-        if let threadId { out[Key.threadId.rawValue] = threadId }
-        if let category { out[Key.category.rawValue] = category }
-        if let interruptionLevel { out[Key.interruptionLevel.rawValue] = interruptionLevel.rawValue }
-        if let relevanceScore { out[Key.relevanceScore.rawValue] = relevanceScore }
-        if let badge { out[Key.badge.rawValue] = badge }
-        return out
+        Dictionary(uniqueKeysWithValues: fields.map { key, value -> (String, Any) in
+            switch value {
+            case .text(let text): (key.rawValue, text)
+            case .number(let number): (key.rawValue, number)
+            case .integer(let integer): (key.rawValue, integer)
+            case .alert(let alert): (key.rawValue, alert.dictionary)
+            }
+        })
     }
 
     /// Writes the fields that are set, flags as the number 1.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
-        try container.encodeIfPresent(alert, forKey: .alert)
-        if contentAvailable { try container.encode(1, forKey: .contentAvailable) }
-        if mutableContent { try container.encode(1, forKey: .mutableContent) }
-        try container.encodeIfPresent(sound, forKey: .sound)
-        try container.encodeIfPresent(threadId, forKey: .threadId)
-        try container.encodeIfPresent(category, forKey: .category)
-        try container.encodeIfPresent(interruptionLevel, forKey: .interruptionLevel)
-        try container.encodeIfPresent(relevanceScore, forKey: .relevanceScore)
-        try container.encodeIfPresent(badge, forKey: .badge)
+        for (key, value) in fields {
+            switch value {
+            case .text(let text): try container.encode(text, forKey: key)
+            case .number(let number): try container.encode(number, forKey: key)
+            case .integer(let integer): try container.encode(integer, forKey: key)
+            case .alert(let alert): try container.encode(alert, forKey: key)
+            }
+        }
     }
 
     /// `"<key>":` (no key needs escaping).
