@@ -243,32 +243,10 @@ struct ProviderFailureTests {
 
     // MARK: helpers
 
-    /// A live server whose push dispatcher logs to `logger` (`TestServer.run` keeps its own quiet
-    /// logger), with retries quick and never given up on within a test.
+    /// A live server whose push dispatcher logs to `logger`, with retries quick and never given
+    /// up on within a test.
     static func serve(provider: any PushProvider, logger: Logger, _ body: @Sendable (TestServer) async throws -> Void) async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        var configuration = ServerConfiguration()
-        configuration.port = 0
-        configuration.dataPath = dir.appendingPathComponent("data").path
-        configuration.mediaDirectory = Fixtures.media.path
-        configuration.logLevel = .warning
-        let environment = ProcessInfo.processInfo.environment
-        let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
-                                            limits: configuration.limits, environment: environment)
-        defer { data.close() }
-        let users = data.users(cost: 4)
-        for (name, password) in TestServer.passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }
-        var quiet = Logger(label: "test")
-        quiet.logLevel = .warning
-        let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
-                                          maxAttempts: 10_000, backoffBase: 0.05, backoffCap: 0.2)
-        let app = try await buildApplication(configuration, dispatcher: dispatcher, data: data, extraServices: [dispatcher], logger: quiet)
-        let (finalConfiguration, routes, fastPath) = (configuration, app.routes, app.fastPath)
-        try await app.serve { client in
-            try await body(TestServer(dir: dir, data: data, database: data.database, client: client, configuration: finalConfiguration,
-                                      environment: environment, routes: routes, fastPath: fastPath))
-        }
+        try await TestServer.run(provider: provider, dispatcherLogger: logger, maxAttempts: 10_000, body)
     }
 
     /// Registers a device of alice's.

@@ -36,9 +36,12 @@ struct TestServer {
     static let passwords = ["alice": "wonderland", "bob": "builder", "root": "rootpw"]
 
     /// Runs `body` against a live server configured by `configure`.
-    /// On `engine`'s store: a new database and bucket prefix for `.shared`.
+    /// On `engine`'s store: a new database and bucket prefix for `.shared`. With `provider`, an
+    /// outbox dispatcher sends through it, logging to `dispatcherLogger` (the tests' quiet one by
+    /// default) and giving a push up after `maxAttempts`.
     static func run(engine: StoreEngine = .embedded, _ configure: (inout ServerConfiguration) -> Void = { _ in },
                     provider: (any PushProvider)? = nil, mirror: (any RegistrationMirror)? = nil,
+                    dispatcherLogger: Logger? = nil, maxAttempts: Int = 12,
                     environment: [String: String] = ProcessInfo.processInfo.environment,
                     _ body: @Sendable (TestServer) async throws -> Void) async throws {
         let dir = try Fixtures.tempDirectory()
@@ -65,8 +68,8 @@ struct TestServer {
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let dispatcher = provider.map {
-            OutboxDispatcher(outbox: data.outbox, provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
-                             backoffBase: 0.05, backoffCap: 0.2)
+            OutboxDispatcher(outbox: data.outbox, provider: $0, logger: dispatcherLogger ?? logger, concurrency: 64, pollInterval: .milliseconds(50),
+                             maxAttempts: maxAttempts, backoffBase: 0.05, backoffCap: 0.2)
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, data: data,
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)

@@ -73,6 +73,16 @@ func webhookReceivers(_ receipts: WebhookReceipts, stall: Duration = .seconds(10
 /// is delivered on its own, so that one slow receiver does not hold the others' events.
 @Suite("Webhooks: the outbound policy, and each delivered on its own (SPEC §24)")
 struct WebhookPolicyTests {
+    /// A live server whose webhook dispatcher looks every 100 ms and backs off 0.2 s, with a
+    /// provider that answers every push; `allowPrivate` is `--allow-private-webhooks`.
+    static func serve(allowPrivate: Bool, _ body: @Sendable (TestServer) async throws -> Void) async throws {
+        try await TestServer.run({ configuration in
+            configuration.webhookInterval = .milliseconds(100)
+            configuration.webhookBackoff = 0.2
+            configuration.allowPrivateWebhooks = allowPrivate
+        }, provider: AnsweringProvider(), body)
+    }
+
     static let secret = "whsec_policy_0123456789abcdef"
 
     /// One `sent` event for every webhook: a notification to alice's device, through the test's provider.
@@ -84,10 +94,7 @@ struct WebhookPolicyTests {
     @Test("without --allow-private-webhooks a webhook at a loopback address, by IP or by a name that resolves there, is never connected to and says why, naming the flag; with it, a loopback receiver gets its events")
     func privateReceivers() async throws {
         let service = try await ConnectionCounter.start()
-        try await TestServer.run({ configuration in
-            configuration.webhookInterval = .milliseconds(100)
-            configuration.webhookBackoff = 0.2
-        }, provider: AnsweringProvider()) { s in
+        try await Self.serve(allowPrivate: false) { s in
             #expect(!s.configuration.allowPrivateWebhooks)
             let webhooks = WebhookStore(database: s.database)
             // As one added while private receivers were allowed (or by another node's operator), before a restart without the flag.
@@ -114,11 +121,7 @@ struct WebhookPolicyTests {
         // With the flag, the same kind of receiver takes its events.
         let receipts = WebhookReceipts()
         try await servingRouter(webhookReceivers(receipts)) { port in
-            try await TestServer.run({ configuration in
-                configuration.webhookInterval = .milliseconds(100)
-                configuration.webhookBackoff = 0.2
-                configuration.allowPrivateWebhooks = true
-            }, provider: AnsweringProvider()) { s in
+            try await Self.serve(allowPrivate: true) { s in
                 let webhooks = WebhookStore(database: s.database)
                 let hook = try await webhooks.add(url: "http://127.0.0.1:\(port)/fast", events: [.sent], secret: Self.secret, allowPrivate: true)
                 _ = try await s.registerDevice(String(repeating: "5a", count: 32))
@@ -133,11 +136,7 @@ struct WebhookPolicyTests {
     func slowReceiverHoldsOnlyItsOwn() async throws {
         let receipts = WebhookReceipts()
         try await servingRouter(webhookReceivers(receipts, stall: .seconds(10))) { port in
-            try await TestServer.run({ configuration in
-                configuration.webhookInterval = .milliseconds(100)
-                configuration.webhookBackoff = 0.2
-                configuration.allowPrivateWebhooks = true
-            }, provider: AnsweringProvider()) { s in
+            try await Self.serve(allowPrivate: true) { s in
                 let webhooks = WebhookStore(database: s.database)
                 // The slow one first: a lower id, which the queue used to serve first, and wait on.
                 let slow = try await webhooks.add(url: "http://127.0.0.1:\(port)/slow", events: [.sent], secret: Self.secret, allowPrivate: true)
@@ -172,11 +171,7 @@ struct WebhookPolicyTests {
         let elsewhere = try await ConnectionCounter.start()
         let receipts = WebhookReceipts()
         try await servingRouter(webhookReceivers(receipts, elsewhere: "http://127.0.0.1:\(elsewhere.port)/stolen")) { port in
-            try await TestServer.run({ configuration in
-                configuration.webhookInterval = .milliseconds(100)
-                configuration.webhookBackoff = 0.2
-                configuration.allowPrivateWebhooks = true
-            }, provider: AnsweringProvider()) { s in
+            try await Self.serve(allowPrivate: true) { s in
                 let webhooks = WebhookStore(database: s.database)
                 let hook = try await webhooks.add(url: "http://127.0.0.1:\(port)/moved", events: [.sent], secret: Self.secret, allowPrivate: true)
                 _ = try await s.registerDevice(String(repeating: "5a", count: 32))
