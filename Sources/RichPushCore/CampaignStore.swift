@@ -113,12 +113,7 @@ public struct CampaignStore: Sendable {
                     .checkFitsEveryPlatform(db)
             }
             if case .users(let names) = draft.audience {
-                var unknown: [String] = []
-                for chunk in names.sqlBatches() {
-                    let known = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(sqlPlaceholders(chunk.count)))",
-                                                        arguments: SQLArguments(Array(chunk))))
-                    unknown += chunk.filter { !known.contains($0) }
-                }
+                let unknown = try UserStore.unknown(db, names)
                 if !unknown.isEmpty {
                     let shown = unknown.prefix(10).joined(separator: ", ") + (unknown.count > 10 ? " and \(unknown.count - 10) more" : "")
                     throw CoreError(.unprocessable, "audience.users names \(unknown.count) unknown user(s): \(shown)")

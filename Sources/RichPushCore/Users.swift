@@ -213,6 +213,21 @@ public struct UserStore: Sendable {
         }
     }
 
+    /// The names of `names` that are no user, in their order (a query per 500 names).
+    public func unknown(_ names: [String]) async throws -> [String] {
+        try await database.read { db in try Self.unknown(db, names) }
+    }
+
+    static func unknown(_ db: SQLConnection, _ names: [String]) throws -> [String] {
+        var unknown: [String] = []
+        for chunk in names.sqlBatches() {
+            let known = Set(try String.fetchAll(db, sql: "SELECT name FROM users WHERE name IN (\(sqlPlaceholders(chunk.count)))",
+                                                arguments: SQLArguments(Array(chunk))))
+            unknown += chunk.filter { !known.contains($0) }
+        }
+        return unknown
+    }
+
     /// `name`'s account, or nil.
     public func find(_ name: String) async throws -> User? {
         try await database.read { db in

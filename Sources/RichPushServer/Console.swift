@@ -364,9 +364,7 @@ extension Services {
         var unknown: [String] = []
         // The reach counts every listed name that is a user: when it counts them all, none is unknown.
         if case .users(let names) = audience, reached < names.count {
-            for name in names {
-                if try await users.find(name) == nil { unknown.append(name) }
-            }
+            unknown = try await users.unknown(names)
         }
         return try encode(ConsoleReach(users: reached, devices: devices, unknown: unknown))
     }
