@@ -243,13 +243,16 @@ public struct RichPushApplication: ApplicationProtocol {
         await running(channel)
     }
 
-    /// The same application, also running `extra` once the listener is bound.
-    public func onRunning(_ extra: @escaping @Sendable (any Channel) async -> Void) -> RichPushApplication {
+    /// The same application, also running `extra` once the listener is bound: after the
+    /// application's own start-up work (the public URL bound, settings recorded), or with
+    /// `first`, before it (what serve's signal watch needs: to be there as early as the listener).
+    public func onRunning(first: Bool = false, _ extra: @escaping @Sendable (any Channel) async -> Void) -> RichPushApplication {
         let running = self.running
         return RichPushApplication(responder: responder, routes: routes, channel: channel, fastPath: fastPath, tls: tls, configuration: configuration, host: host, port: port, maxConnections: maxConnections,
                                    services: services, eventLoopGroup: eventLoopGroup, logger: logger) { channel in
+            if first { await extra(channel) }
             await running(channel)
-            await extra(channel)
+            if !first { await extra(channel) }
         }
     }
 

@@ -175,7 +175,10 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         // SIGTERM and SIGINT stop serve gracefully (ServiceLifecycle's handlers); StopSignals only
         // notes which one came, so that the log says how serve was asked to stop.
         let stop = StopSignals(logger: logger)
-        try await app.onRunning { _ in stop.watch() }.runService()
+        try await app.onRunning(first: true) { _ in stop.watch() }.runService()
+        // Both ServiceLifecycle's source and ours see a signal; ours may be handled a moment
+        // after the group has already stopped.
+        await stop.settle()
         logger.notice("stopped", metadata: stop.metadata)
         stop.cancel()
     }
@@ -214,6 +217,14 @@ final class StopSignals: @unchecked Sendable { // its state under `lock`
             return true
         }
         if first { logger.notice("stopping", metadata: ["signal": .string(name)]) }
+    }
+
+    /// Waits up to half a second for a signal that stopped the group to be noted here (its
+    /// handler runs on another queue); at once when one was.
+    func settle() async {
+        for _ in 0..<50 where lock.withLock({ received }) == nil && !lock.withLock({ sources.isEmpty }) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     /// `signal=SIGTERM` once one came; empty otherwise.
