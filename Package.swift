@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "BenchKit", targets: ["BenchKit"]),
         .library(name: "MediaStore", targets: ["MediaStore"]),
         .library(name: "RichPushCore", targets: ["RichPushCore"]),
+        .library(name: "HTTPEdge", targets: ["HTTPEdge"]),
         .library(name: "RichPushServer", targets: ["RichPushServer"]),
         .library(name: "RichPushClient", targets: ["RichPushClient"]),
     ],
@@ -163,10 +164,37 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The HTTP edge: the listener, the front that reads request heads, wire files, TLS and
+        // HTTP/2 handling, deadlines, client addresses, the access log. It knows no store and no
+        // route: it asks the application's hot routes (`HotRoutes`) or hands the request on.
+        .target(
+            name: "HTTPEdge",
+            dependencies: [
+                "CMemoryFile",
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP2", package: "swift-nio-extras"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "RichPushServer",
             dependencies: [
                 "CMemoryFile",
+                "HTTPEdge",
                 "MediaStore",
                 "Resilience",
                 "RichPushCore",
@@ -205,6 +233,7 @@ let package = Package(
         .executableTarget(
             name: "richpush",
             dependencies: [
+                "HTTPEdge",
                 "MediaStore",
                 "RichPushCore",
                 "RichPushServer",
@@ -333,7 +362,7 @@ let package = Package(
         .testTarget(
             name: "RichPushServerTests",
             dependencies: [
-                "RichPushServer", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
+                "RichPushServer", "HTTPEdge", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
                 "PushSandboxes", "Resilience", "PushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPEdge
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -82,13 +83,17 @@ public func buildApplication(
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
-    let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
-                            links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia,
-                            accessLog: services.accessLog, clientAddresses: services.clientAddresses)
+    let fastPath = HotPath(routes: FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
+                                            links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia),
+                           accessLog: services.accessLog, clientAddresses: services.clientAddresses)
     let settings = data.settings
     let appNames = [AppName.default] + configuration.apps.keys.sorted()
     let startLogger = logger
-    let tls = try TLSSetup(configuration)
+    let tls = try configuration.tlsCertificatePath.flatMap { certificate in
+        try configuration.tlsKeyPath.map {
+            try TLSSetup(certificate: certificate, key: $0, handshakeTimeout: configuration.tlsHandshakeTimeout, closeWait: configuration.tlsCloseWait)
+        }
+    }
     let secure = tls != nil
     let epochs = authenticator.epochWatcher(payloadKey: payloadKey, logger: logger)
     let channel = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in

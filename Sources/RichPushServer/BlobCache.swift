@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HTTPEdge
 import HTTPTypes
 import Logging
 import NIOHTTP1
@@ -97,6 +98,17 @@ final class ServedBlob: Sendable {
             files[index] = LatestWireFile(second: date.second, file: made)
             return made
         }
+    }
+}
+
+/// The edge serves a blob in each of its `Caching` styles (`style` is the case's raw value).
+extension ServedBlob: HotBody {
+    func head(_ style: Int) -> ByteBuffer { heads[style] }
+
+    func fields(_ style: Int) -> HTTPFields { fullHeaders[Self.cacheControls[style]] ?? [:] }
+
+    func wireFile(_ style: Int, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
+        wireFile(Caching(rawValue: style) ?? .private, date: date, budget: budget)
     }
 }
 

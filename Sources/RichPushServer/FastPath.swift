@@ -1,9 +1,7 @@
-import Crypto
 import CoreMetrics
 import Foundation
 import HTTPTypes
-import Hummingbird
-import HummingbirdCore
+import HTTPEdge
 import Logging
 import MediaStore
 import Metrics
@@ -27,24 +25,18 @@ import ServiceLifecycle
 ///
 /// It is a cache hit path, like nginx's open-file cache: no decision is made here that the
 /// router would not make the same way.
-final class FastPath: Sendable {
+final class FastPath: HotRoutes {
     let blobs: BlobCache
     let authenticator: Authenticator
     let payloads: PayloadIndex
     let links: PayloadLinks
     let readMarks: ReadMarks
     let publicMedia: Bool
-    let accessLog: AccessLog
-    /// Who the access log names as the client (`--trusted-proxy`).
-    let clientAddresses: ClientAddressResolver
     private let mediaMetrics = RouteMetrics(route: "/media/{sha256}")
     private let payloadMetrics = RouteMetrics(route: "/api/notifications/{id}", fetches: Metric.credentialFetches)
     private let linkMetrics = RouteMetrics(route: "/p/{token}", fetches: Metric.linkFetches)
 
-    init(blobs: BlobCache, authenticator: Authenticator, payloads: PayloadIndex, links: PayloadLinks, readMarks: ReadMarks,
-         publicMedia: Bool, accessLog: AccessLog, clientAddresses: ClientAddressResolver = .init(trustedProxies: [])) {
-        self.accessLog = accessLog
-        self.clientAddresses = clientAddresses
+    init(blobs: BlobCache, authenticator: Authenticator, payloads: PayloadIndex, links: PayloadLinks, readMarks: ReadMarks, publicMedia: Bool) {
         self.blobs = blobs
         self.authenticator = authenticator
         self.payloads = payloads
@@ -53,138 +45,21 @@ final class FastPath: Sendable {
         self.publicMedia = publicMedia
     }
 
-    /// A complete answer, ready to write: the blob, and how it is cached (which picks its head).
-    struct Answer {
-        var blob: ServedBlob
-        var caching: ServedBlob.Caching
-        var metrics: RouteMetrics
-        /// The client asked to close after this answer (HTTP/1.1 `Connection: close`).
-        var close = false
-        /// The request's URI when this answer is one the access log samples.
-        var logged: String?
-        /// The client's address, when `logged`.
-        var remote: String?
-        /// The encoded head, without `Date`.
-        var head: ByteBuffer { blob.head(caching) }
-    }
-
-    /// The answer to `head` if it can be given from memory now; nil sends the request to the router.
-    func answer(_ head: HTTPRequestHead) -> Answer? {
-        // HTTP/1.1 only: the heads are encoded for it (HTTP/1.0 goes to the router).
-        guard head.method == .GET, head.version == .http1_1 else { return nil }
-        guard var answer = route(head) else { return nil }
-        answer.close = !head.isKeepAlive
-        return answer
-    }
-
-    /// Marks `answer` for the access log when it is one the log samples: its URI and the client
-    /// (`--trusted-proxy` decides whether `forwardedFor`, read only then, names it).
-    func sample(_ answer: inout Answer, uri: String?, peer: @autoclosure () -> String?, forwardedFor: @autoclosure () -> [String]) {
-        guard accessLog.sampled else { return }
-        answer.logged = uri
-        answer.remote = clientAddresses.client(peer: peer(), forwardedFor: forwardedFor())
-    }
-
-    private static let connectionClose = ByteBuffer(string: "Connection: close\r\n")
-
-    /// Writes an HTTP/1.1 answer through `raw`, a context below any HTTP encoder: the encoded
-    /// head, `Connection: close` when the client asked to close, the `Date` line and the body,
-    /// in one `writev`. When the client asked to close, `connection` is closed once it is
-    /// written, as the router would. Then records it (`record`).
-    func writeHTTP1(_ answer: Answer, through raw: ChannelHandlerContext, closing connection: ChannelHandlerContext, since start: UInt64) {
-        raw.write(NIOAny(answer.head), promise: nil)
-        if answer.close { raw.write(NIOAny(Self.connectionClose), promise: nil) }
-        raw.write(NIOAny(HTTPDate.line()), promise: nil)
-        if answer.close {
-            let bound = NIOLoopBound(connection, eventLoop: connection.eventLoop)
-            raw.writeAndFlush(NIOAny(answer.blob.bytes)).whenComplete { _ in bound.value.close(promise: nil) }
-        } else {
-            raw.writeAndFlush(NIOAny(answer.blob.bytes), promise: nil)
-        }
-        record(answer, since: start, Metric.memoryAnswersHTTP1)
-    }
-
-    /// HTTP/1.1 connections `FastPathFront` gave to the full pipeline (also counted in
-    /// `richpush_http1_handoffs_total`, which every server of the process adds to).
-    var handOffs: Int { handOffCount.withLockedValue { $0 } }
-    private let handOffCount = NIOLockedValueBox(0)
-
-    /// Counts a connection `FastPathFront` gives to the full pipeline.
-    func noteHandOff() {
-        handOffCount.withLockedValue { $0 += 1 }
-        Metric.frontHandOffs.increment()
-    }
-
-    /// Records an answer written from memory `since` its request arrived (uptime, ns): the
-    /// router's request metrics, the payload fetch count, `protocolCount`, and the access log
-    /// when the answer is one it samples.
-    func record(_ answer: Answer, since start: UInt64, _ protocolCount: Counter) {
-        protocolCount.increment()
-        answer.metrics.requests.increment()
-        answer.metrics.fetches?.increment()
-        let elapsed = NIODeadline.now().uptimeNanoseconds - start
-        answer.metrics.duration.recordNanoseconds(Int64(elapsed))
-        if let uri = answer.logged {
-            accessLog.record(method: "GET", uri: uri, status: 200, nanoseconds: elapsed, remote: answer.remote)
-        }
-    }
-
-    /// The answer to an HTTP/2 stream's request if it can be given from memory now; nil sends
-    /// the request to the router.
-    func answer(_ request: HTTPRequest) -> Answer? {
-        guard request.method == .get, let path = request.path else { return nil }
-        // One pass over the headers: conditional and ranged requests go to the router.
-        var authorization: String?
-        for field in request.headerFields {
-            switch field.name {
-            case .range, .ifRange, .ifNoneMatch: return nil
-            case .authorization:
-                guard authorization == nil else { return nil } // two are the router's to refuse
-                authorization = field.value
-            default: continue
-            }
-        }
-        var memo: CredentialMemo?
-        var recheck: MediaID?
-        return route(uri: path, authorization: authorization, memo: &memo, recheck: &recheck)
-    }
-
-    /// The answer to a plain HTTP/1.1 `GET` of `uri` that `FastPathFront` read (it leaves ranged
-    /// and conditional requests to the full pipeline); nil sends the request there. `memo` is
-    /// the connection's: the key of the credentials it sent last. When nil because the image
-    /// is cached but due for its once-a-second check, `recheck` names it: once
-    /// `BlobCache.recheck` is done, the request may be answered here.
-    func answer(uri: String, authorization: String?, memo: inout CredentialMemo?, recheck: inout MediaID?) -> Answer? {
+    /// docs/design/fast-path.md: the answer to a plain `GET` of `uri` that the edge read; nil
+    /// sends the request to the router. `memo` is the connection's: the key of the credentials
+    /// it sent last. When nil because the image is cached but due for its once-a-second check,
+    /// `recheck` names it: once `BlobCache.recheck` is done, the request may be answered here.
+    func answer(uri: String, authorization: String?, memo: inout CredentialMemo?, recheck: inout MediaID?) -> HotAnswer? {
         route(uri: uri, authorization: authorization, memo: &memo, recheck: &recheck)
     }
 
-    /// The answer as a file to `sendfile` over plain HTTP/1.1 (`WireFile`), when one can be had
-    /// for it; nil when it is written from memory (`writeHTTP1`), as answers that close are.
-    func wireFile(_ answer: Answer) -> WireFile? {
-        answer.close ? nil : answer.blob.wireFile(answer.caching, date: HTTPDate.now(), budget: blobs.wireBudget)
+    func recheck(_ item: MediaID) async {
+        await blobs.recheck(item)
     }
 
-    private func route(_ head: HTTPRequestHead) -> Answer? {
-        // One pass over the headers: conditional and ranged requests go to the router.
-        var authorization: String?
-        for (name, value) in head.headers {
-            switch name.utf8.count {
-            case 5 where name.lowercased() == "range": return nil
-            case 8 where name.lowercased() == "if-range": return nil
-            case 13 where name.lowercased() == "if-none-match": return nil
-            case 13 where name.lowercased() == "authorization":
-                // Two are the router's to refuse (it reads them joined), not one to pick here.
-                guard authorization == nil else { return nil }
-                authorization = value
-            default: continue
-            }
-        }
-        var memo: CredentialMemo?
-        var recheck: MediaID?
-        return route(uri: head.uri, authorization: authorization, memo: &memo, recheck: &recheck)
-    }
+    var wireBudget: WireFile.Budget { blobs.wireBudget }
 
-    private func route(uri path: String, authorization: String?, memo: inout CredentialMemo?, recheck: inout MediaID?) -> Answer? {
+    private func route(uri path: String, authorization: String?, memo: inout CredentialMemo?, recheck: inout MediaID?) -> HotAnswer? {
         let uri = path.utf8
         // The path's length in bytes: up to a `?`, found in the string's own bytes where it has
         // them in one piece (it does as the front reads it; the index walk is 1% of a hot fetch).
@@ -226,7 +101,7 @@ final class FastPath: Sendable {
 
     /// The answer for the path (its first `length` bytes), serving the `variant` of the image.
     private func answer(_ uri: String, authorization: String?, length: Int, variant: MediaVariant?, memo: inout CredentialMemo?,
-                        recheck: inout MediaID?) -> Answer? {
+                        recheck: inout MediaID?) -> HotAnswer? {
         /// The image to serve for `id`: itself, or its known variant.
         func served(_ id: MediaID) -> MediaID? {
             guard let variant else { return id }
@@ -251,7 +126,7 @@ final class FastPath: Sendable {
                       Self.keyMay(principal, Self.mediaScope) else { return nil }
             }
             guard let shown = served(id), let blob = fresh(shown) else { return nil }
-            return Answer(blob: blob, caching: publicMedia ? .publicImmutable : .privateImmutable, metrics: mediaMetrics)
+            return HotAnswer(body: blob, style: (publicMedia ? ServedBlob.Caching.publicImmutable : .privateImmutable).rawValue, metrics: mediaMetrics)
         }
         if length > 19, uri.hasPrefix("/api/notifications/") {
             guard let digits = String(uri.utf8.dropFirst(19).prefix(length - 19)), let id = Int64(digits), id > 0,
@@ -260,7 +135,7 @@ final class FastPath: Sendable {
                   let shown = served(known.payload), let blob = fresh(shown) else { return nil }
             // A first fetch: its read mark is committed just after, in a batch (as for /p/).
             if !known.read, payloads.markRead(id) { readMarks.markSoon(id) }
-            return Answer(blob: blob, caching: .private, metrics: payloadMetrics)
+            return HotAnswer(body: blob, style: ServedBlob.Caching.private.rawValue, metrics: payloadMetrics)
         }
         if length == 3 + PayloadLinks.tokenLength, uri.hasPrefix("/p/") {
             // By bytes, not characters (both ends are ASCII boundaries: after "/p/", and the path's end).
@@ -270,7 +145,7 @@ final class FastPath: Sendable {
             guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links), payloads.get(id) != nil,
                   let shown = served(payload), let blob = fresh(shown) else { return nil }
             readMarks.markSoon(id)
-            return Answer(blob: blob, caching: .private, metrics: linkMetrics)
+            return HotAnswer(body: blob, style: ServedBlob.Caching.private.rawValue, metrics: linkMetrics)
         }
         return nil
     }

@@ -1,3 +1,4 @@
+import HTTPEdge
 import Crypto
 import Foundation
 import Hummingbird

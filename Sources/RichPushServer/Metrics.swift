@@ -156,7 +156,4 @@ enum Metric {
 
     static let credentialFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/api/notifications/{id}")])
     static let linkFetches = Counter(label: "richpush_payload_fetches_total", dimensions: [("route", "/p/{token}")])
-    static let memoryAnswersHTTP1 = Counter(label: "richpush_memory_answers_total", dimensions: [("protocol", "http/1.1")])
-    static let memoryAnswersH2 = Counter(label: "richpush_memory_answers_total", dimensions: [("protocol", "h2")])
-    static let frontHandOffs = Counter(label: "richpush_http1_handoffs_total")
 }

@@ -1,3 +1,4 @@
+import HTTPEdge
 import Hummingbird
 import HummingbirdCore
 import Logging

@@ -1,3 +1,4 @@
+import HTTPEdge
 import CoreMetrics
 import Foundation
 import HTTPTypes

@@ -1,3 +1,4 @@
+import HTTPEdge
 import Foundation
 import Logging
 import MediaStore

@@ -1,3 +1,4 @@
+import HTTPEdge
 import ArgumentParser
 import Foundation
 import Hummingbird

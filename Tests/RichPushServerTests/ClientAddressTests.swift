@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 @testable import RichPushCore
+@testable import HTTPEdge
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing

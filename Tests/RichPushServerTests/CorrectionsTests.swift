@@ -1,4 +1,5 @@
 import Foundation
+import HTTPEdge
 import HTTPTypes
 import MediaStore
 import NIOCore
@@ -245,12 +246,12 @@ struct CorrectionsTests {
             let bearer: HTTPFields = [.authorization: "Bearer \(try #require((session as? [String: Any])?["token"] as? String))"]
             let token = try await links(s).token(notification: Int64(id), payload: try #require(MediaID(logoID)),
                                                  expires: Int64(Date().timeIntervalSince1970) + 600)
-            #expect(s.fastPath.payloads.get(Int64(id)) != nil) // known here, as made
+            #expect(s.fastPath.routes.payloads.get(Int64(id)) != nil) // known here, as made
             // Cancelled by another node: this one learns it from the database alone.
             let other = try await s.openStoreAgain()
             defer { other.close() }
             _ = try await other.campaigns(links: nil, defaultImage: "logo.png").cancel(Int64(campaign))
-            #expect(try await eventually { s.fastPath.payloads.get(Int64(id)) == nil })
+            #expect(try await eventually { s.fastPath.routes.payloads.get(Int64(id)) == nil })
             #expect(try await s.get("/api/notifications/\(id)", headers: bearer).status == .notFound)
             #expect(try await s.request(.get, "/p/\(token)", as: nil).status == .gone)
             let port = try #require(s.client.port)

@@ -8,6 +8,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+@testable import HTTPEdge
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing

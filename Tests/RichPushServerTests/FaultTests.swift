@@ -4,6 +4,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import HTTPEdge
 import HTTPTypes
 import HummingbirdTesting
 import MediaStore

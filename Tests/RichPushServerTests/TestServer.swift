@@ -10,6 +10,7 @@ import NIOCore
 import ServiceLifecycle
 import MediaStore
 @testable import RichPushCore
+@testable import HTTPEdge
 @testable import RichPushServer
 import RichPushTestSupport
 
@@ -25,7 +26,7 @@ struct TestServer {
     /// The router's routes, `METHOD /path`.
     let routes: [String]
     /// What the server answers from memory (its count of connections handed to the router).
-    let fastPath: FastPath
+    let fastPath: HotPath<FastPath>
 
     /// The same store opened again, as another process (another node) would.
     func openStoreAgain() async throws -> DataStore {

@@ -4,6 +4,7 @@ import MediaStore
 import NIOCore
 import NIOEmbedded
 import RichPushCore
+@testable import HTTPEdge
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing
@@ -57,7 +58,7 @@ struct WireFileTests {
                 #expect(answer.head.contains("\r\nDate: ") && !answer.head.contains("Connection:"))
             }
             #expect(outcome.open >= 1, "no memory file was open for the blob while its connection was")
-            #expect(s.fastPath.blobs.wireBudget.bytes > 0)
+            #expect(s.fastPath.routes.blobs.wireBudget.bytes > 0)
             // Removed: the cache lets it go at its next check. Its file is kept for its second
             // and the next, and closes then (its connection is closed).
             let other = try await s.openStoreAgain()

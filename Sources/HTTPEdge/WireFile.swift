@@ -18,7 +18,7 @@ import NIOCore
 /// still read it keeps it until they are done (`WireFile.Holder`); it is closed when the last
 /// of them lets go. NIO lets one user at a time use a `NIOFileHandle`, so each event loop writes
 /// through a handle of its own, a duplicate of the file's descriptor (`region(on:)`).
-final class WireFile: Sendable {
+public final class WireFile: Sendable {
     /// The file's own descriptor; the event loops' handles are duplicates of it.
     private let descriptor: CInt
     /// The answer's length in bytes.
@@ -31,7 +31,7 @@ final class WireFile: Sendable {
     /// Makes the file of `second`: `count` bytes that `write` puts in a buffer. Nil when
     /// `budget` has no room for them or the system refuses the file (the answer is then written
     /// from memory).
-    init?(budget: Budget, name: String, second: Int, count: Int, write: (inout ByteBuffer) -> Void) {
+    public init?(budget: Budget, name: String, second: Int, count: Int, write: (inout ByteBuffer) -> Void) {
         guard budget.reserve(count, second: second) else { return nil }
         var bytes = ByteBuffer()
         bytes.reserveCapacity(count)
@@ -82,7 +82,7 @@ final class WireFile: Sendable {
     /// descriptors (connections need theirs). It also keeps each file for its second and the
     /// next; files of earlier seconds are let go when a new file is made, when one does not
     /// fit, and by a sweep once a second while any is kept.
-    final class Budget: Sendable {
+    public final class Budget: Sendable {
         let limit: Int
         let descriptorLimit: Int
         private struct State {
@@ -95,12 +95,12 @@ final class WireFile: Sendable {
 
         /// At most `limit` bytes in at most `descriptors` descriptors; by default an eighth of
         /// the process's, and no more than 512.
-        init(limit: Int, descriptors: Int = Budget.defaultDescriptorLimit) {
+        public init(limit: Int, descriptors: Int = Budget.defaultDescriptorLimit) {
             self.limit = limit
             self.descriptorLimit = descriptors
         }
 
-        static var defaultDescriptorLimit: Int {
+        public static var defaultDescriptorLimit: Int {
             var limit = rlimit()
             guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 64 }
             return Int(min(512, limit.rlim_cur / 8))

@@ -1,18 +1,14 @@
-import Crypto
 import CoreMetrics
 import Foundation
 import HTTPTypes
-import Hummingbird
 import HummingbirdCore
 import Logging
-import MediaStore
 import Metrics
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
-import RichPushCore
 import ServiceLifecycle
 
 /// Per HTTP/2 stream, after the conversion to HTTP types: answers the stream's request from
@@ -25,21 +21,21 @@ import ServiceLifecycle
 /// written after the request has ended, and closing the stream would cut it off (RST_STREAM), so
 /// nothing that would close it passes this handler before the answer's last frame is written:
 /// not the end of input, not a graceful shutdown.
-final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class H2FastPathHandler<Routes: HotRoutes>: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    private let fastPath: FastPath
-    private var answering: (answer: FastPath.Answer, start: UInt64)?
+    private let fastPath: HotPath<Routes>
+    private var answering: (answer: HotAnswer, start: UInt64)?
     private var forwarding = false
     /// The answer's last frame is not yet written.
     private var writing = false
     /// The end of input, held while `writing`.
     private var heldInputClosed = false
 
-    init(fastPath: FastPath) {
+    init(fastPath: HotPath<Routes>) {
         self.fastPath = fastPath
     }
 
@@ -64,12 +60,12 @@ final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
-        var fields = answer.blob.fullHeaders[answer.caching.cacheControl] ?? [:]
+    private func write(_ answer: HotAnswer, start: UInt64, context: ChannelHandlerContext) {
+        var fields = answer.body.fields(answer.style)
         fields[.date] = HTTPDate.value()
         fields[.server] = "RichPush"
         context.write(wrapOutboundOut(.head(HTTPResponse(status: .ok, headerFields: fields))), promise: nil)
-        context.write(wrapOutboundOut(.body(answer.blob.bytes)), promise: nil)
+        context.write(wrapOutboundOut(.body(answer.body.bytes)), promise: nil)
         writing = true
         let written = context.eventLoop.makePromise(of: Void.self)
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
@@ -82,7 +78,7 @@ final class H2FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
         }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
-        fastPath.record(answer, since: start, Metric.memoryAnswersH2)
+        fastPath.record(answer, since: start, EdgeMetric.memoryAnswersH2)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -1,5 +1,5 @@
+import HummingbirdCore
 import Foundation
-import Hummingbird
 import Logging
 
 /// One `info` line per request answered (`serve --access-log`), router and fast path alike:
@@ -20,11 +20,12 @@ public final class AccessLog: Sendable {
     }
 
     /// Whether this request is one to log.
-    @inline(__always) var sampled: Bool {
+    @inline(__always) public var sampled: Bool {
         fraction >= 1 || (fraction > 0 && Double.random(in: 0..<1) < fraction)
     }
 
-    func record(method: String, uri: String, status: Int, nanoseconds: UInt64, remote: String?) {
+    /// Logs one answered request (a payload URL's token cut short).
+    public func record(method: String, uri: String, status: Int, nanoseconds: UInt64, remote: String?) {
         var path = uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? uri
         if path.hasPrefix("/p/") && path.count > 11 { path = String(path.prefix(11)) + "…" }
         var metadata: Logger.Metadata = [
@@ -47,25 +48,3 @@ public final class AccessLog: Sendable {
     }
 }
 
-/// The router's side of `AccessLog`.
-struct AccessLogMiddleware: RouterMiddleware {
-    let log: AccessLog
-
-    func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
-        guard log.sampled else { return try await next(request, context) }
-        let start = DispatchTime.now().uptimeNanoseconds
-        var status = 500
-        defer {
-            log.record(method: request.method.rawValue, uri: request.uri.description, status: status,
-                       nanoseconds: DispatchTime.now().uptimeNanoseconds - start, remote: context.clientAddress)
-        }
-        do {
-            let response = try await next(request, context)
-            status = response.status.code
-            return response
-        } catch {
-            status = (error as? any HTTPResponseError)?.status.code ?? 500
-            throw error
-        }
-    }
-}

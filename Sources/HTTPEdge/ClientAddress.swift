@@ -1,5 +1,5 @@
+import HummingbirdCore
 import HTTPTypes
-import Hummingbird
 import NIOCore
 
 #if canImport(Glibc)
@@ -12,9 +12,9 @@ import Darwin
 
 /// An IPv4 or IPv6 address. IPv4 addresses are kept as IPv4-mapped IPv6 (`::ffff:a.b.c.d`), so
 /// `10.0.0.1` and `::ffff:10.0.0.1` (how a dual-stack socket names an IPv4 peer) are one address.
-struct IPAddress: Sendable, Hashable, CustomStringConvertible {
+public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// The first and last 64 of the 128 bits.
-    let high: UInt64, low: UInt64
+    public let high: UInt64, low: UInt64
 
     init(high: UInt64, low: UInt64) {
         self.high = high
@@ -23,7 +23,7 @@ struct IPAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `a.b.c.d` or an IPv6 address in any of its spellings; nil for anything else
     /// (no zone ids, ports, brackets or white space).
-    init?(_ text: some StringProtocol) {
+    public init?(_ text: some StringProtocol) {
         let string = String(text)
         guard !string.isEmpty, string.utf8.count <= 64 else { return nil }
         var v4 = in_addr()
@@ -55,12 +55,12 @@ struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The IPv4 address, when this is one.
-    var ipv4: UInt32? {
+    public var ipv4: UInt32? {
         high == 0 && low >> 32 == 0xffff ? UInt32(truncatingIfNeeded: low) : nil
     }
 
     /// `a.b.c.d` for IPv4, else the RFC 5952 form (lower case, the longest run of zero groups as `::`).
-    var description: String {
+    public var description: String {
         if let v4 = ipv4 { return "\(v4 >> 24).\(v4 >> 16 & 255).\(v4 >> 8 & 255).\(v4 & 255)" }
         let groups = (0..<8).map { i -> UInt16 in
             let word = i < 4 ? high : low
@@ -143,8 +143,10 @@ public struct ClientAddressResolver: Sendable {
     /// The blocks whose addresses are proxies that tell the truth about their clients.
     public let trustedProxies: [CIDR]
 
-    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
-    static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+    /// `X-Forwarded-For`.
+    public static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+    /// `X-Forwarded-Proto`.
+    public static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
 
     /// A resolver trusting `trustedProxies` (none: the TCP peer is always the client).
     public init(trustedProxies: [CIDR]) {
@@ -198,17 +200,3 @@ extension Substring {
     }
 }
 
-/// Sets the context's client address (and the forwarded scheme) for requests a trusted proxy
-/// sent; goes first, so the access log, the sign-in throttle and the console see it.
-struct ClientAddressMiddleware: RouterMiddleware {
-    let resolver: ClientAddressResolver
-
-    func handle(_ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
-        let peer = context.remoteAddress?.ipAddress
-        guard resolver.isTrusted(peer) else { return try await next(request, context) }
-        var context = context
-        context.forwardedClient = resolver.client(peer: peer, forwardedFor: request.headers[values: ClientAddressResolver.forwardedFor])
-        context.forwardedProto = resolver.forwardedProto(peer: peer, values: request.headers[values: ClientAddressResolver.forwardedProto])
-        return try await next(request, context)
-    }
-}

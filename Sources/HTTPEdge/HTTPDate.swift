@@ -1,28 +1,26 @@
-import Crypto
 import CoreMetrics
 import Foundation
 import HTTPTypes
-import Hummingbird
 import HummingbirdCore
 import Logging
-import MediaStore
 import Metrics
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
-import RichPushCore
 import ServiceLifecycle
 
 /// The `Date` line of a response head, encoded once per second.
-enum HTTPDate {
+public enum HTTPDate {
     /// The second (Unix time) and its `Date` line.
-    struct Now {
-        var second: Int
+    public struct Now: Sendable {
+        /// Unix time.
+        public var second: Int
         /// `Date: <now>` and the blank line that ends a head.
-        var line: ByteBuffer
-        var value: String
+        public var line: ByteBuffer
+        /// The header's value.
+        public var value: String
     }
 
     private static let cache = NIOLockedValueBox(Now(second: 0, line: ByteBuffer(), value: ""))
@@ -30,13 +28,13 @@ enum HTTPDate {
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// `Date: <now>` and the blank line that ends a head.
-    static func line() -> ByteBuffer { now().line }
+    public static func line() -> ByteBuffer { now().line }
 
     /// The value of a `Date` header now.
-    static func value() -> String { now().value }
+    public static func value() -> String { now().value }
 
     /// The current second, with its line and value.
-    static func now() -> Now {
+    public static func now() -> Now {
         var seconds = time(nil)
         return cache.withLockedValue { cache in
             if cache.second == seconds { return cache }

@@ -1,18 +1,14 @@
-import Crypto
 import CoreMetrics
 import Foundation
 import HTTPTypes
-import Hummingbird
 import HummingbirdCore
 import Logging
-import MediaStore
 import Metrics
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
-import RichPushCore
 import ServiceLifecycle
 
 /// The first handler of the pipeline, next to the socket: the fast path writes its already

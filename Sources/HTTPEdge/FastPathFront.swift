@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import MediaStore
 import NIOCore
 
 /// A request head as the front of an HTTP/1.1 connection reads it: only a plain `GET` that the
@@ -25,7 +24,7 @@ struct FrontRequestHead: Equatable {
 
     /// Heads longer than this go to the full pipeline (NIO's decoder takes up to 32 KiB).
     static let maximumLength = 8 << 10
-    /// As NIO's decoder is configured (`FastPathHTTP1Channel.decoderLimits`).
+    /// As NIO's decoder is configured (`HTTP1DecoderLimits.value`).
     static let maximumFields = 100
 
     /// What the front makes of the bytes at the start of `bytes`.
@@ -178,11 +177,11 @@ struct FrontRequestHead: Equatable {
 /// idle timeout itself, closes on a graceful shutdown or the end of input once its answers are
 /// written, and closes on an error. A connection it is closing is closed at the idle timeout at
 /// the latest, even if the client never reads its answer.
-final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
+final class FastPathFront<Routes: HotRoutes>: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private let fastPath: FastPath
+    private let fastPath: HotPath<Routes>
     private let idleTimeout: TimeAmount
     /// The connection is plain TCP: answers go out as files (`WireFile`) where they can.
     private let wireFiles: Bool
@@ -192,7 +191,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     /// for it on), and when they began to arrive (uptime, ns).
     private var waiting: (bytes: ByteBuffer, since: UInt64)?
     /// The image whose check the requests just resumed waited for: due again, it is the router's.
-    private var rechecked: MediaID?
+    private var rechecked: Routes.Recheck?
     /// Within `channelRead` (NIO completes the read after it).
     private var reading = false
     /// Adds the full pipeline after this handler.
@@ -205,9 +204,9 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     private var idleTimer: Scheduled<Void>?
     private var lastActive = NIODeadline.now()
     /// The key of the credentials this connection sent last.
-    private var credentials: CredentialMemo?
+    private var credentials: Routes.Memo?
 
-    init(fastPath: FastPath, idleTimeout: TimeAmount, wireFiles: Bool, buildPipeline: @escaping (any Channel) throws -> Void) {
+    init(fastPath: HotPath<Routes>, idleTimeout: TimeAmount, wireFiles: Bool, buildPipeline: @escaping (any Channel) throws -> Void) {
         self.fastPath = fastPath
         self.idleTimeout = idleTimeout
         self.wireFiles = wireFiles
@@ -261,8 +260,8 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
             guard case .head(let head) = parsed, !(head.close && bytes.readableBytes > head.length) else {
                 return handOff(context: context, bytes: bytes)
             }
-            var recheck: MediaID?
-            guard var answer = fastPath.answer(uri: head.uri, authorization: head.authorization, memo: &credentials, recheck: &recheck) else {
+            var recheck: Routes.Recheck?
+            guard var answer = fastPath.routes.answer(uri: head.uri, authorization: head.authorization, memo: &credentials, recheck: &recheck) else {
                 // An image not asked for in the last second is checked against the store before
                 // it is served again. Waiting for that here keeps the connection on this path;
                 // the router would make the same check, and keep the connection for good.
@@ -278,13 +277,13 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// Holds `bytes` (a request for image `id`, and what follows it) until the image's check
-    /// is done (`BlobCache.recheck`, at most its patience), then answers them.
-    private func waitForCheck(of id: MediaID, bytes: ByteBuffer, since start: UInt64, context: ChannelHandlerContext) {
+    /// is done (`HotRoutes.recheck`, at most its patience), then answers them.
+    private func waitForCheck(of id: Routes.Recheck, bytes: ByteBuffer, since start: UInt64, context: ChannelHandlerContext) {
         waiting = (bytes, start)
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
-        let (loop, blobs) = (context.eventLoop, fastPath.blobs)
+        let (loop, routes) = (context.eventLoop, fastPath.routes)
         Task {
-            await blobs.recheck(id)
+            await routes.recheck(id)
             loop.execute {
                 let (context, front) = bound.value
                 // Handed off, or closed, meanwhile: nothing waits any more.
@@ -303,7 +302,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
     /// Writes the answer: over plain TCP as its file (one `sendfile`), where the budget has
     /// one and this connection can hold it; otherwise as `FastPathHandler` does
     /// (`FastPath.writeHTTP1`: one `writev`, then the close when the client asked for it).
-    private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
+    private func write(_ answer: HotAnswer, start: UInt64, context: ChannelHandlerContext) {
         answered = true
         if answer.close { startClosing(context) }
         guard wireFiles, let file = fastPath.wireFile(answer), let region = file.region(on: context.eventLoop) else {
@@ -325,7 +324,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         } else {
             context.writeAndFlush(NIOAny(IOData.fileRegion(region)), promise: nil)
         }
-        fastPath.record(answer, since: start, Metric.memoryAnswersHTTP1)
+        fastPath.record(answer, since: start, EdgeMetric.memoryAnswersHTTP1)
     }
 
     /// Builds the full pipeline behind this handler, gives it `bytes` and `event` (when any)
@@ -342,7 +341,7 @@ final class FastPathFront: ChannelInboundHandler, RemovableChannelHandler {
         do {
             try buildPipeline(context.channel)
             // A graceful close must wait for the answers written here too.
-            if answered { try context.pipeline.syncOperations.handler(type: FastPathHandler.self).noteEarlierAnswers() }
+            if answered { try context.pipeline.syncOperations.handler(type: FastPathHandler<Routes>.self).noteEarlierAnswers() }
         } catch {
             context.close(promise: nil)
             return

@@ -1,22 +1,18 @@
-import Crypto
 import CoreMetrics
 import Foundation
 import HTTPTypes
-import Hummingbird
 import HummingbirdCore
 import Logging
-import MediaStore
 import Metrics
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
-import RichPushCore
 import ServiceLifecycle
 
 /// Per connection: answers from `FastPath` when it can, keeping responses in request order.
-final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class FastPathHandler<Routes: HotRoutes>: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
@@ -25,10 +21,10 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private enum Current {
         case idle
         case forwarding
-        case answering(FastPath.Answer, start: UInt64)
+        case answering(HotAnswer, start: UInt64)
     }
 
-    private let fastPath: FastPath
+    private let fastPath: HotPath<Routes>
     private let outlet: RawOutlet
     private var current = Current.idle
     /// Requests handed to the router whose response has not ended: while any is, nothing is
@@ -58,7 +54,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    init(fastPath: FastPath, outlet: RawOutlet) {
+    init(fastPath: HotPath<Routes>, outlet: RawOutlet) {
         self.fastPath = fastPath
         self.outlet = outlet
     }
@@ -92,7 +88,7 @@ final class FastPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes the encoded head, the `Date` line and the body below the HTTP encoder: three
     /// buffers built before this request, one `writev`.
-    private func write(_ answer: FastPath.Answer, start: UInt64, context: ChannelHandlerContext) {
+    private func write(_ answer: HotAnswer, start: UInt64, context: ChannelHandlerContext) {
         guard let raw = outlet.context else { return }
         fastPath.writeHTTP1(answer, through: raw, closing: context, since: start)
         answered = true

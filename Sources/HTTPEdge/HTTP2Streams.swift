@@ -20,11 +20,18 @@ import NIOHTTPTypesHTTP2
 /// nothing is read for the idle timeout is closed (`IdleStateHandler`, `CloseWhenReadIdle`,
 /// added by `HTTPListener`), and a graceful shutdown sends GOAWAY and closes the connection once
 /// its open streams are done (`HTTP2GracefulClose`).
-struct FastPathHTTP2Connection: Sendable {
-    let fastPath: FastPath
+public struct FastPathHTTP2Connection<Routes: HotRoutes>: Sendable {
+    let fastPath: HotPath<Routes>
     let bodyRate: BodyRateLimit
     /// Each stream's idle timeout (Hummingbird's per stream, as before).
     let idleTimeout: Duration
+
+    /// HTTP/2 answering from `fastPath` where it can, each stream held to `bodyRate` and `idleTimeout`.
+    public init(fastPath: HotPath<Routes>, bodyRate: BodyRateLimit, idleTimeout: Duration) {
+        self.fastPath = fastPath
+        self.bodyRate = bodyRate
+        self.idleTimeout = idleTimeout
+    }
 
     /// Adds HTTP/2 to `channel`; `handOff` gets each stream that needs the router.
     func configure(_ channel: any Channel, logger: Logger,

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
@@ -14,7 +13,7 @@ import ServiceLifecycle
 
 /// HTTPS for `serve --tls-cert --tls-key`: the TLS context, offering HTTP/2 and HTTP/1.1 by
 /// ALPN, and the HTTP/2 channel that serves connections which chose HTTP/2.
-struct TLSSetup: Sendable {
+public struct TLSSetup: Sendable {
     let context: NIOSSLContext
     /// How long a connection may take to finish its handshake, from its accept.
     let handshakeTimeout: TimeAmount
@@ -31,26 +30,26 @@ struct TLSSetup: Sendable {
     /// every cancel of another timer searched that heap (5% of `serve`'s samples in a profile).
     let closeNotifyWait: TimeAmount
 
-    /// Nil when the configuration names no certificate.
-    init?(_ configuration: ServerConfiguration) throws {
-        guard let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath else { return nil }
+    /// TLS with the PEM `certificate` chain and `key`; a handshake must be done within
+    /// `handshakeTimeout` seconds, and a closing connection waits `closeWait` seconds for its peer.
+    public init(certificate: String, key: String, handshakeTimeout: Double, closeWait: Double) throws {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
         tls.applicationProtocols = ["h2", "http/1.1"]
         tls.minimumTLSVersion = .tlsv12
-        closeNotifyWait = .nanoseconds(Int64(configuration.tlsCloseWait * 1e9))
+        closeNotifyWait = .nanoseconds(Int64(closeWait * 1e9))
         tls.shutdownTimeout = closeNotifyWait
         context = try NIOSSLContext(configuration: tls)
-        handshakeTimeout = .nanoseconds(Int64(configuration.tlsHandshakeTimeout * 1e9))
+        self.handshakeTimeout = .nanoseconds(Int64(handshakeTimeout * 1e9))
     }
 }
 
 /// An accepted connection ready for its task: HTTP/1.1 (with the fast path) or HTTP/2.
 enum AcceptedConnection: Sendable {
-    case http1(FastPathHTTP1Channel.Value)
+    case http1(HTTPConnectionChannel)
     /// An HTTP/2 stream whose request needs the router.
-    case http2Stream(FastPathHTTP1Channel.Value)
+    case http2Stream(HTTPConnectionChannel)
 }
 
 /// The HTTP/1.1 listener `serve` runs, in place of Hummingbird's `Server`.
@@ -69,11 +68,11 @@ enum AcceptedConnection: Sendable {
 ///
 /// Graceful shutdown is Hummingbird's: NIO's quiescing helper closes the listening socket,
 /// asks every connection to finish, and the service returns when the last one has closed.
-struct HTTPListener: Service {
-    let channel: FastPathHTTP1Channel
+public struct HTTPListener<Routes: HotRoutes>: Service {
+    let channel: FastPathHTTP1Channel<Routes>
     /// HTTPS: TLS in front, then HTTP/2 or HTTP/1.1 as the client chose by ALPN.
     let tls: TLSSetup?
-    let http2: FastPathHTTP2Connection
+    let http2: FastPathHTTP2Connection<Routes>
     let host: String
     let port: Int
     let backlog: Int
@@ -82,7 +81,23 @@ struct HTTPListener: Service {
     let logger: Logger
     let onServerRunning: @Sendable (any Channel) async -> Void
 
-    func run() async throws {
+    /// A listener on `host:port` serving `channel`'s connections (and, with `tls`, `http2`'s),
+    /// at most `maxConnections` at once; `onServerRunning` runs once it is bound.
+    public init(channel: FastPathHTTP1Channel<Routes>, tls: TLSSetup?, http2: FastPathHTTP2Connection<Routes>, host: String, port: Int, backlog: Int,
+                maxConnections: Int, eventLoopGroup: any EventLoopGroup, logger: Logger, onServerRunning: @escaping @Sendable (any Channel) async -> Void) {
+        self.channel = channel
+        self.tls = tls
+        self.http2 = http2
+        self.host = host
+        self.port = port
+        self.backlog = backlog
+        self.maxConnections = maxConnections
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        self.onServerRunning = onServerRunning
+    }
+
+    public func run() async throws {
         let (connections, handedOff) = AsyncStream.makeStream(of: AcceptedConnection.self)
         let tls = self.tls
         let http2 = self.http2
@@ -174,7 +189,7 @@ struct HTTPListener: Service {
 /// given a task), then lets everything through. Until then the fast path has answered all.
 final class Handoff: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
-    typealias Wrapped = FastPathHTTP1Channel.Value
+    typealias Wrapped = HTTPConnectionChannel
 
     private let handOff: @Sendable (Wrapped) -> Void
     private var handedOff = false
@@ -211,101 +226,17 @@ final class Handoff: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// The application `serve` runs: Hummingbird's router and services behind `HTTPListener`.
-///
-/// It is an `ApplicationProtocol`, so Hummingbird's testing framework can still run it through
-/// Hummingbird's own server (`server`); `run()` serves through `HTTPListener`.
-public struct RichPushApplication: ApplicationProtocol {
-    public typealias Responder = RouterResponder<AppRequestContext>
-
-    public let responder: Responder
-    /// Every route the router serves, as `METHOD /path/{capture}` (what `/openapi.json` must list).
-    public let routes: [String]
-    let channel: @Sendable (@escaping HTTPChannelHandler.Responder) -> FastPathHTTP1Channel
-    /// What every connection answers from memory (its channels' `fastPath`).
-    let fastPath: FastPath
-    let tls: TLSSetup?
-    public let configuration: ApplicationConfiguration
-    let host: String
-    let port: Int
-    let maxConnections: Int
-    public let services: [any Service]
-    public let eventLoopGroup: any EventLoopGroup
-    public let logger: Logger
-    let running: @Sendable (any Channel) async -> Void
-
-    public var server: HTTPServerBuilder {
-        let channel = self.channel
-        return HTTPServerBuilder { responder in channel(responder) }
-    }
-
-    public func onServerRunning(_ channel: any Channel) async {
-        await running(channel)
-    }
-
-    /// The same application, also running `extra` once the listener is bound: after the
-    /// application's own start-up work (the public URL bound, settings recorded), or with
-    /// `first`, before it (what serve's signal watch needs: to be there as early as the listener).
-    public func onRunning(first: Bool = false, _ extra: @escaping @Sendable (any Channel) async -> Void) -> RichPushApplication {
-        let running = self.running
-        return RichPushApplication(responder: responder, routes: routes, channel: channel, fastPath: fastPath, tls: tls, configuration: configuration, host: host, port: port, maxConnections: maxConnections,
-                                   services: services, eventLoopGroup: eventLoopGroup, logger: logger) { channel in
-            if first { await extra(channel) }
-            await running(channel)
-            if !first { await extra(channel) }
-        }
-    }
-
-    /// Serves through `HTTPListener`, with the services beside it.
-    public func run() async throws {
-        let http1 = channel(respond)
-        // Each HTTP/2 stream keeps to the same body rate and idle timeout as an HTTP/1.1
-        // connection, and is answered from memory when it can be, as over HTTP/1.1 (docs/design/fast-path.md).
-        let http2 = FastPathHTTP2Connection(fastPath: http1.fastPath, bodyRate: http1.bodyRate, idleTimeout: http1.idleTimeout)
-        let listener = HTTPListener(channel: http1, tls: tls, http2: http2, host: host, port: port, backlog: configuration.backlog,
-                                    maxConnections: maxConnections, eventLoopGroup: eventLoopGroup, logger: logger,
-                                    onServerRunning: running)
-        try await ServiceGroup(configuration: .init(services: services + [listener], logger: logger)).run()
-    }
-
-    /// Hummingbird's request handling (as `Application.run` does it): a context, the router,
-    /// a 500 for an error no middleware turned into a response, `Date` and `Server`.
-    private var respond: HTTPChannelHandler.Responder {
-        let responder = self.responder
-        let logger = self.logger
-        let serverName = configuration.serverName
-        return { request, writer, channel in
-            var logger = logger
-            logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-            let context = AppRequestContext(source: .init(channel: channel, logger: logger))
-            var response: Response
-            do {
-                response = try await responder.respond(to: request, context: context)
-            } catch let error as HTTPParserError {
-                throw error
-            } catch {
-                logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
-                response = Response(status: .internalServerError, body: .init())
-            }
-            response.headers[.date] = HTTPDate.value()
-            if let serverName { response.headers[.server] = serverName }
-            do {
-                try await writer.write(response: response.head, body: response.body)
-            } catch is HTTPParserError {
-                // Not rethrown as a parser error: that would make `handleHTTP` answer a second time.
-                throw ResponseWriteFailed()
-            }
-        }
-    }
-}
-
-/// A request's body turned out malformed while its response was being written.
-struct ResponseWriteFailed: Error {}
-
 /// `serve` could not listen where it was told to.
-struct ListenError: Error, CustomStringConvertible {
+public struct ListenError: Error, CustomStringConvertible {
     let host: String
     let port: Int
     let reason: String
-    var description: String { "cannot listen on \(host):\(port): \(reason)" }
+    /// `host:port` could not be listened on, for `reason`.
+    public init(host: String, port: Int, reason: String) {
+        self.host = host
+        self.port = port
+        self.reason = reason
+    }
+
+    public var description: String { "cannot listen on \(host):\(port): \(reason)" }
 }

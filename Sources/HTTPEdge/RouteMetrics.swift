@@ -1,28 +1,25 @@
-import Crypto
 import CoreMetrics
 import Foundation
 import HTTPTypes
-import Hummingbird
 import HummingbirdCore
 import Logging
-import MediaStore
 import Metrics
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
-import RichPushCore
 import ServiceLifecycle
 
 /// The same metrics Hummingbird's `MetricsMiddleware` records for a 200 on a route, and the
 /// payload fetch counter where the route serves payloads.
-struct RouteMetrics: Sendable {
+public struct RouteMetrics: Sendable {
     let requests: Counter
     let duration: Metrics.Timer
     let fetches: Counter?
 
-    init(route: String, fetches: Counter? = nil) {
+    /// The metrics of `route`, with `fetches` counted too where the route serves payloads.
+    public init(route: String, fetches: Counter? = nil) {
         self.fetches = fetches
         let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", "200")]
         requests = Counter(label: "hb.requests", dimensions: dimensions)
