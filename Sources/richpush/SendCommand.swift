@@ -108,17 +108,24 @@ struct SendCommand: AsyncParsableCommand {
                 }
                 locales = parsed
             }
-            campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content, app: app, schedule: try schedule(),
-                                                                locales: locales, defaultLocale: defaultLocale), by: by)
-            Console.out(String(campaign.id))
-            if let schedule = campaign.schedule {
-                let when = switch schedule {
-                case .at(let date): ISO8601DateFormatter().string(from: date)
-                case .localTime(let time, let date): "\(time) in each recipient's time zone" + (date.map { " on \($0)" } ?? "")
+            let draft = CampaignDraft(audience: audience, content: content, app: app, schedule: try schedule(),
+                                      locales: locales, defaultLocale: defaultLocale)
+            // Every batch queued here: the CLI has no background queuer to hand the rest to.
+            let launcher = CampaignLauncher(campaigns: campaigns, addressing: .perDevice)
+            let outcome = try await launcher.launch(draft, by: by) { created in
+                // Said as soon as it is recorded, before a large audience is queued.
+                Console.out(String(created.id))
+                if let schedule = created.schedule {
+                    let when = switch schedule {
+                    case .at(let date): ISO8601DateFormatter().string(from: date)
+                    case .localTime(let time, let date): "\(time) in each recipient's time zone" + (date.map { " on \($0)" } ?? "")
+                    }
+                    Console.error("campaign \(created.id): scheduled for \(when); a running serve sends it")
                 }
-                Console.error("campaign \(campaign.id): scheduled for \(when); a running serve sends it")
-            } else {
-                let queued = try await campaigns.queue(campaign.id, addressing: .perDevice)
+            }
+            guard case .launched(let launch) = outcome else { preconditionFailure("a launch without an idempotency key is never a replay") }
+            campaign = launch.campaign
+            if let queued = launch.queued {
                 Console.error("campaign \(campaign.id): \(counted(queued.recipients, "recipient")), \(counted(queued.devices, "device")) queued")
             }
         } catch let error as CoreError {

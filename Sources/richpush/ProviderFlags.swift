@@ -4,9 +4,11 @@ import MediaStore
 import Logging
 import PushDelivery
 import RichPushCore
+import RichPushServer
 
 /// The push-provider flags of `serve` (docs/delivery.md#delivery); each also reads `RICHPUSH_<FLAG>`.
-struct PushOptions: ParsableArguments {
+/// The server makes the providers from what they say (`settings`).
+struct ProviderFlags: ParsableArguments {
     @Option(name: .customLong("apns-key"), help: "APNs auth key, AuthKey_<KID>.p8 (env RICHPUSH_APNS_KEY).")
     var apnsKeyValue: String = Environment.string("RICHPUSH_APNS_KEY") ?? ""
     var apnsKey: String? { apnsKeyValue.isEmpty ? nil : apnsKeyValue }
@@ -85,37 +87,11 @@ struct PushOptions: ParsableArguments {
         _ = try APNsEnvironment(apnsEnv)
     }
 
-    /// Whether any push flag is given (they configure the app `default`).
-    var configuresProvider: Bool {
-        apnsKey != nil || anhConnectionString != nil || fcmAccountPath != nil || vapidKeyPath != nil
-    }
-
-    /// The VAPID signer, when Web Push is configured.
-    func makeVAPID() throws -> VAPID? {
-        try vapidKeyPath.map { try VAPID(pem: $0, subject: vapidSubject) }
-    }
-
-    /// The configured provider (a router by platform when more than APNs is configured) and, for
-    /// a hub, the registration mirror; nil when none is configured.
-    func makeProvider(vapid: VAPID?) throws -> (provider: any PushProvider, mirror: (any RegistrationMirror)?)? {
-        if let connection = anhConnectionString, let hub = anhHub {
-            let client = try NotificationHubsClient(connection: try NotificationHubsConnection(connection), hub: hub, extraRoots: pushCa)
-            return (NotificationHubsProvider(client: client), client)
-        }
-        var providers: [String: any PushProvider] = [:]
-        if let key = apnsKey, let keyID = apnsKeyId, let teamID = apnsTeamId, let topic = apnsTopic {
-            let credentials = try APNsCredentials(p8: key, keyID: keyID, teamID: teamID)
-            let client = try APNsClient(credentials: credentials, topic: topic, environment: try APNsEnvironment(apnsEnv), extraRoots: pushCa)
-            providers["apns"] = APNsProvider(client: client)
-        }
-        if let path = fcmAccountPath {
-            providers["fcm"] = FCMProvider(client: try FCMClient(account: try FCMServiceAccount(file: path), endpoint: fcmEndpoint, extraRoots: pushCa))
-        }
-        if let vapid {
-            providers["web"] = WebPushProvider(client: try WebPushClient(vapid: vapid, extraRoots: pushCa,
-                                                                         allowPrivateEndpoints: allowPrivatePushEndpoints))
-        }
-        // Always through the router: a browser's or Android device's handle never goes to Apple.
-        return providers.isEmpty ? nil : (PlatformRouter(providers), nil)
+    /// What the flags (else their variables) say, for `ProviderWiring`.
+    var settings: ProviderSettings {
+        ProviderSettings(apnsKey: apnsKey, apnsKeyID: apnsKeyId, apnsTeamID: apnsTeamId, apnsTopic: apnsTopic, apnsEnvironment: apnsEnv,
+                         hubConnectionString: anhConnectionString, hubName: anhHub, fcmServiceAccount: fcmAccountPath, fcmEndpoint: fcmEndpoint,
+                         vapidKey: vapidKeyPath, vapidSubject: vapidSubject.isEmpty ? nil : vapidSubject, pushCA: pushCa,
+                         allowPrivatePushEndpoints: allowPrivatePushEndpoints, allowPrivateWebhooks: allowPrivateWebhooks)
     }
 }

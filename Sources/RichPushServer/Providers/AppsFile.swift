@@ -1,46 +1,11 @@
 import Foundation
 import PushDelivery
 import RichPushCore
-import RichPushServer
-
-/// One app of `serve --apps` (docs/api.md#apps-and-api-keys), its credentials read from files so they can be mounted secrets.
-struct AppDefinition {
-    struct APNs {
-        var key: String
-        var keyID: String
-        var teamID: String
-        var topic: String
-        var environment: String
-    }
-    struct FCM {
-        var serviceAccount: String
-        var endpoint: String?
-    }
-    struct WebPush {
-        var vapidKey: String
-        var subject: String
-    }
-    struct Hub {
-        var connectionString: String
-        var name: String
-    }
-    var name: String
-    var apns: APNs?
-    var fcm: FCM?
-    var webPush: WebPush?
-    var hub: Hub?
-}
-
-/// A `serve --apps` file that cannot be used: the app and the field, in words (exit 2).
-struct AppsFileError: Error, CustomStringConvertible {
-    let description: String
-    init(_ file: String, app: String? = nil, _ message: String) {
-        description = "--apps \(file): " + (app.map { "app \"\($0)\": " } ?? "") + message
-    }
-}
 
 /// Reads `{"apps":[{"name","apns":{…},"fcm":{…},"webpush":{…},"hub":{…}},…]}`.
 enum AppsFile {
+    /// The apps of the file at `path`, each checked: its fields known, its name valid and
+    /// unique, its credential files readable; a file that cannot be used is an `AppsFileError`.
     static func load(_ path: String) throws -> [AppDefinition] {
         guard let data = FileManager.default.contents(atPath: path) else { throw AppsFileError(path, "cannot read the file") }
         guard data.count <= 1 << 20 else { throw AppsFileError(path, "the file is over 1 MiB") }
@@ -133,48 +98,5 @@ enum AppsFile {
             guard FileManager.default.isReadableFile(atPath: path) else { throw error(field, "cannot read \(path)") }
             return path
         }
-    }
-}
-
-extension AppDefinition {
-    /// The app's provider (a router by platform, or its hub's), the hub as its registrations'
-    /// mirror, and what devices may ask of it. `pushCa`, the FCM endpoint and private endpoints
-    /// come from the flags, shared by every app.
-    func makeProvider(options: PushOptions, file: String) throws -> (provider: any PushProvider, mirror: (any RegistrationMirror)?, profile: AppProfile) {
-        func failing(_ field: String, _ body: () throws -> Void) throws {
-            do { try body() } catch let error as AppsFileError { throw error } catch { throw AppsFileError(file, app: name, "\(field): \(error)") }
-        }
-        if let hub {
-            var client: NotificationHubsClient?
-            try failing("hub") {
-                client = try NotificationHubsClient(connection: try NotificationHubsConnection(hub.connectionString), hub: hub.name, extraRoots: options.pushCa)
-            }
-            return (NotificationHubsProvider(client: client!), client!, AppProfile(hub: true))
-        }
-        var providers: [String: any PushProvider] = [:]
-        var profile = AppProfile()
-        if let apns {
-            try failing("apns.key") {
-                let credentials = try APNsCredentials(p8: apns.key, keyID: apns.keyID, teamID: apns.teamID)
-                let client = try APNsClient(credentials: credentials, topic: apns.topic, environment: try APNsEnvironment(apns.environment),
-                                            extraRoots: options.pushCa)
-                providers["apns"] = APNsProvider(client: client)
-            }
-        }
-        if let fcm {
-            try failing("fcm.serviceAccount") {
-                providers["fcm"] = FCMProvider(client: try FCMClient(account: try FCMServiceAccount(file: fcm.serviceAccount),
-                                                                     endpoint: fcm.endpoint ?? options.fcmEndpoint, extraRoots: options.pushCa))
-            }
-        }
-        if let webPush {
-            try failing("webpush.vapidKey") {
-                let vapid = try VAPID(pem: webPush.vapidKey, subject: webPush.subject)
-                profile.vapidPublicKey = vapid.publicKey
-                providers["web"] = WebPushProvider(client: try WebPushClient(vapid: vapid, extraRoots: options.pushCa,
-                                                                             allowPrivateEndpoints: options.allowPrivatePushEndpoints))
-            }
-        }
-        return (PlatformRouter(providers), nil, profile)
     }
 }
