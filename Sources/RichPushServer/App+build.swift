@@ -65,26 +65,46 @@ public func buildApplication(
     for breaker in [media.databaseBreaker, media.bucketBreaker].compactMap({ $0 }) + hubs.map(\.breaker) {
         breaker.reportState()
     }
-    let services = Services(
-        configuration: configuration, media: media, blobs: blobs,
-        users: users, registrations: data.registrations, notifications: notifications,
-        sessions: sessions, campaigns: campaigns,
-        campaignQueuer: CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: max(1, configuration.campaignQueueAhead), logger: logger),
-        deliveries: data.deliveries, idempotency: data.idempotency, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
-        authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
-        payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
-        accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
-        openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration),
-        notificationRate: RateLimiter(perMinute: configuration.notificationsPerMinute),
-        openRate: RateLimiter(perMinute: configuration.opensPerMinute),
-        clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies))
-    let router = buildRouter(services)
+    let registrations = data.registrations
+    let campaignQueuer = CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: max(1, configuration.campaignQueueAhead), logger: logger)
+    let readMarks = ReadMarks(notifications: notifications, logger: logger)
+    let prometheus = PrometheusRegistry.registry
+    let accessLog = AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access"))
+    let clientAddresses = ClientAddressResolver(trustedProxies: configuration.trustedProxies)
+    let mediaRoom = MediaController(configuration: configuration, media: media, blobs: blobs,
+                                    uploads: Gate(limit: configuration.maxConcurrentUploads))
+    let devicesRoom = DevicesController(configuration: configuration, registrations: registrations, mirror: mirror, dispatcher: dispatcher)
+    let campaignsRoom = CampaignsController(configuration: configuration, campaigns: campaigns, campaignQueuer: campaignQueuer,
+                                            idempotency: data.idempotency, dispatcher: dispatcher)
+    let insightRoom = InsightController(notifications: notifications, campaigns: campaigns,
+                                        openRate: RateLimiter(perMinute: configuration.opensPerMinute))
+    let rooms = Rooms(
+        operations: OperationsController(configuration: configuration, media: media, dispatcher: dispatcher, prometheus: prometheus,
+                                         openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration)),
+        media: mediaRoom,
+        devices: devicesRoom,
+        notifications: NotificationsController(configuration: configuration, users: users, notifications: notifications,
+                                               idempotency: data.idempotency, dispatcher: dispatcher, payloadIndex: payloadIndex,
+                                               readMarks: readMarks, blobs: blobs,
+                                               notificationRate: RateLimiter(perMinute: configuration.notificationsPerMinute),
+                                               mediaRoom: mediaRoom),
+        payloadLinks: PayloadLinksController(links: links, notifications: notifications, payloadIndex: payloadIndex, readMarks: readMarks,
+                                             blobs: blobs, mediaRoom: mediaRoom, insightRoom: insightRoom),
+        campaigns: campaignsRoom,
+        insight: insightRoom,
+        accounts: AccountsController(configuration: configuration, users: users, sessions: sessions, authenticator: authenticator),
+        console: ConsoleController(configuration: configuration, authenticator: authenticator, sessions: sessions, media: media, users: users,
+                                   registrations: registrations, notifications: notifications, campaigns: campaigns,
+                                   deliveries: data.deliveries, mediaRoom: mediaRoom, devicesRoom: devicesRoom,
+                                   campaignsRoom: campaignsRoom, insightRoom: insightRoom))
+    let router = buildRouter(rooms, authenticator: authenticator, clientAddresses: clientAddresses, accessLog: accessLog,
+                             publicMedia: configuration.publicMedia)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
-    let fastPath = FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
-                            links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia,
-                            accessLog: services.accessLog, clientAddresses: services.clientAddresses)
+    let fastPath = FastPath(blobs: blobs, authenticator: authenticator, payloads: payloadIndex,
+                            links: links, readMarks: readMarks, publicMedia: configuration.publicMedia,
+                            accessLog: accessLog, clientAddresses: clientAddresses)
     let settings = data.settings
     let appNames = [AppName.default] + configuration.apps.keys.sorted()
     let startLogger = logger
@@ -101,7 +121,7 @@ public func buildApplication(
         ? MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads) : MultiThreadedEventLoopGroup.singleton
     // `--metrics-port`: /metrics on a listener of its own (the main port's answers 404).
     let metricsListener: [any Service] = configuration.metricsPort.map {
-        [MetricsListener.service(host: configuration.host, port: $0, registry: services.prometheus, eventLoopGroup: eventLoopGroup,
+        [MetricsListener.service(host: configuration.host, port: $0, registry: prometheus, eventLoopGroup: eventLoopGroup,
                                  logger: logger)]
     } ?? []
     return RichPushApplication(
@@ -121,12 +141,12 @@ public func buildApplication(
                                          backoffBase: configuration.webhookBackoff, logger: logger),
                    // Services stop in reverse order: the resumer first, so that it cannot lease
                    // again what the stopping queuer gives back.
-                   services.campaignQueuer,
-                   CampaignResumer(campaigns: campaigns, queuer: services.campaignQueuer, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
+                   campaignQueuer,
+                   CampaignResumer(campaigns: campaigns, queuer: campaignQueuer, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
                                    interval: configuration.scheduleInterval, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
-            + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
+            + (mirror.map { [MirrorReconciler(registrations: registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
             + metricsListener,
         eventLoopGroup: eventLoopGroup,
         logger: logger,
@@ -149,29 +169,30 @@ public func buildApplication(
 }
 
 /// The routes of `Endpoint.all`, each behind the middleware its access asks for.
-func buildRouter(_ services: Services) -> Router<AppRequestContext> {
+func buildRouter(_ rooms: Rooms, authenticator: Authenticator, clientAddresses: ClientAddressResolver, accessLog: AccessLog,
+                 publicMedia: Bool) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     // First: everything below names the client as a trusted proxy forwarded it (`--trusted-proxy`).
-    router.add(middleware: ClientAddressMiddleware(resolver: services.clientAddresses))
+    router.add(middleware: ClientAddressMiddleware(resolver: clientAddresses))
     router.add(middleware: MetricsMiddleware())
-    router.add(middleware: AccessLogMiddleware(log: services.accessLog))
+    router.add(middleware: AccessLogMiddleware(log: accessLog))
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: MethodNotAllowedMiddleware(endpoints: Endpoint.all))
-    let auth = AuthMiddleware(authenticator: services.authenticator)
+    let auth = AuthMiddleware(authenticator: authenticator)
     let open = router.group()
     let user = router.group().add(middleware: auth)
     let admin = router.group().add(middleware: auth).add(middleware: AdminMiddleware())
     for endpoint in Endpoint.all {
         let group = switch endpoint.access {
         case .open: open
-        case .media: services.configuration.publicMedia ? open : user
+        case .media: publicMedia ? open : user
         case .user, .password, .session: user
         case .admin: admin
         }
         let route = endpoint.handler
         let (scope, described) = (endpoint.keyScope, "\(endpoint.method.rawValue) \(endpoint.path)")
         // API keys reach only the routes of their scope (docs/api.md#apps-and-api-keys); accounts are checked by the groups.
-        let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response = { services, request, context in
+        let handler: @Sendable (Rooms, Request, AppRequestContext) async throws -> Response = { rooms, request, context in
             if let key = context.principal?.apiKey {
                 guard let scope else {
                     throw Problem(.forbidden, "API keys cannot call \(described): it is an account's (a device's or a person's)")
@@ -180,14 +201,14 @@ func buildRouter(_ services: Services) -> Router<AppRequestContext> {
                     throw Problem(.forbidden, "API key \(key.name) has the scope \(key.scope.rawValue); \(described) needs \(scope.rawValue)")
                 }
             }
-            return try await route(services, request, context)
+            return try await route(rooms, request, context)
         }
         if endpoint.takesJSONOnly {
             group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in
-                try await handler(services, try await JSONBody.requireJSONType(request), context)
+                try await handler(rooms, try await JSONBody.requireJSONType(request), context)
             }
         } else {
-            group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in try await handler(services, request, context) }
+            group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in try await handler(rooms, request, context) }
         }
     }
     return router

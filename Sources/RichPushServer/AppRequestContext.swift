@@ -24,3 +24,17 @@ public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
         self.principal = nil
     }
 }
+
+extension AppRequestContext {
+    /// Who sent the request; 401 when no one did (a route's handler behind `AuthMiddleware` always has one).
+    func requirePrincipal() throws -> Principal {
+        guard let principal = principal else { throw Authenticator.unauthorized("credentials are required") }
+        return principal
+    }
+
+    /// The user whose credentials were verified; 401 without.
+    func requireUser() throws -> String {
+        guard let user = user else { throw Authenticator.unauthorized("credentials are required") }
+        return user
+    }
+}

@@ -34,7 +34,7 @@ struct Endpoint: Sendable {
     var keys: APIKeyScope? = nil
     /// Status → what the route answers with it.
     let responses: [Int: APIResponse]
-    let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response
+    let handler: @Sendable (Rooms, Request, AppRequestContext) async throws -> Response
 
     /// The scope an API key needs for this route (docs/api.md#apps-and-api-keys); nil where keys
     /// are refused (a device's or a person's routes: registrations, inboxes, sessions). Given on
