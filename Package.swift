@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "MediaStore", targets: ["MediaStore"]),
         .library(name: "RichPushCore", targets: ["RichPushCore"]),
         .library(name: "HTTPEdge", targets: ["HTTPEdge"]),
+        .library(name: "RichPushAPI", targets: ["RichPushAPI"]),
         .library(name: "RichPushServer", targets: ["RichPushServer"]),
         .library(name: "RichPushClient", targets: ["RichPushClient"]),
     ],
@@ -190,10 +191,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The JSON API, the console and the hot routes (Hummingbird): a folder per feature, each
+        // with its controller, its endpoints and its models (docs/design/layout.md).
         .target(
-            name: "RichPushServer",
+            name: "RichPushAPI",
             dependencies: [
-                "CMemoryFile",
                 "HTTPEdge",
                 "MediaStore",
                 "Resilience",
@@ -222,10 +224,43 @@ let package = Package(
             ],
             // The console's and the Web Push demo's HTML, CSS and JavaScript, and the Mustache
             // templates the console fills in: compiled into the binary (PageFile), so that a
-            // deployed `richpush` is one file, as before they were files.
-            resources: [.embedInCode("Pages/console-app.mustache"), .embedInCode("Pages/console-forbidden.mustache"), .embedInCode("Pages/console-signin.mustache"), .embedInCode("Pages/console.css"), .embedInCode("Pages/console.js"), .embedInCode("Pages/webpush-demo.html"), .embedInCode("Pages/webpush-sw.js"),
-                        // The default image, for a `serve` whose media directory has none (SampleImages).
-                        .embedInCode("Samples/logo.png")],
+            // deployed `richpush` is one file.
+            resources: [.embedInCode("Pages/console-app.mustache"), .embedInCode("Pages/console-forbidden.mustache"), .embedInCode("Pages/console-signin.mustache"), .embedInCode("Pages/console.css"), .embedInCode("Pages/console.js"), .embedInCode("Pages/webpush-demo.html"), .embedInCode("Pages/webpush-sw.js")],
+            swiftSettings: swiftSettings
+        ),
+        // Composition: the configuration, building the application from the stores, the API
+        // and the edge, and wiring the push providers.
+        .target(
+            name: "RichPushServer",
+            dependencies: [
+                "RichPushAPI",
+                "HTTPEdge",
+                "MediaStore",
+                "Resilience",
+                "RichPushCore",
+                "PushDelivery",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            // The default image, for a `serve` whose media directory has none (SampleImages).
+            resources: [.embedInCode("Samples/logo.png")],
             swiftSettings: swiftSettings
         ),
         // The device side (an app and its Notification Service Extension): Foundation only.
@@ -359,10 +394,36 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The HTTP edge alone: what the front reads, wire files, client addresses, and a listener
+        // serving hot routes of its own with no store and no router of RichPush.
+        .testTarget(
+            name: "HTTPEdgeTests",
+            dependencies: [
+                "HTTPEdge",
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RichPushAPITests",
+            dependencies: [
+                "RichPushAPI", "RichPushCore", "MediaStore", "SQLEngine", "RichPushTestSupport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "RichPushServerTests",
             dependencies: [
-                "RichPushServer", "HTTPEdge", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
+                "RichPushServer", "RichPushAPI", "HTTPEdge", "RichPushCore", "RichPushClient", "MediaStore", "RichPushTestSupport", "PushDelivery", "APNsSandbox", "SQLEngine",
                 "PushSandboxes", "Resilience", "PushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -10,6 +10,7 @@ import NIOPosix
 import Prometheus
 import PushDelivery
 import Resilience
+import RichPushAPI
 import RichPushCore
 import ServiceLifecycle
 
@@ -66,28 +67,35 @@ public func buildApplication(
     for breaker in [media.databaseBreaker, media.bucketBreaker].compactMap({ $0 }) + hubs.map(\.breaker) {
         breaker.reportState()
     }
-    let services = Services(
-        configuration: configuration, media: media, blobs: blobs,
-        users: users, registrations: data.registrations, notifications: notifications,
-        sessions: sessions, campaigns: campaigns,
-        campaignQueuer: CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: max(1, configuration.campaignQueueAhead), logger: logger),
-        deliveries: data.deliveries, idempotency: data.idempotency, links: links, readMarks: ReadMarks(notifications: notifications, logger: logger),
-        authenticator: authenticator, dispatcher: dispatcher, mirror: mirror, prometheus: PrometheusRegistry.registry,
-        payloadIndex: payloadIndex, uploads: Gate(limit: configuration.maxConcurrentUploads),
-        accessLog: AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access")),
-        openAPI: try OpenAPIDocument.make(Endpoint.all, configuration: configuration),
-        notificationRate: RateLimiter(perMinute: configuration.notificationsPerMinute),
-        openRate: RateLimiter(perMinute: configuration.opensPerMinute),
-        clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies))
-    let router = buildRouter(services)
+    let registrations = data.registrations
+    let campaignQueuer = CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: max(1, configuration.campaignQueueAhead), logger: logger)
+    let readMarks = ReadMarks(notifications: notifications, logger: logger)
+    let prometheus = PrometheusRegistry.registry
+    let accessLog = AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access"))
+    let clientAddresses = ClientAddressResolver(trustedProxies: configuration.trustedProxies)
+    let apps = AppCatalog(profiles: configuration.apps, defaultVAPIDKey: configuration.vapidPublicKey)
+    let apiSettings = APISettings(
+        apps: apps, publicMedia: configuration.publicMedia, defaultImage: configuration.defaultImage,
+        sessionLifetime: configuration.sessionLifetime,
+        servedOverHTTPS: configuration.tlsCertificatePath != nil || configuration.publicURL?.lowercased().hasPrefix("https://") == true,
+        metricsOnOwnPort: configuration.metricsPort != nil, maxConcurrentUploads: configuration.maxConcurrentUploads,
+        allowPrivatePushEndpoints: configuration.allowPrivatePushEndpoints, notificationsPerMinute: configuration.notificationsPerMinute,
+        opensPerMinute: configuration.opensPerMinute)
+    let rooms = try Rooms(.init(media: media, users: users, sessions: sessions, registrations: registrations, notifications: notifications,
+                                campaigns: campaigns, campaignQueuer: campaignQueuer, deliveries: data.deliveries, idempotency: data.idempotency,
+                                links: links, blobs: blobs, payloadIndex: payloadIndex, readMarks: readMarks, authenticator: authenticator,
+                                dispatcher: dispatcher, mirror: mirror, prometheus: prometheus),
+                          settings: apiSettings)
+    let router = buildRouter(rooms, authenticator: authenticator, clientAddresses: clientAddresses, accessLog: accessLog,
+                             publicMedia: configuration.publicMedia)
     if configuration.demoAuth {
         logger.warning("--demo-auth: any user whose password equals the user name is accepted (the tutorial's test handler)")
     }
-    let fastPath = HotPath(routes: FastPath(blobs: services.blobs, authenticator: authenticator, payloads: payloadIndex,
-                                            links: links, readMarks: services.readMarks, publicMedia: configuration.publicMedia),
-                           accessLog: services.accessLog, clientAddresses: services.clientAddresses)
+    let fastPath = HotPath(routes: FastPath(blobs: blobs, authenticator: authenticator, payloads: payloadIndex,
+                                            links: links, readMarks: readMarks, publicMedia: configuration.publicMedia),
+                           accessLog: accessLog, clientAddresses: clientAddresses)
     let settings = data.settings
-    let appNames = [AppName.default] + configuration.apps.keys.sorted()
+    let appNames = apps.names
     let startLogger = logger
     let tls = try configuration.tlsCertificatePath.flatMap { certificate in
         try configuration.tlsKeyPath.map {
@@ -106,7 +114,7 @@ public func buildApplication(
         ? MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads) : MultiThreadedEventLoopGroup.singleton
     // `--metrics-port`: /metrics on a listener of its own (the main port's answers 404).
     let metricsListener: [any Service] = configuration.metricsPort.map {
-        [MetricsListener.service(host: configuration.host, port: $0, registry: services.prometheus, eventLoopGroup: eventLoopGroup,
+        [MetricsListener.service(host: configuration.host, port: $0, registry: prometheus, eventLoopGroup: eventLoopGroup,
                                  logger: logger)]
     } ?? []
     return RichPushApplication(
@@ -126,12 +134,12 @@ public func buildApplication(
                                          backoffBase: configuration.webhookBackoff, logger: logger),
                    // Services stop in reverse order: the resumer first, so that it cannot lease
                    // again what the stopping queuer gives back.
-                   services.campaignQueuer,
-                   CampaignResumer(campaigns: campaigns, queuer: services.campaignQueuer, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
+                   campaignQueuer,
+                   CampaignResumer(campaigns: campaigns, queuer: campaignQueuer, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
                                    interval: configuration.scheduleInterval, logger: logger),
                    OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
-            + (mirror.map { [MirrorReconciler(registrations: services.registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
+            + (mirror.map { [MirrorReconciler(registrations: registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
             + metricsListener,
         eventLoopGroup: eventLoopGroup,
         logger: logger,
@@ -151,51 +159,6 @@ public func buildApplication(
                                                      "metrics": "\(base)/metrics", "openapi": "\(base)/openapi.json",
                                                      "data": "\(URL(fileURLWithPath: configuration.dataPath).standardizedFileURL.path)"])
         })
-}
-
-/// The routes of `Endpoint.all`, each behind the middleware its access asks for.
-func buildRouter(_ services: Services) -> Router<AppRequestContext> {
-    let router = Router(context: AppRequestContext.self)
-    // First: everything below names the client as a trusted proxy forwarded it (`--trusted-proxy`).
-    router.add(middleware: ClientAddressMiddleware(resolver: services.clientAddresses))
-    router.add(middleware: MetricsMiddleware())
-    router.add(middleware: AccessLogMiddleware(log: services.accessLog))
-    router.add(middleware: ProblemMiddleware())
-    router.add(middleware: MethodNotAllowedMiddleware(endpoints: Endpoint.all))
-    let auth = AuthMiddleware(authenticator: services.authenticator)
-    let open = router.group()
-    let user = router.group().add(middleware: auth)
-    let admin = router.group().add(middleware: auth).add(middleware: AdminMiddleware())
-    for endpoint in Endpoint.all {
-        let group = switch endpoint.access {
-        case .open: open
-        case .media: services.configuration.publicMedia ? open : user
-        case .user, .password, .session: user
-        case .admin: admin
-        }
-        let route = endpoint.handler
-        let (scope, described) = (endpoint.keyScope, "\(endpoint.method.rawValue) \(endpoint.path)")
-        // API keys reach only the routes of their scope (docs/api.md#apps-and-api-keys); accounts are checked by the groups.
-        let handler: @Sendable (Services, Request, AppRequestContext) async throws -> Response = { services, request, context in
-            if let key = context.principal?.apiKey {
-                guard let scope else {
-                    throw Problem(.forbidden, "API keys cannot call \(described): it is an account's (a device's or a person's)")
-                }
-                guard key.scope.covers(scope) else {
-                    throw Problem(.forbidden, "API key \(key.name) has the scope \(key.scope.rawValue); \(described) needs \(scope.rawValue)")
-                }
-            }
-            return try await route(services, request, context)
-        }
-        if endpoint.takesJSONOnly {
-            group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in
-                try await handler(services, try await JSONBody.requireJSONType(request), context)
-            }
-        } else {
-            group.on(RouterPath(endpoint.path), method: endpoint.method) { request, context in try await handler(services, request, context) }
-        }
-    }
-    return router
 }
 
 /// The base of payload URLs: `--public-url`, or `http://<host>:<port>` with the port actually bound.

@@ -1,3 +1,4 @@
+import RichPushAPI
 import HTTPEdge
 import Hummingbird
 import HummingbirdCore

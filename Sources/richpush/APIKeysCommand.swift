@@ -37,9 +37,9 @@ struct APIKeysCommand: AsyncParsableCommand {
             do {
                 let key = try await keys.add(name: name, scope: scope, app: app)
                 print(key)
-                Console.error("added API key \(name) (scope \(scope.rawValue)\(app.map { ", app \($0)" } ?? "")): it is shown this once; keep it secret")
+                Terminal.error("added API key \(name) (scope \(scope.rawValue)\(app.map { ", app \($0)" } ?? "")): it is shown this once; keep it secret")
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
         }
@@ -54,12 +54,12 @@ struct APIKeysCommand: AsyncParsableCommand {
             } ?? [AppName.default]
             guard !apps.contains(app) else { return }
             if recorded == nil {
-                Console.error("""
+                Terminal.error("""
                     error: --app \(app): no serve has recorded its apps in this data directory yet; the apps are those of serve --apps, \
                     and until a serve with them has started here only \(AppName.default) is known (start serve --apps FILE, then add the key)
                     """)
             } else {
-                Console.error("error: --app \(app): the server has no such app; its apps are \(apps.joined(separator: ", ")) (those of serve --apps, as the last serve on this data directory recorded them)")
+                Terminal.error("error: --app \(app): the server has no such app; its apps are \(apps.joined(separator: ", ")) (those of serve --apps, as the last serve on this data directory recorded them)")
             }
             throw ExitCode(2)
         }
@@ -99,7 +99,7 @@ struct APIKeysCommand: AsyncParsableCommand {
             do {
                 try await dataOptions.open().apiKeys.remove(name: name)
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
             print("removed API key \(name)")

@@ -58,7 +58,7 @@ struct CampaignsCommand: AsyncParsableCommand {
                 let progress = try await data.campaigns(links: nil, defaultImage: "logo.png").cancel(id)
                 print("campaign \(id) cancelled: \(progress.sent) sent, \(progress.failed) failed before it was")
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
         }

@@ -37,7 +37,7 @@ struct HealthcheckCommand: AsyncParsableCommand {
             let response = try await client.execute(HTTPClientRequest(url: target), timeout: .milliseconds(Int64(timeout * 1000)))
             let body = try await response.body.collect(upTo: 64 * 1024)
             guard response.status.code == 200 else {
-                Console.error("unhealthy: \(target) answered \(response.status.code) \(String(buffer: body).prefix(200))")
+                Terminal.error("unhealthy: \(target) answered \(response.status.code) \(String(buffer: body).prefix(200))")
                 try await client.shutdown()
                 throw ExitCode(1)
             }
@@ -46,7 +46,7 @@ struct HealthcheckCommand: AsyncParsableCommand {
         } catch let exit as ExitCode {
             throw exit
         } catch {
-            Console.error("unhealthy: \(target): \(Self.words(for: error, target: target, timeout: timeout))")
+            Terminal.error("unhealthy: \(target): \(Self.words(for: error, target: target, timeout: timeout))")
             try? await client.shutdown()
             throw ExitCode(1)
         }

@@ -46,7 +46,7 @@ enum JSONOut {
 enum ListTable {
     static func print(_ header: [String], _ rows: [[String]], empty: String) {
         guard !rows.isEmpty else {
-            Console.error(empty)
+            Terminal.error(empty)
             return
         }
         Swift.print(header.joined(separator: "\t"))
@@ -93,7 +93,7 @@ extension MediaCommand {
                 files += isDirectory(path) ? Self.walk(path) : [path]
             }
             let allFiles = files
-            let progress = Progress(total: files.count, enabled: Console.stderrIsTerminal && files.count > 1)
+            let progress = Progress(total: files.count, enabled: Terminal.stderrIsTerminal && files.count > 1)
             let name = self.name
             let command = self
             // Results are printed in input order, each as soon as it and all before it are done.
@@ -119,13 +119,13 @@ extension MediaCommand {
             switch result {
             case .success(let r):
                 if json {
-                    Console.out(JSONOut.line([
+                    Terminal.out(JSONOut.line([
                         "path": path, "sha256": r.item.id.hex, "contentType": r.item.info.contentType,
                         "width": r.item.info.width, "height": r.item.info.height, "size": r.item.size,
                         "status": r.status.rawValue, "stripped": r.stripped.map(\.rawValue),
                     ]))
                 } else {
-                    Console.out("\(r.item.id.hex) \(r.item.info.contentType) \(r.item.info.width)x\(r.item.info.height) \(r.item.size) \(path)")
+                    Terminal.out("\(r.item.id.hex) \(r.item.info.contentType) \(r.item.info.width)x\(r.item.info.height) \(r.item.size) \(path)")
                 }
                 return true
             case .failure(let error as MediaRejection):
@@ -138,9 +138,9 @@ extension MediaCommand {
 
         private func report(path: String, error kind: String, reason: String) {
             if json {
-                Console.out(JSONOut.line(["path": path, "error": ["class": kind, "reason": reason]]))
+                Terminal.out(JSONOut.line(["path": path, "error": ["class": kind, "reason": reason]]))
             } else {
-                Console.error("error: \(path): \(kind): \(reason)")
+                Terminal.error("error: \(path): \(kind): \(reason)")
             }
         }
 
@@ -188,7 +188,7 @@ extension MediaCommand {
         func run() async throws {
             let store = try await dataOptions.openMediaStore()
             guard let item = try await store.resolve(key) else {
-                Console.error("error: no media with id or name '\(key)'")
+                Terminal.error("error: no media with id or name '\(key)'")
                 throw ExitCode(1)
             }
             if json {
@@ -226,7 +226,7 @@ extension MediaCommand {
                 if let name = removal.name { print("removed name \(name)") }
                 if let id = removal.deletedBlob { print("removed \(id.hex)") }
             } catch let error as MediaStoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
         }
@@ -240,7 +240,7 @@ extension MediaCommand {
         func run() async throws {
             let store = try await dataOptions.openMediaStore()
             let (checked, problems) = try await store.verify()
-            for problem in problems { Console.error("problem: \(problem)") }
+            for problem in problems { Terminal.error("problem: \(problem)") }
             print("\(counted(checked, "blob")) checked, \(counted(problems.count, "problem"))")
             if !problems.isEmpty { throw ExitCode(1) }
         }

@@ -40,12 +40,12 @@ struct MigrateCommand: AsyncParsableCommand {
         defer { source.close() }
         let target = try await DataStore.open(path: targetData, database: toDatabase, blobs: toBlobs)
         defer { target.close() }
-        let report = try await source.copy(to: target) { Console.error("migrate: \($0)") }
+        let report = try await source.copy(to: target) { Terminal.error("migrate: \($0)") }
         let rows = report.rows.map { "\($0.table) \($0.copied)" }.joined(separator: ", ")
         print("copied \(counted(report.blobsCopied, "blob")) (\(report.blobsPresent) already there); rows: \(rows)")
-        for problem in report.blobProblems { Console.error("error: blob \(problem)") }
+        for problem in report.blobProblems { Terminal.error("error: blob \(problem)") }
         if !report.blobProblems.isEmpty {
-            Console.error("\(counted(report.blobProblems.count, "blob")) \(report.blobProblems.count == 1 ? "was" : "were") not copied; the rows that use them were (fix the source and run migrate again)")
+            Terminal.error("\(counted(report.blobProblems.count, "blob")) \(report.blobProblems.count == 1 ? "was" : "were") not copied; the rows that use them were (fix the source and run migrate again)")
             throw ExitCode(1)
         }
     }

@@ -35,9 +35,9 @@ struct NotifyCommand: AsyncParsableCommand {
             if let url = created.richUrl { object["richUrl"] = url }
             if let title = n.title { object["title"] = title }
             print(JSONOut.line(object))
-            if created.deliveries == 0 { Console.error("note: \(user) has no registered device; nothing will be pushed") }
+            if created.deliveries == 0 { Terminal.error("note: \(user) has no registered device; nothing will be pushed") }
         } catch let error as CoreError {
-            Console.error("error: \(error.message)")
+            Terminal.error("error: \(error.message)")
             throw ExitCode(1)
         }
     }
@@ -102,7 +102,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     /// stdout; stderr says there was nothing and why; exit 1.
     private func nothingToShow(_ of: String?, why: String?) throws -> Never {
         if csv { print("notification,registrationId,target,state,attempts,pushId,updated,reason") }
-        Console.error("no deliveries" + (of.map { " for \($0)" } ?? "") + (why.map { ": \($0)" } ?? ""))
+        Terminal.error("no deliveries" + (of.map { " for \($0)" } ?? "") + (why.map { ": \($0)" } ?? ""))
         throw ExitCode(1)
     }
 

@@ -76,7 +76,7 @@ extension DataOptions {
     func open(limits: MediaLimits = .default, announce: Bool = true) async throws -> DataStore {
         let new = isNew
         let store = try await DataStore.open(path: data, database: database, blobs: blobs, limits: limits)
-        if new && announce { Console.error("note: \(createdMessage)") }
+        if new && announce { Terminal.error("note: \(createdMessage)") }
         return store
     }
 
@@ -302,8 +302,8 @@ func counted(_ count: Int, _ singular: String, _ plural: String? = nil) -> Strin
 /// that a JSON log stays all JSON).
 protocol LogsConfigWarnings {}
 
-/// Writes to standard error.
-enum Console {
+/// Writes lines for a person at the terminal: results on stdout, words on stderr.
+enum Terminal {
     static func error(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
@@ -325,7 +325,7 @@ enum Main {
             throw ValidationError(problem)
         }
         if !(command is any LogsConfigWarnings), let warning = ConfigFile.unreadWarning {
-            Console.error("warning: \(warning)")
+            Terminal.error("warning: \(warning)")
         }
         if var asyncCommand = command as? any AsyncParsableCommand {
             try await asyncCommand.run()
@@ -343,7 +343,7 @@ enum Main {
             let code = RichPushCommand.exitCode(for: error)
             let message = RichPushCommand.fullMessage(for: error)
             if !message.isEmpty {
-                if code == .success { print(message) } else { Console.error(message) }
+                if code == .success { print(message) } else { Terminal.error(message) }
             }
             // docs/configuration.md#commands: 2 on a usage error (ArgumentParser's own is 64).
             exit(code == .validationFailure ? 2 : code.rawValue)

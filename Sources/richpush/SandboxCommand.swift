@@ -69,7 +69,7 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
         } else {
             (certificatePEM, keyPEM) = try APNsSandbox.selfSignedCertificate()
             try certificatePEM.write(toFile: "apns-sandbox-cert.pem", atomically: true, encoding: .utf8)
-            Console.error("apns-sandbox: self-signed certificate written to apns-sandbox-cert.pem (serve --push-ca apns-sandbox-cert.pem)")
+            Terminal.error("apns-sandbox: self-signed certificate written to apns-sandbox-cert.pem (serve --push-ca apns-sandbox-cert.pem)")
         }
         var configuration = APNsSandbox.Configuration(teamID: teamId, keyID: keyId, publicKey: key,
                                                       tlsCertificatePEM: certificatePEM, tlsKeyPEM: keyPEM)

@@ -81,7 +81,7 @@ struct ScheduleBenchmarkCommand: AsyncParsableCommand {
                      Double(progress.campaign.recipients) / max(seconds(queueing), 0.001), progress.campaign.recipients, progress.campaign.devices,
                      progress.pending, before.rss, peakDuring, after.rss, after.peak))
         guard progress.campaign.queued, progress.campaign.recipients == users else {
-            Console.error("error: the campaign reached \(progress.campaign.recipients) of \(users) recipients")
+            Terminal.error("error: the campaign reached \(progress.campaign.recipients) of \(users) recipients")
             throw ExitCode(1)
         }
     }

@@ -108,21 +108,28 @@ struct SendCommand: AsyncParsableCommand {
                 }
                 locales = parsed
             }
-            campaign = try await campaigns.create(CampaignDraft(audience: audience, content: content, app: app, schedule: try schedule(),
-                                                                locales: locales, defaultLocale: defaultLocale), by: by)
-            Console.out(String(campaign.id))
-            if let schedule = campaign.schedule {
-                let when = switch schedule {
-                case .at(let date): ISO8601DateFormatter().string(from: date)
-                case .localTime(let time, let date): "\(time) in each recipient's time zone" + (date.map { " on \($0)" } ?? "")
+            let draft = CampaignDraft(audience: audience, content: content, app: app, schedule: try schedule(),
+                                      locales: locales, defaultLocale: defaultLocale)
+            // Every batch queued here: the CLI has no background queuer to hand the rest to.
+            let launcher = CampaignLauncher(campaigns: campaigns, addressing: .perDevice)
+            let outcome = try await launcher.launch(draft, by: by) { created in
+                // Said as soon as it is recorded, before a large audience is queued.
+                Terminal.out(String(created.id))
+                if let schedule = created.schedule {
+                    let when = switch schedule {
+                    case .at(let date): ISO8601DateFormatter().string(from: date)
+                    case .localTime(let time, let date): "\(time) in each recipient's time zone" + (date.map { " on \($0)" } ?? "")
+                    }
+                    Terminal.error("campaign \(created.id): scheduled for \(when); a running serve sends it")
                 }
-                Console.error("campaign \(campaign.id): scheduled for \(when); a running serve sends it")
-            } else {
-                let queued = try await campaigns.queue(campaign.id, addressing: .perDevice)
-                Console.error("campaign \(campaign.id): \(counted(queued.recipients, "recipient")), \(counted(queued.devices, "device")) queued")
+            }
+            guard case .launched(let launch) = outcome else { preconditionFailure("a launch without an idempotency key is never a replay") }
+            campaign = launch.campaign
+            if let queued = launch.queued {
+                Terminal.error("campaign \(campaign.id): \(counted(queued.recipients, "recipient")), \(counted(queued.devices, "device")) queued")
             }
         } catch let error as CoreError {
-            Console.error("error: \(error.message)")
+            Terminal.error("error: \(error.message)")
             throw ExitCode(1)
         }
         if wait { try await follow(campaign.id, campaigns) }
@@ -142,13 +149,13 @@ struct SendCommand: AsyncParsableCommand {
 
     /// Polls the campaign's counts until it is done, redrawing one line on a terminal.
     private func follow(_ id: Int64, _ campaigns: CampaignStore) async throws {
-        let terminal = Console.stderrIsTerminal
+        let terminal = Terminal.stderrIsTerminal
         while true {
             guard let p = try await campaigns.progress(id) else { return }
             let line = "campaign \(id): \(p.status.rawValue), \(p.sent) sent, \(p.failed) failed, \(p.pending) pending, \(p.fetched) fetched of \(counted(p.campaign.recipients, "recipient"))"
             if p.status == .done || p.status == .cancelled {
                 if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-                Console.error(line)
+                Terminal.error(line)
                 return
             }
             if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8)) }
@@ -167,18 +174,18 @@ enum ImageArgument {
         guard let image else { return nil }
         if FileManager.default.fileExists(atPath: image) {
             if let problem = PathArgument.problem(image) {
-                Console.error("error: --image: cannot read \(image): \(problem)")
+                Terminal.error("error: --image: cannot read \(image): \(problem)")
                 throw ExitCode(2)
             }
             do {
                 return try await media.ingest(file: image).item.id.hex
             } catch let rejection as MediaRejection {
-                Console.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
+                Terminal.error("error: \(image): \(rejection.kind.rawValue): \(rejection.reason)")
                 throw ExitCode(1)
             }
         }
         if try await media.resolve(image) != nil { return image }
-        Console.error("error: --image \(image): the file does not exist\(PathArgument.whereLooked(image)), and no stored image has that id or name (--image takes an image file's path, or the id or name of an image in richpush media list)")
+        Terminal.error("error: --image \(image): the file does not exist\(PathArgument.whereLooked(image)), and no stored image has that id or name (--image takes an image file's path, or the id or name of an image in richpush media list)")
         throw ExitCode(2)
     }
 }
@@ -196,7 +203,7 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             if Environment.string("RICHPUSH_PAYLOAD_KEY") != nil {
-                Console.error("warning: RICHPUSH_PAYLOAD_KEY is set; servers started with it keep using it, not the rotated file")
+                Terminal.error("warning: RICHPUSH_PAYLOAD_KEY is set; servers started with it keep using it, not the rotated file")
             }
             let data = try await dataOptions.open()
             defer { data.close() }

@@ -17,7 +17,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
 
     @OptionGroup var dataOptions: DataOptions
     @OptionGroup var limitOptions: LimitOptions
-    @OptionGroup var pushOptions: PushOptions
+    @OptionGroup var providerFlags: ProviderFlags
     @OptionGroup var urlOptions: PayloadURLOptions
     @Option(help: "How long a session token from POST /api/sessions works, e.g. 30d (env RICHPUSH_SESSION_TTL).", transform: Duration.parse)
     var sessionTtl: TimeInterval = Environment.duration("RICHPUSH_SESSION_TTL", default: 90 * 86_400)
@@ -127,46 +127,22 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         let logger = Logger(label: "richpush")
         if let warning = ConfigFile.unreadWarning { logger.warning("\(warning)") }
         // The apps file first: a bad one is exit 2 naming the app and the field, before anything opens.
-        var apps: [String: (provider: any PushProvider, mirror: (any RegistrationMirror)?)] = [:]
+        var providers = ProviderWiring(settings: providerFlags.settings)
         if let path = appsPath {
             do {
-                let definitions = try AppsFile.load(path)
-                for definition in definitions {
-                    if definition.name == AppName.default && pushOptions.configuresProvider {
-                        throw AppsFileError(path, app: definition.name, "name: the push flags (--apns-…, --fcm-…, --vapid-…, --anh-…) configure the app default; leave it out of the file, or the flags out")
-                    }
-                    let made = try definition.makeProvider(options: pushOptions, file: path)
-                    apps[definition.name] = (made.provider, made.mirror)
-                    if definition.name == AppName.default {
-                        configuration.vapidPublicKey = made.profile.vapidPublicKey
-                    } else {
-                        configuration.apps[definition.name] = made.profile
-                    }
-                }
+                try providers.addApps(file: path, to: &configuration)
             } catch let error as AppsFileError {
-                Console.error("error: \(error)")
+                Terminal.error("error: \(error)")
                 throw ExitCode(2)
             }
         }
         let created = dataOptions.isNew
         let data = try await dataOptions.open(limits: configuration.limits, announce: false)
         if created { logger.notice("created a new data directory", metadata: ["data": "\(dataOptions.directory)"]) }
-        let vapid = try pushOptions.makeVAPID()
-        if vapid != nil { configuration.vapidPublicKey = vapid?.publicKey }
-        configuration.allowPrivatePushEndpoints = pushOptions.allowPrivatePushEndpoints
-        configuration.webhookRoots = pushOptions.pushCa
-        configuration.allowPrivateWebhooks = pushOptions.allowPrivateWebhooks
-        if let flags = try pushOptions.makeProvider(vapid: vapid) { apps[AppName.default] = flags }
-        // One app: its provider as it is. Several: each push through its app's.
-        let chosen: (provider: any PushProvider, mirror: (any RegistrationMirror)?)? = switch apps.count {
-        case 0: nil
-        case 1 where apps.keys.first == AppName.default: apps[AppName.default]
-        default: (AppRouter(apps.mapValues(\.provider)),
-                  apps.contains { $0.value.mirror != nil } ? AppMirrors(mirrors: apps.compactMapValues(\.mirror)) : nil)
-        }
+        try providers.addSettings(to: &configuration)
         let app: RichPushApplication
-        if let (provider, mirror) = chosen {
-            let dispatcher = OutboxDispatcher(outbox: data.outbox, provider: provider, logger: logger)
+        // One app: its provider as it is. Several: each push through its app's.
+        if let (dispatcher, mirror) = providers.makeDispatcher(outbox: data.outbox, logger: logger) {
             app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,
                                              extraServices: [dispatcher], logger: logger)
         } else {

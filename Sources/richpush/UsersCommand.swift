@@ -30,7 +30,7 @@ struct UsersCommand: AsyncParsableCommand {
             do {
                 try await users.add(name: name, password: password, admin: admin)
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
             print("added \(admin ? "admin" : "user") \(name)")
@@ -58,7 +58,7 @@ struct UsersCommand: AsyncParsableCommand {
                 handle = .standardInput
             } else {
                 guard let opened = FileHandle(forReadingAtPath: file) else {
-                    Console.error("error: cannot read \(file)")
+                    Terminal.error("error: cannot read \(file)")
                     throw ExitCode(2)
                 }
                 handle = opened
@@ -81,7 +81,7 @@ struct UsersCommand: AsyncParsableCommand {
                     batch.append(try UserImport.parse(text))
                 } catch let error as CoreError {
                     bad += 1
-                    Console.error("error: \(file):\(index + 1): \(error.message)")
+                    Terminal.error("error: \(file):\(index + 1): \(error.message)")
                     continue
                 }
                 if batch.count == 1000 { try await flush() }
@@ -105,7 +105,7 @@ struct UsersCommand: AsyncParsableCommand {
             do {
                 try await users.setPassword(name: name, password: password)
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
             print("changed the password of \(name); its sessions are revoked")
@@ -145,7 +145,7 @@ struct UsersCommand: AsyncParsableCommand {
             do {
                 try await users.remove(name: name)
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
             print("removed user \(name)")
@@ -181,24 +181,24 @@ struct LineReader: Sequence, IteratorProtocol {
     }
 }
 
-enum Terminal {
+extension Terminal {
     /// A new password: the first line of stdin, or asked twice on the terminal.
     static func password(for name: String, fromStdin: Bool) throws -> String {
         if fromStdin {
             guard let line = readLine(strippingNewline: true), !line.isEmpty else {
-                Console.error("error: no password on standard input")
+                Terminal.error("error: no password on standard input")
                 throw ExitCode(2)
             }
             return line
         }
         guard isatty(STDIN_FILENO) == 1 else {
-            Console.error("error: standard input is not a terminal; use --password-stdin")
+            Terminal.error("error: standard input is not a terminal; use --password-stdin")
             throw ExitCode(2)
         }
         let first = readSecret("Password for \(name): ")
         let second = readSecret("Repeat: ")
         guard first == second else {
-            Console.error("error: the passwords differ")
+            Terminal.error("error: the passwords differ")
             throw ExitCode(1)
         }
         return first

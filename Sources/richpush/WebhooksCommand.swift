@@ -35,7 +35,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             var types: [DeliveryEventType] = []
             for name in (events ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
                 guard let type = DeliveryEventType(rawValue: name) else {
-                    Console.error("error: unknown event '\(name)': use sent, failed, displayed, opened or campaign.done")
+                    Terminal.error("error: unknown event '\(name)': use sent, failed, displayed, opened or campaign.done")
                     throw ExitCode(2)
                 }
                 types.append(type)
@@ -44,7 +44,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             let secret: String
             if let secretFile {
                 guard let data = FileManager.default.contents(atPath: secretFile) else {
-                    Console.error("error: cannot read --secret-file \(secretFile)")
+                    Terminal.error("error: cannot read --secret-file \(secretFile)")
                     throw ExitCode(2)
                 }
                 secret = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -61,16 +61,16 @@ struct WebhooksCommand: AsyncParsableCommand {
                                                   overrideHint: "webhooks add \(WebhookStore.allowPrivateFlag)").check(url)
                 let id = try await dataOptions.open().webhooks.add(url: url, events: types, secret: secret, allowPrivate: allowPrivateWebhooks)
                 print(id)
-                if generated { Console.error("signing secret (shown this once): \(secret)") }
+                if generated { Terminal.error("signing secret (shown this once): \(secret)") }
                 if allowPrivateWebhooks {
-                    Console.error("note: its address was not checked; serve delivers to a receiver at a private address or over http only with \(WebhookStore.allowPrivateFlag) (env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS)")
+                    Terminal.error("note: its address was not checked; serve delivers to a receiver at a private address or over http only with \(WebhookStore.allowPrivateFlag) (env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS)")
                 }
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             } catch let error as OutboundError {
                 // A name server that did not answer now says nothing of the receiver: the message says to try again.
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
         }
@@ -111,7 +111,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             do {
                 try await dataOptions.open().webhooks.remove(id: id)
             } catch let error as CoreError {
-                Console.error("error: \(error.message)")
+                Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
             }
             print("removed webhook \(id)")

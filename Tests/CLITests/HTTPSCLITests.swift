@@ -61,10 +61,13 @@ struct HTTPSCLITests {
                                       "-o", "/dev/null", "\(base)/media/\(id)", "-o", payloadFile.path, "\(base)/api/notifications/\(notification)"])
         #expect(fetched.output == "2 200\n2 200\n", "\(fetched.output)")
         #expect(try Fixtures.bytes(payloadFile) == logo)
-        // Both were answered from memory, on the stream's event loop, not by the router.
+        // The payload was answered from memory, on the stream's event loop, not by the router
+        // (which could only have answered 401 or 404). The image's GET before it is too unless
+        // more than a second passed since its last check (a loaded machine): then the router
+        // answers it, as it must, so only the payload's answer is counted for certain.
         let metrics = try await curl(["--cacert", cert, "\(base)/metrics"])
         let h2 = metrics.output.split(separator: "\n").first { $0.hasPrefix("richpush_memory_answers_total{protocol=\"h2\"}") }
-        #expect(h2.flatMap { Double($0.split(separator: " ").last ?? "") }.map { $0 >= 2 } == true, "\(String(describing: h2))")
+        #expect(h2.flatMap { Double($0.split(separator: " ").last ?? "") }.map { $0 >= 1 } == true, "\(String(describing: h2))")
         // Its payload URL over HTTP/2 too.
         let linked = try await curl(["--cacert", cert, "--http2", "-o", payloadFile.path, "-w", "%{http_version} %{http_code}", richUrl])
         let linkedBytes = try Fixtures.bytes(payloadFile)

@@ -62,7 +62,9 @@ struct PushPlatformsCLITests {
         let sent = try await http(port, "POST", "/api/notifications", auth: auth, body: #"{"message":"Half price","title":"Sale","mode":"alert"}"#)
         #expect(sent.hasPrefix("HTTP/1.1 201"), "\(sent)")
         @Sendable func log(_ name: String) -> String { (try? String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)) ?? "" }
-        let arrived = try await eventually(within: 20) { log("fcm.jsonl").contains("Half price") && log("web.jsonl").contains("Half price") }
+        // Each line whole: a line read while the stand-in writes it would not parse.
+        @Sendable func whole(_ name: String) -> Bool { let text = log(name); return text.contains("Half price") && text.hasSuffix("\n") }
+        let arrived = try await eventually(within: 20) { whole("fcm.jsonl") && whole("web.jsonl") }
         #expect(arrived, "fcm: \(log("fcm.jsonl")) web: \(log("web.jsonl")) fcm-sandbox: \(log("fcm-sandbox.log"))")
         let android = try #require(try JSONSerialization.jsonObject(with: Data(log("fcm.jsonl").split(separator: "\n")[0].utf8)) as? [String: Any])
         let shown = try #require(android["notification"] as? [String: String])

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 @testable import RichPushCore
+@testable import RichPushAPI
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -8,6 +8,7 @@ import Logging
 import MediaStore
 import PushDelivery
 @testable import RichPushCore
+@testable import RichPushAPI
 @testable import RichPushServer
 import PushTestSupport
 import RichPushTestSupport

@@ -4,6 +4,7 @@ import HTTPTypes
 import MediaStore
 import NIOCore
 @testable import RichPushCore
+@testable import RichPushAPI
 @testable import RichPushServer
 import RichPushTestSupport
 import SQLEngine

@@ -8,6 +8,7 @@ import HummingbirdTesting
 import MediaStore
 import PushDelivery
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import PushTestSupport
 import RichPushTestSupport

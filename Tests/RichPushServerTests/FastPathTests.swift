@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import MediaStore
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -14,6 +14,7 @@ import NIOHTTP1
 import PushDelivery
 import Resilience
 @testable import RichPushCore
+@testable import RichPushAPI
 @testable import RichPushServer
 import PushTestSupport
 import RichPushTestSupport

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+@testable import RichPushAPI
 @testable import RichPushServer
 import Testing
 

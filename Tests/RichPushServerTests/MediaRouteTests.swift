@@ -8,6 +8,7 @@ import PushDelivery
 @testable import RichPushCore
 import PushTestSupport
 import RichPushTestSupport
+@testable import RichPushAPI
 @testable import RichPushServer
 import Testing
 

@@ -13,6 +13,7 @@ import NIOConcurrencyHelpers
 import PushDelivery
 import Resilience
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import ServiceLifecycle
 import Testing

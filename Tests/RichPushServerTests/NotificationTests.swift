@@ -5,6 +5,7 @@ import HummingbirdTesting
 import MediaStore
 @testable import RichPushCore
 import RichPushTestSupport
+@testable import RichPushAPI
 import RichPushServer
 import Testing
 

@@ -7,6 +7,7 @@ import HummingbirdTesting
 import PushDelivery
 import PushSandboxes
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import PushTestSupport
 import RichPushTestSupport

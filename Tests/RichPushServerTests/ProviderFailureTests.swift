@@ -9,6 +9,7 @@ import PushDelivery
 import PushSandboxes
 import PushTestSupport
 @testable import RichPushCore
+@testable import RichPushAPI
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing

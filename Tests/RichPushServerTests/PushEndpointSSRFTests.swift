@@ -12,6 +12,7 @@ import NIOPosix
 import NIOSSL
 import PushDelivery
 import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import PushTestSupport
 import RichPushTestSupport

@@ -7,6 +7,7 @@ import PushDelivery
 import PushSandboxes
 import RichPushClient
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import PushTestSupport
 import RichPushTestSupport

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+@testable import RichPushAPI
 import RichPushServer
 import RichPushTestSupport
 import Testing

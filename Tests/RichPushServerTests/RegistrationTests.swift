@@ -3,6 +3,7 @@ import SQLEngine
 import HTTPTypes
 import HummingbirdTesting
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import MediaStore
+@testable import RichPushAPI
 import RichPushServer
 import RichPushTestSupport
 import Testing

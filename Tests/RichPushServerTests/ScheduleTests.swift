@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import PushDelivery
 @testable import RichPushCore
+@testable import RichPushAPI
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -7,6 +7,7 @@ import NIOPosix
 import PushDelivery
 import SQLEngine
 @testable import RichPushCore
+@testable import RichPushAPI
 @testable import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOTLS
+@testable import RichPushAPI
 import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import RichPushTestSupport
+@testable import RichPushAPI
 import RichPushServer
 
 /// What the HTTPS tests share: a certificate for `serve --tls-cert --tls-key`, and a client that

@@ -11,6 +11,7 @@ import ServiceLifecycle
 import MediaStore
 @testable import RichPushCore
 @testable import HTTPEdge
+@testable import RichPushAPI
 @testable import RichPushServer
 import RichPushTestSupport
 

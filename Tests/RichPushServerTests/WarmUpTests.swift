@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import PushDelivery
 import SQLEngine
 @testable import RichPushCore
+@testable import RichPushAPI
 import RichPushServer
 import RichPushTestSupport
 import Testing

@@ -1,0 +1,130 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import PushDelivery
+import RichPushCore
+
+/// Campaigns: sent, listed, shown and cancelled (`Endpoint.campaigns`).
+struct CampaignsController: Sendable {
+    /// The server's apps.
+    let apps: AppCatalog
+    let campaigns: CampaignStore
+    /// Queues a POSTed campaign's recipients past its first `ahead`.
+    let campaignQueuer: CampaignQueuer
+    /// `Idempotency-Key`s seen (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
+    let idempotency: IdempotencyStore
+    let dispatcher: any PushDispatching
+
+    // MARK: campaigns (docs/api.md#campaigns)
+
+    func createCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let admin = try context.requirePrincipal()
+        let idempotencyHeader = request.headers[HTTPField.Name("Idempotency-Key")!]
+        let body = try await RequestBody.collect(request, upTo: Self.campaignBodyLimit, what: "a campaign body")
+        let bytes = Data(body.readableBytesView)
+        let request = try RequestBody.decode(CampaignRequest.self, from: bytes,
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\"}")
+        let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
+                                        payload: request.payload, title: request.title, mode: request.mode ?? .alert,
+                                        options: PushOptions.with(request.options, badge: request.badge))
+        if let count = request.content?.locales.count, count > Campaign.maxLocales {
+            throw Problem(.contentTooLarge, "content has \(count) locales; a campaign has at most \(Campaign.maxLocales)")
+        }
+        let app = try apps.appAllowed(request.app, for: admin)
+        let schedule: CampaignSchedule?
+        do { schedule = try Self.schedule(request) } catch let error as CoreError { throw Problem(.unprocessableContent, error.message) }
+        let draft = CampaignDraft(audience: try request.audience.audience, content: content, app: app, schedule: schedule,
+                                  locales: request.content?.locales ?? [:], defaultLocale: request.defaultLocale ?? "en",
+                                  ratePerMinute: request.ratePerMinute)
+        let key = try idempotencyHeader.map { try IdempotencyKey(owner: admin.user, route: "POST /api/admin/campaigns", key: $0, body: bytes) }
+        // The first pushes are queued before the answer (a small campaign whole), the rest in
+        // the background as the sends go out: a million recipients answer in a second.
+        let dispatcher = self.dispatcher, queuer = campaignQueuer
+        let launcher = CampaignLauncher(campaigns: campaigns, addressing: dispatcher.addressing, maxBatches: queuer.firstBatches,
+                                        handOff: { queuer.finish($0) }, outboxChanged: { dispatcher.outboxChanged() })
+        let launch: CampaignLauncher.Launch
+        switch try await launcher.launch(draft, by: admin.user, idempotency: key) {
+        case .launched(let launched): launch = launched
+        case .replayed(let replay): return try await campaignReplay(replay, key: key!)
+        }
+        let campaign = launch.campaign
+        guard let progress = launch.progress else { throw Problem(.notFound, "campaign \(campaign.id) vanished") }
+        context.logger.info(campaign.schedule == nil ? "campaign queued" : "campaign scheduled",
+                            metadata: ["campaign": "\(campaign.id)", "recipients": "\(progress.campaign.recipients)",
+                                       "devices": "\(progress.campaign.devices)", "by": "\(admin.user)"])
+        var response = try JSONResponse.encode(CampaignResponse(progress), status: .accepted)
+        response.headers[.location] = "/api/admin/campaigns/\(campaign.id)"
+        return response
+    }
+
+    /// What the first request with an `Idempotency-Key` answered: its campaign, as it stands.
+    private func campaignReplay(_ replay: IdempotentReplay, key: IdempotencyKey) async throws -> Response {
+        var id = replay.resource
+        if id == nil { id = try await idempotency.resource(for: key) }
+        guard let id, let progress = try await campaigns.progress(id) else {
+            throw Problem(.conflict, "a request with this Idempotency-Key is still being made; try again in a second", headers: [.retryAfter: "1"])
+        }
+        var response = try JSONResponse.encode(CampaignResponse(progress), status: .accepted)
+        response.headers[.location] = "/api/admin/campaigns/\(id)"
+        response.headers[HTTPField.Name("Idempotent-Replayed")!] = "true"
+        return response
+    }
+
+    /// `sendAt` (RFC 3339), or `localTime` with an optional `localDate`; 400 for both, a date
+    /// without a time, or a malformed value.
+    static func schedule(_ request: CampaignRequest) throws -> CampaignSchedule? {
+        if let sendAt = request.sendAt {
+            guard request.localTime == nil, request.localDate == nil else {
+                throw Problem(.unprocessableContent, "give sendAt, or localTime (with an optional localDate), not both")
+            }
+            guard let date = CampaignSchedule.rfc3339(sendAt) else {
+                throw Problem(.unprocessableContent, "sendAt must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got '\(sendAt.prefix(40))'")
+            }
+            return .at(date)
+        }
+        if let time = request.localTime {
+            return .localTime(try LocalTime(time), date: try request.localDate.map(LocalDate.init))
+        }
+        if request.localDate != nil { throw Problem(.unprocessableContent, "localDate needs localTime") }
+        return nil
+    }
+
+    /// The longest campaign body taken (docs/security.md).
+    static let campaignBodyLimit = 256 << 10
+
+    /// `DELETE /api/admin/campaigns/{id}`: cancels what has not been sent (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries). An admin
+    /// (an account or an `admin` key) cancels any campaign of its app; a `send` key only those
+    /// it created (docs/security.md).
+    func cancelCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let raw = try context.parameters.require("id")
+        let caller = try context.requirePrincipal()
+        let bound = caller.apiKey?.app
+        guard let id = Int64(raw), id > 0, let before = try await campaigns.progress(id), bound == nil || before.campaign.app == bound else {
+            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
+        }
+        if let key = caller.apiKey, !key.scope.covers(.admin), before.campaign.createdBy != caller.user {
+            throw Problem(.forbidden, "API key \(key.name) did not create campaign \(id); a send key cancels only its own campaigns (an admin key or account cancels any)")
+        }
+        let progress = try await campaigns.cancel(id)
+        let by = caller.user
+        context.logger.notice("campaign cancelled", metadata: ["campaign": "\(id)", "sent": "\(progress.sent)", "by": "\(by)"])
+        return try JSONResponse.encode(CampaignResponse(progress))
+    }
+
+    func listCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let (limit, before) = try Paging.page(request, defaultLimit: 50)
+        // A key bound to an app reads that app's campaigns only.
+        let bound = try context.requirePrincipal().apiKey?.app
+        return try JSONResponse.encode(try await campaigns.list(limit: limit, before: before, app: bound).map(CampaignResponse.init))
+    }
+
+    func showCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let raw = try context.parameters.require("id")
+        let bound = try context.requirePrincipal().apiKey?.app
+        guard let id = Int64(raw), id > 0, let progress = try await campaigns.progress(id), bound == nil || progress.campaign.app == bound else {
+            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
+        }
+        return try JSONResponse.encode(CampaignResponse(progress))
+    }
+}

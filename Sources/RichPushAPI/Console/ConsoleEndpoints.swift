@@ -1,0 +1,120 @@
+import Hummingbird
+import RichPushCore
+
+extension Endpoint {
+    /// The console (docs/api.md#console): its page and the calls its script makes, with the session cookie
+    /// the page's sign-in sets (no Authorization header).
+    static let console: [Endpoint] = [
+        Endpoint(method: .get, path: "/console", access: .open,
+                 summary: "The admin console: its sign-in form without a session cookie, the console with an admin's, 403 with another user's.",
+                 responses: [200: APIResponse(description: "HTML, no external resources.", content: [("text/html", .string)]),
+                             403: APIResponse(description: "The session is not an admin's (HTML).", content: [("text/html", .string)])]) { rooms, r, c in
+            try await rooms.console.consolePage(r, c)
+        },
+        Endpoint(method: .post, path: "/console/session", access: .open, summary: "Signs in to the console (form: name, password); sets the session cookie.",
+                 requestBody: APIRequestBody(required: true, content: [("application/x-www-form-urlencoded", JSONSchema.type("object").with {
+                     $0.properties = ["name": JSONSchema.string.with { $0.minLength = 1 }, "password": .string]
+                     $0.required = ["name", "password"]
+                 })], description: "The sign-in form."),
+                 responses: [303: APIResponse(description: "Signed in: to /console, with the session cookie.", headers: ["Location": "/console", "Set-Cookie": "The session (HttpOnly, SameSite=Strict)."]),
+                             400: APIResponse(description: "No name or password (HTML).", content: [("text/html", .string)]),
+                             401: APIResponse(description: "Wrong name or password (HTML).", content: [("text/html", .string)]),
+                             403: APIResponse(description: "Not an admin, or posted from another site (HTML).", content: [("text/html", .string)]),
+                             429: APIResponse(description: "Too many failed sign-ins (HTML).", content: [("text/html", .string)], headers: ["Retry-After": "Seconds to wait."])]) { rooms, r, c in
+            try await rooms.console.consoleSignIn(r, c)
+        },
+        Endpoint(method: .post, path: "/console/session/end", access: .open, summary: "Signs out of the console (form: csrf).",
+                 requestBody: APIRequestBody(required: false, content: [("application/x-www-form-urlencoded", JSONSchema.type("object").with { $0.properties = ["csrf": .string] })],
+                                             description: "The page's CSRF token."),
+                 responses: [303: APIResponse(description: "Signed out: to /console, the cookie cleared.", headers: ["Location": "/console"]),
+                             403: .problem("The CSRF token is wrong, or the request came from another site.")]) { rooms, r, c in
+            try await rooms.console.consoleSignOut(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/media", access: .open, summary: "The console's image list, with where each image is used.",
+                 responses: [200: .jsonArray(of: ConsoleMediaItem.self, "Newest first, variants left out."),
+                             401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleMediaList(r, c)
+        },
+        Endpoint(method: .post, path: "/console/api/media", access: .open, summary: "An upload from the console (X-CSRF-Token required).",
+                 parameters: [.header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/octet-stream", .binary)], description: "A PNG, JPEG or GIF file."),
+                 responses: [201: .json(MediaResponse.self, "Stored."), 200: .json(MediaResponse.self, "Already stored."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             413: .problem("Over the size limit."), 415: .problem("Not PNG, JPEG or GIF."), 422: .problem("It does not decode.")]) { rooms, r, c in
+            try await rooms.console.consoleUpload(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/apps", access: .open, summary: "The server's apps, each with its registered devices (docs/api.md#apps-and-api-keys).",
+                 responses: [200: .jsonArray(of: ConsoleApp.self, "By name, default included."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleApps(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/audience", access: .open, summary: "Who a campaign would reach: everyone, listed users, or a tag expression.",
+                 parameters: [.query("users", .string, "User names, comma-separated."), .query("tags", .string, "A tag expression."),
+                              .query("all", .string, "Everyone (the default)."), .query("app", .string, "Only this app's devices.")],
+                 responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now, and the listed names that are no user."), 400: .problem("The expression or the list is malformed (in words)."),
+                             422: .problem("No app of that name on this server."),
+                             401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleAudience(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/campaigns", access: .open, summary: "The console's campaigns panel: campaigns, newest first, with their counts and schedules.",
+                 parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50)."),
+                              .query("before", .integer, "Only campaigns with smaller ids (the next page).")],
+                 responses: [200: .jsonArray(of: CampaignResponse.self, "As GET /api/admin/campaigns lists them."), 400: .problem("limit is out of range."),
+                             401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleCampaigns(r, c)
+        },
+        Endpoint(method: .post, path: "/console/api/campaigns", access: .open, summary: "Sends a campaign from the console (X-CSRF-Token required).",
+                 parameters: [.header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("CampaignRequest"))], description: "As POST /api/admin/campaigns takes it."),
+                 responses: [202: .json(CampaignResponse.self, "Queued.", headers: ["Location": "Its progress."]), 400: .problem("A malformed body."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             422: .problem("Unknown image or users, or too long for a push.")]) { rooms, r, c in
+            try await rooms.console.consoleSend(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/campaigns/{id}", access: .open, summary: "A campaign's counts and its failed deliveries' reasons.",
+                 parameters: [.path("id", .integer, "The campaign id.")],
+                 responses: [200: .json(ConsoleProgress.self, "Counts and failures."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such campaign.")]) { rooms, r, c in
+            try await rooms.console.consoleWatch(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/campaigns/{id}/stats", access: .open, summary: "A campaign's funnel and timeline, for the console's chart.",
+                 parameters: [.path("id", .integer, "The campaign id.")],
+                 responses: [200: .json(CampaignStatsResponse.self, "As /api/admin/campaigns/{id}/stats."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such campaign.")]) { rooms, r, c in
+            try await rooms.console.consoleStats(r, c)
+        },
+        Endpoint(method: .delete, path: "/console/api/campaigns/{id}", access: .open, summary: "Cancels a campaign from the console (X-CSRF-Token required).",
+                 parameters: [.path("id", .integer, "The campaign id."), .header("X-CSRF-Token", "The token of the console page.")],
+                 responses: [200: .json(CampaignResponse.self, "Cancelled."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such campaign."),
+                             409: .problem("The campaign is done.")]) { rooms, r, c in
+            try await rooms.console.consoleCancel(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/users", access: .open, summary: "Users whose name contains q, with their device counts.",
+                 parameters: [.query("q", .string, "Part of a name (any case).")],
+                 responses: [200: .jsonArray(of: ConsoleUser.self, "By name, at most 200."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleUsers(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/users/{name}", access: .open, summary: "A user's devices and last ten pushes.",
+                 parameters: [.path("name", .string, "The user name.")],
+                 responses: [200: .json(ConsoleUserDetail.self, "Devices and pushes."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such user.")]) { rooms, r, c in
+            try await rooms.console.consoleUser(r, c)
+        },
+        Endpoint(method: .delete, path: "/console/api/registrations/{id}", access: .open, summary: "Removes a user's device (X-CSRF-Token required).",
+                 parameters: [.path("id", .string, "The registration id."), .query("user", .string, "Its owner."),
+                              .header("X-CSRF-Token", "The token of the console page.")],
+                 responses: [200: .json(RegistrationDeleted.self, "Removed."), 400: .problem("No ?user=."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             404: .problem("No such registration for that user."), 410: .problem("It was already removed or expired.")]) { rooms, r, c in
+            try await rooms.console.consoleRemoveDevice(r, c)
+        },
+        Endpoint(method: .get, path: "/console/media/{sha256}", access: .open, summary: "An image for the console's grid (the session cookie instead of credentials).",
+                 parameters: imageParameters(.path("sha256", mediaID, "The media id."), variants: true),
+                 responses: imageResponses(notFound: "No such media.", variants: true).merging([401: .problem("No console session."),
+                                                                                                403: .problem("The session is not an admin's.")]) { a, _ in a }) { rooms, r, c in
+            try await rooms.console.consoleImage(r, c)
+        },
+    ]
+}

@@ -1,0 +1,113 @@
+import Crypto
+import CoreMetrics
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import MediaStore
+import Metrics
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import RichPushCore
+import ServiceLifecycle
+
+/// Notifications by id, with the two things a payload fetch needs: the recipient and the
+/// payload, which never change once a notification exists (ids are never reused), and whether
+/// its read mark is already taken care of.
+///
+/// Filled as notifications are made here (a campaign's batches, `POST /api/notifications`) and
+/// as they are fetched, so a device's first fetch with a session finds its notification
+/// without a database read. Bounded: two generations of at most `capacity / 2` entries each,
+/// the older dropped whole when the newer fills. Cleared when a user is removed (their
+/// notifications are deleted, and the name may be taken again).
+package final class PayloadIndex: Sendable {
+    struct Entry: Sendable {
+        var recipient: String
+        var payload: MediaID
+        /// Its read mark is committed or queued.
+        var read: Bool
+    }
+    private struct Generations {
+        var current: [Int64: Entry] = [:]
+        var previous: [Int64: Entry] = [:]
+
+        subscript(id: Int64) -> Entry? { current[id] ?? previous[id] }
+
+        /// Stores `entry` in the newer generation, which becomes the older one when it is full.
+        mutating func insert(_ id: Int64, _ entry: Entry, half: Int) {
+            if current.count >= half, current[id] == nil {
+                previous = current
+                current = [:]
+            }
+            current[id] = entry
+        }
+    }
+    private let generations = NIOLockedValueBox(Generations())
+    private let half: Int
+
+    package init(capacity: Int = 200_000) {
+        half = max(1, capacity / 2)
+    }
+
+    func get(_ id: Int64) -> Entry? {
+        generations.withLockedValue { $0[id] }
+    }
+
+    func set(_ id: Int64, _ entry: Entry) {
+        generations.withLockedValue { $0.insert(id, entry, half: half) }
+    }
+
+    /// Records notifications just made (unread).
+    package func made(_ notifications: [QueuedNotification]) {
+        generations.withLockedValue { g in
+            for n in notifications { g.insert(n.id, Entry(recipient: n.recipient, payload: n.payload, read: false), half: half) }
+        }
+    }
+
+    /// Marks `id` read here; true if it was not yet (then the caller queues its read mark).
+    func markRead(_ id: Int64) -> Bool {
+        generations.withLockedValue { g in
+            guard var entry = g[id], !entry.read else { return false }
+            entry.read = true
+            g.insert(id, entry, half: half)
+            return true
+        }
+    }
+
+    /// Records notifications read from the database, keeping what is known here already.
+    func load(_ entries: [(notification: QueuedNotification, read: Bool)]) {
+        generations.withLockedValue { g in
+            for (n, read) in entries where g[n.id] == nil {
+                g.insert(n.id, Entry(recipient: n.recipient, payload: n.payload, read: read), half: half)
+            }
+        }
+    }
+
+    package func removeAll() {
+        generations.withLockedValue { $0 = Generations() }
+    }
+
+    /// Forgets notifications that were removed (withdrawn, or their recipient removed).
+    func remove(_ ids: [Int64]) {
+        guard !ids.isEmpty else { return }
+        generations.withLockedValue { g in
+            for id in ids {
+                g.current[id] = nil
+                g.previous[id] = nil
+            }
+        }
+    }
+
+    /// Entries kept at most.
+    var capacity: Int { 2 * half }
+
+    var count: Int { generations.withLockedValue { $0.current.count + $0.previous.count } }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
