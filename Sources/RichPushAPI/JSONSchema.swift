@@ -25,6 +25,8 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
     public var maxLength: Int?
     public var minItems: Int?
     public var maxItems: Int?
+    /// The most keys an object (a map) may have.
+    public var maxProperties: Int?
     public var pattern: String?
     public var additionalProperties: Bool?
     /// A map's values (`additionalProperties` as a schema; one element, as `items`) and keys.
@@ -77,7 +79,7 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
 
     private enum CodingKeys: String, CodingKey {
         case type, format, description, properties, required, items, oneOf, minimum, maximum, minLength, maxLength
-        case minItems, maxItems, pattern, additionalProperties, anyOf, propertyNames
+        case minItems, maxItems, maxProperties, pattern, additionalProperties, anyOf, propertyNames
         case enumeration = "enum"
         case constant = "const"
         case reference = "$ref"
@@ -114,6 +116,7 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
         try container.encodeIfPresent(maxLength, forKey: .maxLength)
         try container.encodeIfPresent(minItems, forKey: .minItems)
         try container.encodeIfPresent(maxItems, forKey: .maxItems)
+        try container.encodeIfPresent(maxProperties, forKey: .maxProperties)
         try container.encodeIfPresent(pattern, forKey: .pattern)
         if let values = valuesSchema?.first {
             try container.encode(values, forKey: .additionalProperties)

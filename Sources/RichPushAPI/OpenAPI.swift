@@ -156,6 +156,7 @@ enum OpenAPIDocument {
         HealthResponse.self, MediaResponse.self, ConsoleMediaItem.self, ConsoleUser.self, ConsoleUserDetail.self, ConsoleDevice.self, ConsolePush.self, ConsoleReach.self, ConsoleProgress.self, ConsoleFailure.self, RegistrationCreated.self, RegistrationUpdate.self, RegistrationResponse.self,
         RegistrationDeleted.self, NotificationRequest.self, NotificationCreated.self, NotificationSummary.self,
         SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self, MeUpdate.self,
+        UserAttributesBody.self, UserAttributesPatchBody.self, TopicsResponse.self, TopicSubscribersChange.self, TopicSubscribersResponse.self,
     ] }
 
     static func name(of type: any Decodable.Type) -> String { String(describing: type) }

@@ -16,6 +16,7 @@ package struct Rooms: Sendable {
     let campaigns: CampaignsController
     let insight: InsightController
     let accounts: AccountsController
+    let audiences: AudiencesController
     let console: ConsoleController
 
     /// The stores a server's rooms share, and what answers from memory.
@@ -24,6 +25,7 @@ package struct Rooms: Sendable {
         package var users: UserStore
         package var sessions: SessionStore
         package var registrations: RegistrationStore
+        package var topics: TopicStore
         package var notifications: NotificationStore
         package var campaigns: CampaignStore
         package var campaignQueuer: CampaignQueuer
@@ -39,14 +41,16 @@ package struct Rooms: Sendable {
         package var prometheus: PrometheusCollectorRegistry
 
         /// The parts, named.
-        package init(media: MediaStore, users: UserStore, sessions: SessionStore, registrations: RegistrationStore, notifications: NotificationStore,
-                     campaigns: CampaignStore, campaignQueuer: CampaignQueuer, deliveries: DeliveryStore, idempotency: IdempotencyStore,
-                     links: PayloadLinks, blobs: BlobCache, payloadIndex: PayloadIndex, readMarks: ReadMarks, authenticator: Authenticator,
-                     dispatcher: any PushDispatching, mirror: (any RegistrationMirror)?, prometheus: PrometheusCollectorRegistry) {
+        package init(media: MediaStore, users: UserStore, sessions: SessionStore, registrations: RegistrationStore, topics: TopicStore,
+                     notifications: NotificationStore, campaigns: CampaignStore, campaignQueuer: CampaignQueuer, deliveries: DeliveryStore,
+                     idempotency: IdempotencyStore, links: PayloadLinks, blobs: BlobCache, payloadIndex: PayloadIndex, readMarks: ReadMarks,
+                     authenticator: Authenticator, dispatcher: any PushDispatching, mirror: (any RegistrationMirror)?,
+                     prometheus: PrometheusCollectorRegistry) {
             self.media = media
             self.users = users
             self.sessions = sessions
             self.registrations = registrations
+            self.topics = topics
             self.notifications = notifications
             self.campaigns = campaigns
             self.campaignQueuer = campaignQueuer
@@ -87,6 +91,7 @@ package struct Rooms: Sendable {
         campaigns = campaignsRoom
         insight = insightRoom
         accounts = AccountsController(sessionLifetime: settings.sessionLifetime, users: p.users, sessions: p.sessions, authenticator: p.authenticator)
+        audiences = AudiencesController(users: p.users, topics: p.topics)
         console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, sessionLifetime: settings.sessionLifetime,
                                     servedOverHTTPS: settings.servedOverHTTPS, authenticator: p.authenticator, sessions: p.sessions, media: p.media,
                                     users: p.users, registrations: p.registrations, notifications: p.notifications, campaigns: p.campaigns,

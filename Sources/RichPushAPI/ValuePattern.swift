@@ -18,6 +18,13 @@ enum ValuePattern {
     /// Up to six tags joined by && or ||, each maybe negated: a subset of Notification Hubs' grammar
     /// (parentheses and longer || lists are accepted too) that is always within its limits.
     static let tagExpression = "^!?[A-Za-z0-9_@#.:-]{1,120}( (&&|\\|\\|) !?[A-Za-z0-9_@#.:-]{1,120}){0,5}$"
+    /// A user attribute's key (`UserAttributes.validate(key:)`).
+    static let attributeKey = UserAttributes.keyPattern
+    /// A topic's name (`TopicStore.validateName`), as it stands in a URL path.
+    static let topic = TopicStore.namePattern
+    /// An app or OS version a device reports (`RegistrationStore.validateVersion`): no control
+    /// characters; at most 64 bytes, which the pattern can only approach (64 characters).
+    static let version = "^[^\\u0000-\\u001F\\u007F-\\u009F]{1,64}$"
 
     static func string(_ pattern: String) -> JSONSchema { JSONSchema.string.with { $0.pattern = pattern } }
 }

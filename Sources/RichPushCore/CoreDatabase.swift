@@ -287,6 +287,26 @@ public enum CoreDatabase {
                 CREATE INDEX notification_removals_at ON notification_removals(at);
                 ALTER TABLE campaigns ADD COLUMN localeNames TEXT;
                 """),
+        // docs/api.md#attributes-devices-versions-and-topics: a user's attributes as one JSON
+        // object on their row (read and written whole; NULL: none), so that they go with the
+        // account; who follows which topic, keyed by user (a user's list, the cap) and indexed by
+        // topic (its followers); what a device last said of its app and OS, and the hour it was
+        // last seen (the start of the hour, UTC: a device's registrations are not tracked closer).
+        // The column is `username`, as in registrations: USER is reserved in PostgreSQL. The
+        // PostgreSQL script is the derived one (TEXT COLLATE "C", DOUBLE PRECISION, no WITHOUT ROWID).
+        SQLMigration("core-v16-audiences", sqlite: """
+                ALTER TABLE users ADD COLUMN attributes TEXT;
+                CREATE TABLE topics (
+                    username  TEXT NOT NULL,
+                    topic     TEXT NOT NULL,
+                    createdAt REAL NOT NULL,
+                    PRIMARY KEY (username, topic)
+                ) WITHOUT ROWID;
+                CREATE INDEX topics_topic ON topics(topic, username);
+                ALTER TABLE registrations ADD COLUMN appVersion TEXT;
+                ALTER TABLE registrations ADD COLUMN osVersion TEXT;
+                ALTER TABLE registrations ADD COLUMN lastSeen REAL;
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -25,6 +25,8 @@ public final class DataStore: Sendable {
     public let sessions: SessionStore
     /// Device registrations.
     public let registrations: RegistrationStore
+    /// Who follows which topic (docs/api.md#attributes-devices-versions-and-topics).
+    public let topics: TopicStore
     /// API keys for servers that call RichPush (docs/api.md#apps-and-api-keys).
     public let apiKeys: APIKeyStore
     /// `Idempotency-Key`s seen (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
@@ -81,6 +83,7 @@ public final class DataStore: Sendable {
         self.users = UserStore(database: database)
         self.sessions = SessionStore(database: database)
         self.registrations = RegistrationStore(database: database)
+        self.topics = TopicStore(database: database)
         self.apiKeys = APIKeyStore(database: database)
         self.idempotency = IdempotencyStore(database: database)
         self.webhooks = WebhookStore(database: database)

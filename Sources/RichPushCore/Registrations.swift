@@ -19,6 +19,11 @@ public struct Registration: Sendable, Equatable, Codable {
     /// When it was created and last changed.
     public var createdAt: Date
     public var updatedAt: Date
+    /// The app's and the OS's versions, as the device last reported them (docs/api.md#attributes-devices-versions-and-topics).
+    public var appVersion: String? = nil
+    public var osVersion: String? = nil
+    /// The start of the hour (UTC) in which the device last registered or updated its registration.
+    public var lastSeen: Date? = nil
 }
 
 /// What a device sends with `PUT /api/register/{id}`.
@@ -31,14 +36,21 @@ public struct DeviceRegistration: Sendable, Equatable {
     public var replaces: String?
     /// The app the device runs (docs/api.md#apps-and-api-keys), `default` unless named.
     public var app: String
+    /// The app's and the OS's versions (docs/api.md#attributes-devices-versions-and-topics); nil
+    /// keeps what the device said before.
+    public var appVersion: String?
+    public var osVersion: String?
 
     /// Creates the request body's content.
-    public init(platform: String, handle: String, tags: [String], replaces: String? = nil, app: String = AppName.default) {
+    public init(platform: String, handle: String, tags: [String], replaces: String? = nil, app: String = AppName.default,
+                appVersion: String? = nil, osVersion: String? = nil) {
         self.app = app
         self.platform = platform
         self.handle = handle
         self.tags = tags
         self.replaces = replaces
+        self.appVersion = appVersion
+        self.osVersion = osVersion
     }
 }
 
@@ -58,6 +70,24 @@ public struct RegistrationStore: Sendable {
 
     /// The platforms RichPush can deliver to (docs/delivery.md#android-fcm-http-v1-and-browsers-web-push).
     public static let platforms = ["apns", "fcm", "web"]
+
+    /// The longest app or OS version a device may report, in bytes of UTF-8.
+    public static let maxVersionBytes = 64
+
+    /// Checks an app or OS version a device reports (`field` names it in the refusal): 1 to 64
+    /// bytes of UTF-8 with no control characters.
+    public static func validateVersion(_ text: String, field: String) throws {
+        let printable = !text.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        guard (1...maxVersionBytes).contains(text.utf8.count), printable else {
+            throw CoreError(.invalid, "\(field) must be 1 to \(maxVersionBytes) bytes of printable text (no control characters); this one is \(text.utf8.count) bytes")
+        }
+    }
+
+    /// The start of `date`'s hour, UTC, in seconds since 1970: a device's `lastSeen`, which is
+    /// kept to the hour.
+    static func hour(_ date: Date) -> Double {
+        (date.timeIntervalSince1970 / 3600).rounded(.down) * 3600
+    }
 
     /// Creates an empty registration for `username`; with `handle`, any registration of that
     /// device token is removed first (the device changed hands), as the tutorial's backend does.
@@ -83,18 +113,21 @@ public struct RegistrationStore: Sendable {
                 throw CoreError(.conflict, "\(username) already has \(count) device registrations, the most allowed; DELETE /api/register/{id} for devices no longer used")
             }
             try db.execute(
-                sql: "INSERT INTO registrations (id, username, tags, createdAt, updatedAt) VALUES (?, ?, ?, ?, ?)",
-                arguments: [id, username, Self.encodeTags(["username:\(username)"]), now.timeIntervalSince1970, now.timeIntervalSince1970])
-            return Registration(id: id, username: username, platform: nil, handle: nil, tags: ["username:\(username)"], createdAt: now, updatedAt: now)
+                sql: "INSERT INTO registrations (id, username, tags, createdAt, updatedAt, lastSeen) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [id, username, Self.encodeTags(["username:\(username)"]), now.timeIntervalSince1970, now.timeIntervalSince1970,
+                            Self.hour(now)])
+            return Registration(id: id, username: username, platform: nil, handle: nil, tags: ["username:\(username)"], createdAt: now, updatedAt: now,
+                                lastSeen: Date(timeIntervalSince1970: Self.hour(now)))
         }
     }
 
-    /// Sets platform, handle and tags of `username`'s registration `id`.
+    /// Sets platform, handle and tags of `username`'s registration `id`, the app's and OS's
+    /// versions when given (kept when not), and `lastSeen` to this hour.
     ///
     /// Adds `username:<username>`, refuses any other `username:` tag (403) and unknown ids (410,
     /// which the tutorial's app answers by asking for a new id). A device token registered
     /// under another id moves to this one.
-    public func update(id: String, for username: String, with device: DeviceRegistration) async throws -> Registration {
+    public func update(id: String, for username: String, with device: DeviceRegistration, now: Date = Date()) async throws -> Registration {
         let platform = device.platform.lowercased()
         guard Self.platforms.contains(platform) else {
             throw CoreError(.unprocessable, "platform '\(device.platform.prefix(40))' is not supported; use \"apns\", \"fcm\" or \"web\"")
@@ -114,7 +147,8 @@ public struct RegistrationStore: Sendable {
         }
         if !tags.contains("username:\(username)") { tags.insert("username:\(username)", at: 0) }
         guard tags.count <= 60 else { throw CoreError(.invalid, "at most 60 tags per registration") }
-        let now = Date()
+        if let version = device.appVersion { try Self.validateVersion(version, field: "appVersion") }
+        if let version = device.osVersion { try Self.validateVersion(version, field: "osVersion") }
         let encodedTags = Self.encodeTags(tags)
         let finalTags = tags
         return try await database.write { db in
@@ -131,11 +165,16 @@ public struct RegistrationStore: Sendable {
                 }
                 try db.execute(sql: "DELETE FROM registrations WHERE id = ?", arguments: [otherID])
             }
+            // A body without a version (an older app) keeps the one reported before.
+            let appVersion = device.appVersion ?? row["appVersion"] as String?
+            let osVersion = device.osVersion ?? row["osVersion"] as String?
+            let seen = Self.hour(now)
             try db.execute(
-                sql: "UPDATE registrations SET platform = ?, handle = ?, tags = ?, app = ?, updatedAt = ? WHERE id = ?",
-                arguments: [platform, handle, encodedTags, device.app, now.timeIntervalSince1970, id])
+                sql: "UPDATE registrations SET platform = ?, handle = ?, tags = ?, app = ?, updatedAt = ?, appVersion = ?, osVersion = ?, lastSeen = ? WHERE id = ?",
+                arguments: [platform, handle, encodedTags, device.app, now.timeIntervalSince1970, appVersion, osVersion, seen, id])
             return Registration(id: id, username: username, platform: platform, handle: handle, tags: finalTags, app: device.app,
-                                createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: now)
+                                createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: now,
+                                appVersion: appVersion, osVersion: osVersion, lastSeen: Date(timeIntervalSince1970: seen))
         }
     }
 
@@ -209,7 +248,9 @@ public struct RegistrationStore: Sendable {
     static func registration(_ row: SQLRow) -> Registration {
         let tags = decodeTags(row["tags"])
         return Registration(id: row["id"], username: row["username"], platform: row["platform"], handle: row["handle"], tags: tags,
-                            app: row["app"], createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
+                            app: row["app"], createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: Date(timeIntervalSince1970: row["updatedAt"]),
+                            appVersion: row["appVersion"], osVersion: row["osVersion"],
+                            lastSeen: (row["lastSeen"] as Double?).map(Date.init(timeIntervalSince1970:)))
     }
 
     /// Registrations deleted (by any process, for any reason) whose copy in a push service

@@ -22,6 +22,7 @@ extension DataStore {
         ("media", ["sha256"], true),
         ("media_names", ["name"], false),
         ("users", ["name"], false),
+        ("topics", ["username", "topic"], false),
         ("campaigns", ["id"], false),
         ("notifications", ["id"], false),
         ("media_refs", ["sha256", "owner"], false),

@@ -147,10 +147,12 @@ public struct UserStore: Sendable {
         return true
     }
 
-    /// Removes what belongs to `name` (devices, inbox, sessions) and moves the users epoch, so
-    /// that every node drops the credentials it cached for the name.
+    /// Removes what belongs to `name` (devices, topics, inbox, sessions) and moves the users
+    /// epoch, so that every node drops the credentials it cached for the name. Attributes live on
+    /// the account's row and go with it.
     private static func removeEverything(_ db: SQLConnection, of name: String) throws {
         try RegistrationStore.deleteAll(db, username: name)
+        try TopicStore.deleteAll(db, username: name)
         try db.execute(sql: """
             DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM notifications WHERE recipient = ?)
             """, arguments: [name])
@@ -194,6 +196,9 @@ public struct UserStore: Sendable {
                 if try Self.insert(db, name: entry.name, hash: hash, admin: entry.admin, now: now) {
                     if entry.timezone != nil || entry.locale != nil {
                         try db.execute(sql: "UPDATE users SET timezone = ?, locale = ? WHERE name = ?", arguments: [entry.timezone, entry.locale, entry.name])
+                    }
+                    if let attributes = entry.attributes.stored {
+                        try db.execute(sql: "UPDATE users SET attributes = ? WHERE name = ?", arguments: [attributes, entry.name])
                     }
                     summary.imported += 1
                 } else {
@@ -250,6 +255,43 @@ public struct UserStore: Sendable {
         return user
     }
 
+    /// `name`'s attributes (docs/api.md#attributes-devices-versions-and-topics), empty when none
+    /// were set; 404 when there is no such user.
+    public func attributes(of name: String) async throws -> UserAttributes {
+        try await database.read { db in
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT attributes FROM users WHERE name = ?", arguments: [name]) else {
+                throw CoreError(.notFound, "no user '\(name)'")
+            }
+            return try UserAttributes(stored: row["attributes"] as String?)
+        }
+    }
+
+    /// Replaces `name`'s attributes with `attributes` (checked when they were made); 404 when
+    /// there is no such user. Returns them as stored.
+    @discardableResult
+    public func setAttributes(_ attributes: UserAttributes, for name: String) async throws -> UserAttributes {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE users SET attributes = ? WHERE name = ?", arguments: [attributes.stored, name])
+            guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
+            return attributes
+        }
+    }
+
+    /// Applies a merge patch (RFC 7396) to `name`'s attributes in one transaction: keys set,
+    /// keys with null removed, the others kept; 400 when the result would have more than
+    /// `UserAttributes.maxCount`, 404 when there is no such user. Returns the result.
+    @discardableResult
+    public func mergeAttributes(_ patch: UserAttributes.Patch, for name: String) async throws -> UserAttributes {
+        try await database.write { db in
+            guard let row = try SQLRow.fetchOne(db, sql: "SELECT attributes FROM users WHERE name = ?", arguments: [name]) else {
+                throw CoreError(.notFound, "no user '\(name)'")
+            }
+            let merged = try UserAttributes(stored: row["attributes"] as String?).merging(patch)
+            try db.execute(sql: "UPDATE users SET attributes = ? WHERE name = ?", arguments: [merged.stored, name])
+            return merged
+        }
+    }
+
     /// Users whose name contains `search` (any case; every user without one), by name, at most
     /// `limit`, each with how many devices it has registered.
     public func overview(matching search: String?, limit: Int = 100) async throws -> [(user: User, devices: Int)] {
@@ -268,9 +310,9 @@ public struct UserStore: Sendable {
         }
     }
 
-    /// Removes a user, their device registrations, sessions and notifications (with their
-    /// pending pushes); cached credentials elsewhere are invalidated. A new account of the same
-    /// name later starts with an empty inbox.
+    /// Removes a user, their attributes, device registrations, topics, sessions and
+    /// notifications (with their pending pushes); cached credentials elsewhere are invalidated.
+    /// A new account of the same name later starts with an empty inbox, no attributes and no topics.
     public func remove(name: String) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM users WHERE name = ?", arguments: [name])
@@ -319,7 +361,8 @@ public struct UserStore: Sendable {
 }
 
 /// The lines of `richpush users import`: JSON objects `{"name","password"}` or
-/// `{"name","bcrypt"}`, with an optional `"admin":true`.
+/// `{"name","bcrypt"}`, with an optional `"admin":true`, `"timezone"`, `"locale"` and
+/// `"attributes"` (an object, as `PUT /api/me/attributes` takes).
 public enum UserImport {
     /// One account to create.
     public struct Entry: Sendable, Equatable {
@@ -336,14 +379,18 @@ public enum UserImport {
         /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: the user's IANA time zone and BCP 47 locale, when given.
         public var timezone: String?
         public var locale: String?
+        /// docs/api.md#attributes-devices-versions-and-topics: the user's attributes (none when left out).
+        public var attributes: UserAttributes
 
         /// Creates an entry.
-        public init(name: String, secret: Secret, admin: Bool, timezone: String? = nil, locale: String? = nil) {
+        public init(name: String, secret: Secret, admin: Bool, timezone: String? = nil, locale: String? = nil,
+                    attributes: UserAttributes = UserAttributes()) {
             self.name = name
             self.secret = secret
             self.admin = admin
             self.timezone = timezone
             self.locale = locale
+            self.attributes = attributes
         }
     }
 
@@ -354,6 +401,7 @@ public enum UserImport {
         var admin: Bool?
         var timezone: String?
         var locale: String?
+        var attributes: UserAttributes?
     }
 
     /// Parses one line; throws a `CoreError` saying what is wrong with it.
@@ -361,9 +409,16 @@ public enum UserImport {
         let fields: Line
         do {
             fields = try JSONDecoder().decode(Line.self, from: Data(line.utf8))
+        } catch let error as CoreError {
+            throw error // an attribute that breaks a rule, named
         } catch DecodingError.typeMismatch(_, let context) {
             let field = context.codingPath.first?.stringValue ?? "the line"
-            throw CoreError(.invalid, field == "admin" ? "\"admin\" must be true or false" : "\"\(field)\" must be a string")
+            let message = switch field {
+            case "admin": "\"admin\" must be true or false"
+            case "attributes": "\"attributes\" must be an object of key → string, number, true or false"
+            default: "\"\(field)\" must be a string"
+            }
+            throw CoreError(.invalid, message)
         } catch {
             throw CoreError(.invalid, "not a JSON object")
         }
@@ -371,13 +426,14 @@ public enum UserImport {
         try UserStore.validateName(name)
         let timezone = try fields.timezone.map(UserPreferences.timezone)
         let locale = try fields.locale.map(UserPreferences.locale)
+        let attributes = fields.attributes ?? UserAttributes()
         switch (fields.password, fields.bcrypt) {
         case (let password?, nil):
             try UserStore.validatePassword(password)
-            return Entry(name: name, secret: .password(password), admin: fields.admin ?? false, timezone: timezone, locale: locale)
+            return Entry(name: name, secret: .password(password), admin: fields.admin ?? false, timezone: timezone, locale: locale, attributes: attributes)
         case (nil, let hash?):
             try UserStore.validateBcrypt(hash)
-            return Entry(name: name, secret: .bcrypt(hash), admin: fields.admin ?? false, timezone: timezone, locale: locale)
+            return Entry(name: name, secret: .bcrypt(hash), admin: fields.admin ?? false, timezone: timezone, locale: locale, attributes: attributes)
         case (nil, nil):
             throw CoreError(.invalid, "give \"password\" or \"bcrypt\"")
         case (.some, .some):

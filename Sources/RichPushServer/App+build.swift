@@ -81,9 +81,9 @@ public func buildApplication(
         metricsOnOwnPort: configuration.metricsPort != nil, maxConcurrentUploads: configuration.maxConcurrentUploads,
         allowPrivatePushEndpoints: configuration.allowPrivatePushEndpoints, notificationsPerMinute: configuration.notificationsPerMinute,
         opensPerMinute: configuration.opensPerMinute)
-    let rooms = try Rooms(.init(media: media, users: users, sessions: sessions, registrations: registrations, notifications: notifications,
-                                campaigns: campaigns, campaignQueuer: campaignQueuer, deliveries: data.deliveries, idempotency: data.idempotency,
-                                links: links, blobs: blobs, payloadIndex: payloadIndex, readMarks: readMarks, authenticator: authenticator,
+    let rooms = try Rooms(.init(media: media, users: users, sessions: sessions, registrations: registrations, topics: data.topics,
+                                notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, deliveries: data.deliveries,
+                                idempotency: data.idempotency, links: links, blobs: blobs, payloadIndex: payloadIndex, readMarks: readMarks, authenticator: authenticator,
                                 dispatcher: dispatcher, mirror: mirror, prometheus: prometheus),
                           settings: apiSettings)
     let router = buildRouter(rooms, authenticator: authenticator, clientAddresses: clientAddresses, accessLog: accessLog,

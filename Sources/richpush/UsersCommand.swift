@@ -41,6 +41,8 @@ struct UsersCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create accounts from JSON lines: {\"name\",\"password\"} or {\"name\",\"bcrypt\":\"$2b$…\"}, optional \"admin\":true.",
             discussion: """
+                A line may also carry "timezone", "locale" and "attributes" (an object of key → string, number, true or false, \
+                as PUT /api/me/attributes takes: docs/api.md#attributes-devices-versions-and-topics). \
                 A given bcrypt hash ($2a$, $2b$ or $2y$) is stored as it is, so moving a user base in runs no bcrypt. \
                 Names that exist are skipped. Every bad line is listed on stderr and the good ones are imported; \
                 the exit status is then 1. Use - for standard input.

@@ -36,7 +36,8 @@ struct DevicesController: Sendable {
         if update.platform.lowercased() == "web" { try await checkPushEndpoint(update.handle.text) }
         let registration = try await registrations.update(id: id, for: try context.requireUser(),
                                                           with: DeviceRegistration(platform: update.platform, handle: update.handle.text,
-                                                                                   tags: update.tags ?? [], replaces: update.replaces, app: app))
+                                                                                   tags: update.tags ?? [], replaces: update.replaces, app: app,
+                                                                                   appVersion: update.appVersion, osVersion: update.osVersion))
         if let mirror, throughHub {
             do { try await mirror.upsert(registration) } catch let error as DependencyUnavailable {
                 throw Problem(.serviceUnavailable, "registration \(id) is saved, but \(error.dependency.phrase) is not answering; PUT it again in \(error.retryAfter) s",
@@ -48,7 +49,8 @@ struct DevicesController: Sendable {
             }
         }
         return try JSONResponse.encode(RegistrationResponse(registrationId: registration.id, platform: registration.platform ?? "",
-                                                            handle: registration.handle ?? "", tags: registration.tags, app: registration.app))
+                                                            handle: registration.handle ?? "", tags: registration.tags, app: registration.app,
+                                                            appVersion: registration.appVersion, osVersion: registration.osVersion))
     }
 
     /// Refuses (422) a subscription whose endpoint RichPush would never send to: not https, not

@@ -60,6 +60,9 @@ struct RegistrationUpdate: Codable, Sendable {
     var replaces: String?
     /// The app the device runs (docs/api.md#apps-and-api-keys): `default` unless named; one of `serve --apps`.
     var app: String?
+    /// docs/api.md#attributes-devices-versions-and-topics: the app's and the OS's versions; left out, the ones reported before stay.
+    var appVersion: String?
+    var osVersion: String?
 }
 
 extension RegistrationUpdate: SchemaRefining {
@@ -67,6 +70,10 @@ extension RegistrationUpdate: SchemaRefining {
     static func refine(_ schema: inout JSONSchema) {
         schema.properties?["tags"]?.items = [ValuePattern.string(ValuePattern.tag)]
         schema.properties?["tags"]?.maxItems = 59 // 60 with the username:<user> tag the server adds
+        for field in ["appVersion", "osVersion"] {
+            schema.properties?[field]?.pattern = ValuePattern.version
+            schema.properties?[field]?.description = "1 to 64 bytes of printable text, e.g. 2.4.1 or iOS 18.2."
+        }
         // The subscription's JSON text in a string is taken too (tolerated, as the tutorial's
         // loose bodies are), but documented as the object, so generated clients send that.
         let subscription = try! JSONSchema.of(PushSubscriptionBody.self).with {
@@ -93,6 +100,9 @@ struct RegistrationResponse: Codable, Sendable {
     var tags: [String]
     /// The app it belongs to.
     var app: String
+    /// The app's and the OS's versions, as the device last reported them; absent until it does.
+    var appVersion: String?
+    var osVersion: String?
 }
 
 /// `200` of `DELETE /api/register/{id}`.

@@ -1,0 +1,94 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import RichPushCore
+
+/// Who a push can be aimed at: users' attributes and the topics they follow (`Endpoint.audiences`,
+/// docs/api.md#attributes-devices-versions-and-topics). Devices' versions are the Devices room's.
+struct AudiencesController: Sendable {
+    let users: UserStore
+    let topics: TopicStore
+
+    /// The largest attributes body, as `PUT /api/me`'s.
+    static let attributesBodyLimit = 64 * 1024
+    /// The largest subscribers change: 1,000 names of up to 64 characters fit.
+    static let subscribersBodyLimit = 128 * 1024
+
+    private static let attributesShape = "{\"attributes\":{\"key\":<string, number, true or false>,…}}"
+
+    // MARK: attributes
+
+    func showMyAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await show(of: try context.requireUser())
+    }
+
+    func replaceMyAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await replace(request, of: try context.requireUser())
+    }
+
+    func mergeMyAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await merge(request, of: try context.requireUser())
+    }
+
+    func showAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await show(of: try context.parameters.require("name"))
+    }
+
+    func replaceAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await replace(request, of: try context.parameters.require("name"))
+    }
+
+    func mergeAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await merge(request, of: try context.parameters.require("name"))
+    }
+
+    private func show(of name: String) async throws -> Response {
+        try JSONResponse.encode(UserAttributesBody(attributes: try await users.attributes(of: name)))
+    }
+
+    private func replace(_ request: Request, of name: String) async throws -> Response {
+        let body = try await RequestBody.collect(request, upTo: Self.attributesBodyLimit, what: "an attributes body")
+        let replacement = try RequestBody.decode(UserAttributesBody.self, from: Data(body.readableBytesView), shape: Self.attributesShape)
+        let stored = try await users.setAttributes(replacement.attributes, for: name)
+        return try JSONResponse.encode(UserAttributesBody(attributes: stored))
+    }
+
+    private func merge(_ request: Request, of name: String) async throws -> Response {
+        let body = try await RequestBody.collect(request, upTo: Self.attributesBodyLimit, what: "an attributes patch")
+        let patch = try RequestBody.decode(UserAttributesPatchBody.self, from: Data(body.readableBytesView),
+                                           shape: "{\"attributes\":{\"key\":<string, number, true, false, or null to remove it>,…}}")
+        let merged = try await users.mergeAttributes(patch.attributes, for: name)
+        return try JSONResponse.encode(UserAttributesBody(attributes: merged))
+    }
+
+    // MARK: topics
+
+    func listMyTopics(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try JSONResponse.encode(TopicsResponse(topics: try await topics.list(of: try context.requireUser())))
+    }
+
+    func subscribe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await topics.subscribe(try context.requireUser(), to: try context.parameters.require("topic"))
+        return Response(status: .noContent)
+    }
+
+    func unsubscribe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await topics.unsubscribe(try context.requireUser(), from: try context.parameters.require("topic"))
+        return Response(status: .noContent)
+    }
+
+    func changeSubscribers(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let topic = try context.parameters.require("topic")
+        try TopicStore.validateName(topic)
+        let body = try await RequestBody.collect(request, upTo: Self.subscribersBodyLimit, what: "a subscribers change")
+        let change = try RequestBody.decode(TopicSubscribersChange.self, from: Data(body.readableBytesView),
+                                            shape: "{\"add\":[user names],\"remove\":[user names]}")
+        let (add, remove) = (change.add ?? [], change.remove ?? [])
+        guard add.count + remove.count <= TopicStore.maxNamesPerChange else {
+            throw Problem(.contentTooLarge, "\(add.count + remove.count) names, at most \(TopicStore.maxNamesPerChange) a call (added and removed together): split the change into several calls")
+        }
+        let result = try await topics.change(topic: topic, add: add, remove: remove)
+        return try JSONResponse.encode(TopicSubscribersResponse(topic: topic, added: result.added, removed: result.removed,
+                                                                subscribers: result.subscribers))
+    }
+}
