@@ -342,7 +342,9 @@ struct BlobCacheRefreshTests {
         }
         #expect(try await cache.blob(id) != nil) // checked at 0
         f.at(milliseconds: 600)
-        #expect(cache.freshBlob(id) != nil && cache.isRefreshing(id)) // in use past half a second: re-checked now
+        // In use past half a second: served, and re-checked now (whether that re-check still runs
+        // when isRefreshing could be read is a race on a busy machine; that it ran is shown at 1.5 s).
+        #expect(cache.freshBlob(id) != nil)
         #expect(try await refreshed())
         // 1.5 s after it was loaded, it counts as checked at 0.6 s. Before, it was stale here: the
         // fast path gave the request (and the keep-alive connection that made it) to the router.
