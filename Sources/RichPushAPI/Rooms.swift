@@ -17,6 +17,7 @@ package struct Rooms: Sendable {
     let insight: InsightController
     let accounts: AccountsController
     let audiences: AudiencesController
+    let segments: SegmentsController
     let console: ConsoleController
 
     /// The stores a server's rooms share, and what answers from memory.
@@ -26,6 +27,7 @@ package struct Rooms: Sendable {
         package var sessions: SessionStore
         package var registrations: RegistrationStore
         package var topics: TopicStore
+        package var segments: SegmentStore
         package var notifications: NotificationStore
         package var campaigns: CampaignStore
         package var campaignQueuer: CampaignQueuer
@@ -42,7 +44,7 @@ package struct Rooms: Sendable {
 
         /// The parts, named.
         package init(media: MediaStore, users: UserStore, sessions: SessionStore, registrations: RegistrationStore, topics: TopicStore,
-                     notifications: NotificationStore, campaigns: CampaignStore, campaignQueuer: CampaignQueuer, deliveries: DeliveryStore,
+                     segments: SegmentStore, notifications: NotificationStore, campaigns: CampaignStore, campaignQueuer: CampaignQueuer, deliveries: DeliveryStore,
                      idempotency: IdempotencyStore, links: PayloadLinks, blobs: BlobCache, payloadIndex: PayloadIndex, readMarks: ReadMarks,
                      authenticator: Authenticator, dispatcher: any PushDispatching, mirror: (any RegistrationMirror)?,
                      prometheus: PrometheusCollectorRegistry) {
@@ -51,6 +53,7 @@ package struct Rooms: Sendable {
             self.sessions = sessions
             self.registrations = registrations
             self.topics = topics
+            self.segments = segments
             self.notifications = notifications
             self.campaigns = campaigns
             self.campaignQueuer = campaignQueuer
@@ -92,6 +95,7 @@ package struct Rooms: Sendable {
         insight = insightRoom
         accounts = AccountsController(sessionLifetime: settings.sessionLifetime, users: p.users, sessions: p.sessions, authenticator: p.authenticator)
         audiences = AudiencesController(users: p.users, topics: p.topics)
+        segments = SegmentsController(segments: p.segments)
         console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, sessionLifetime: settings.sessionLifetime,
                                     servedOverHTTPS: settings.servedOverHTTPS, authenticator: p.authenticator, sessions: p.sessions, media: p.media,
                                     users: p.users, registrations: p.registrations, notifications: p.notifications, campaigns: p.campaigns,

@@ -22,6 +22,8 @@ enum ValuePattern {
     static let attributeKey = UserAttributes.keyPattern
     /// A topic's name (`TopicStore.validateName`), as it stands in a URL path.
     static let topic = TopicStore.namePattern
+    /// A segment's name (`SegmentStore.validateName`).
+    static let segmentName = SegmentStore.namePattern
     /// An app or OS version a device reports (`RegistrationStore.validateVersion`): no control
     /// characters; at most 64 bytes, which the pattern can only approach (64 characters).
     static let version = "^[^\\u0000-\\u001F\\u007F-\\u009F]{1,64}$"

@@ -10,12 +10,23 @@ public enum Audience: Sendable, Equatable {
     /// Every device whose registration tags match a Notification Hubs tag expression; each
     /// device's owner is a recipient.
     case tags(TagExpression)
+    /// The users a saved segment selects (docs/api.md#segments). A campaign never keeps this: it
+    /// is made `.filter` (the segment's filter, inlined) when the campaign is created, so that a
+    /// later change of the segment does not change a campaign already made.
+    case segment(String)
+    /// The users a filter selects (docs/api.md#segments), every one of them a recipient whether
+    /// or not they have devices, as with `.all`; a campaign's has every segment it named inlined.
+    case filter(SegmentFilter)
 
-    /// Parses the JSON form `{"all":true}`, `{"users":[…]}` or `{"tags":"<expression>"}`.
+    /// The forms, for refusals.
+    static let forms = "{\"all\":true}, {\"users\":[names]}, {\"tags\":\"expression\"}, {\"segment\":\"name\"} or {\"filter\":{…}}"
+
+    /// Parses the JSON form `{"all":true}`, `{"users":[…]}`, `{"tags":"<expression>"}`,
+    /// `{"segment":"<name>"}` or `{"filter":{…}}`.
     public init(json object: [String: Any]) throws {
         let keys = Set(object.keys)
         guard keys.count == 1, let key = keys.first else {
-            throw CoreError(.invalid, "audience must have exactly one of \"all\", \"users\" or \"tags\"")
+            throw CoreError(.invalid, "audience must have exactly one of \"all\", \"users\", \"tags\", \"segment\" or \"filter\"")
         }
         switch (key, object[key]) {
         case ("all", let flag as Bool) where flag:
@@ -25,9 +36,38 @@ public enum Audience: Sendable, Equatable {
             self = try .listing(strings)
         case ("tags", let text as String):
             self = .tags(try TagExpression(text))
+        case ("segment", let name as String):
+            self = try .named(name)
+        case ("filter", let filter?):
+            self = .filter(try SegmentFilter(json: filter, path: "audience.filter"))
         default:
-            throw CoreError(.invalid, "audience must be {\"all\":true}, {\"users\":[names]} or {\"tags\":\"expression\"}")
+            throw CoreError(.invalid, "audience must be \(Self.forms)")
         }
+    }
+
+    /// A saved segment's audience, its name checked (400 naming `audience.segment`).
+    public static func named(_ segment: String) throws -> Audience {
+        do {
+            try SegmentStore.validateName(segment)
+        } catch let error as CoreError {
+            throw SegmentFilter.refusal("audience.segment", error.message)
+        }
+        return .segment(segment)
+    }
+
+    /// The filter a segment or filter audience selects by (a segment as a reference to inline).
+    var segmentFilter: SegmentFilter? {
+        switch self {
+        case .segment(let name): .segment(name)
+        case .filter(let filter): filter
+        case .all, .users, .tags: nil
+        }
+    }
+
+    /// Where `segmentFilter` stands in a campaign's body, for refusals: `audience` (its
+    /// `segment`) or `audience.filter`.
+    var filterPath: String {
+        if case .segment = self { "audience" } else { "audience.filter" }
     }
 
     /// A list of users, checked, sorted and without duplicates.
@@ -42,10 +82,13 @@ public enum Audience: Sendable, Equatable {
 
     /// The stored form.
     var stored: String {
-        let object: [String: Any] = switch self {
-        case .all: ["all": true]
-        case .users(let names): ["users": names]
-        case .tags(let expression): ["tags": expression.text]
+        let object: [String: Any]
+        switch self {
+        case .all: object = ["all": true]
+        case .users(let names): object = ["users": names]
+        case .tags(let expression): object = ["tags": expression.text]
+        case .segment(let name): object = ["segment": name]
+        case .filter(let filter): return "{\"filter\":\(filter.text)}" // JSONValue's text: its booleans stay booleans
         }
         return String(decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
     }
@@ -61,12 +104,17 @@ public enum Audience: Sendable, Equatable {
         }
     }
 
-    /// A short description for people (`all`, `3 users`, `tags: a && b`).
+    /// A short description for people (`all`, `3 users`, `tags: a && b`, `segment: vip`,
+    /// `filter: {"topic":"news"}`, a long filter cut at 200 characters).
     public var summary: String {
         switch self {
-        case .all: "all"
-        case .users(let names): names.count == 1 ? "user \(names[0])" : "\(names.count) users"
-        case .tags(let expression): "tags: \(expression.text)"
+        case .all: return "all"
+        case .users(let names): return names.count == 1 ? "user \(names[0])" : "\(names.count) users"
+        case .tags(let expression): return "tags: \(expression.text)"
+        case .segment(let name): return "segment: \(name)"
+        case .filter(let filter):
+            let text = filter.text
+            return text.count > 200 ? "filter: \(text.prefix(200))…" : "filter: \(text)"
         }
     }
 }
@@ -100,6 +148,17 @@ extension CampaignStore {
                 SELECT DISTINCT r.username FROM registrations r JOIN users u ON u.name = r.username
                 WHERE r.username > ? AND r.handle IS NOT NULL \(condition) ORDER BY r.username LIMIT ?
                 """, arguments: SQLArguments([cursor] + values + [limit]))
+        case .segment, .filter:
+            // A campaign's is a filter with its segments inlined when it was made; resolving
+            // again is a walk of the tree (a stored `.segment` would be read now).
+            let selected = try SegmentStore.condition(db, audience.segmentFilter!, path: audience.filterPath, now: db.now)
+            let (condition, values) = inZone("u.timezone")
+            var arguments: [SQLValue] = [.text(cursor)]
+            arguments += values.map { $0.sqlValue }
+            arguments += selected.arguments
+            arguments.append(.integer(Int64(limit)))
+            names = try String.fetchAll(db, sql: "SELECT u.name FROM users u WHERE u.name > ? \(condition) AND \(selected.sql) ORDER BY u.name LIMIT ?",
+                                        arguments: SQLArguments(values: arguments))
         }
         return (names, names.last ?? cursor, names.count < limit)
     }
@@ -109,9 +168,12 @@ extension CampaignStore {
         guard let first = names.first, let last = names.last else { return [:] }
         let wanted = Set(names)
         var devices: [String: [PushTarget]] = [:]
-        // Listed users are sparse (two names can span the whole table): by name. The others
-        // come in name order, a contiguous range.
-        let listed = if case .users = audience { true } else { false }
+        // Listed users and those a filter selects are sparse (two names can span the whole
+        // table): by name. The others come in name order, a contiguous range.
+        let listed = switch audience {
+        case .users, .segment, .filter: true
+        case .all, .tags: false
+        }
         let (condition, arguments): (String, [String]) = if listed || sparse {
             ("username IN (\(sqlPlaceholders(names.count)))", names)
         } else {

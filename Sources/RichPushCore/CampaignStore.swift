@@ -119,19 +119,25 @@ public struct CampaignStore: Sendable {
                     throw CoreError(.unprocessable, "audience.users names \(unknown.count) unknown user(s): \(shown)")
                 }
             }
+            // docs/api.md#segments: a segment is read now and kept as its filter, every segment
+            // it names inlined, so that changing a segment later leaves this campaign as it is.
+            var audience = draft.audience
+            if let filter = audience.segmentFilter {
+                audience = .filter(try SegmentStore.resolve(db, filter, path: audience.filterPath))
+            }
             let inserted = try db.fetchOne(sql: """
                 INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app,
                                        sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats, pushes,
                                        localeNames)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?) RETURNING id
-                """, arguments: [draft.audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
+                """, arguments: [audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, scheduled ? nil : Self.holder, now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
                                  scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute, localeNames])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
-            return Campaign(id: id, audience: draft.audience, message: writer.message, title: writer.title, richType: writer.richType,
+            return Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
                             app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
                             defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0)
@@ -214,8 +220,19 @@ public struct CampaignStore: Sendable {
 
     /// How many users and devices a campaign to `audience` would reach now (what `queue` would
     /// queue), read a thousand users at a time: the console's "will reach" before sending.
+    /// A segment or a filter is counted by two queries, as `SegmentStore.count` does.
     public func reach(_ audience: Audience, app: String? = nil) async throws -> (users: Int, devices: Int) {
         try await database.read { db in
+            if let filter = audience.segmentFilter {
+                let selected = try SegmentStore.condition(db, filter, path: audience.filterPath, now: db.now)
+                let users = try Int.fetchOne(db, sql: "SELECT count(*) FROM users u WHERE \(selected.sql)",
+                                             arguments: SQLArguments(values: selected.arguments)) ?? 0
+                let devices = try Int.fetchOne(db, sql: """
+                    SELECT count(*) FROM registrations reg JOIN users u ON u.name = reg.username
+                    WHERE reg.handle IS NOT NULL \(app == nil ? "" : "AND reg.app = ?") AND \(selected.sql)
+                    """, arguments: SQLArguments(values: (app.map { [SQLValue.text($0)] } ?? [SQLValue]()) + selected.arguments)) ?? 0
+                return (users, devices)
+            }
             if case .all = audience {
                 // Two counts, not a walk: what the console asks as often as an admin types.
                 let users = try Int.fetchOne(db, sql: "SELECT count(*) FROM users") ?? 0

@@ -307,6 +307,29 @@ public enum CoreDatabase {
                 ALTER TABLE registrations ADD COLUMN osVersion TEXT;
                 ALTER TABLE registrations ADD COLUMN lastSeen REAL;
                 """),
+        // docs/api.md#segments: saved filters by name (the filter's JSON; its creator kept when
+        // it is saved again). A device's appVersion in a form whose byte order is version order
+        // (AppVersionKey; '' for a version that does not start with a number), written with it,
+        // so that both engines compare versions as text; devices that reported a version before
+        // this get theirs from RegistrationStore.fillAppVersionKeys when a server starts, found
+        // through registrations_unkeyed (empty once they are done). Selecting by device reads
+        // registrations by platform, app, version key and hour last seen, each with the user,
+        // so that PostgreSQL may join on them and SQLite probe each user's devices in the index.
+        // The PostgreSQL script is the derived one (TEXT COLLATE "C": keys compare byte for byte).
+        SQLMigration("core-v17-segments", sqlite: """
+                CREATE TABLE segments (
+                    name      TEXT PRIMARY KEY NOT NULL,
+                    filter    TEXT NOT NULL,
+                    createdBy TEXT,
+                    updatedAt REAL NOT NULL
+                );
+                ALTER TABLE registrations ADD COLUMN appVersionKey TEXT;
+                CREATE INDEX registrations_platform ON registrations(platform, username);
+                CREATE INDEX registrations_app ON registrations(app, username);
+                CREATE INDEX registrations_app_version ON registrations(appVersionKey, username);
+                CREATE INDEX registrations_last_seen ON registrations(lastSeen, username);
+                CREATE INDEX registrations_unkeyed ON registrations(id) WHERE appVersion IS NOT NULL AND appVersionKey IS NULL;
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

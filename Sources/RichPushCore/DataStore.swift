@@ -27,6 +27,8 @@ public final class DataStore: Sendable {
     public let registrations: RegistrationStore
     /// Who follows which topic (docs/api.md#attributes-devices-versions-and-topics).
     public let topics: TopicStore
+    /// Saved segments, and the users a filter selects (docs/api.md#segments).
+    public let segments: SegmentStore
     /// API keys for servers that call RichPush (docs/api.md#apps-and-api-keys).
     public let apiKeys: APIKeyStore
     /// `Idempotency-Key`s seen (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
@@ -84,6 +86,7 @@ public final class DataStore: Sendable {
         self.sessions = SessionStore(database: database)
         self.registrations = RegistrationStore(database: database)
         self.topics = TopicStore(database: database)
+        self.segments = SegmentStore(database: database)
         self.apiKeys = APIKeyStore(database: database)
         self.idempotency = IdempotencyStore(database: database)
         self.webhooks = WebhookStore(database: database)

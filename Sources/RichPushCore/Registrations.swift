@@ -83,6 +83,32 @@ public struct RegistrationStore: Sendable {
         }
     }
 
+    /// What `registrations.appVersionKey` holds for `version`: its `AppVersionKey`, or '' when it
+    /// has none (NULL is left to versions not keyed yet, which `fillAppVersionKeys` looks for).
+    static func versionKey(_ version: String) -> String {
+        AppVersionKey.of(version) ?? ""
+    }
+
+    /// Keys the versions devices reported before versions were keyed (docs/api.md#segments), 500
+    /// to a transaction; how many it keyed. A server runs it as it starts: with none left, it is
+    /// one look in an empty index.
+    @discardableResult
+    public func fillAppVersionKeys() async throws -> Int {
+        var keyed = 0
+        while true {
+            let done = try await database.write { db -> Int in
+                let rows = try SQLRow.fetchAll(db, sql: "SELECT id, appVersion FROM registrations WHERE appVersion IS NOT NULL AND appVersionKey IS NULL LIMIT 500")
+                for row in rows {
+                    try db.execute(sql: "UPDATE registrations SET appVersionKey = ? WHERE id = ?",
+                                   arguments: [Self.versionKey(row["appVersion"]), row["id"] as String])
+                }
+                return rows.count
+            }
+            keyed += done
+            if done < 500 { return keyed }
+        }
+    }
+
     /// The start of `date`'s hour, UTC, in seconds since 1970: a device's `lastSeen`, which is
     /// kept to the hour.
     static func hour(_ date: Date) -> Double {
@@ -170,8 +196,12 @@ public struct RegistrationStore: Sendable {
             let osVersion = device.osVersion ?? row["osVersion"] as String?
             let seen = Self.hour(now)
             try db.execute(
-                sql: "UPDATE registrations SET platform = ?, handle = ?, tags = ?, app = ?, updatedAt = ?, appVersion = ?, osVersion = ?, lastSeen = ? WHERE id = ?",
-                arguments: [platform, handle, encodedTags, device.app, now.timeIntervalSince1970, appVersion, osVersion, seen, id])
+                sql: """
+                    UPDATE registrations SET platform = ?, handle = ?, tags = ?, app = ?, updatedAt = ?, appVersion = ?, appVersionKey = ?,
+                        osVersion = ?, lastSeen = ? WHERE id = ?
+                    """,
+                arguments: [platform, handle, encodedTags, device.app, now.timeIntervalSince1970, appVersion, appVersion.map(Self.versionKey),
+                            osVersion, seen, id])
             return Registration(id: id, username: username, platform: platform, handle: handle, tags: finalTags, app: device.app,
                                 createdAt: Date(timeIntervalSince1970: row["createdAt"]), updatedAt: now,
                                 appVersion: appVersion, osVersion: osVersion, lastSeen: Date(timeIntervalSince1970: seen))

@@ -23,6 +23,7 @@ extension DataStore {
         ("media_names", ["name"], false),
         ("users", ["name"], false),
         ("topics", ["username", "topic"], false),
+        ("segments", ["name"], false),
         ("campaigns", ["id"], false),
         ("notifications", ["id"], false),
         ("media_refs", ["sha256", "owner"], false),

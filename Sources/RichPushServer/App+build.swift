@@ -68,6 +68,8 @@ public func buildApplication(
         breaker.reportState()
     }
     let registrations = data.registrations
+    // docs/api.md#segments: versions devices reported before they were keyed (none, once done).
+    try await registrations.fillAppVersionKeys()
     let campaignQueuer = CampaignQueuer(campaigns: campaigns, dispatcher: dispatcher, ahead: max(1, configuration.campaignQueueAhead), logger: logger)
     let readMarks = ReadMarks(notifications: notifications, logger: logger)
     let prometheus = PrometheusRegistry.registry
@@ -82,7 +84,7 @@ public func buildApplication(
         allowPrivatePushEndpoints: configuration.allowPrivatePushEndpoints, notificationsPerMinute: configuration.notificationsPerMinute,
         opensPerMinute: configuration.opensPerMinute)
     let rooms = try Rooms(.init(media: media, users: users, sessions: sessions, registrations: registrations, topics: data.topics,
-                                notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, deliveries: data.deliveries,
+                                segments: data.segments, notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, deliveries: data.deliveries,
                                 idempotency: data.idempotency, links: links, blobs: blobs, payloadIndex: payloadIndex, readMarks: readMarks, authenticator: authenticator,
                                 dispatcher: dispatcher, mirror: mirror, prometheus: prometheus),
                           settings: apiSettings)

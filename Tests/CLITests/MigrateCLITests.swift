@@ -59,7 +59,7 @@ struct MigrateCLITests {
         let arguments = ["migrate", "--data", data, "--to-database", try #require(target.database), "--to-blobs", try #require(target.blobs)]
         let copied = try await CLI.run(arguments, environment: environment)
         #expect(copied.status == 0, "\(copied.stderr)")
-        #expect(copied.stdout.hasPrefix("copied 4 blobs (0 already there); rows: media 4, media_names 1, users 3, campaigns 1, notifications 4,"),
+        #expect(copied.stdout.hasPrefix("copied 4 blobs (0 already there); rows: media 4, media_names 1, users 3, topics 0, segments 0, campaigns 1, notifications 4,"),
                 "\(copied.stdout)")
 
         // Everything is there, as it was.

@@ -4,35 +4,47 @@ import MediaStore
 import NIOConcurrencyHelpers
 import RichPushCore
 
-/// `audience` of a campaign: exactly one of the three.
+/// `audience` of a campaign: exactly one of the five.
 struct AudienceRequest: Codable, Sendable {
     var all: Bool?
     var users: [String]?
     var tags: String?
+    /// docs/api.md#segments: a saved segment's name, read when the campaign is made.
+    var segment: String?
+    /// docs/api.md#segments: a filter; refusals name `audience.filter…`.
+    var filter: SegmentFilter?
 
-    init(all: Bool? = nil, users: [String]? = nil, tags: String? = nil) {
+    init(all: Bool? = nil, users: [String]? = nil, tags: String? = nil, segment: String? = nil, filter: SegmentFilter? = nil) {
         self.all = all
         self.users = users
         self.tags = tags
+        self.segment = segment
+        self.filter = filter
     }
 
     /// Exactly one key, and no other: `{"all":true,"foo":1}` is refused, as the stored form's parser would.
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: RequestBody.AnyKey.self)
         guard container.allKeys.count == 1, let key = container.allKeys.first else {
-            throw CoreError(.invalid, "audience must have exactly one of \"all\", \"users\" or \"tags\"")
+            throw CoreError(.invalid, "audience must have exactly one of \"all\", \"users\", \"tags\", \"segment\" or \"filter\"")
         }
         switch key.stringValue {
         case "all": all = try container.decode(Bool.self, forKey: key)
         case "users": users = try container.decode([String].self, forKey: key)
         case "tags": tags = try container.decode(String.self, forKey: key)
-        default: throw CoreError(.invalid, "audience must be {\"all\":true}, {\"users\":[names]} or {\"tags\":\"expression\"}")
+        case "segment": segment = try container.decode(String.self, forKey: key)
+        case "filter": filter = try container.decode(SegmentFilter.self, forKey: key)
+        default: throw CoreError(.invalid, "audience must be {\"all\":true}, {\"users\":[names]}, {\"tags\":\"expression\"}, {\"segment\":\"name\"} or {\"filter\":{…}}")
         }
     }
 
-    /// Checked as the stored form is (`Audience(json:)`): one key, `all` true, names valid, the expression parsed.
+    /// Checked as the stored form is (`Audience(json:)`): one key, `all` true, names valid, the
+    /// expression parsed; a segment's name checked (whether it exists is the store's to say), a
+    /// filter parsed as it was decoded.
     var audience: Audience {
         get throws {
+            if let segment { return try Audience.named(segment) }
+            if let filter { return .filter(filter) }
             var object: [String: Any] = [:]
             if let all { object["all"] = all }
             if let users { object["users"] = users }
@@ -54,6 +66,8 @@ extension AudienceRequest: DeclaredSchema {
                 $0.maxItems = Campaign.maxListedUsers
             }),
             only("tags", ValuePattern.string(ValuePattern.tagExpression)),
+            only("segment", ValuePattern.string(ValuePattern.segmentName)),
+            only("filter", SegmentFilter.declaredSchema),
         ])
     }
 

@@ -24,7 +24,7 @@ struct CampaignsController: Sendable {
         let body = try await RequestBody.collect(request, upTo: Self.campaignBodyLimit, what: "a campaign body")
         let bytes = Data(body.readableBytesView)
         let request = try RequestBody.decode(CampaignRequest.self, from: bytes,
-                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\"}")
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"} or {\"segment\":\"name\"} or {\"filter\":{…}},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\"}")
         let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
                                         payload: request.payload, title: request.title, mode: request.mode ?? .alert,
                                         options: PushOptions.with(request.options, badge: request.badge))

@@ -4,16 +4,16 @@ import RichPushCore
 extension Endpoint {
     static let campaigns: [Endpoint] = [
         Endpoint(method: .post, path: "/api/admin/campaigns", access: .admin,
-                 summary: "Send one rich notification to everyone, to listed users, or to the devices a tag expression matches: now, at sendAt, or at localTime in each recipient's zone.",
+                 summary: "Send one rich notification to everyone, to listed users, to the devices a tag expression matches, or to the users a segment or a filter selects: now, at sendAt, or at localTime in each recipient's zone.",
                  parameters: [idempotencyKey],
                  requestBody: APIRequestBody(required: true, content: [("application/json", .ref("CampaignRequest"))],
-                                             description: "audience holds exactly one of all (true), users or tags."),
+                                             description: "audience holds exactly one of all (true), users, tags, segment (a saved segment's name, read now) or filter (docs/api.md#segments)."),
                  keys: .send,
                  responses: [
                      202: APIResponse.json(CampaignResponse.self, "Queued: the first 5,000 recipients (a smaller campaign whole); the rest follows in the background as the sends go out, counted in its progress.",
                                            headers: ["Location": "The campaign's progress."])
                          .linking("Progress", to: "getApiAdminCampaignsId", parameter: "id", from: "id"),
-                     400: .problem("The body, the audience or the tag expression is not valid."),
+                     400: .problem("The body, the audience, the tag expression or the filter is not valid (a filter's fault starts with its JSON path, audience.filter…), or the segment named is not one."),
                      409: .problem("The creator has 1,000 campaigns scheduled and not yet sent, the most one may have waiting."),
                      413: .problem("The body is over 256 KiB, or content has more than 50 locales."),
                      422: .problem("A listed user or the payload does not exist, or the push would be too large."),
