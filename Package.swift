@@ -106,6 +106,8 @@ let package = Package(
                 "SQLEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                // Campaigns' words are Mustache templates (docs/api.md#templates-and-localization-keys).
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],

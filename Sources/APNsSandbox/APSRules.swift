@@ -2,7 +2,7 @@ import Foundation
 
 /// What Apple refuses in a payload's `aps` dictionary (its "Generating a remote notification"
 /// reference), for the APNs stand-in and for FCM's `apns.payload`: an `alert` that is neither a
-/// string nor a dictionary of strings, a `badge` that is not a non-negative integer, a `sound`
+/// string nor a dictionary of strings (its `…-loc-args` arrays of strings), a `badge` that is not a non-negative integer, a `sound`
 /// that is neither a name nor a `{critical, name, volume}` dictionary, a `thread-id` or
 /// `category` that is not a string, an `interruption-level` other than `passive`, `active`,
 /// `time-sensitive` or `critical`, a `relevance-score` outside 0…1.
@@ -34,6 +34,9 @@ public enum APSRules {
             guard let fields = alert as? [String: Any] else { return "alert must be a string or a dictionary" }
             for key in ["title", "subtitle", "body", "launch-image", "title-loc-key", "subtitle-loc-key", "loc-key"] {
                 if let value = fields[key], !(value is String) { return "alert.\(key) must be a string" }
+            }
+            for key in ["title-loc-args", "subtitle-loc-args", "loc-args"] {
+                if let value = fields[key], !(value is [String]) { return "alert.\(key) must be an array of strings" }
             }
         }
         if let badge = aps["badge"] {

@@ -44,10 +44,11 @@ public final class FCMClient: Sendable {
     ///
     /// Given the push's `mode`, its options go in each platform's form (docs/api.md#options-badges-and-paced-sends):
     /// `android.priority` (`HIGH` for an alert unless `normal`), `android.ttl` (`ttl` seconds),
-    /// `android.notification.channel_id`, `notification_count` and `sound`; for iOS devices
-    /// `apns-priority`, `apns-expiration` and the `aps` of `APS.alertPush` (`thread-id`, `category`,
-    /// `badge`, `sound`, `interruption-level`, `relevance-score` and the alert's `subtitle`); for
-    /// browsers, `TTL` and `Urgency`.
+    /// `android.notification.channel_id`, `notification_count`, `sound` and the localization keys
+    /// (`title_loc_key`, `body_loc_key`, `body_loc_args`); for iOS devices `apns-priority`,
+    /// `apns-expiration` and the `aps` of `APS.alertPush` (`thread-id`, `category`, `badge`,
+    /// `sound`, `interruption-level`, `relevance-score`, and the alert's `subtitle` and
+    /// localization keys); for browsers, `TTL` and `Urgency`.
     public static func message(token: String, data: [String: String], notification: (title: String?, body: String, image: String?)?,
                                collapseID: String? = nil, collapseKey: String? = nil, mode: PushMode? = nil, options: PushOptions = PushOptions(), badge: Int? = nil,
                                ttl: Int? = nil, now: Date = Date()) -> Data {
@@ -76,11 +77,16 @@ public final class FCMClient: Sendable {
                 if let channel = options.androidChannelId { androidNotification["channel_id"] = channel }
                 if let badge { androidNotification["notification_count"] = badge }
                 if let sound = options.sound, !sound.isEmpty { androidNotification["sound"] = sound }
+                // Device-side localization keys (docs/api.md#templates-and-localization-keys): Android's names here, Apple's in `aps`.
+                if let key = options.titleLocKey { androidNotification["title_loc_key"] = key }
+                if let key = options.locKey { androidNotification["body_loc_key"] = key }
+                if let arguments = options.locArgs { androidNotification["body_loc_args"] = arguments }
                 // The alert push's own `aps` (APNs gets the same from `AlertPush`), less the alert
-                // when there is no subtitle: FCM makes the APNs alert from `notification`, and
-                // `aps.alert` is there only to add the subtitle FCM has no field for.
+                // when it adds nothing to `notification`: FCM makes the APNs alert from
+                // `notification`, and `aps.alert` is there only for what FCM has no field for
+                // (the subtitle, and the localization keys of an iOS device).
                 var aps = APS.alertPush(title: notification.title, body: notification.body, options: options, badge: badge)
-                if options.subtitle == nil { aps.alert = nil }
+                if options.subtitle == nil && options.titleLocKey == nil && options.locKey == nil { aps.alert = nil }
                 message["apns"] = ["headers": apnsHeaders, "payload": ["aps": aps.dictionary]]
             } else {
                 // A data message reaches an iOS app only as a background push: its push type and

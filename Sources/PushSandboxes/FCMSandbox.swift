@@ -492,7 +492,8 @@ public final class FCMSandbox: PushStandIn {
 
     /// What FCM refuses in an AndroidConfig (its v1 reference): unknown fields, a priority
     /// other than NORMAL or HIGH, a `ttl` that is not a duration of up to 28 days (`"3600s"`),
-    /// a notification block with unknown fields or a negative `notification_count`.
+    /// a notification block with unknown fields, a field of the wrong type (the localization
+    /// keys strings, their arguments lists of strings) or a negative `notification_count`.
     static func androidRefusal(_ android: [String: Any]) -> String? {
         let known: Set<String> = ["collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options", "direct_boot_ok"]
         if let unknown = Set(android.keys).subtracting(known).sorted().first { return "Unknown name \"\(unknown)\" at 'message.android'" }
@@ -517,7 +518,12 @@ public final class FCMSandbox: PushStandIn {
             if let unknown = Set(notification.keys).subtracting(fields).sorted().first {
                 return "Unknown name \"\(unknown)\" at 'message.android.notification'"
             }
-            for key in ["title", "body", "channel_id", "sound", "tag"] where notification[key] != nil && !(notification[key] is String) {
+            for key in ["title", "body", "channel_id", "sound", "tag", "title_loc_key", "body_loc_key"]
+            where notification[key] != nil && !(notification[key] is String) {
+                return "Invalid value at 'message.android.notification.\(key)' (TYPE_STRING)"
+            }
+            // Localization arguments are repeated strings.
+            for key in ["title_loc_args", "body_loc_args"] where notification[key] != nil && !(notification[key] is [String]) {
                 return "Invalid value at 'message.android.notification.\(key)' (TYPE_STRING)"
             }
             if let count = notification["notification_count"] {
@@ -532,6 +538,7 @@ public final class FCMSandbox: PushStandIn {
         object.mapValues { value -> any Sendable in
             if let nested = value as? [String: Any] { return sendable(nested) }
             if let text = value as? String { return text }
+            if let texts = value as? [String] { return texts }
             if let number = value as? NSNumber { return number.doubleValue }
             return String(describing: value)
         }

@@ -37,6 +37,16 @@ extension PushOptions: SchemaRefining {
         schema.properties?["expiresIn"]?.minimum = 0
         schema.properties?["expiresIn"]?.maximum = Int64(PushOptions.maxExpiresIn)
         schema.properties?["actions"]?.maxItems = PushOptions.maxActions
+        // docs/api.md#templates-and-localization-keys: at most 256 bytes of UTF-8 each, which a
+        // schema bounds only in characters (Tests/OpenAPI/schemathesis.toml says so).
+        for field in ["titleLocKey", "locKey"] {
+            schema.properties?[field]?.minLength = 1
+            schema.properties?[field]?.maxLength = PushOptions.maxLocalizationBytes
+            schema.properties?[field]?.description = "A key of the app's localized strings; at most 256 bytes of UTF-8."
+        }
+        schema.properties?["locArgs"]?.maxItems = PushOptions.maxLocArgs
+        schema.properties?["locArgs"]?.items?[0].maxLength = PushOptions.maxLocalizationBytes
+        schema.properties?["locArgs"]?.description = "The locKey string's format arguments (it needs locKey); each at most 256 bytes of UTF-8."
     }
 }
 

@@ -28,6 +28,9 @@ public struct APS: Sendable, Equatable, Encodable {
         /// The keys of `aps.alert` RichPush writes, in the order `json` writes them.
         public enum Key: String, CodingKey, CaseIterable, Sendable {
             case title, subtitle, body
+            case titleLocKey = "title-loc-key"
+            case locKey = "loc-key"
+            case locArgs = "loc-args"
         }
 
         /// The first line, bold.
@@ -36,37 +39,72 @@ public struct APS: Sendable, Equatable, Encodable {
         public var subtitle: String?
         /// The message.
         public var body: String
+        /// A key of the app's localized strings shown as the title instead (`options.titleLocKey`).
+        public var titleLocKey: String?
+        /// A key of the app's localized strings shown as the body instead (`options.locKey`).
+        public var locKey: String?
+        /// The values of the `locKey` string's format specifiers (`options.locArgs`).
+        public var locArgs: [String]?
 
-        /// Creates an alert; `title` and `subtitle` are left out when nil.
-        public init(title: String? = nil, subtitle: String? = nil, body: String) {
+        /// Creates an alert; what is nil is left out.
+        public init(title: String? = nil, subtitle: String? = nil, body: String, titleLocKey: String? = nil, locKey: String? = nil,
+                    locArgs: [String]? = nil) {
             self.title = title
             self.subtitle = subtitle
             self.body = body
+            self.titleLocKey = titleLocKey
+            self.locKey = locKey
+            self.locArgs = locArgs
+        }
+
+        /// A field's value: a string, or the arguments' list.
+        enum Value {
+            case text(String)
+            case texts([String])
         }
 
         /// The fields that are set, in `Key`'s order: what every form below is made from.
-        var fields: [(Key, String)] {
-            var out: [(Key, String)] = []
-            if let title { out.append((.title, title)) }
-            if let subtitle { out.append((.subtitle, subtitle)) }
-            out.append((.body, body))
+        var fields: [(Key, Value)] {
+            var out: [(Key, Value)] = []
+            if let title { out.append((.title, .text(title))) }
+            if let subtitle { out.append((.subtitle, .text(subtitle))) }
+            out.append((.body, .text(body)))
+            if let titleLocKey { out.append((.titleLocKey, .text(titleLocKey))) }
+            if let locKey { out.append((.locKey, .text(locKey))) }
+            if let locArgs { out.append((.locArgs, .texts(locArgs))) }
             return out
         }
 
         /// The JSON text, keys in `Key`'s order.
         public var json: String {
-            "{" + fields.map { APS.name($0.0) + AlertPush.quote($0.1) }.joined(separator: ",") + "}"
+            "{" + fields.map { key, value in
+                let text = switch value {
+                case .text(let text): AlertPush.quote(text)
+                case .texts(let texts): "[" + texts.map(AlertPush.quote).joined(separator: ",") + "]"
+                }
+                return APS.name(key) + text
+            }.joined(separator: ",") + "}"
         }
 
         /// The dictionary `JSONSerialization` writes.
         public var dictionary: [String: Any] {
-            Dictionary(uniqueKeysWithValues: fields.map { ($0.0.rawValue, $0.1 as Any) })
+            Dictionary(uniqueKeysWithValues: fields.map { key, value -> (String, Any) in
+                switch value {
+                case .text(let text): (key.rawValue, text)
+                case .texts(let texts): (key.rawValue, texts)
+                }
+            })
         }
 
         /// Writes the fields that are set.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: Key.self)
-            for (key, value) in fields { try container.encode(value, forKey: key) }
+            for (key, value) in fields {
+                switch value {
+                case .text(let text): try container.encode(text, forKey: key)
+                case .texts(let texts): try container.encode(texts, forKey: key)
+                }
+            }
         }
     }
 
@@ -104,13 +142,16 @@ public struct APS: Sendable, Equatable, Encodable {
         self.badge = badge
     }
 
-    /// The `aps` of an alert push (docs/api.md#alert-pushes-and-payload-urls, §22): the alert (`title`, `options.subtitle`, `body`),
+    /// The `aps` of an alert push (docs/api.md#alert-pushes-and-payload-urls, §22): the alert (`title`, `options.subtitle`, `body`,
+    /// and the device-side localization keys `options.titleLocKey`, `locKey` and `locArgs`, docs/api.md#templates-and-localization-keys),
     /// `mutable-content` for the Notification Service Extension, `options.sound` (`default` when not
     /// given, none when empty), the options' `thread-id`, `category`, `interruption-level` and
     /// `relevance-score`, and `badge`, which the caller resolves (a fixed one, or an unread count).
     public static func alertPush(title: String?, body: String, options: PushOptions, badge: Int?) -> APS {
         let sound = options.sound ?? "default"
-        return APS(alert: Alert(title: title, subtitle: options.subtitle, body: body), mutableContent: true,
+        let alert = Alert(title: title, subtitle: options.subtitle, body: body, titleLocKey: options.titleLocKey, locKey: options.locKey,
+                          locArgs: options.locArgs)
+        return APS(alert: alert, mutableContent: true,
                    sound: sound.isEmpty ? nil : sound, threadId: options.threadId, category: options.category,
                    interruptionLevel: options.interruptionLevel, relevanceScore: options.relevanceScore, badge: badge)
     }

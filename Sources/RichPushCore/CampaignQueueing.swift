@@ -109,7 +109,9 @@ extension CampaignStore {
     }
 
     /// Queues `names` for `campaign` in the caller's transaction: each gets the notification
-    /// in their locale and one push per device; the campaign's counts grow.
+    /// in their locale and one push per device; the campaign's counts grow. A campaign whose
+    /// words are templates has them rendered per recipient (`CampaignTemplates`); any other takes
+    /// no more than its locales' query.
     static func queueRecipients(_ db: SQLConnection, _ campaign: inout Campaign, names: [String], addressing: DeliveryAddressing,
                                         links: PayloadLinks?, defaultImage: String, indexed: Bool, sparse: Bool = false) throws -> [QueuedNotification] {
         guard !names.isEmpty else { return [] }
@@ -127,8 +129,10 @@ extension CampaignStore {
             writers[locale ?? ""] = made
             return made
         }
-        var userLocales: [String: String] = [:]
-        if !campaign.locales.isEmpty {
+        // Personalized words (docs/api.md#templates-and-localization-keys) need each recipient's attributes: read with their locales.
+        let people = try CampaignTemplates.isTemplated(campaign) ? CampaignTemplates.recipients(db, names) : nil
+        var userLocales: [String: String] = people?.compactMapValues(\.locale) ?? [:]
+        if people == nil, !campaign.locales.isEmpty {
             for chunk in names.sqlBatches() {
                 for row in try SQLRow.fetchAll(db, sql: "SELECT name, locale FROM users WHERE name IN (\(sqlPlaceholders(chunk.count)))",
                                                arguments: SQLArguments(Array(chunk))) {
@@ -152,12 +156,21 @@ extension CampaignStore {
         }
         var made: [QueuedNotification] = []
         var queuedRecipients = 0
-        for (locale, recipients) in groups.sorted(by: { $0.key < $1.key }) {
-            let writer = try writer(locale.isEmpty ? nil : locale)
-            let created = try writer.insert(db, recipients: recipients, pace: pace)
-            queuedRecipients += created.count
+        if let people {
+            let created = try CampaignTemplates.insert(db, groups.sorted(by: { $0.key < $1.key }), people: people, campaignId: campaign.id,
+                                                       pace: pace, writer: writer)
+            queuedRecipients = created.count
             if indexed {
-                made += created.map { QueuedNotification(id: $0.notification.id, recipient: $0.notification.recipient, payload: writer.media.id) }
+                made = created.map { QueuedNotification(id: $0.notification.id, recipient: $0.notification.recipient, payload: $0.notification.payload) }
+            }
+        } else {
+            for (locale, recipients) in groups.sorted(by: { $0.key < $1.key }) {
+                let writer = try writer(locale.isEmpty ? nil : locale)
+                let created = try writer.insert(db, recipients: recipients, pace: pace)
+                queuedRecipients += created.count
+                if indexed {
+                    made += created.map { QueuedNotification(id: $0.notification.id, recipient: $0.notification.recipient, payload: writer.media.id) }
+                }
             }
         }
         campaign.recipients += queuedRecipients

@@ -62,6 +62,8 @@ public struct CampaignStore: Sendable {
             }
             locales[canonical] = content
         }
+        // Its words' templates must parse (docs/api.md#templates-and-localization-keys): 422 naming the field and where.
+        try CampaignTemplates.check(draft.content, locales: draft.locales)
         let defaultLocale = try UserPreferences.locale(draft.defaultLocale)
         if let rate = draft.ratePerMinute, !(1...Campaign.maxRatePerMinute).contains(rate) {
             throw CoreError(.invalid, "ratePerMinute must be 1 to \(Campaign.maxRatePerMinute) (got \(rate))")

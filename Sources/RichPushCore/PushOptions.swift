@@ -68,6 +68,15 @@ public struct PushOptions: Sendable, Equatable, Codable {
     public var androidChannelId: String?
     /// Up to four buttons; Web Push shows them, an iOS category's buttons are the app's.
     public var actions: [Action]?
+    /// A key of the app's localized strings the device shows as the title instead of `title`
+    /// (APNs `aps.alert.title-loc-key`, FCM `android.notification.title_loc_key`).
+    public var titleLocKey: String?
+    /// A key of the app's localized strings the device shows as the body instead of the message
+    /// (APNs `aps.alert.loc-key`, FCM `android.notification.body_loc_key`).
+    public var locKey: String?
+    /// The values the `locKey` string's format specifiers take, in order (APNs `aps.alert.loc-args`,
+    /// FCM `android.notification.body_loc_args`).
+    public var locArgs: [String]?
     /// Kept with the options, though the API takes it beside them (`"badge"`): not one of the
     /// `options` keys (`CodingKeys`), stored with them all the same (`stored`).
     public var badge: Badge?
@@ -75,6 +84,7 @@ public struct PushOptions: Sendable, Equatable, Codable {
     /// The API's `options` keys: everything but the badge.
     enum CodingKeys: String, CodingKey {
         case threadId, category, subtitle, sound, interruptionLevel, relevanceScore, expiresIn, priority, androidChannelId, actions
+        case titleLocKey, locKey, locArgs
     }
 
     /// The stored form: the options and the badge.
@@ -86,7 +96,8 @@ public struct PushOptions: Sendable, Equatable, Codable {
     /// Creates options; every field is optional.
     public init(threadId: String? = nil, category: String? = nil, subtitle: String? = nil, sound: String? = nil,
                 interruptionLevel: InterruptionLevel? = nil, relevanceScore: Double? = nil, expiresIn: Int? = nil,
-                priority: Priority? = nil, androidChannelId: String? = nil, actions: [Action]? = nil, badge: Badge? = nil) {
+                priority: Priority? = nil, androidChannelId: String? = nil, actions: [Action]? = nil, badge: Badge? = nil,
+                titleLocKey: String? = nil, locKey: String? = nil, locArgs: [String]? = nil) {
         self.threadId = threadId
         self.category = category
         self.subtitle = subtitle
@@ -98,6 +109,9 @@ public struct PushOptions: Sendable, Equatable, Codable {
         self.androidChannelId = androidChannelId
         self.actions = actions
         self.badge = badge
+        self.titleLocKey = titleLocKey
+        self.locKey = locKey
+        self.locArgs = locArgs
     }
 
     /// A push's life when `expiresIn` is not given: a day, as before options.
@@ -112,6 +126,10 @@ public struct PushOptions: Sendable, Equatable, Codable {
     public static let maxText = 256
     /// The largest fixed badge.
     public static let maxBadge = 99_999
+    /// The longest localization key or argument, in bytes of UTF-8.
+    public static let maxLocalizationBytes = 256
+    /// The most `locArgs`.
+    public static let maxLocArgs = 10
 
     /// Whether no option is set.
     public var isEmpty: Bool { self == PushOptions() }
@@ -137,6 +155,12 @@ public struct PushOptions: Sendable, Equatable, Codable {
                 throw bad("options.\(field)", "must be \(allowEmpty ? 0 : 1) to \(Self.maxText) characters with no control characters")
             }
         }
+        func localization(_ value: String?, _ field: String, allowEmpty: Bool = false) throws {
+            guard let value else { return }
+            guard allowEmpty || !value.isEmpty, value.utf8.count <= Self.maxLocalizationBytes else {
+                throw bad("options.\(field)", "must be \(allowEmpty ? 0 : 1) to \(Self.maxLocalizationBytes) bytes of UTF-8 (got \(value.utf8.count))")
+            }
+        }
         try identifier(threadId, "threadId")
         try identifier(category, "category")
         try identifier(androidChannelId, "androidChannelId")
@@ -156,6 +180,14 @@ public struct PushOptions: Sendable, Equatable, Codable {
             }
             if Set(actions.map(\.id)).count != actions.count { throw conflicting("options.actions", "names a button id twice") }
         }
+        try localization(titleLocKey, "titleLocKey")
+        try localization(locKey, "locKey")
+        if let locArgs {
+            guard locArgs.count <= Self.maxLocArgs else { throw bad("options.locArgs", "has \(locArgs.count) arguments; at most \(Self.maxLocArgs)") }
+            for (index, argument) in locArgs.enumerated() { try localization(argument, "locArgs[\(index)]", allowEmpty: true) }
+            // The arguments fill the `locKey` string's format specifiers: alone, they mean nothing.
+            if locKey == nil { throw conflicting("options.locArgs", "fills the format of options.locKey, which is not given") }
+        }
         if case .count(let number)? = badge, !(0...Self.maxBadge).contains(number) {
             throw bad("badge", "must be \"unread\" or 0 to \(Self.maxBadge) (got \(number))")
         }
@@ -165,6 +197,7 @@ public struct PushOptions: Sendable, Equatable, Codable {
             ("threadId", threadId != nil), ("category", category != nil), ("subtitle", subtitle != nil), ("sound", sound != nil),
             ("interruptionLevel", interruptionLevel != nil), ("relevanceScore", relevanceScore != nil),
             ("androidChannelId", androidChannelId != nil), ("actions", actions != nil),
+            ("titleLocKey", titleLocKey != nil), ("locKey", locKey != nil), ("locArgs", locArgs != nil),
         ]
         if let (field, _) = visible.first(where: \.1) {
             throw conflicting("options.\(field)", "applies to alert pushes, and this one is silent: send it with \"mode\":\"alert\"")

@@ -15,6 +15,7 @@ struct APSRulesTests {
         for json in [
             #"{"alert":"Hi"}"#,
             #"{"alert":{"title":"T","subtitle":"S","body":"B","loc-key":"K"},"mutable-content":1,"sound":"default"}"#,
+            #"{"alert":{"body":"B","title-loc-key":"T","loc-key":"K","loc-args":["Ann","50%"]}}"#,
             #"{"content-available":1}"#,
             #"{"badge":0,"sound":{"critical":1,"name":"alarm.caf","volume":0.5}}"#,
             #"{"thread-id":"t","category":"c","interruption-level":"time-sensitive","relevance-score":0.75}"#,
@@ -26,6 +27,8 @@ struct APSRulesTests {
     @Test("each kind of mistake is refused with what is wrong", arguments: [
         (#"{"alert":5}"#, "alert must be a string or a dictionary"),
         (#"{"alert":{"title":7}}"#, "alert.title must be a string"),
+        (#"{"alert":{"loc-key":"K","loc-args":"Ann"}}"#, "alert.loc-args must be an array of strings"),
+        (#"{"alert":{"loc-key":"K","loc-args":[1]}}"#, "alert.loc-args must be an array of strings"),
         (#"{"badge":-1}"#, "badge must be a non-negative integer"),
         (#"{"badge":1.5}"#, "badge must be a non-negative integer"),
         (#"{"badge":true}"#, "badge must be a non-negative integer"),

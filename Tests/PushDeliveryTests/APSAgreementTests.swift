@@ -17,6 +17,7 @@ struct APSAgreementTests {
                     interruptionLevel: .timeSensitive, relevanceScore: 0.75, badge: .count(3)),
         PushOptions(subtitle: "Tab\there \"now\"", interruptionLevel: .passive, relevanceScore: 1),
         PushOptions(category: "c/1", interruptionLevel: .critical, relevanceScore: 0, badge: .count(0)),
+        PushOptions(titleLocKey: "SALE_TITLE", locKey: "SALE_BODY", locArgs: ["Ann", "50%"]),
     ]
 
     static func object(_ json: Data) throws -> [String: Any] {
@@ -38,7 +39,7 @@ struct APSAgreementTests {
         #expect(Set(APS.Alert.Key.allCases.map(\.stringValue)).isSubset(of: APSRules.alertKeys))
     }
 
-    @Test("for the same options the APNs alert push and FCM's apns block carry the same aps (FCM's alert only for a subtitle), and the sandbox accepts both")
+    @Test("for the same options the APNs alert push and FCM's apns block carry the same aps (FCM's alert only for a subtitle or localization keys), and the sandbox accepts both")
     func alertAgrees() throws {
         for options in Self.optionSets {
             var badge: Int?
@@ -50,9 +51,9 @@ struct APSAgreementTests {
             let message = try #require(try Self.object(body)["message"] as? [String: Any])
             let payload = try #require((message["apns"] as? [String: Any])?["payload"] as? [String: Any])
             let fcmAPS = try #require(payload["aps"] as? [String: Any])
-            // FCM makes the APNs alert from `notification`: `aps.alert` goes along only with a subtitle.
+            // FCM makes the APNs alert from `notification`: `aps.alert` goes along only with a subtitle or localization keys.
             var expected = apnsAPS
-            if options.subtitle == nil { expected.removeValue(forKey: "alert") }
+            if options.subtitle == nil && options.titleLocKey == nil && options.locKey == nil { expected.removeValue(forKey: "alert") }
             #expect(JSONValues.same(fcmAPS, expected), "\(fcmAPS) vs \(expected)")
             #expect(JSONValues.same(apnsAPS, push.aps.dictionary))
             Self.checkApple(apnsAPS, "APNs \(options)")

@@ -87,4 +87,28 @@ struct FCMSandboxTests {
             }
         }
     }
+
+    @Test("the sandbox takes FCM v1's localization keys as RichPush sends them, and refuses arguments that are not a list of strings (docs/api.md#templates-and-localization-keys)")
+    func localizationKeys() async throws {
+        let fcm = FCMFixtures.sandbox()
+        try await serving([(fcm, "fcm")]) { origin in
+            let account = try FCMServiceAccount(json: FCMFixtures.accountJSON(tokenURI: fcm.tokenURI))
+            try await using(try FCMClient(account: account, endpoint: "\(origin)/fcm"), shutdown: { try await $0.shutdown() }) { client in
+                let token = fcm.register()
+                let options = PushOptions(titleLocKey: "SALE_TITLE", locKey: "SALE_BODY", locArgs: ["Ann", "50%"])
+                let body = FCMClient.message(token: token, data: ["richId": "1"], notification: (title: "Sale", body: "50% off", image: nil),
+                                             collapseID: "rp-1", mode: .alert, options: options, ttl: 3600)
+                guard case .sent = await client.send(body) else { Issue.record("the message with localization keys was refused"); return }
+                let accepted = try #require(fcm.delivered(to: token).first)
+                let shown = try #require(accepted.android["notification"] as? [String: any Sendable])
+                #expect(shown["title_loc_key"] as? String == "SALE_TITLE" && shown["body_loc_key"] as? String == "SALE_BODY")
+                #expect(shown["body_loc_args"] as? [String] == ["Ann", "50%"])
+                #expect((accepted.apnsAps["alert"] as? [String: any Sendable])?["loc-args"] as? [String] == ["Ann", "50%"])
+
+                let bad = Data(#"{"message":{"token":"\#(token)","android":{"notification":{"body_loc_key":"K","body_loc_args":"Ann"}}}}"#.utf8)
+                guard case .failed(let reason, _) = await client.send(bad) else { Issue.record("arguments that are not a list were taken"); return }
+                #expect(reason.contains("body_loc_args"), "\(reason)")
+            }
+        }
+    }
 }

@@ -102,4 +102,16 @@ struct OpenAPISchemaTests {
         #expect(missing.isEmpty, "dangling: \(missing.sorted())")
         #expect(String(decoding: data, as: UTF8.self).contains("\"shop\""))
     }
+
+    @Test("the localization options' schema: a key 1 to 256 long, at most 10 arguments of up to 256 each (docs/api.md#templates-and-localization-keys)")
+    func localizationOptions() throws {
+        let options = try JSONSchema.of(PushOptions.self)
+        for field in ["titleLocKey", "locKey"] {
+            let schema = try #require(options.properties?[field])
+            #expect(schema.type == "string" && schema.nullable && schema.minLength == 1 && schema.maxLength == PushOptions.maxLocalizationBytes)
+        }
+        let arguments = try #require(options.properties?["locArgs"])
+        #expect(arguments.type == "array" && arguments.maxItems == PushOptions.maxLocArgs)
+        #expect(arguments.items?.first?.type == "string" && arguments.items?.first?.maxLength == PushOptions.maxLocalizationBytes)
+    }
 }

@@ -15,6 +15,7 @@ struct APSTests {
                     interruptionLevel: .timeSensitive, relevanceScore: 0.75, badge: .count(3)),
         PushOptions(subtitle: "Tab\there \"now\" / é 👍", interruptionLevel: .passive, relevanceScore: 1, badge: .unread),
         PushOptions(category: "c/1", sound: "default", interruptionLevel: .critical, relevanceScore: 0, badge: .count(0)),
+        PushOptions(subtitle: "Sub", titleLocKey: "SALE_TITLE", locKey: "SALE_BODY %@ \"q\"", locArgs: ["Ann \"A\"", "line\nbreak", "", "é / 👍"]),
     ]
 
     static func object(_ json: Data) throws -> [String: Any] {
@@ -74,5 +75,43 @@ struct APSTests {
                 #expect(Set(alert.keys).isSubset(of: Set(APS.Alert.Key.allCases.map(\.stringValue))))
             }
         }
+    }
+
+    @Test("device-side localization keys go in aps.alert after the body, as Apple names them: title-loc-key, loc-key and loc-args (docs/api.md#templates-and-localization-keys)")
+    func localizationKeys() throws {
+        let options = PushOptions(titleLocKey: "SALE_TITLE", locKey: "SALE_BODY", locArgs: ["Ann", "50%"])
+        let push = AlertPush(id: 9, title: "Sale", message: "50% off", richType: "img", richUrl: "https://h.example/p/x", options: options)
+        #expect(push.aps.json == """
+            {"alert":{"title":"Sale","body":"50% off","title-loc-key":"SALE_TITLE","loc-key":"SALE_BODY","loc-args":["Ann","50%"]},\
+            "mutable-content":1,"sound":"default"}
+            """)
+        let alert = try #require((try Self.object(push.encoded())["aps"] as? [String: Any])?["alert"] as? [String: Any])
+        #expect(alert["title-loc-key"] as? String == "SALE_TITLE" && alert["loc-key"] as? String == "SALE_BODY")
+        #expect(alert["loc-args"] as? [String] == ["Ann", "50%"])
+        // Without them, the alert is as it always was.
+        #expect(APS.alertPush(title: "Sale", body: "50% off", options: PushOptions(), badge: nil).alert?.json == #"{"title":"Sale","body":"50% off"}"#)
+    }
+
+    @Test("the localization options' limits: a key 1 to 256 bytes, at most 10 arguments of up to 256 bytes each (400 naming the field); arguments need a key, and a silent push takes none (422)")
+    func localizationLimits() {
+        func refusal(_ options: PushOptions, _ mode: PushMode = .alert) -> CoreError? {
+            do { try options.validate(mode: mode); return nil } catch { return error as? CoreError }
+        }
+        let longest = String(repeating: "é", count: 128) // 256 bytes
+        #expect(refusal(PushOptions(titleLocKey: longest, locKey: longest, locArgs: Array(repeating: longest, count: 10))) == nil)
+        #expect(refusal(PushOptions(locKey: "K", locArgs: [""])) == nil)
+        let over = refusal(PushOptions(titleLocKey: longest + "x"))
+        #expect(over?.kind == .invalid && over?.message.hasPrefix("options.titleLocKey must be 1 to 256 bytes") == true, "\(String(describing: over))")
+        #expect(refusal(PushOptions(locKey: ""))?.message.hasPrefix("options.locKey ") == true)
+        let eleven = refusal(PushOptions(locKey: "K", locArgs: Array(repeating: "a", count: 11)))
+        #expect(eleven?.kind == .invalid && eleven?.message == "options.locArgs has 11 arguments; at most 10")
+        #expect(refusal(PushOptions(locKey: "K", locArgs: ["a", longest + "x"]))?.message.hasPrefix("options.locArgs[1] must be 0 to 256 bytes") == true)
+        let alone = refusal(PushOptions(locArgs: ["a"]))
+        #expect(alone?.kind == .unprocessable && alone?.message.hasPrefix("options.locArgs") == true)
+        let silent = refusal(PushOptions(locKey: "K"), .silent)
+        #expect(silent?.kind == .unprocessable && silent?.message.hasPrefix("options.locKey applies to alert pushes") == true)
+        // Kept with the notification's options, as the others are.
+        let stored = PushOptions(titleLocKey: "T", locKey: "K", locArgs: ["a", "b"])
+        #expect(PushOptions(stored: stored.stored) == stored)
     }
 }
