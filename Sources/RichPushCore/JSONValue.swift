@@ -16,7 +16,7 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
 
     /// Reads any JSON value.
     public init(from decoder: any Decoder) throws {
-        if let container = try? decoder.container(keyedBy: Key.self) {
+        if let container = try? decoder.container(keyedBy: FieldKey.self) {
             var object: [String: JSONValue] = [:]
             for key in container.allKeys {
                 object[key.stringValue] = try container.decode(JSONValue.self, forKey: key)
@@ -65,8 +65,8 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
             var container = encoder.unkeyedContainer()
             for element in array { try container.encode(element) }
         case .object(let object):
-            var container = encoder.container(keyedBy: Key.self)
-            for (key, value) in object { try container.encode(value, forKey: Key(stringValue: key)) }
+            var container = encoder.container(keyedBy: FieldKey.self)
+            for (key, value) in object { try container.encode(value, forKey: FieldKey(stringValue: key)) }
         }
     }
 
@@ -107,7 +107,7 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
         }
     }
 
-    struct Key: CodingKey {
+    struct FieldKey: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }
         init(stringValue: String) { self.stringValue = stringValue }

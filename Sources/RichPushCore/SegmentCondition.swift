@@ -172,8 +172,10 @@ struct SegmentCondition: Sendable {
             case .missing:
                 return postgres ? "((u.attributes::jsonb -> CAST(\(bind(.text(key))) AS TEXT)) IS NULL)" : "(\(type(key)) IS NULL)"
             case .contains(let fragment):
+                // Bound in the order the placeholders are written: the type check's key first.
+                let check = isString(key)
                 let found = postgres ? "strpos(\(text(key)), \(bind(.text(fragment)))) > 0" : "instr(\(text(key)), \(bind(.text(fragment)))) > 0"
-                return "CASE WHEN \(isString(key)) THEN \(found) ELSE \(no) END"
+                return "CASE WHEN \(check) THEN \(found) ELSE \(no) END"
             }
         }
     }

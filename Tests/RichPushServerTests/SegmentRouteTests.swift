@@ -81,7 +81,7 @@ struct SegmentRouteTests {
                 (#"{"filter":{"not":{"segment":"nope"}}}"#, #"filter.not.segment: no segment named "nope""#),
                 (#"{"filter":{"segment":"loop"}}"#, #"filter.segment: segments name each other in a circle: "loop" → "loop""#),
                 (#"{"filter":[]}"#, "filter: a filter is an object"),
-                (#"{"filtre":{"topic":"news"}}"#, #"unknown field "filtre" (did you mean "filter"?)"#),
+                (#"{"filtre":{"topic":"news"}}"#, #"unknown field "filtre"; the body is {"filter":{…}}"#),
                 (#"{}"#, #""filter" is missing"#),
             ]
             for (body, detail) in cases {
