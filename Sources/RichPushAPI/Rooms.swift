@@ -93,7 +93,7 @@ package struct Rooms: Sendable {
                                               blobs: p.blobs, mediaRoom: mediaRoom, insightRoom: insightRoom)
         campaigns = campaignsRoom
         insight = insightRoom
-        accounts = AccountsController(sessionLifetime: settings.sessionLifetime, users: p.users, sessions: p.sessions, authenticator: p.authenticator)
+        accounts = AccountsController(sessionLifetime: settings.sessionLifetime, users: p.users, sessions: p.sessions, topics: p.topics, authenticator: p.authenticator)
         audiences = AudiencesController(users: p.users, topics: p.topics)
         segments = SegmentsController(segments: p.segments)
         console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, sessionLifetime: settings.sessionLifetime,

@@ -104,7 +104,7 @@ struct AudienceRouteTests {
         }
     }
 
-    @Test("topics: following and unfollowing are idempotent 204s, the list is sorted, a bad name is 400 naming the rule; an admin's change is all or nothing",
+    @Test("topics: following and unfollowing are idempotent 204s, the list is sorted (in GET /api/me too), a bad name is 400 naming the rule; an admin's change is all or nothing",
           arguments: StoreEngine.all)
     func topics(engine: StoreEngine) async throws {
         try await TestServer.run(engine: engine) { s in
@@ -117,6 +117,13 @@ struct AudienceRouteTests {
             #expect(try await s.request(.delete, "/api/me/topics/never-followed").status == .noContent)
             let (after, _) = try await s.json(.get, "/api/me/topics")
             #expect(String(decoding: after.bytes, as: UTF8.self) == #"{"topics":["caf%C3%A9","team-lyon"]}"#)
+            // GET /api/me lists them too, and PUT /api/me answers them with the account as it is now.
+            let (me, _) = try await s.json(.get, "/api/me")
+            #expect(String(decoding: me.bytes, as: UTF8.self) == #"{"admin":false,"name":"alice","timezone":"UTC","topics":["caf%C3%A9","team-lyon"]}"#)
+            let (set, _) = try await s.json(.put, "/api/me", body: #"{"locale":"fr"}"#)
+            #expect(String(decoding: set.bytes, as: UTF8.self) == #"{"admin":false,"locale":"fr","name":"alice","timezone":"UTC","topics":["caf%C3%A9","team-lyon"]}"#)
+            let (bobMe, _) = try await s.json(.get, "/api/me", as: "bob")
+            #expect(String(decoding: bobMe.bytes, as: UTF8.self) == #"{"admin":false,"name":"bob","timezone":"UTC","topics":[]}"#)
             for bad in ["a!b", "a+b", String(repeating: "t", count: 65)] {
                 let response = try await s.request(.put, "/api/me/topics/\(bad)")
                 #expect(response.status == .badRequest && response.detail.contains("1 to 64 of A-Z a-z 0-9 _ . ~ % -"), "\(bad)")

@@ -26,7 +26,7 @@ struct ScheduleTests {
             #expect(set.status == .ok)
             #expect((me as? [String: Any])?["timezone"] as? String == "Asia/Tokyo" && (me as? [String: Any])?["locale"] as? String == "fr-CA")
             let bob = try await s.json(.get, "/api/me", as: "bob").1 as? [String: Any] ?? [:]
-            #expect(bob["name"] as? String == "bob" && bob["admin"] as? Bool == false && bob["timezone"] as? String == "UTC" && bob["locale"] == nil, "\(bob)")
+            #expect(bob["name"] as? String == "bob" && bob["admin"] as? Bool == false && bob["timezone"] as? String == "UTC" && bob["locale"] == nil && bob["topics"] as? [String] == [], "\(bob)")
             #expect(try await s.json(.put, "/api/me", as: "bob", body: #"{"timezone":"Mars/Olympus"}"#).0.status == .badRequest)
             #expect(try await s.json(.put, "/api/me", as: "bob", body: #"{"locale":"not a tag"}"#).0.status == .badRequest)
             let typo = try await s.json(.put, "/api/me", as: "bob", body: #"{"timezon":"Europe/Paris"}"#)

@@ -36,4 +36,6 @@ struct MeResponse: Codable, Sendable {
     var timezone: String
     /// The BCP 47 locale campaigns' content is chosen by; absent when unset.
     var locale: String?
+    /// The topics the user follows, in byte order (`[]` when none): as `GET /api/me/topics`.
+    var topics: [String]
 }

@@ -3,12 +3,13 @@ import HTTPTypes
 import Hummingbird
 import RichPushCore
 
-/// The caller's account: device sessions and their name, time zone and locale (`Endpoint.sessions`, `Endpoint.me`).
+/// The caller's account: device sessions and their name, time zone, locale and topics (`Endpoint.sessions`, `Endpoint.me`).
 struct AccountsController: Sendable {
     /// How long a session lasts, in seconds.
     let sessionLifetime: TimeInterval
     let users: UserStore
     let sessions: SessionStore
+    let topics: TopicStore
     let authenticator: Authenticator
 
     // MARK: sessions (docs/api.md#admins-imported-accounts-and-device-sessions)
@@ -40,7 +41,7 @@ struct AccountsController: Sendable {
     func showMe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let caller = try context.requirePrincipal()
         guard let user = try await users.find(caller.user) else { throw Problem(.notFound, "no user \(caller.user)") }
-        return try JSONResponse.encode(MeResponse(name: user.name, admin: user.admin, timezone: user.timezone ?? "UTC", locale: user.locale))
+        return try JSONResponse.encode(try await me(user))
     }
 
     func updateMe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
@@ -48,6 +49,12 @@ struct AccountsController: Sendable {
         let body = try await request.body.collect(upTo: 64 * 1024)
         let update = try RequestBody.decode(MeUpdate.self, from: Data(body.readableBytesView), shape: "{\"timezone\",\"locale\"}")
         let user = try await users.setPreferences(caller.user, timezone: update.timezone, locale: update.locale)
-        return try JSONResponse.encode(MeResponse(name: user.name, admin: user.admin, timezone: user.timezone ?? "UTC", locale: user.locale))
+        return try JSONResponse.encode(try await me(user))
+    }
+
+    /// What `GET` and `PUT /api/me` answer: the account, and the topics it follows now.
+    private func me(_ user: User) async throws -> MeResponse {
+        MeResponse(name: user.name, admin: user.admin, timezone: user.timezone ?? "UTC", locale: user.locale,
+                   topics: try await topics.list(of: user.name))
     }
 }

@@ -16,9 +16,10 @@ extension Endpoint {
                  ]) { rooms, r, c in try await rooms.accounts.deleteCurrentSession(r, c) },
     ]
 
-    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: the caller's time zone and locale.
+    /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: the caller's time zone and locale
+    /// (and the topics they follow, docs/api.md#attributes-devices-versions-and-topics).
     static let me: [Endpoint] = [
-        Endpoint(method: .get, path: "/api/me", access: .user, summary: "The caller's account: name, role, time zone and locale.",
+        Endpoint(method: .get, path: "/api/me", access: .user, summary: "The caller's account: name, role, time zone, locale and the topics they follow.",
                  responses: [200: .json(MeResponse.self, "The account.")]) { rooms, r, c in try await rooms.accounts.showMe(r, c) },
         Endpoint(method: .put, path: "/api/me", access: .user, summary: "Set the caller's time zone (IANA) and locale (BCP 47), each optional.",
                  requestBody: APIRequestBody(required: true, content: [("application/json", .ref("MeUpdate"))], description: "{\"timezone\",\"locale\"}"),
