@@ -7,7 +7,8 @@ import SQLEngine
 /// Every part is true or false, never NULL (a missing attribute, a NULL locale), so that `NOT`
 /// turns each into its opposite. Attributes are read from the JSON text of `users.attributes`:
 /// on SQLite with `json_type` and `json_extract` (path `$."key"`), on PostgreSQL with
-/// `jsonb_typeof` and `->`/`->>` on `u.attributes::jsonb`. A typed comparison sits in a `CASE` that
+/// `jsonb_typeof` and `->`/`->>` on `u.attributes_json` (the attributes as `jsonb`, a stored
+/// generated column: parsed once when written, not once per row and read). A typed comparison sits in a `CASE` that
 /// checks the type first: PostgreSQL does not promise to evaluate `AND`'s sides in order, and a
 /// cast of a string to a number would fail. Topics and devices are `EXISTS` subqueries on
 /// `topics` and `registrations` by `username = u.name` (aliases `st` and `sd`, so that they can sit
@@ -104,19 +105,19 @@ struct SegmentCondition: Sendable {
 
         /// The attribute's JSON type, as the engine names it (binds the key).
         func type(_ key: String) -> String {
-            postgres ? "jsonb_typeof(u.attributes::jsonb -> CAST(\(bind(.text(key))) AS TEXT))"
+            postgres ? "jsonb_typeof(u.attributes_json -> CAST(\(bind(.text(key))) AS TEXT))"
                      : "json_type(u.attributes, \(bind(.text(Self.path(key)))))"
         }
 
         /// The attribute as text: a string's characters, `true`/`false` on PostgreSQL (binds the key).
         func text(_ key: String) -> String {
-            postgres ? "(u.attributes::jsonb ->> CAST(\(bind(.text(key))) AS TEXT))"
+            postgres ? "(u.attributes_json ->> CAST(\(bind(.text(key))) AS TEXT))"
                      : "json_extract(u.attributes, \(bind(.text(Self.path(key)))))"
         }
 
         /// The attribute as a number; only where its type is a number (binds the key).
         func number(_ key: String) -> String {
-            postgres ? "CAST(u.attributes::jsonb ->> CAST(\(bind(.text(key))) AS TEXT) AS DOUBLE PRECISION)"
+            postgres ? "CAST(u.attributes_json ->> CAST(\(bind(.text(key))) AS TEXT) AS DOUBLE PRECISION)"
                      : "json_extract(u.attributes, \(bind(.text(Self.path(key)))))"
         }
 
@@ -168,9 +169,9 @@ struct SegmentCondition: Sendable {
                 }
                 return "(" + parts.joined(separator: " OR ") + ")"
             case .exists:
-                return postgres ? "((u.attributes::jsonb -> CAST(\(bind(.text(key))) AS TEXT)) IS NOT NULL)" : "(\(type(key)) IS NOT NULL)"
+                return postgres ? "((u.attributes_json -> CAST(\(bind(.text(key))) AS TEXT)) IS NOT NULL)" : "(\(type(key)) IS NOT NULL)"
             case .missing:
-                return postgres ? "((u.attributes::jsonb -> CAST(\(bind(.text(key))) AS TEXT)) IS NULL)" : "(\(type(key)) IS NULL)"
+                return postgres ? "((u.attributes_json -> CAST(\(bind(.text(key))) AS TEXT)) IS NULL)" : "(\(type(key)) IS NULL)"
             case .contains(let fragment):
                 // Bound in the order the placeholders are written: the type check's key first.
                 let check = isString(key)

@@ -85,12 +85,16 @@ public struct SegmentStore: Sendable {
     public func count(_ filter: SegmentFilter, now: Date = Date()) async throws -> (users: Int, devices: Int) {
         try await database.read { db in
             let condition = try Self.condition(db, filter, path: "filter", now: now.timeIntervalSince1970)
-            let users = try Int.fetchOne(db, sql: "SELECT count(*) FROM users u WHERE \(condition.sql)",
-                                         arguments: SQLArguments(values: condition.arguments)) ?? 0
-            let devices = try Int.fetchOne(db, sql: """
-                SELECT count(*) FROM registrations reg JOIN users u ON u.name = reg.username WHERE reg.handle IS NOT NULL AND \(condition.sql)
-                """, arguments: SQLArguments(values: condition.arguments)) ?? 0
-            return (users, devices)
+            // The condition runs once, over the users; their devices are then joined to that set
+            // (a hash join on PostgreSQL), not the condition run again per device, as a join of
+            // registrations to users would run it (bench/segments.sh). MATERIALIZED on both
+            // engines: without it either may inline the set into each use.
+            let row = try SQLRow.fetchOne(db, sql: """
+                WITH selected AS MATERIALIZED (SELECT u.name FROM users u WHERE \(condition.sql))
+                SELECT (SELECT count(*) FROM selected) AS users,
+                       (SELECT count(*) FROM registrations reg JOIN selected s ON s.name = reg.username WHERE reg.handle IS NOT NULL) AS devices
+                """, arguments: SQLArguments(values: condition.arguments))
+            return ((row?["users"] as Int?) ?? 0, (row?["devices"] as Int?) ?? 0)
         }
     }
 
