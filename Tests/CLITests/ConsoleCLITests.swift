@@ -43,7 +43,7 @@ struct ConsoleCLITests {
         seen["signInForm"] = len(driver.find_elements(By.ID, "password")) == 1
         driver.save_screenshot(shots + "/console-sign-in.png")
         sign_in(driver, "root", "wrong password")
-        seen["wrongPassword"] = driver.find_element(By.ID, "error").text
+        seen["wrongPassword"] = WebDriverWait(driver, 20).until(lambda d: d.find_element(By.ID, "error")).text
         sign_in(driver, "root", "root-password")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_elements(By.ID, "user"))
         seen["user"] = driver.find_element(By.ID, "user").text
