@@ -153,7 +153,7 @@ struct APIResponse: Sendable {
 enum OpenAPIDocument {
     /// The named body types that requests name by `.ref` (responses' types come with them), in `components.schemas`.
     static var bodyTypes: [any Decodable.Type] { [
-        HealthResponse.self, MediaResponse.self, ConsoleMediaItem.self, ConsoleUser.self, ConsoleUserDetail.self, ConsoleDevice.self, ConsolePush.self, ConsoleReach.self, ConsoleProgress.self, ConsoleFailure.self, RegistrationCreated.self, RegistrationUpdate.self, RegistrationResponse.self,
+        HealthResponse.self, MediaResponse.self, ConsoleMediaItem.self, ConsoleUser.self, ConsoleUserDetail.self, ConsoleDevice.self, ConsolePush.self, ConsoleReach.self, ConsoleProgress.self, ConsoleFailure.self, ConsolePreviewRequest.self, ConsolePreview.self, RegistrationCreated.self, RegistrationUpdate.self, RegistrationResponse.self,
         RegistrationDeleted.self, NotificationRequest.self, NotificationCreated.self, NotificationSummary.self,
         SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self, MeUpdate.self,
         UserAttributesBody.self, UserAttributesPatchBody.self, TopicsResponse.self, TopicSubscribersChange.self, TopicSubscribersResponse.self,

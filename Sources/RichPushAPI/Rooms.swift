@@ -95,11 +95,12 @@ package struct Rooms: Sendable {
         insight = insightRoom
         accounts = AccountsController(sessionLifetime: settings.sessionLifetime, users: p.users, sessions: p.sessions, topics: p.topics, authenticator: p.authenticator)
         audiences = AudiencesController(users: p.users, topics: p.topics)
-        segments = SegmentsController(segments: p.segments)
+        let segmentsRoom = SegmentsController(segments: p.segments)
+        segments = segmentsRoom
         console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, sessionLifetime: settings.sessionLifetime,
                                     servedOverHTTPS: settings.servedOverHTTPS, authenticator: p.authenticator, sessions: p.sessions, media: p.media,
                                     users: p.users, registrations: p.registrations, notifications: p.notifications, campaigns: p.campaigns,
-                                    deliveries: p.deliveries, mediaRoom: mediaRoom, devicesRoom: devicesRoom, campaignsRoom: campaignsRoom,
-                                    insightRoom: insightRoom)
+                                    segments: p.segments, deliveries: p.deliveries, mediaRoom: mediaRoom, devicesRoom: devicesRoom, campaignsRoom: campaignsRoom,
+                                    insightRoom: insightRoom, segmentsRoom: segmentsRoom)
     }
 }

@@ -256,3 +256,31 @@ extension CampaignTemplates {
         return try NotificationWriter.insert(db, entries, pace: pace)
     }
 }
+
+/// A campaign's words rendered for one user, as the console previews them (`CampaignStore.preview`).
+public struct CampaignPreview: Sendable, Equatable {
+    public var title: String?
+    public var message: String?
+    /// Nil when none is given or it renders empty (a push leaves an empty subtitle out).
+    public var subtitle: String?
+}
+
+extension CampaignStore {
+    /// `content`'s title, message and `options.subtitle` rendered for user `name` as a campaign
+    /// renders them for that recipient (`campaign.id` is 0: the campaign is not made yet). 422
+    /// naming the field and where for a template that does not parse (as `create` refuses it),
+    /// 404 when there is no such user.
+    public func preview(_ content: NotificationDraft, for name: String) async throws -> CampaignPreview {
+        try CampaignTemplates.check(content, locales: [:])
+        let (title, message, subtitle) = (content.title, content.message, content.options.subtitle)
+        return try await database.read { db in
+            guard let recipient = try CampaignTemplates.recipients(db, [name])[name] else {
+                throw CoreError(.notFound, "no user \(name.prefix(80))")
+            }
+            let templates = CampaignTemplates(campaignId: 0)
+            return CampaignPreview(title: title.map { templates.render($0, for: recipient) },
+                                   message: message.map { templates.render($0, for: recipient) },
+                                   subtitle: subtitle.map { templates.render($0, for: recipient) }.flatMap { $0.isEmpty ? nil : $0 })
+        }
+    }
+}

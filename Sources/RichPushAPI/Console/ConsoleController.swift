@@ -23,6 +23,8 @@ struct ConsoleController: Sendable {
     let registrations: RegistrationStore
     let notifications: NotificationStore
     let campaigns: CampaignStore
+    /// Saved segments, counted for the audience check.
+    let segments: SegmentStore
     /// The outbox, read (the console's failed deliveries).
     let deliveries: DeliveryStore
     /// Uploads and serves the console's images.
@@ -33,6 +35,8 @@ struct ConsoleController: Sendable {
     let campaignsRoom: CampaignsController
     /// A campaign's stats.
     let insightRoom: InsightController
+    /// Lists and saves segments.
+    let segmentsRoom: SegmentsController
 
     /// The principal of the console's session cookie; nil without a live session.
     func consolePrincipal(_ request: Request) async -> Principal? {
@@ -125,12 +129,37 @@ struct ConsoleController: Sendable {
         return try await mediaRoom.uploadMedia(request, context)
     }
 
-    /// `GET /console/api/audience?all=1 | users=a,b | tags=expr`: who a campaign would reach,
-    /// or the expression's fault in words (400), as the admin types; for a list, the names that
-    /// are no user (as `POST /api/admin/campaigns` would refuse them).
+    /// `GET /console/api/audience?all=1 | users=a,b | tags=expr | segment=NAME | filter=JSON`: who
+    /// a campaign would reach, or the expression's fault in words (400; a filter's starts with
+    /// its JSON path), as the admin types; for a list, the names that are no user (as
+    /// `POST /api/admin/campaigns` would refuse them).
     func consoleAudience(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let admin = try await consoleAdmin(request)
         let query = request.uri.queryParameters
+        let segment: String? = query.get("segment").map { String($0) }
+        let filterText: String? = query.get("filter").map { String($0) }
+        if segment != nil || filterText != nil {
+            let filter: SegmentFilter
+            do {
+                if let segment {
+                    try SegmentStore.validateName(segment)
+                    filter = .segment(segment)
+                } else {
+                    filter = try SegmentFilter(jsonText: filterText ?? "")
+                }
+            } catch let error as CoreError {
+                throw Problem(.badRequest, error.message)
+            }
+            let app = try apps.knownApp(query.get("app").map { String($0) }, for: admin)
+            // Every app: the segment's own count; one app: the campaign's reach, its devices in that app.
+            let reach: (users: Int, devices: Int)
+            if let app {
+                reach = try await campaigns.reach(.filter(filter), app: app)
+            } else {
+                reach = try await segments.count(filter)
+            }
+            return try JSONResponse.encode(ConsoleReach(users: reach.users, devices: reach.devices, unknown: []))
+        }
         let audience: Audience
         do {
             if let tags = query.get("tags") {
@@ -236,6 +265,33 @@ struct ConsoleController: Sendable {
         var context = context
         context.principal = Principal(user: owner, admin: false)
         return try await devicesRoom.deleteRegistration(request, context)
+    }
+
+    /// `GET /console/api/segments`: the saved segments, as `GET /api/admin/segments` lists them.
+    func consoleSegments(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request)
+        return try await segmentsRoom.list(request, context)
+    }
+
+    /// `PUT /console/api/segments/{name}`: saves a filter as a segment, as `PUT /api/admin/segments/{name}` does.
+    func consoleSaveSegment(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request)
+        return try await segmentsRoom.save(request, context)
+    }
+
+    /// `POST /console/api/preview`: a campaign's title, message and subtitle rendered for one
+    /// user as the campaign would render them (404 for no such user, 422 for a template that
+    /// does not parse, naming the field and where, as `POST /api/admin/campaigns` refuses it).
+    func consolePreview(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        _ = try await consoleAdmin(request)
+        let body = try await RequestBody.collect(request, upTo: CampaignsController.campaignBodyLimit, what: "a preview body")
+        let asked = try RequestBody.decode(ConsolePreviewRequest.self, from: Data(body.readableBytesView),
+                                           shape: "{\"user\",\"title\",\"message\",\"options\":{\"subtitle\",…}}")
+        let content = NotificationDraft(message: asked.message, title: asked.title, mode: .alert, options: asked.options ?? PushOptions())
+        let words = try await campaigns.preview(content, for: asked.user)
+        return try JSONResponse.encode(ConsolePreview(title: words.title, message: words.message, subtitle: words.subtitle))
     }
 
     func consoleImage(_ request: Request, _ context: AppRequestContext) async throws -> Response {

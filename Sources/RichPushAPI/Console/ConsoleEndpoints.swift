@@ -48,10 +48,14 @@ extension Endpoint {
                              403: .problem("The session is not an admin's.")]) { rooms, r, c in
             try await rooms.console.consoleApps(r, c)
         },
-        Endpoint(method: .get, path: "/console/api/audience", access: .open, summary: "Who a campaign would reach: everyone, listed users, or a tag expression.",
+        Endpoint(method: .get, path: "/console/api/audience", access: .open,
+                 summary: "Who a campaign would reach: everyone, listed users, a tag expression, a saved segment or a filter.",
                  parameters: [.query("users", .string, "User names, comma-separated."), .query("tags", .string, "A tag expression."),
+                              .query("segment", ValuePattern.string(ValuePattern.segmentName), "A saved segment's name (docs/api.md#segments)."),
+                              .query("filter", .string, "A segment filter, as JSON text (docs/api.md#segments)."),
                               .query("all", .string, "Everyone (the default)."), .query("app", .string, "Only this app's devices.")],
-                 responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now, and the listed names that are no user."), 400: .problem("The expression or the list is malformed (in words)."),
+                 responses: [200: .json(ConsoleReach.self, "Users and devices it reaches now, and the listed names that are no user."),
+                             400: .problem("The expression, the list or the filter is malformed (in words; a filter's fault starts with its JSON path, filter.all[1].op: …), or the segment named is not one."),
                              422: .problem("No app of that name on this server."),
                              401: .problem("No console session."), 403: .problem("The session is not an admin's.")]) { rooms, r, c in
             try await rooms.console.consoleAudience(r, c)
@@ -109,6 +113,31 @@ extension Endpoint {
                              403: .problem("Not an admin, no CSRF token, or another site's request."),
                              404: .problem("No such registration for that user."), 410: .problem("It was already removed or expired.")]) { rooms, r, c in
             try await rooms.console.consoleRemoveDevice(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/segments", access: .open, summary: "The saved segments, for the console's audience choice.",
+                 responses: [200: .json(SegmentsResponse.self, "As GET /api/admin/segments lists them, by name."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleSegments(r, c)
+        },
+        Endpoint(method: .put, path: "/console/api/segments/{name}", access: .open, summary: "Saves the console's filter as a segment (X-CSRF-Token required).",
+                 parameters: [.path("name", ValuePattern.string(ValuePattern.segmentName), "1 to 64 of A-Z a-z 0-9 _ . -."),
+                              .header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("SegmentBody"))], description: "As PUT /api/admin/segments/{name} takes it: {\"filter\":F}."),
+                 responses: [200: .json(SegmentResponse.self, "The segment as saved (one of that name is replaced)."),
+                             400: .problem("The name, the body or the filter is not valid: the detail starts with the filter's JSON path."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             413: .problem("The body is over 64 KiB.")]) { rooms, r, c in
+            try await rooms.console.consoleSaveSegment(r, c)
+        },
+        Endpoint(method: .post, path: "/console/api/preview", access: .open,
+                 summary: "A campaign's title, message and subtitle rendered for one user, as the campaign's templates would render them (X-CSRF-Token required).",
+                 parameters: [.header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("ConsolePreviewRequest"))],
+                                             description: "{\"user\",\"title\",\"message\",\"options\":{\"subtitle\"}}: the words as a campaign takes them."),
+                 responses: [200: .json(ConsolePreview.self, "The words rendered for that user (campaign.id is 0)."), 400: .problem("A malformed body."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             404: .problem("No such user."), 422: .problem("A template does not parse: the detail names the field and where, as POST /api/admin/campaigns does.")]) { rooms, r, c in
+            try await rooms.console.consolePreview(r, c)
         },
         Endpoint(method: .get, path: "/console/media/{sha256}", access: .open, summary: "An image for the console's grid (the session cookie instead of credentials).",
                  parameters: imageParameters(.path("sha256", mediaID, "The media id."), variants: true),

@@ -76,3 +76,20 @@ struct ConsoleProgress: Codable, Sendable {
     var campaign: CampaignResponse
     var failures: [ConsoleFailure]
 }
+
+/// The body of `POST /console/api/preview`: a campaign's words, and the user to render them for.
+struct ConsolePreviewRequest: Codable, Sendable {
+    /// The user whose name, locale, time zone and attributes the templates see.
+    var user: String
+    var title: String?
+    var message: String?
+    /// As a campaign takes them; `subtitle` is rendered, the rest is ignored.
+    var options: PushOptions?
+}
+
+/// A campaign's words rendered for one user, as the campaign would render them.
+struct ConsolePreview: Codable, Sendable {
+    var title: String?
+    var message: String?
+    var subtitle: String?
+}

@@ -71,8 +71,39 @@ function audience() {
   const app = $("app").value ? "&app=" + encodeURIComponent($("app").value) : "";
   if (kind === "users") return { query: "users=" + encodeURIComponent(value) + app, body: { users: value.split(",").map((s) => s.trim()).filter(Boolean) } };
   if (kind === "tags") return { query: "tags=" + encodeURIComponent(value) + app, body: { tags: value } };
+  if (kind === "segment") return { query: "segment=" + encodeURIComponent($("segment").value) + app, body: { segment: $("segment").value } };
+  if (kind === "filter") {
+    // The server says what is wrong with it (by JSON path); the body carries it parsed.
+    const textValue = $("filter").value;
+    return { query: "filter=" + encodeURIComponent(textValue) + app, body: { filter: parsedFilter() } };
+  }
   return { query: "all=1" + app, body: { all: true } };
 }
+function parsedFilter() { try { return JSON.parse($("filter").value); } catch (error) { return undefined; } }
+// The saved segments, in the audience's select (what was chosen stays chosen while it exists).
+async function loadSegments(choose) {
+  const { ok, json } = await call("GET", "/console/api/segments");
+  if (!ok) return;
+  const select = $("segment"), chosen = choose || select.value;
+  select.replaceChildren(...json.segments.map((g) => { const o = text("option", g.name); o.value = g.name; return o; }));
+  if (json.segments.some((g) => g.name === chosen)) select.value = chosen;
+  if (!json.segments.length) select.append(new Option("(no segments saved yet)", ""));
+  checkAudience();
+}
+$("segment").addEventListener("change", checkAudience);
+$("filter").addEventListener("input", checkAudience);
+$("save-segment").addEventListener("click", async () => {
+  const name = $("segment-name").value.trim(), filter = parsedFilter(), result = $("segment-result");
+  result.className = "error";
+  if (!name) { result.textContent = "Name the segment."; return; }
+  if (filter === undefined) { result.textContent = "The filter is not JSON."; return; }
+  $("save-segment").disabled = true;
+  const { ok, json } = await call("PUT", "/console/api/segments/" + encodeURIComponent(name), JSON.stringify({ filter }), "application/json");
+  $("save-segment").disabled = false;
+  result.className = ok ? "ok" : "error";
+  result.textContent = ok ? "Saved as segment " + json.name + "." : (json.detail || "Refused.");
+  if (ok) await loadSegments();
+});
 async function loadApps() {
   const { ok, json } = await call("GET", "/console/api/apps");
   if (!ok) return;
@@ -89,6 +120,10 @@ let reachTimer, reachAsked = 0;
 function checkAudience() {
   const kind = document.querySelector('input[name="audience"]:checked').value;
   $("audience-value").disabled = kind === "all";
+  $("audience-value").hidden = kind === "segment" || kind === "filter";
+  $("segment-box").hidden = kind !== "segment";
+  $("filter-box").hidden = kind !== "filter";
+  const field = kind === "segment" ? $("segment") : kind === "filter" ? $("filter") : $("audience-value");
   $("send").disabled = true; // until this audience is checked
   clearTimeout(reachTimer);
   reachTimer = setTimeout(async () => {
@@ -97,7 +132,8 @@ function checkAudience() {
     if (asked !== reachAsked) return; // a later answer is coming
     // Listed names that are no user: said by name (a campaign naming them is refused), with no full stop, which a name may hold.
     const unknown = ok ? json.unknown || [] : [];
-    $("audience-value").classList.toggle("bad", !ok || unknown.length > 0);
+    for (const f of [$("audience-value"), $("segment"), $("filter")]) f.classList.remove("bad");
+    field.classList.toggle("bad", !ok || unknown.length > 0);
     $("reach").textContent = ok ? "Will reach " + json.users + " user" + (json.users === 1 ? "" : "s") + " on " + json.devices + " device" + (json.devices === 1 ? "" : "s")
                                   + (unknown.length ? "; unknown: " + unknown.slice(0, 10).join(", ") + (unknown.length > 10 ? " and " + (unknown.length - 10) + " more" : "") : ".")
                                 : (json.detail || "Not an audience.");
@@ -195,6 +231,23 @@ function preview() {
   note($("android-collapsed"), false, true); note($("android-expanded"), true, true);
 }
 for (const id of ["title", "message", "image", "mode", "opt-subtitle", "opt-buttons"]) $(id).addEventListener("input", preview);
+// The words as this user will get them: their name and attributes filled into the templates, by the server.
+$("preview-for-user").addEventListener("click", async () => {
+  const user = $("preview-user").value.trim(), shown = words();
+  if (!user) { $("user-preview").replaceChildren(text("p", "Name a user.", "error")); return; }
+  const body = { user, message: shown.message };
+  if (shown.title) body.title = shown.title;
+  if ($("opt-subtitle").value) body.options = { subtitle: $("opt-subtitle").value };
+  const { ok, json } = await call("POST", "/console/api/preview", JSON.stringify(body), "application/json");
+  if (!ok) { $("user-preview").replaceChildren(text("p", json.detail || "Refused.", "error")); return; }
+  const card = document.createElement("div");
+  card.className = "note";
+  card.append(text("span", "For " + user, "app"));
+  if (json.title) card.append(text("strong", json.title));
+  if (json.subtitle) card.append(text("span", json.subtitle, "subtitle"));
+  card.append(text("span", json.message || "", "body"));
+  $("user-preview").replaceChildren(card);
+});
 $("send").addEventListener("click", async () => {
   const body = { audience: audience().body, message: $("message").value, mode: $("mode").value, payload: $("image").value || undefined,
                  app: $("app").value || undefined };
@@ -403,5 +456,6 @@ async function showUser(name) {
 $("user-search").addEventListener("input", () => { clearTimeout(window.searchTimer); window.searchTimer = setTimeout(searchUsers, 200); });
 loadMedia();
 loadApps();
+loadSegments();
 checkAudience();
 searchUsers();
