@@ -68,7 +68,10 @@ struct AudienceEndToEndTests {
                     "apns": APNsProvider(client: try apns.client()),
                     "fcm": FCMProvider(client: try FCMClient(account: account, endpoint: "\(origin)/fcm")),
                 ])
-                try await TestServer.run(engine: engine, provider: platforms) { s in
+                // The test's client keeps one connection, idle while ten thousand users are
+                // stored: on a loaded machine that took longer than the server's 60 s idle timeout
+                // on PostgreSQL, and the server rightly closed it ("I/O on closed channel").
+                try await TestServer.run(engine: engine, { $0.idleTimeout = 900 }, provider: platforms) { s in
                     let generated = Person.generate(count: 10_000, seed: 46, fcmToken: { fcm.register() })
                     try await Self.store(generated, in: s)
                     // alice, bob and root are users too, with nothing set: no segment here selects them.
