@@ -189,8 +189,13 @@ struct ConsoleCLITests {
         reached = []
         for _ in range(90):
             webdriver.ActionChains(driver).send_keys(Keys.TAB).perform() # as a person presses Tab, whatever has focus
-            active = driver.switch_to.active_element
-            reached.append(active.get_attribute("id") or active.get_attribute("name") or active.tag_name)
+            for _ in range(5): # a list re-rendered as an answer arrives can replace the element just read
+                try:
+                    active = driver.switch_to.active_element
+                    reached.append(active.get_attribute("id") or active.get_attribute("name") or active.tag_name)
+                    break
+                except StaleElementReferenceException:
+                    time.sleep(0.1)
         seen["tabbed"] = reached
         seen["focusable"] = len(set(reached))
         token = next(c["value"] for c in driver.get_cookies() if c["name"] == "richpush_console")

@@ -108,9 +108,13 @@ struct AudienceRouteTests {
           arguments: StoreEngine.all)
     func topics(engine: StoreEngine) async throws {
         try await TestServer.run(engine: engine) { s in
-            for topic in ["team-lyon", "team-lyon", "Breaking.News", "caf%C3%A9"] {
+            // A path's escapes are decoded: "caf%C3%A9" (a name with its own % signs) is written %25,
+            // and an escape of anything outside the pattern (é itself) is refused.
+            for topic in ["team-lyon", "team-lyon", "Breaking.News", "caf%25C3%25A9"] {
                 #expect(try await s.request(.put, "/api/me/topics/\(topic)").status == .noContent)
             }
+            #expect(try await s.request(.put, "/api/me/topics/caf%C3%A9").status == .badRequest)
+            #expect(try await s.request(.delete, "/api/me/topics/%F4%8E%AE%8ED").status == .badRequest)
             let (list, _) = try await s.json(.get, "/api/me/topics")
             #expect(String(decoding: list.bytes, as: UTF8.self) == #"{"topics":["Breaking.News","caf%C3%A9","team-lyon"]}"#)
             for _ in 0..<2 { #expect(try await s.request(.delete, "/api/me/topics/Breaking.News").status == .noContent) }

@@ -68,17 +68,17 @@ struct AudiencesController: Sendable {
     }
 
     func subscribe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        try await topics.subscribe(try context.requireUser(), to: try context.parameters.require("topic"))
+        try await topics.subscribe(try context.requireUser(), to: try Self.topic(context))
         return Response(status: .noContent)
     }
 
     func unsubscribe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        try await topics.unsubscribe(try context.requireUser(), from: try context.parameters.require("topic"))
+        try await topics.unsubscribe(try context.requireUser(), from: try Self.topic(context))
         return Response(status: .noContent)
     }
 
     func changeSubscribers(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let topic = try context.parameters.require("topic")
+        let topic = try Self.topic(context)
         try TopicStore.validateName(topic)
         let body = try await RequestBody.collect(request, upTo: Self.subscribersBodyLimit, what: "a subscribers change")
         let change = try RequestBody.decode(TopicSubscribersChange.self, from: Data(body.readableBytesView),
@@ -90,5 +90,17 @@ struct AudiencesController: Sendable {
         let result = try await topics.change(topic: topic, add: add, remove: remove)
         return try JSONResponse.encode(TopicSubscribersResponse(topic: topic, added: result.added, removed: result.removed,
                                                                 subscribers: result.subscribers))
+    }
+
+    /// The topic a path names, percent-decoded as every path parameter is (`%25` is a topic's own
+    /// `%`): its name is then checked against the pattern, so an escape of any other byte (a
+    /// letter outside the pattern, a byte of UTF-8) is refused, not stored as its escape.
+    static func topic(_ context: AppRequestContext) throws -> String {
+        let raw = try context.parameters.require("topic")
+        guard let decoded = raw.removingPercentEncoding else {
+            throw Problem(.badRequest, "invalid topic '\(raw.prefix(80))': a malformed percent escape; a topic's own % is written %25")
+        }
+        try TopicStore.validateName(decoded)
+        return decoded
     }
 }
