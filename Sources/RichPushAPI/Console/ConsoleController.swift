@@ -190,33 +190,34 @@ struct ConsoleController: Sendable {
         return try JSONResponse.encode(names.sorted().map { ConsoleApp(name: $0, devices: counts[$0] ?? 0) })
     }
 
+    /// Answers as `route` does for the console's admin: the session's principal, checked to be an
+    /// admin's (and, for a write, its CSRF token), stands for the request's credentials.
+    private func asAdmin(_ request: Request, _ context: AppRequestContext,
+                         _ route: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
+        var context = context
+        context.principal = try await consoleAdmin(request)
+        return try await route(request, context)
+    }
+
     /// `GET /console/api/campaigns?limit=&before=`: campaigns newest first with their counts, as
     /// `GET /api/admin/campaigns` lists them (the console's campaigns panel).
     func consoleCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        var context = context
-        context.principal = try await consoleAdmin(request)
-        return try await campaignsRoom.listCampaigns(request, context)
+        try await asAdmin(request, context, campaignsRoom.listCampaigns)
     }
 
     /// `POST /console/api/campaigns`: sends a campaign, as `POST /api/admin/campaigns` does.
     func consoleSend(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        var context = context
-        context.principal = try await consoleAdmin(request)
-        return try await campaignsRoom.createCampaign(request, context)
+        try await asAdmin(request, context, campaignsRoom.createCampaign)
     }
 
     /// `GET /console/api/campaigns/{id}/stats`: as `GET /api/admin/campaigns/{id}/stats` answers it.
     func consoleStats(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        var context = context
-        context.principal = try await consoleAdmin(request)
-        return try await insightRoom.campaignStats(request, context)
+        try await asAdmin(request, context, insightRoom.campaignStats)
     }
 
     /// `DELETE /console/api/campaigns/{id}`: cancels it, as `DELETE /api/admin/campaigns/{id}` does.
     func consoleCancel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        var context = context
-        context.principal = try await consoleAdmin(request)
-        return try await campaignsRoom.cancelCampaign(request, context)
+        try await asAdmin(request, context, campaignsRoom.cancelCampaign)
     }
 
     /// `GET /console/api/campaigns/{id}`: its counts, and the reasons of its failed deliveries.
@@ -269,16 +270,12 @@ struct ConsoleController: Sendable {
 
     /// `GET /console/api/segments`: the saved segments, as `GET /api/admin/segments` lists them.
     func consoleSegments(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        var context = context
-        context.principal = try await consoleAdmin(request)
-        return try await segmentsRoom.list(request, context)
+        try await asAdmin(request, context, segmentsRoom.list)
     }
 
     /// `PUT /console/api/segments/{name}`: saves a filter as a segment, as `PUT /api/admin/segments/{name}` does.
     func consoleSaveSegment(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        var context = context
-        context.principal = try await consoleAdmin(request)
-        return try await segmentsRoom.save(request, context)
+        try await asAdmin(request, context, segmentsRoom.save)
     }
 
     /// `POST /console/api/preview`: a campaign's title, message and subtitle rendered for one
