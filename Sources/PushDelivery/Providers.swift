@@ -65,7 +65,7 @@ public struct APNsProvider: PushProvider {
         // `apns-expiration` is a moment: 0 for now or never, else the end of the push's life.
         let expiration = life == 0 ? Date(timeIntervalSince1970: 0) : (job.expiresAt ?? Date())
         client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId, expiration: expiration,
-                     collapseID: job.collapseID, priority: job.options.apnsPriority(job.mode), completion: completion)
+                     collapseID: job.alertCollapseID, priority: job.options.apnsPriority(job.mode), completion: completion)
     }
 
     public func shutdown() async {
@@ -190,7 +190,7 @@ public struct FCMProvider: PushProvider {
         // The collapse id is the Android notification's tag, never a collapse key: FCM keeps every
         // notification for an offline device, where it would keep only four keys (docs/security.md).
         return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
-                                                    collapseID: job.collapseID, mode: job.mode, options: job.options, badge: content.badge,
+                                                    collapseID: job.alertCollapseID, mode: job.mode, options: job.options, badge: content.badge,
                                                     ttl: life)), nil)
     }
 

@@ -34,7 +34,7 @@ extension Endpoint {
             404: .problem(notFound),
             416: .problem("The range is outside the image.", headers: ["Content-Range": "bytes */SIZE"]),
         ]
-        if gone { responses[410] = .problem("The payload URL expired; the app fetches with its credentials instead.") }
+        if gone { responses[410] = .problem("The payload URL expired (the app fetches with its credentials instead), or its notification was withdrawn.") }
         if variants { responses[400] = .problem("variant is neither thumb nor push.") }
         return responses
     }

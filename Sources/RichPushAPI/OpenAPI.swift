@@ -157,7 +157,7 @@ enum OpenAPIDocument {
         RegistrationDeleted.self, NotificationRequest.self, NotificationCreated.self, NotificationSummary.self,
         SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self, MeUpdate.self,
         UserAttributesBody.self, UserAttributesPatchBody.self, TopicsResponse.self, TopicSubscribersChange.self, TopicSubscribersResponse.self,
-        SegmentBody.self,
+        SegmentBody.self, ContentChangeRequest.self, RetractRequest.self,
     ] }
 
     static func name(of type: any Decodable.Type) -> String { String(describing: type) }

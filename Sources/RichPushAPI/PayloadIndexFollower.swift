@@ -38,8 +38,8 @@ package struct PayloadIndexFollower: Service {
         removedSince.withLockedValue { $0 = nil }
         let since = try await notifications.databaseNow()
         let newest = try await notifications.indexEntries(after: nil, limit: index.capacity / 2)
-        index.load(newest)
-        last.withLockedValue { $0 = newest.last?.notification.id ?? 0 }
+        index.load(newest.entries)
+        last.withLockedValue { $0 = newest.last ?? 0 }
         removedSince.withLockedValue { $0 = since }
     }
 
@@ -71,11 +71,11 @@ package struct PayloadIndexFollower: Service {
             }
             do {
                 while true {
-                    let batch = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
+                    let (batch, read) = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
                     index.load(batch)
                     if let warmer, !batch.isEmpty { await warmer.warm(Set(batch.map(\.notification.payload))) }
-                    if let id = batch.last?.notification.id { last.withLockedValue { $0 = id } }
-                    if batch.count < 5_000 { break }
+                    if let read { last.withLockedValue { $0 = read } }
+                    if read == nil { break }
                 }
             } catch {
                 logger.warning("cannot follow new notifications", metadata: ["error": "\(error)"])

@@ -78,7 +78,7 @@ package struct Rooms: Sendable {
         let devicesRoom = DevicesController(apps: settings.apps, allowPrivatePushEndpoints: settings.allowPrivatePushEndpoints,
                                             registrations: p.registrations, mirror: p.mirror, dispatcher: p.dispatcher)
         let campaignsRoom = CampaignsController(apps: settings.apps, campaigns: p.campaigns, campaignQueuer: p.campaignQueuer,
-                                                idempotency: p.idempotency, dispatcher: p.dispatcher)
+                                                idempotency: p.idempotency, dispatcher: p.dispatcher, payloadIndex: p.payloadIndex)
         let insightRoom = InsightController(notifications: p.notifications, campaigns: p.campaigns,
                                             openRate: RateLimiter(perMinute: settings.opensPerMinute))
         operations = OperationsController(metricsOnOwnPort: settings.metricsOnOwnPort, media: p.media, dispatcher: p.dispatcher, prometheus: p.prometheus,

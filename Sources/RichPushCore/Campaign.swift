@@ -52,8 +52,9 @@ public struct CampaignDraft: Sendable {
 /// A campaign and how far it got.
 public struct Campaign: Sendable, Equatable {
     /// `scheduled` until its first push is queued, `sending` until every recipient is queued
-    /// and no push is pending, then `done`; `cancelled` once cancelled (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
-    public enum Status: String, Sendable, Codable, CaseIterable { case scheduled, sending, done, cancelled }
+    /// and no push is pending, then `done`; `cancelled` once cancelled (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries);
+    /// `retracted` once taken back (docs/api.md#change-or-take-back-what-was-sent).
+    public enum Status: String, Sendable, Codable, CaseIterable { case scheduled, sending, done, cancelled, retracted }
 
     public var id: Int64
     public var audience: Audience
@@ -90,6 +91,9 @@ public struct Campaign: Sendable, Equatable {
     /// Pushes queued (one per device, or per user through a hub; nil for campaigns made before
     /// they were counted).
     public var pushes: Int? = nil
+    /// When its content was last changed, and when it was taken back (docs/api.md#change-or-take-back-what-was-sent).
+    public var changedAt: Date? = nil
+    public var retractedAt: Date? = nil
 
     /// The most pushes a minute a pace may ask for (a million: beyond it, pacing is moot).
     public static let maxRatePerMinute = 1_000_000
@@ -125,6 +129,7 @@ public struct CampaignProgress: Sendable, Equatable {
 
     /// `cancelled`, `scheduled` (nothing queued yet), `done` (everyone queued, nothing pending) or `sending`.
     public var status: Campaign.Status {
+        if campaign.retractedAt != nil { return .retracted }
         if campaign.cancelledAt != nil { return .cancelled }
         if campaign.schedule != nil && !campaign.queued && campaign.recipients == 0 { return .scheduled }
         return campaign.queued && pending == 0 ? .done : .sending

@@ -43,33 +43,10 @@ public struct CampaignStore: Sendable {
             throw IdempotentReplay(resource: resource)
         }
         // Checked before the transaction: none of it needs the database.
-        var locales: [String: LocalizedContent] = [:]
-        for (tag, content) in draft.locales {
-            let canonical = try UserPreferences.locale(tag)
-            guard locales[canonical] == nil else { throw CoreError(.unprocessable, "content names the locale \(canonical) twice (in two spellings)") }
-            guard content.title != nil || content.message != nil || content.subtitle != nil || content.actions != nil else {
-                throw CoreError(.unprocessable, "content.\(tag) has no title, message, subtitle or button titles")
-            }
-            let buttons = Set((draft.content.options.actions ?? []).map(\.id))
-            if let unknown = (content.actions ?? [:]).keys.sorted().first(where: { !buttons.contains($0) }) {
-                throw CoreError(.unprocessable, "content.\(tag).actions names the button \"\(unknown)\", which options.actions does not have")
-            }
-            // Its words follow the options' rules (lengths; no subtitle on a silent push).
-            do {
-                try Self.localized(draft.content, content).options.validate(mode: draft.content.mode)
-            } catch let error as CoreError {
-                throw CoreError(error.kind, "content.\(tag): \(error.message)")
-            }
-            locales[canonical] = content
-        }
-        // Its words' templates must parse (docs/api.md#templates-and-localization-keys): 422 naming the field and where.
-        try CampaignTemplates.check(draft.content, locales: draft.locales)
+        let locales = try Self.checkedLocales(draft.content, draft.locales, defaultLocale: draft.defaultLocale)
         let defaultLocale = try UserPreferences.locale(draft.defaultLocale)
         if let rate = draft.ratePerMinute, !(1...Campaign.maxRatePerMinute).contains(rate) {
             throw CoreError(.invalid, "ratePerMinute must be 1 to \(Campaign.maxRatePerMinute) (got \(rate))")
-        }
-        if !locales.isEmpty && Self.contentLocale(for: nil, locales: locales, defaultLocale: defaultLocale) == nil && draft.content.message == nil {
-            throw CoreError(.unprocessable, "content has nothing for the default locale \(defaultLocale) and there is no message: add \"\(defaultLocale)\" to content, set defaultLocale, or give a message")
         }
         var schedule = draft.schedule
         switch schedule {
@@ -146,7 +123,40 @@ public struct CampaignStore: Sendable {
         }
     }
 
-    private static var sortedEncoder: JSONEncoder {
+    /// A campaign's content per locale, checked (422 naming the field): locales canonical and
+    /// once each, each with words, buttons the options have, its words within the options'
+    /// rules, templates that parse, and words for the default locale. What a campaign is made
+    /// with and changed to (docs/api.md#change-or-take-back-what-was-sent) alike.
+    static func checkedLocales(_ content: NotificationDraft, _ given: [String: LocalizedContent], defaultLocale: String) throws -> [String: LocalizedContent] {
+        var locales: [String: LocalizedContent] = [:]
+        for (tag, localized) in given {
+            let canonical = try UserPreferences.locale(tag)
+            guard locales[canonical] == nil else { throw CoreError(.unprocessable, "content names the locale \(canonical) twice (in two spellings)") }
+            guard localized.title != nil || localized.message != nil || localized.subtitle != nil || localized.actions != nil else {
+                throw CoreError(.unprocessable, "content.\(tag) has no title, message, subtitle or button titles")
+            }
+            let buttons = Set((content.options.actions ?? []).map(\.id))
+            if let unknown = (localized.actions ?? [:]).keys.sorted().first(where: { !buttons.contains($0) }) {
+                throw CoreError(.unprocessable, "content.\(tag).actions names the button \"\(unknown)\", which options.actions does not have")
+            }
+            // Its words follow the options' rules (lengths; no subtitle on a silent push).
+            do {
+                try Self.localized(content, localized).options.validate(mode: content.mode)
+            } catch let error as CoreError {
+                throw CoreError(error.kind, "content.\(tag): \(error.message)")
+            }
+            locales[canonical] = localized
+        }
+        // Its words' templates must parse (docs/api.md#templates-and-localization-keys): 422 naming the field and where.
+        try CampaignTemplates.check(content, locales: given)
+        let defaultLocale = try UserPreferences.locale(defaultLocale)
+        if !locales.isEmpty && Self.contentLocale(for: nil, locales: locales, defaultLocale: defaultLocale) == nil && content.message == nil {
+            throw CoreError(.unprocessable, "content has nothing for the default locale \(defaultLocale) and there is no message: add \"\(defaultLocale)\" to content, set defaultLocale, or give a message")
+        }
+        return locales
+    }
+
+    static var sortedEncoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return encoder
@@ -278,7 +288,7 @@ public struct CampaignStore: Sendable {
         }
     }
 
-    private static func progress(_ db: SQLConnection, campaign: Campaign, countedUpTo: Int) throws -> CampaignProgress {
+    static func progress(_ db: SQLConnection, campaign: Campaign, countedUpTo: Int) throws -> CampaignProgress {
         // Sent, failed and displayed are counted as they happen (campaign_stats, in the same
         // transactions): summing them reads a row per minute and platform, so asking costs the
         // same at a million recipients as at ten (the console asks every few seconds while a
@@ -321,7 +331,7 @@ public struct CampaignStore: Sendable {
     static let shownColumns = """
         id, audience, message, title, richType, payload, mode, createdBy, createdAt, recipients, devices, queued, app, sendAt,
         atLocalTime, onLocalDate, defaultLocale, cancelledAt, options, ratePerMinute, paceNextAt, pushes, countedInStats,
-        localeNames, CASE WHEN localeNames IS NULL THEN content END AS content
+        localeNames, CASE WHEN localeNames IS NULL THEN content END AS content, changedAt, retractedAt
         """
 
     /// A row's schedule (`sendAt`, or `atLocalTime` with `onLocalDate`).
@@ -346,6 +356,8 @@ public struct CampaignStore: Sendable {
                         schedule: schedule, locales: locales, localeNames: names, defaultLocale: row["defaultLocale"] ?? "en",
                         cancelledAt: (row["cancelledAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
                         options: PushOptions(stored: row["options"]), ratePerMinute: row["ratePerMinute"],
-                        paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)), pushes: row["pushes"])
+                        paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)), pushes: row["pushes"],
+                        changedAt: (row["changedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                        retractedAt: (row["retractedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
     }
 }

@@ -337,6 +337,27 @@ public enum CoreDatabase {
         SQLMigration("core-v18-attributes-jsonb", sqlite: "", postgres: """
                 ALTER TABLE users ADD COLUMN attributes_json jsonb GENERATED ALWAYS AS (attributes::jsonb) STORED;
                 """),
+        // docs/api.md#change-or-take-back-what-was-sent: what a push of the outbox is (NULL: the
+        // notification's own; `update`, `update-alert`: its changed content to a device that got
+        // it; `retract`: the background push that takes it back) and, for a retraction, the
+        // notifications it takes back (space-separated ids: several, when a device's background
+        // pushes were coalesced) and the text browsers show instead. Who sent a notification (a
+        // user or a key's name; NULL for a campaign's, whose creator is the campaign's), when it
+        // was changed and when taken back (NULL: never); the same for a campaign, and its
+        // retracted text. The counts of replacement and retract pushes sent. A device's
+        // retractions by due time, to keep its background pushes within two an hour.
+        SQLMigration("core-v19-change-retract", sqlite: """
+                ALTER TABLE deliveries ADD COLUMN kind TEXT;
+                ALTER TABLE deliveries ADD COLUMN extra TEXT;
+                ALTER TABLE notifications ADD COLUMN sender TEXT;
+                ALTER TABLE notifications ADD COLUMN changedAt REAL;
+                ALTER TABLE notifications ADD COLUMN retractedAt REAL;
+                ALTER TABLE campaigns ADD COLUMN changedAt REAL;
+                ALTER TABLE campaigns ADD COLUMN retractedAt REAL;
+                ALTER TABLE campaign_stats ADD COLUMN updated INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE campaign_stats ADD COLUMN retracted INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX deliveries_retractions ON deliveries(target, dueAt) WHERE kind = 'retract';
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -5,6 +5,9 @@ import SQLEngine
 /// What happened to a push, as docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks names it.
 public enum DeliveryEventType: String, Sendable, CaseIterable, Codable {
     case sent, failed, displayed, opened
+    /// A replacement of a changed notification, or a retraction's background push, sent to a
+    /// device (docs/api.md#change-or-take-back-what-was-sent).
+    case updated, retracted
     case campaignDone = "campaign.done"
 }
 
@@ -52,12 +55,12 @@ enum Insight {
         guard !happenings.isEmpty else { return }
         let minute = Int64((now / 60).rounded(.down))
         struct Key: Hashable { var campaign: Int64; var platform: String }
-        var counts: [Key: (sent: Int, failed: Int, displayed: Int, opened: Int)] = [:]
+        var counts: [Key: (sent: Int, failed: Int, displayed: Int, opened: Int, updated: Int, retracted: Int)] = [:]
         var reasons: [Int64: [String: Int]] = [:]
         for happening in happenings {
             guard let campaign = happening.campaign else { continue }
             let key = Key(campaign: campaign, platform: happening.platform ?? "")
-            var count = counts[key] ?? (0, 0, 0, 0)
+            var count = counts[key] ?? (0, 0, 0, 0, 0, 0)
             switch happening.type {
             case .sent: count.sent += 1
             case .failed:
@@ -65,17 +68,21 @@ enum Insight {
                 reasons[campaign, default: [:]][Self.reasonKey(happening.reason), default: 0] += 1
             case .displayed: count.displayed += 1
             case .opened: count.opened += 1
+            case .updated: count.updated += 1
+            case .retracted: count.retracted += 1
             case .campaignDone: break
             }
             counts[key] = count
         }
         for (key, count) in counts.sorted(by: { ($0.key.campaign, $0.key.platform) < ($1.key.campaign, $1.key.platform) }) {
             try db.execute(sql: """
-                INSERT INTO campaign_stats (campaignId, minute, platform, sent, failed, displayed, opened) VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO campaign_stats (campaignId, minute, platform, sent, failed, displayed, opened, updated, retracted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (campaignId, minute, platform) DO UPDATE SET sent = campaign_stats.sent + excluded.sent,
                     failed = campaign_stats.failed + excluded.failed, displayed = campaign_stats.displayed + excluded.displayed,
-                    opened = campaign_stats.opened + excluded.opened
-                """, arguments: [key.campaign, minute, key.platform, count.sent, count.failed, count.displayed, count.opened], cached: true)
+                    opened = campaign_stats.opened + excluded.opened, updated = campaign_stats.updated + excluded.updated,
+                    retracted = campaign_stats.retracted + excluded.retracted
+                """, arguments: [key.campaign, minute, key.platform, count.sent, count.failed, count.displayed, count.opened,
+                                 count.updated, count.retracted], cached: true)
         }
         for (campaign, byReason) in reasons.sorted(by: { $0.key < $1.key }) {
             for (reason, n) in byReason.sorted(by: { $0.key < $1.key }) {
@@ -137,6 +144,9 @@ public struct CampaignStats: Sendable, Equatable {
         public var failed = 0
         public var displayed = 0
         public var opened = 0
+        /// Replacements of its changed content and retractions' background pushes sent.
+        public var updated = 0
+        public var retracted = 0
     }
     public struct Minute: Sendable, Equatable {
         public var minute: Date
@@ -162,17 +172,22 @@ extension CampaignStore {
             guard let queued = try Int.fetchOne(db, sql: "SELECT coalesce(pushes, devices) FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
             var stats = CampaignStats(queued: queued, totals: .init(), byPlatform: [:], failures: [:], timeline: [])
             var minutes: [Int64: CampaignStats.Minute] = [:]
-            for row in try SQLRow.fetchAll(db, sql: "SELECT minute, platform, sent, failed, displayed, opened FROM campaign_stats WHERE campaignId = ? ORDER BY minute",
+            for row in try SQLRow.fetchAll(db, sql: "SELECT minute, platform, sent, failed, displayed, opened, updated, retracted FROM campaign_stats WHERE campaignId = ? ORDER BY minute",
                                            arguments: [id]) {
                 let (sent, failed, displayed, opened): (Int, Int, Int, Int) = (row["sent"], row["failed"], row["displayed"], row["opened"])
                 stats.totals.sent += sent
                 stats.totals.failed += failed
                 stats.totals.displayed += displayed
                 stats.totals.opened += opened
+                let (updated, retracted): (Int, Int) = (row["updated"], row["retracted"])
+                stats.totals.updated += updated
+                stats.totals.retracted += retracted
                 let platform: String = row["platform"]
                 if !platform.isEmpty {
                     stats.byPlatform[platform, default: .init()].sent += sent
                     stats.byPlatform[platform, default: .init()].failed += failed
+                    stats.byPlatform[platform, default: .init()].updated += updated
+                    stats.byPlatform[platform, default: .init()].retracted += retracted
                 }
                 let minute: Int64 = row["minute"]
                 var entry = minutes[minute] ?? .init(minute: Date(timeIntervalSince1970: Double(minute) * 60), sent: 0, displayed: 0, opened: 0)

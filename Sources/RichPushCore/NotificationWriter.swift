@@ -118,6 +118,18 @@ struct NotificationWriter {
         return self.made(id: id, recipient: recipient, push: made.bytes, richUrl: made.richUrl, targets: targets)
     }
 
+    /// Writes this writer's words, payload, options and push over notification `id`'s, stamped
+    /// changed at `now` (docs/api.md#change-or-take-back-what-was-sent): its pushes not yet sent
+    /// carry them, as its inbox entry does. `web`: some target of it is a browser, so the Web
+    /// Push message must fit too. 422 when the push would not fit its platform.
+    func rewrite(_ db: SQLConnection, id: Int64, web: Bool) throws {
+        let made = make(id: id, targets: web ? [PushTarget(registration: nil, target: "", platform: "web")] : [])
+        if let refusal = Self.refusal(made) { throw refusal }
+        try db.execute(sql: """
+            UPDATE notifications SET message = ?, title = ?, payload = ?, options = ?, push = ?, richUrl = ?, changedAt = ? WHERE id = ?
+            """, arguments: [message, title, media.id.hex, options.stored, made.bytes, made.richUrl, now.timeIntervalSince1970, id], cached: true)
+    }
+
     /// `insert` for many recipients: the ids are taken first, so that each row is written once,
     /// whole, and the rows go in 500 to a statement. One at a time, a notification was inserted,
     /// then updated with its push (which names its id), and its deliveries inserted: on

@@ -142,9 +142,10 @@ public struct NotificationStore: Sendable {
     /// all in one transaction (nothing is stored when anything is refused).
     ///
     /// Refuses an unknown payload (422) and a push over 4096 bytes (422).
+    /// `sender` (a user's or a key's name) is kept: who may change it or take it back.
     public func create(for recipient: String, draft: NotificationDraft, defaultImage: String,
                        addressing: DeliveryAddressing = .perDevice, app: String? = nil, idempotency: IdempotencyKey? = nil,
-                       now: Date = Date()) async throws -> CreatedNotification {
+                       sender: String? = nil, now: Date = Date()) async throws -> CreatedNotification {
         let links = self.links
         return try await database.write { db in
             try IdempotencyKey.replayIfSeen(db, idempotency, now: now)
@@ -154,6 +155,9 @@ public struct NotificationStore: Sendable {
             }.filter { app == nil || $0.app == app }
             let targets = addressing.targets(recipient: recipient, devices: devices, app: app, alwaysTag: true)
             let made = try writer.insert(db, recipient: recipient, targets: targets)
+            if let sender {
+                try db.execute(sql: "UPDATE notifications SET sender = ? WHERE id = ?", arguments: [sender, made.notification.id], cached: true)
+            }
             try MediaIndex.addReference(db, id: writer.media.id, owner: "notification:\(made.notification.id)", now: now)
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: made.notification.id, now: now) }
             return made
@@ -183,7 +187,7 @@ public struct NotificationStore: Sendable {
         try await database.read { db in
             try SQLRow.fetchAll(
                 db,
-                sql: "SELECT * FROM notifications WHERE recipient = ? AND id < ? AND createdAt <= ? ORDER BY id DESC LIMIT ?",
+                sql: "SELECT * FROM notifications WHERE recipient = ? AND id < ? AND createdAt <= ? AND retractedAt IS NULL ORDER BY id DESC LIMIT ?",
                 arguments: [recipient, before ?? Int64.max, Self.visibleNow(), limit]
             ).compactMap(Self.notification)
         }
@@ -192,7 +196,7 @@ public struct NotificationStore: Sendable {
     /// Notification `id` when `recipient` is its recipient; nil otherwise (the caller answers 404 either way).
     public func find(id: Int64, for recipient: String) async throws -> RichNotification? {
         try await database.read { db in
-            try SQLRow.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ? AND recipient = ?", arguments: [id, recipient])
+            try SQLRow.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ? AND recipient = ? AND retractedAt IS NULL", arguments: [id, recipient])
                 .flatMap(Self.notification)
         }
     }
@@ -200,18 +204,23 @@ public struct NotificationStore: Sendable {
     /// Marks notifications read (once; later calls change nothing), in one transaction.
     /// Notifications as a payload fetch needs them, each with whether it is read: the newest
     /// `limit` when `after` is nil, else the first `limit` after id `after`, in id order.
-    public func indexEntries(after: Int64?, limit: Int) async throws -> [(notification: QueuedNotification, read: Bool)] {
+    /// Those taken back are left out; `last` is the largest id read (nil: none), where the next
+    /// read goes on from.
+    public func indexEntries(after: Int64?, limit: Int) async throws -> (entries: [(notification: QueuedNotification, read: Bool)], last: Int64?) {
         try await database.read { db in
             let rows = if let after {
-                try SQLRow.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications WHERE id > ? ORDER BY id LIMIT ?",
+                try SQLRow.fetchAll(db, sql: "SELECT id, recipient, payload, read, retractedAt FROM notifications WHERE id > ? ORDER BY id LIMIT ?",
                                  arguments: [after, limit])
             } else {
-                try SQLRow.fetchAll(db, sql: "SELECT id, recipient, payload, read FROM notifications ORDER BY id DESC LIMIT ?",
+                try SQLRow.fetchAll(db, sql: "SELECT id, recipient, payload, read, retractedAt FROM notifications ORDER BY id DESC LIMIT ?",
                                  arguments: [limit]).reversed() as [SQLRow]
             }
-            return rows.compactMap { row in
-                MediaID(row["payload"] as String).map { (QueuedNotification(id: row["id"], recipient: row["recipient"], payload: $0), row["read"]) }
+            // A notification taken back is not served (docs/api.md#change-or-take-back-what-was-sent): not indexed.
+            let entries = rows.filter { ($0["retractedAt"] as Double?) == nil }.compactMap { row in
+                MediaID(row["payload"] as String).map { (notification: QueuedNotification(id: row["id"], recipient: row["recipient"], payload: $0),
+                                                         read: row["read"] as Bool) }
             }
+            return (entries, rows.map { $0["id"] as Int64 }.max())
         }
     }
 
@@ -248,7 +257,7 @@ public struct NotificationStore: Sendable {
         // A repeat (a device reporting again, or anyone replaying a payload URL's open) is
         // answered from a read: it writes nothing and waits for no writer.
         let seen = try await database.read { db in
-            try SQLRow.fetchOne(db, sql: "SELECT recipient, openedAt FROM notifications WHERE id = ?", arguments: [id])
+            try SQLRow.fetchOne(db, sql: "SELECT recipient, openedAt FROM notifications WHERE id = ? AND retractedAt IS NULL", arguments: [id])
         }
         guard let seen, recipient == nil || (seen["recipient"] as String) == recipient else { return false }
         if (seen["openedAt"] as Double?) != nil { return true }
@@ -266,10 +275,10 @@ public struct NotificationStore: Sendable {
     }
 
     /// Whether notification `id` exists (a cancelled campaign's unsent ones, and a removed
-    /// user's, do not).
+    /// user's, do not) and was not taken back.
     public func exists(_ id: Int64) async throws -> Bool {
         try await database.read { db in
-            try Int64.fetchOne(db, sql: "SELECT id FROM notifications WHERE id = ?", arguments: [id]) != nil
+            try Int64.fetchOne(db, sql: "SELECT id FROM notifications WHERE id = ? AND retractedAt IS NULL", arguments: [id]) != nil
         }
     }
 

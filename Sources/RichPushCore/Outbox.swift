@@ -2,6 +2,52 @@ import Foundation
 import MediaStore
 import SQLEngine
 
+/// What a push of the outbox is (docs/api.md#change-or-take-back-what-was-sent).
+public enum PushKind: Sendable, Equatable {
+    /// The notification's own push.
+    case original
+    /// Its changed content, to a device that got it: replaces what the device shows under the
+    /// same collapse id, tag and Topic; quietly (`passive`, no sound) unless `alertAgain`.
+    case update(alertAgain: Bool)
+    /// The background push that takes back notifications `ids` (several when a device's
+    /// background pushes were coalesced); a browser is shown `text` in place of what it showed.
+    case retract(ids: [Int64], text: String)
+
+    /// Whether it takes notifications back.
+    public var isRetraction: Bool {
+        if case .retract = self { true } else { false }
+    }
+
+    /// The column's value (`deliveries.kind`); nil for an original push.
+    var stored: String? {
+        switch self {
+        case .original: nil
+        case .update(let alertAgain): alertAgain ? "update-alert" : "update"
+        case .retract: "retract"
+        }
+    }
+}
+
+/// What a retraction's outbox row carries beside its kind (`deliveries.extra`).
+struct RetractionExtra: Codable, Equatable {
+    /// The notifications it takes back, oldest first.
+    var ids: [Int64]
+    /// What a browser shows instead.
+    var text: String
+
+    init(ids: [Int64], text: String) {
+        self.ids = ids
+        self.text = text
+    }
+
+    init?(stored: String?) {
+        guard let stored, let read = try? JSONDecoder().decode(Self.self, from: Data(stored.utf8)), !read.ids.isEmpty else { return nil }
+        self = read
+    }
+
+    var stored: String { String(decoding: (try? JSONEncoder().encode(self)) ?? Data(), as: UTF8.self) }
+}
+
 /// One push to make, as the outbox hands it to a provider. Its fields (`DeliveryJob.Fields`) read
 /// and change as its own: `job.target`, `job.attempts += 1`.
 ///
@@ -47,6 +93,8 @@ public struct DeliveryJob: Sendable {
         public var recipient: String?
         /// The notification's options (docs/api.md#options-badges-and-paced-sends).
         public var options = PushOptions()
+        /// What the push is: the notification's own, its changed content, or its retraction.
+        public var kind = PushKind.original
         /// When the push's life ends, this machine's time: its notification's making (or its turn,
         /// in a paced campaign) plus `expiresIn`, or plus `nowOrNeverWindow` for `expiresIn` 0.
         public var expiresAt: Date? = Date().addingTimeInterval(Double(PushOptions.defaultExpiresIn))
@@ -101,6 +149,10 @@ public struct DeliveryJob: Sendable {
     /// same one and the phone shows the message once. `rp-` and the notification id: within
     /// APNs' 64 bytes and Web Push's 32 URL-safe characters for a `Topic`.
     public var collapseID: String { "rp-\(self.notificationId)" }
+
+    /// The collapse id an APNs or FCM push carries: none for a retraction, a background push
+    /// that must not replace the alert it takes back (the app removes that one by its id).
+    public var alertCollapseID: String? { self.kind.isRetraction ? nil : self.collapseID }
 
     /// Creates a job.
     public init(id: Int64, notificationId: Int64, registrationId: String? = nil, target: String, payload: Data, mode: PushMode = .silent,
@@ -163,7 +215,8 @@ public struct OutboxStore: Sendable {
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             let rows = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
-                       n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, n.payload, r.updatedAt AS registrationUpdatedAt
+                       n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, n.payload, r.updatedAt AS registrationUpdatedAt,
+                       d.kind, d.extra
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
@@ -184,7 +237,8 @@ public struct OutboxStore: Sendable {
                 job.options = options
                 job.content?.options = options
                 if case .count(let fixed)? = options.badge { job.content?.badge = fixed }
-                let lifetime = options.lifetime
+                if let kind = row["kind"] as String? { Self.revise(&job, kind: kind, extra: row["extra"], richUrl: row["richUrl"]) }
+                let lifetime = job.options.lifetime
                 // A push's life counts from its notification's making, or from its turn in a paced campaign.
                 let born = max(row["createdAt"] as Double, (row["dueAt"] as Double?) ?? 0)
                 job.expiresAt = Date(timeIntervalSince1970: born + (lifetime == 0 ? DeliveryJob.nowOrNeverWindow : Double(lifetime)))
@@ -199,6 +253,44 @@ public struct OutboxStore: Sendable {
         }
     }
 
+    /// Makes `job`, claimed with its notification's push, the push its row's `kind` says
+    /// (docs/api.md#change-or-take-back-what-was-sent): a replacement, quiet unless it alerts
+    /// again (`passive`, no sound: the APNs push made again with those options), or a retraction
+    /// (a background push naming the notifications taken back, with a day's life; a browser's
+    /// carries the text shown instead). A row it cannot read is sent as the notification's own.
+    static func revise(_ job: inout DeliveryJob, kind: String, extra: String?, richUrl: String?) {
+        switch kind {
+        case "update", "update-alert":
+            let alertAgain = kind == "update-alert"
+            job.kind = .update(alertAgain: alertAgain)
+            var options = job.options
+            if !alertAgain {
+                options.interruptionLevel = .passive
+                options.sound = ""
+            }
+            job.options = options
+            job.content?.options = options
+            job.content?.isUpdate = true
+            job.content?.quiet = !alertAgain
+            if job.mode == .alert, let richUrl, let content = job.content {
+                job.payload = AlertPush(id: job.notificationId, title: content.title, message: content.message, richType: content.richType,
+                                        richUrl: richUrl, options: options).encoded()
+            }
+        case "retract":
+            guard let retraction = RetractionExtra(stored: extra) else { return }
+            job.kind = .retract(ids: retraction.ids, text: retraction.text)
+            job.mode = .silent
+            job.options = PushOptions()
+            job.payload = PushContent.retractPush(retraction.ids)
+            var content = PushContent(id: retraction.ids[0], message: retraction.text, title: job.content?.title,
+                                      richType: job.content?.richType ?? NotificationDraft.defaultRichType, richUrl: nil)
+            content.retracted = retraction.ids
+            job.content = content
+        default:
+            return
+        }
+    }
+
     /// docs/api.md#options-badges-and-paced-sends: each push whose notification asks for `"badge":"unread"` carries its
     /// recipient's unread inbox count as it is now, read for the whole batch in one query.
     static func setUnreadBadges(_ db: SQLConnection, _ jobs: inout [DeliveryJob]) throws {
@@ -208,7 +300,7 @@ public struct OutboxStore: Sendable {
         for chunk in Array(recipients).sorted().sqlBatches() {
             for row in try db.fetchAll(sql: """
                 SELECT recipient, count(*) AS n FROM notifications
-                WHERE read = 0 AND createdAt <= ? AND recipient IN (\(sqlPlaceholders(chunk.count))) GROUP BY recipient
+                WHERE read = 0 AND createdAt <= ? AND retractedAt IS NULL AND recipient IN (\(sqlPlaceholders(chunk.count))) GROUP BY recipient
                 """, arguments: SQLArguments([NotificationStore.visibleNow() as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
                 unread[row["recipient"]] = row["n"]
             }
@@ -346,7 +438,12 @@ public struct OutboxStore: Sendable {
                     // Once per row updated: the same push twice in one batch (claimed again by this
                     // holder after its lease lapsed) is counted sent once.
                     guard recordedSent.remove(job.id) != nil else { return "lease_lost" }
-                    happenings.append(Happening(type: .sent, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
+                    let type: DeliveryEventType = switch job.kind {
+                    case .original: .sent
+                    case .update: .updated
+                    case .retract: .retracted
+                    }
+                    happenings.append(Happening(type: type, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
                                                 platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns")))
                     return "sent"
                 case .failed(let reason, let prune, let deadSince):

@@ -15,6 +15,8 @@ struct CampaignsController: Sendable {
     /// `Idempotency-Key`s seen (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries).
     let idempotency: IdempotencyStore
     let dispatcher: any PushDispatching
+    /// Notifications made or fetched here: a change of image or a retraction drops its entries at once.
+    let payloadIndex: PayloadIndex
 
     // MARK: campaigns (docs/api.md#campaigns)
 
@@ -110,6 +112,56 @@ struct CampaignsController: Sendable {
         let by = caller.user
         context.logger.notice("campaign cancelled", metadata: ["campaign": "\(id)", "sent": "\(progress.sent)", "by": "\(by)"])
         return try JSONResponse.encode(CampaignResponse(progress))
+    }
+
+    /// The campaign `{id}` names, for a caller who may change or take it back: an admin (an
+    /// account or an `admin` key) any of its app's, a `send` key only its own (403); 404 where
+    /// the caller could not read it.
+    private func revisable(_ context: AppRequestContext, verb: String) async throws -> Int64 {
+        let raw = try context.parameters.require("id")
+        let caller = try context.requirePrincipal()
+        let bound = caller.apiKey?.app
+        guard let id = Int64(raw), id > 0, let before = try await campaigns.progress(id), bound == nil || before.campaign.app == bound else {
+            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
+        }
+        if let key = caller.apiKey, !key.scope.covers(.admin), before.campaign.createdBy != caller.user {
+            throw Problem(.forbidden, "API key \(key.name) did not create campaign \(id); a send key \(verb) only its own campaigns (an admin key or account any)")
+        }
+        return id
+    }
+
+    /// `PATCH /api/admin/campaigns/{id}` (docs/api.md#change-or-take-back-what-was-sent): new
+    /// words, image or options for what was sent and what is still to go.
+    func changeCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let id = try await revisable(context, verb: "changes")
+        let body = try await RequestBody.collect(request, upTo: Self.campaignBodyLimit, what: "a campaign change")
+        let asked = try RequestBody.decode(ContentChangeRequest.self, from: Data(body.readableBytesView), shape: ContentChangeRequest.shape)
+        if let count = asked.content?.locales.count, count > Campaign.maxLocales {
+            throw Problem(.contentTooLarge, "content has \(count) locales; a campaign has at most \(Campaign.maxLocales)")
+        }
+        let (progress, outcome) = try await campaigns.change(id, asked.change)
+        payloadIndex.remove(outcome.repointed)
+        dispatcher.outboxChanged()
+        context.logger.notice("campaign changed", metadata: ["campaign": "\(id)", "notifications": "\(outcome.notifications)",
+                                                             "replacements": "\(outcome.replacements.values.reduce(0, +))", "by": "\(context.principal?.user ?? "")"])
+        return try JSONResponse.encode(CampaignChangeResponse(notifications: outcome.notifications, pending: outcome.pending,
+                                                              replacements: PlatformCounts(outcome.replacements), campaign: CampaignResponse(progress)))
+    }
+
+    /// `POST /api/admin/campaigns/{id}/retract` (docs/api.md#change-or-take-back-what-was-sent):
+    /// takes it back from every inbox and every device that got it.
+    func retractCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let id = try await revisable(context, verb: "takes back")
+        let body = try await RequestBody.collect(request, upTo: 16 << 10, what: "a retraction")
+        let bytes = Data(body.readableBytesView)
+        let asked = bytes.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) ? RetractRequest()
+            : try RequestBody.decode(RetractRequest.self, from: bytes, shape: "{\"retractedText\"}, or no body")
+        let (progress, outcome) = try await campaigns.retract(id, text: asked.retractedText)
+        payloadIndex.remove(outcome.retracted)
+        dispatcher.outboxChanged()
+        context.logger.notice("campaign retracted", metadata: ["campaign": "\(id)", "inboxes": "\(outcome.inboxes)", "cancelled": "\(outcome.cancelled)",
+                                                               "by": "\(context.principal?.user ?? "")"])
+        return try JSONResponse.encode(RetractResponse(outcome, status: progress.status))
     }
 
     func listCampaigns(_ request: Request, _ context: AppRequestContext) async throws -> Response {

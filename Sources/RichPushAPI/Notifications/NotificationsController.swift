@@ -52,7 +52,7 @@ struct NotificationsController: Sendable {
         let created: CreatedNotification
         do {
             created = try await notifications.create(for: recipient, draft: draft, defaultImage: defaultImage,
-                                                     addressing: dispatcher.addressing, app: app, idempotency: key)
+                                                     addressing: dispatcher.addressing, app: app, idempotency: key, sender: caller.user)
         } catch let replay as IdempotentReplay {
             var id = replay.resource
             if id == nil, let key { id = try await idempotency.resource(for: key) }
@@ -136,9 +136,55 @@ struct NotificationsController: Sendable {
             return try await payloadResponse(request, notification: id, payload: known.payload, recipient: user, alreadyRead: known.read)
         }
         guard let notification = try await notifications.find(id: id, for: user) else {
+            if let owned = try await notifications.ownership(id), owned.recipient == user, owned.retractedAt != nil {
+                throw Problem(.gone, "notification \(id) was withdrawn by its sender; its payload is no longer served")
+            }
             throw Problem(.notFound, "no notification \(id) for \(user)")
         }
         return try await payloadResponse(request, notification: id, payload: notification.payload, recipient: user, alreadyRead: false)
+    }
+
+    /// Notification `{id}`, for a caller who may change or take it back: an admin, or its sender
+    /// (the user or key that made it). Its recipient otherwise is told 403; anyone else 404, as
+    /// for reading it.
+    private func revisable(_ context: AppRequestContext) async throws -> Int64 {
+        let caller = try context.requirePrincipal()
+        let raw = try context.parameters.require("id")
+        guard let id = Int64(raw), id > 0, let owned = try await notifications.ownership(id) else {
+            throw Problem(.notFound, "no notification \(raw.prefix(40))")
+        }
+        if caller.admin || owned.sender == caller.user { return id }
+        guard owned.recipient == caller.user else { throw Problem(.notFound, "no notification \(id) for \(caller.user)") }
+        let whose = owned.campaign.map { "it is campaign \($0)'s; an admin, or the key that sent the campaign, changes the campaign" }
+            ?? "only its sender or an admin may change it or take it back"
+        throw Problem(.forbidden, "notification \(id) was sent to you: \(whose)")
+    }
+
+    /// `PATCH /api/notifications/{id}` (docs/api.md#change-or-take-back-what-was-sent): new words,
+    /// image or options, for its inbox entry, its payload URL and every device that got it.
+    func changeNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let id = try await revisable(context)
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        let asked = try RequestBody.decode(ContentChangeRequest.self, from: Data(body.readableBytesView), shape: ContentChangeRequest.shape)
+        let (n, richUrl, outcome) = try await notifications.change(id, asked.change, defaultImage: defaultImage)
+        payloadIndex.remove(outcome.repointed)
+        dispatcher.outboxChanged()
+        return try JSONResponse.encode(NotificationChangeResponse(id: n.id, message: n.message, title: n.title, payload: n.payload.hex, richUrl: richUrl,
+                                                                  pending: outcome.pending, replacements: PlatformCounts(outcome.replacements)))
+    }
+
+    /// `DELETE /api/notifications/{id}` (docs/api.md#change-or-take-back-what-was-sent): takes it
+    /// back from the inbox and from every device that got it.
+    func retractNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let id = try await revisable(context)
+        let body = try await request.body.collect(upTo: 16 << 10)
+        let bytes = Data(body.readableBytesView)
+        let asked = bytes.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) ? RetractRequest()
+            : try RequestBody.decode(RetractRequest.self, from: bytes, shape: "{\"retractedText\"}, or no body")
+        let outcome = try await notifications.retract(id, text: asked.retractedText)
+        payloadIndex.remove(outcome.retracted)
+        dispatcher.outboxChanged()
+        return try JSONResponse.encode(RetractResponse(outcome))
     }
 
     /// The payload image of notification `id`, marking it read on its first full or ranged GET.

@@ -31,12 +31,41 @@ extension Endpoint {
         Endpoint(method: .get, path: "/api/notifications/{id}", access: .user,
                  summary: "The notification's payload image, for its recipient alone; marks it read.",
                  parameters: imageParameters(.path("id", notificationID, "The notification id.")),
-                 responses: imageResponses(notFound: "No such notification for this user, or its payload is gone.")) { rooms, r, c in
+                 responses: imageResponses(notFound: "No such notification for this user, or its payload is gone.")
+                    .merging([410: .problem("Its sender took it back (docs/api.md#change-or-take-back-what-was-sent).")]) { $1 }) { rooms, r, c in
             try await rooms.notifications.fetchPayload(r, c)
         },
+        Endpoint(method: .patch, path: "/api/notifications/{id}", access: .user,
+                 summary: "Change a notification its caller sent (docs/api.md#change-or-take-back-what-was-sent): its inbox entry and payload URL show the new content, and each device that got it gets a replacement (quietly unless alertAgain).",
+                 parameters: [.path("id", notificationID, "The notification id.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("ContentChangeRequest"))],
+                                             description: "The fields to change; each left out stays (content, words per locale, is a campaign's)."),
+                 keys: .send,
+                 responses: [
+                     200: .json(NotificationChangeResponse.self, "Changed."),
+                     400: .problem("The body is not valid, or names no field to change."),
+                     403: .problem("The caller is its recipient, not its sender."),
+                     404: .problem("No such notification for this caller."),
+                     409: .problem("It was taken back."),
+                     422: .problem("The payload does not exist, or the push would be too large."),
+                 ]) { rooms, r, c in try await rooms.notifications.changeNotification(r, c) },
+        Endpoint(method: .delete, path: "/api/notifications/{id}", access: .user,
+                 summary: "Take back a notification its caller sent (docs/api.md#change-or-take-back-what-was-sent): it leaves the inbox, its payload URL answers 410, and each device that got it is sent a retraction.",
+                 parameters: [.path("id", notificationID, "The notification id.")],
+                 requestBody: APIRequestBody(required: false, content: [("application/json", .ref("RetractRequest"))],
+                                             description: "Optional: retractedText, what browsers show instead."),
+                 keys: .send,
+                 responses: [
+                     200: .json(RetractResponse.self, "Taken back."),
+                     400: .problem("The body is not valid."),
+                     403: .problem("The caller is its recipient, not its sender."),
+                     404: .problem("No such notification for this caller."),
+                     409: .problem("It was already taken back."),
+                 ]) { rooms, r, c in try await rooms.notifications.retractNotification(r, c) },
         Endpoint(method: .head, path: "/api/notifications/{id}", access: .user, summary: "The payload image's headers.",
                  parameters: imageParameters(.path("id", notificationID, "The notification id.")),
-                 responses: imageResponses(notFound: "No such notification for this user, or its payload is gone.")) { rooms, r, c in
+                 responses: imageResponses(notFound: "No such notification for this user, or its payload is gone.")
+                    .merging([410: .problem("Its sender took it back (docs/api.md#change-or-take-back-what-was-sent).")]) { $1 }) { rooms, r, c in
             try await rooms.notifications.fetchPayload(r, c)
         },
     ]

@@ -24,10 +24,11 @@ struct PayloadLinkHotRoute: Sendable {
     func answer(_ uri: String, variant: MediaVariant?, recheck: inout MediaID?) -> HotAnswer? {
         // By bytes, not characters (both ends are ASCII boundaries: after "/p/", and the path's end).
         let token = Substring(uri.utf8.dropFirst(3).prefix(PayloadLinks.tokenLength))
-        // Only a notification this node knows: a withdrawn one has left the index, and one
-        // not yet known is the router's to look up.
-        guard case .valid(let id, let payload) = PayloadLinkCheck.check(token, links: links), payloads.get(id) != nil,
-              let blob = blobs.hotBlob(payload, variant: variant, recheck: &recheck) else { return nil }
+        // Only a notification this node knows: a withdrawn one has left the index (a changed
+        // one's image too), and one not yet known is the router's to look up.
+        // The image is the notification's now: a change may have replaced the one the token names.
+        guard case .valid(let id, _) = PayloadLinkCheck.check(token, links: links), let known = payloads.get(id),
+              let blob = blobs.hotBlob(known.payload, variant: variant, recheck: &recheck) else { return nil }
         readMarks.markSoon(id)
         return HotAnswer(body: blob, style: ServedBlob.Caching.private.rawValue, metrics: metrics)
     }

@@ -31,11 +31,13 @@ struct PayloadLinksController: Sendable {
             throw Problem(.notFound, "this payload URL is not valid (changed, or signed with a key that was rotated)")
         case .expired(let id):
             throw Problem(.gone, "this payload URL expired; the app can fetch the payload with its credentials at /api/notifications/\(id)")
-        case .valid(let id, let payload):
-            // Withdrawn (a cancelled campaign's, a removed user's): no longer served, here as on the fast path.
-            var known = payloadIndex.get(id) != nil
-            if !known { known = try await notifications.exists(id) }
-            guard known else {
+        case .valid(let id, _):
+            // Withdrawn (taken back, a cancelled campaign's, a removed user's): no longer served,
+            // here as on the fast path. The image is the notification's now (a change may have
+            // replaced the one the token names).
+            var current = payloadIndex.get(id)?.payload
+            if current == nil { current = try await notifications.servedPayload(id) }
+            guard let payload = current else {
                 throw Problem(.gone, "notification \(id) was withdrawn; its payload is no longer served")
             }
             let served = try await mediaRoom.variantOrSelf(request, payload)

@@ -1,0 +1,267 @@
+import Foundation
+import SQLEngine
+
+/// What a change of sent content asks for (docs/api.md#change-or-take-back-what-was-sent): each
+/// field left nil is kept as it is.
+public struct ContentChange: Sendable, Equatable {
+    /// The new title; empty removes it.
+    public var title: String?
+    public var message: String?
+    /// A media id or name.
+    public var payload: String?
+    /// A campaign's content per locale, replacing all of it (a notification has none).
+    public var locales: [String: LocalizedContent]?
+    /// The platform options, replacing them whole (the badge stays unless `badge` is given).
+    public var options: PushOptions?
+    public var badge: PushOptions.Badge?
+    /// Devices that already showed it alert again (sound, interruption level as the options
+    /// say) instead of replacing it quietly.
+    public var alertAgain: Bool
+
+    /// Creates a change.
+    public init(title: String? = nil, message: String? = nil, payload: String? = nil, locales: [String: LocalizedContent]? = nil,
+                options: PushOptions? = nil, badge: PushOptions.Badge? = nil, alertAgain: Bool = false) {
+        self.title = title
+        self.message = message
+        self.payload = payload
+        self.locales = locales
+        self.options = options
+        self.badge = badge
+        self.alertAgain = alertAgain
+    }
+
+    /// Whether it changes nothing.
+    public var isEmpty: Bool { title == nil && message == nil && payload == nil && locales == nil && options == nil && badge == nil }
+
+    /// `draft` with this change's fields in place of its own.
+    func applied(to draft: NotificationDraft) -> NotificationDraft {
+        var draft = draft
+        if let title { draft.title = title.isEmpty ? nil : title }
+        if let message { draft.message = message }
+        if let payload { draft.payload = payload }
+        if var options {
+            options.badge = draft.options.badge
+            draft.options = options
+        }
+        if let badge { draft.options.badge = badge }
+        return draft
+    }
+}
+
+/// What a change did.
+public struct ChangeOutcome: Sendable, Equatable {
+    /// Notifications (inbox entries) that now show the new content.
+    public var notifications = 0
+    /// Pushes not yet sent, which go out with it.
+    public var pending = 0
+    /// Devices that got it and get a replacement, by platform (`apns`, `fcm`, `web`, `hub`).
+    public var replacements: [String: Int] = [:]
+    /// The notifications whose payload image changed: every node's index forgets them.
+    public var repointed: [Int64] = []
+
+    /// Creates an outcome.
+    public init() {}
+}
+
+/// What a retraction did.
+public struct RetractOutcome: Sendable, Equatable {
+    /// Notifications removed from their inboxes.
+    public var inboxes = 0
+    /// Pushes not yet sent, dropped.
+    public var cancelled = 0
+    /// Background pushes (a browser's: a replacing notification) queued or coalesced, by platform.
+    public var retractPushes: [String: Int] = [:]
+    /// The notifications taken back.
+    public var retracted: [Int64] = []
+
+    /// Creates an outcome.
+    public init() {}
+}
+
+/// Changing and taking back what was sent (docs/api.md#change-or-take-back-what-was-sent), for a
+/// notification or a campaign's, inside the caller's transaction: what each device that got
+/// it is sent next, as rows of the outbox.
+enum Revisions {
+    /// The text a browser shows in place of a notification taken back, unless the sender gave one.
+    static let defaultRetractedText = "This message was withdrawn"
+    /// The longest retracted text, in characters.
+    static let maxRetractedText = 256
+    /// Background pushes a device is sent in an hour at most (Apple asks for no more than two or
+    /// three): a retraction past them is coalesced with the next one.
+    static let backgroundPerHour = 2
+
+    /// A retracted text as given (trimmed, 1 to 256 characters), or the default.
+    static func retractedText(_ given: String?) throws -> String {
+        guard let given else { return defaultRetractedText }
+        let text = given.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty, text.unicodeScalars.count <= maxRetractedText else {
+            throw CoreError(.invalid, "retractedText must be 1 to \(maxRetractedText) characters")
+        }
+        return text
+    }
+
+    /// One outbox row of the notifications being revised, as the revision reads it.
+    private struct Reached {
+        var notification: Int64
+        var campaign: Int64?
+        var registration: String?
+        var target: String
+        var platform: String?
+        var app: String?
+        /// The platform its counts are kept under.
+        var countedAs: String { platform ?? (registration == nil ? "hub" : "apns") }
+    }
+
+    /// The rows of `ids` that are not retractions, grouped per device (notification and target):
+    /// whether a row waits to be sent (it will carry what the notification says when it is),
+    /// whether one reached the device or is on its way (sent, or handed to a push service under
+    /// a lease that has not lapsed), and when the last of those leases ends.
+    private static func devices(_ db: SQLConnection, _ ids: [Int64], now: Double)
+        throws -> [(device: Reached, waiting: String??, reached: Bool, leaseEnd: Double?)] {
+        struct Key: Hashable { var notification: Int64; var target: String }
+        var order: [Key] = []
+        var found: [Key: (device: Reached, waiting: String??, reached: Bool, leaseEnd: Double?)] = [:]
+        for chunk in ids.sqlBatches() {
+            for row in try db.fetchAll(sql: """
+                SELECT notificationId, campaignId, registrationId, target, platform, app, state, kind, leaseTag, nextAttemptAt FROM deliveries
+                WHERE \(db.idIn("notificationId")) AND state IN ('pending', 'sent') AND (kind IS NULL OR kind <> 'retract') ORDER BY id
+                """, arguments: [db.idList(chunk)]) {
+                let key = Key(notification: row["notificationId"], target: row["target"])
+                var entry = found[key] ?? (Reached(notification: key.notification, campaign: row["campaignId"], registration: row["registrationId"],
+                                                   target: key.target, platform: row["platform"], app: row["app"]), nil, false, nil)
+                if found[key] == nil { order.append(key) }
+                let state: String = row["state"]
+                let next: Double = row["nextAttemptAt"]
+                if state == "sent" {
+                    entry.reached = true
+                } else if (row["leaseTag"] as Int64?) != nil, next > now {
+                    entry.reached = true
+                    entry.leaseEnd = max(entry.leaseEnd ?? next, next)
+                } else {
+                    entry.waiting = .some(row["kind"] as String?)
+                }
+                found[key] = entry
+            }
+        }
+        return order.map { found[$0]! }
+    }
+
+    /// Queues, for each device of notifications `ids` (just rewritten) that got them, a
+    /// replacement under the same collapse id, tag and Topic: quiet unless `alertAgain`. A device
+    /// whose push waits to be sent gets the new content with it, and nothing more; one whose
+    /// push is on its way now gets the replacement after that push's lease.
+    static func replace(_ db: SQLConnection, _ ids: [Int64], alertAgain: Bool, into outcome: inout ChangeOutcome) throws {
+        let now = db.now
+        var rows: [[SQLValue]] = []
+        for (device, waiting, reached, leaseEnd) in try devices(db, ids, now: now) {
+            if let waiting {
+                // A replacement already waiting carries the new content; an original push too.
+                if waiting != nil { outcome.replacements[device.countedAs, default: 0] += 1 } else { outcome.pending += 1 }
+                continue
+            }
+            guard reached else { continue }
+            let due = leaseEnd.map { $0 + 1 } ?? now
+            let values: [any SQLValueConvertible] = [device.notification, device.campaign, device.registration, device.target, device.platform,
+                                                     device.app, UUID().uuidString, due, due, now, now,
+                                                     PushKind.update(alertAgain: alertAgain).stored]
+            rows.append(values.map(\.sqlValue))
+            outcome.replacements[device.countedAs, default: 0] += 1
+        }
+        try insert(db, rows)
+    }
+
+    /// Takes notifications `ids` back: their pushes not yet sent are dropped, they leave their
+    /// inboxes (every node's index forgets them, and their payload URLs answer 410), and each
+    /// device that got one is sent a retraction: a browser a notification showing `text` under
+    /// the same Topic; any other a background push, at most `backgroundPerHour` an hour per
+    /// device, a retraction past them joining the device's next one (which waits for the hour).
+    static func retract(_ db: SQLConnection, _ ids: [Int64], text: String, into outcome: inout RetractOutcome) throws {
+        guard !ids.isEmpty else { return }
+        let now = db.now
+        // On PostgreSQL retractions take turns (a device's budget is read, then written).
+        if db.dialect == .postgres { try db.execute(sql: "SELECT pg_advisory_xact_lock(7265701)") }
+        for chunk in ids.sqlBatches() {
+            outcome.cancelled += try Int64.fetchAll(db, sql: """
+                DELETE FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND (kind IS NULL OR kind <> 'retract')
+                    AND (leaseTag IS NULL OR nextAttemptAt <= ?) RETURNING id
+                """, arguments: [db.idList(chunk), now]).count
+        }
+        let reached = try devices(db, ids, now: now).filter(\.reached)
+        var retracted: [Int64] = []
+        for chunk in ids.sqlBatches() {
+            retracted += try Int64.fetchAll(db, sql: "UPDATE notifications SET retractedAt = ? WHERE \(db.idIn("id")) AND retractedAt IS NULL RETURNING id",
+                                            arguments: [now, db.idList(chunk)])
+        }
+        outcome.inboxes += retracted.count
+        outcome.retracted += retracted
+        try NotificationStore.recordRemovals(db, retracted.sorted())
+        let taken = Set(retracted)
+        var rows: [[SQLValue]] = []
+        func row(_ device: Reached, ids: [Int64], due: Double) -> [SQLValue] {
+            let values: [any SQLValueConvertible] = [device.notification, device.campaign, device.registration, device.target, device.platform,
+                                                     device.app, UUID().uuidString, due, due, now, now, PushKind.retract(ids: ids, text: text).stored,
+                                                     RetractionExtra(ids: ids, text: text).stored]
+            return values.map(\.sqlValue)
+        }
+        // Browsers: a visible notification each, no budget.
+        var background: [(device: Reached, due: Double)] = []
+        for (device, _, _, leaseEnd) in reached where taken.contains(device.notification) {
+            let due = leaseEnd.map { $0 + 1 } ?? now
+            if device.platform == "web" {
+                rows.append(row(device, ids: [device.notification], due: due))
+                outcome.retractPushes["web", default: 0] += 1
+            } else {
+                background.append((device, due))
+            }
+        }
+        // Each device's retractions of the last hour and those waiting, by due time.
+        var recent: [String: [(id: Int64, due: Double, joinable: Bool, extra: String?)]] = [:]
+        for chunk in Array(Set(background.map(\.device.target))).sorted().sqlBatches() {
+            for found in try db.fetchAll(sql: """
+                SELECT id, target, dueAt, state, leaseTag, extra FROM deliveries
+                WHERE kind = 'retract' AND target IN (\(sqlPlaceholders(chunk.count))) AND dueAt > ?
+                """, arguments: SQLArguments(chunk.map { $0 as any SQLValueConvertible } + [now - 3600])) {
+                let due: Double = found["dueAt"]
+                let joinable = (found["state"] as String) == "pending" && (found["leaseTag"] as Int64?) == nil && due > now
+                recent[found["target"], default: []].append((found["id"], due, joinable, found["extra"]))
+            }
+        }
+        for (device, due) in background {
+            var earlier = recent[device.target, default: []].sorted { $0.due < $1.due }
+            outcome.retractPushes[device.countedAs, default: 0] += 1
+            if earlier.count >= backgroundPerHour, let waiting = earlier.last(where: \.joinable),
+               var extra = RetractionExtra(stored: waiting.extra) {
+                // Past the budget, and a retraction waits for the hour: this one goes with it.
+                extra.ids.append(device.notification)
+                try db.execute(sql: "UPDATE deliveries SET extra = ?, updatedAt = ? WHERE id = ?", arguments: [extra.stored, now, waiting.id])
+                recent[device.target] = earlier.map { $0.id == waiting.id ? ($0.id, $0.due, $0.joinable, extra.stored) : $0 }
+                continue
+            }
+            // Within the budget now, or at the hour after the last but one.
+            let at = earlier.count >= backgroundPerHour ? max(due, earlier[earlier.count - backgroundPerHour].due + 3600) : due
+            let made = row(device, ids: [device.notification], due: at)
+            let inserted = try Int64.fetchOne(db, sql: """
+                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt,
+                                        createdAt, updatedAt, kind, extra)
+                VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                """, arguments: SQLArguments(values: made)) ?? 0
+            earlier.append((inserted, at, at > now, made.last.flatMap { String.fromSQL($0) }))
+            recent[device.target] = earlier
+        }
+        try insert(db, rows, extra: true)
+    }
+
+    /// Inserts pending outbox rows: (notificationId, campaignId, registrationId, target, platform,
+    /// app, pushId, nextAttemptAt, dueAt, createdAt, updatedAt, kind), and `extra` when asked.
+    private static func insert(_ db: SQLConnection, _ rows: [[SQLValue]], extra: Bool = false) throws {
+        guard !rows.isEmpty else { return }
+        let columns = "notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt, kind"
+            + (extra ? ", extra" : "")
+        let tuple = "(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?" + (extra ? ", ?)" : ")")
+        for chunk in rows.sqlBatches(of: 400) {
+            try db.execute(sql: "INSERT INTO deliveries (\(columns)) VALUES " + Array(repeating: tuple, count: chunk.count).joined(separator: ", "),
+                           arguments: SQLArguments(values: chunk.flatMap { $0 }))
+        }
+        try db.notify(DataChange.outbox.rawValue)
+    }
+}
