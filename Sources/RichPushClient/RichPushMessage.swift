@@ -7,9 +7,17 @@ import Foundation
 /// - docs/api.md#alert-pushes-and-payload-urls's alert push, `{"aps":{"alert":{"title":"…","body":"…"},"mutable-content":1,…},"richId":"7",…,"richUrl":"https://host/p/<token>"}`:
 ///   a Notification Service Extension fetches `richUrl` with no credentials and attaches the image.
 /// - The flat string map of FCM data messages and Web Push bodies, `{"richId":"7","richMessage":"…","richType":"img","richUrl":"…","title":"…"}`.
+/// - SPEC §26's retraction, a background push naming the notifications the server took back by the
+///   collapse identifiers they were sent with: `{"aps":{"content-available":1},"richpushRetract":"rp-12"}`,
+///   FCM's data `{"richpushRetract":"rp-12,rp-15"}` (coalesced), or a Web Push message that also carries
+///   `richId`, `richMessage` and `title` for the browser to show in place of the old one. It reads as
+///   `Kind.retraction`; `RichPushClient.handleRetraction(_:remover:)` removes what it names.
 ///
-/// Only `richId` is required: a push without one is not RichPush's (`RichPushClientError.Kind.notRichPush`),
-/// so an app can hand every push it gets to `init(userInfo:)` and act on the ones that parse.
+/// A changed notification sent again carries `"richUpdate":true` (`"1"` or `"true"` in FCM's strings), read as `isUpdate`.
+///
+/// Only `richId` (or, for a retraction, `richpushRetract`) is required: a push without one is not
+/// RichPush's (`RichPushClientError.Kind.notRichPush`), so an app can hand every push it gets to
+/// `init(userInfo:)` and act on the ones that parse.
 public struct RichPushMessage: Sendable, Equatable {
     /// How the push asks to be shown.
     public enum Kind: Sendable, Equatable {
@@ -17,9 +25,17 @@ public struct RichPushMessage: Sendable, Equatable {
         case silent
         /// The system shows title and body, after a Notification Service Extension attached the image.
         case alert
+        /// The server took back the notifications in `retractedIdentifiers`: remove them from what the device shows.
+        case retraction
     }
 
-    /// The notification id, `richId` (a decimal string in every shape the server sends).
+    /// The most identifiers one `richpushRetract` value may list.
+    public static let maxRetractedIdentifiers = 100
+    /// The longest `richpushRetract` value read, in UTF-8 bytes.
+    public static let maxRetractValueBytes = 4096
+
+    /// The notification id, `richId` (a decimal string in every shape the server sends); for a
+    /// retraction, the first retracted notification's.
     public var id: Int64
     /// The text to show: `richMessage`, else the alert's body, else empty.
     public var message: String
@@ -29,7 +45,7 @@ public struct RichPushMessage: Sendable, Equatable {
     public var title: String?
     /// The capability URL of the payload (`richUrl`); nil for a silent push, which is fetched through the API.
     public var payloadURL: URL?
-    /// Whether the push is silent or an alert.
+    /// Whether the push is silent, an alert or a retraction.
     public var kind: Kind
     /// docs/api.md#options-badges-and-paced-sends's options as the device sees them: the alert's subtitle, `aps.thread-id`,
     /// `aps.category` and the badge (`aps.badge`, or the flat shape's `badgeCount`); nil when absent.
@@ -39,6 +55,20 @@ public struct RichPushMessage: Sendable, Equatable {
     public var badge: Int? = nil
     /// The buttons (`richActions` in an APNs push and FCM data, `actions` in a Web Push message), in order.
     public var actions: [Action] = []
+    /// For a retraction, the collapse identifiers (`rp-<notification id>`) of the notifications taken back,
+    /// in the push's order without repeats; empty for every other kind.
+    ///
+    /// Each is what the original push was sent with: APNs' `apns-collapse-id`, which iOS makes the
+    /// delivered `UNNotificationRequest`'s identifier, and FCM's notification `tag`.
+    public var retractedIdentifiers: [String] = []
+    /// Whether the push replaces a notification sent before with changed content (`richUpdate`).
+    public var isUpdate = false
+
+    /// The notification ids of `retractedIdentifiers`, in the same order; an identifier that is not
+    /// `rp-<notification id>` (possible only in a message built by hand) is left out.
+    public var retractedNotificationIDs: [Int64] {
+        retractedIdentifiers.compactMap { Self.notificationID(retracted: $0) }
+    }
 
     /// A button: `id` is what the app is told was tapped.
     public struct Action: Sendable, Equatable {
@@ -64,13 +94,19 @@ public struct RichPushMessage: Sendable, Equatable {
 
     /// Reads a push's `userInfo` (APNs) or data map (FCM, Web Push).
     ///
-    /// `richId` may be a decimal string or a number. With an `aps` dictionary the kind is `.alert`
-    /// when it has an `alert`, else `.silent`; the flat shape, which has no `aps`, is `.alert` when it
-    /// carries a `title` or a `notification` block and `.silent` otherwise.
-    /// - Throws: `RichPushClientError` of kind `.notRichPush` when `richId` is missing or not a
-    ///   non-negative integer, or `richUrl` is present but not an http(s) URL.
+    /// `richId` may be a decimal string or a number. A push with `richpushRetract` is a `.retraction`
+    /// whatever else it carries; its `id` is the first retracted notification's, and `richId`, which
+    /// only the Web Push shape sends, is checked but not required. Otherwise, with an `aps` dictionary
+    /// the kind is `.alert` when it has an `alert`, else `.silent`; the flat shape, which has no `aps`,
+    /// is `.alert` when it carries a `title` or a `notification` block and `.silent` otherwise.
+    /// - Throws: `RichPushClientError` of kind `.notRichPush` when `richId` is missing (and there is no
+    ///   `richpushRetract`) or not a non-negative integer, `richUrl` is present but not an http(s) URL,
+    ///   or `richpushRetract` is not a string of 1 to `maxRetractedIdentifiers` comma-separated
+    ///   `rp-<notification id>`s within `maxRetractValueBytes`.
     public init(userInfo: [AnyHashable: Any]) throws {
-        guard let rawID = userInfo["richId"], !(rawID is NSNull) else {
+        let retracted = try Self.present(userInfo["richpushRetract"]).map { try Self.retraction($0) }
+        let rawID = Self.present(userInfo["richId"])
+        guard rawID != nil || retracted != nil else {
             throw RichPushClientError.notRichPush("it has no richId")
         }
         let aps = Self.dictionary(userInfo["aps"])
@@ -79,12 +115,16 @@ public struct RichPushMessage: Sendable, Equatable {
 
         let title = Self.nonEmpty(alertFields?["title"] as? String) ?? Self.nonEmpty(userInfo["title"] as? String)
         let kind: Kind
-        if let aps {
+        if retracted != nil {
+            kind = .retraction
+        } else if let aps {
             kind = aps["alert"] == nil ? .silent : .alert
         } else {
             kind = title != nil || userInfo["notification"] != nil ? .alert : .silent
         }
-        let id = try Self.identifier(rawID)
+        let richID = try rawID.map { try Self.identifier($0) }
+        // One of the two is there: the guard above.
+        let id = retracted?.first ?? richID ?? 0
         let payloadURL = try Self.payloadURL(userInfo["richUrl"])
         let message = userInfo["richMessage"] as? String ?? alertFields?["body"] as? String ?? alert as? String ?? ""
         self.init(id: id, message: message, richType: Self.nonEmpty(userInfo["richType"] as? String) ?? "img",
@@ -94,6 +134,63 @@ public struct RichPushMessage: Sendable, Equatable {
         category = Self.nonEmpty(aps?["category"] as? String)
         badge = Self.count(aps?["badge"]) ?? Self.count(userInfo["badgeCount"])
         actions = Self.actions(userInfo["richActions"] ?? userInfo["actions"])
+        retractedIdentifiers = retracted?.identifiers ?? []
+        isUpdate = Self.flag(userInfo["richUpdate"])
+    }
+
+    /// The identifiers of a `richpushRetract` value, without repeats, and the first one's notification id.
+    ///
+    /// The value is bounded before it is split, and every part must be `rp-` and a notification id
+    /// in canonical decimal: the server writes `rp-\(id)`, so any other spelling (`rp-012`, a space,
+    /// an empty part) names no delivered notification and marks the push as not the server's.
+    private static func retraction(_ value: Any) throws -> (identifiers: [String], first: Int64) {
+        guard let text = value as? String else { throw RichPushClientError.notRichPush("richpushRetract is not a string") }
+        guard !text.isEmpty else { throw RichPushClientError.notRichPush("richpushRetract is empty") }
+        guard text.utf8.count <= maxRetractValueBytes else {
+            throw RichPushClientError.notRichPush("richpushRetract is \(text.utf8.count) bytes, more than \(maxRetractValueBytes)")
+        }
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count <= maxRetractedIdentifiers else {
+            throw RichPushClientError.notRichPush("richpushRetract lists \(parts.count) identifiers, more than \(maxRetractedIdentifiers)")
+        }
+        var identifiers: [String] = []
+        var ids: [Int64] = []
+        var seen = Set<Substring>()
+        for part in parts {
+            guard let id = notificationID(retracted: part) else {
+                throw RichPushClientError.notRichPush("richpushRetract \"\(part.prefix(40))\" is not rp-<notification id>")
+            }
+            if seen.insert(part).inserted {
+                identifiers.append(String(part))
+                ids.append(id)
+            }
+        }
+        guard let first = ids.first else { throw RichPushClientError.notRichPush("richpushRetract is empty") }
+        return (identifiers, first)
+    }
+
+    /// The notification id of `rp-<id>` with `id` in canonical decimal (no sign, no leading zero), else nil.
+    private static func notificationID(retracted identifier: some StringProtocol) -> Int64? {
+        let utf8 = Array(identifier.utf8)
+        let prefix = Array("rp-".utf8)
+        guard utf8.count > prefix.count, utf8.count <= prefix.count + 19, utf8.starts(with: prefix) else { return nil }
+        let digits = utf8[prefix.count...]
+        guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              digits.count == 1 || digits.first != UInt8(ascii: "0") else { return nil }
+        return Int64(String(decoding: digits, as: UTF8.self))
+    }
+
+    /// A flag: `true` (not the number 1: JSON's booleans read as NSNumber too), or FCM's strings `"1"` and `"true"`.
+    private static func flag(_ value: Any?) -> Bool {
+        if let text = value as? String { return text == "1" || text == "true" }
+        if let number = value as? NSNumber { return String(cString: number.objCType) == "c" && number.boolValue }
+        return value as? Bool ?? false
+    }
+
+    /// The value, or nil when it is absent or JSON's null.
+    private static func present(_ value: Any?) -> Any? {
+        guard let value, !(value is NSNull) else { return nil }
+        return value
     }
 
     /// A non-negative whole number, whether a number or (FCM's data map) its decimal string.
