@@ -31,7 +31,7 @@ struct ConsoleController: Sendable {
     let mediaRoom: MediaController
     /// Removes a user's device.
     let devicesRoom: DevicesController
-    /// Lists, sends and cancels campaigns.
+    /// Lists, sends, cancels, changes and withdraws campaigns.
     let campaignsRoom: CampaignsController
     /// A campaign's stats.
     let insightRoom: InsightController
@@ -218,6 +218,20 @@ struct ConsoleController: Sendable {
     /// `DELETE /console/api/campaigns/{id}`: cancels it, as `DELETE /api/admin/campaigns/{id}` does.
     func consoleCancel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         try await asAdmin(request, context, campaignsRoom.cancelCampaign)
+    }
+
+    /// `PATCH /console/api/campaigns/{id}`: changes a sent campaign's words, as
+    /// `PATCH /api/admin/campaigns/{id}` does: its inbox entries and payload links show
+    /// them, pushes not yet sent carry them, and devices that already got it get a replacement.
+    func consoleChange(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, campaignsRoom.changeCampaign)
+    }
+
+    /// `POST /console/api/campaigns/{id}/retract`: withdraws a sent campaign, as
+    /// `POST /api/admin/campaigns/{id}/retract` does: it leaves the inboxes,
+    /// and the devices that showed it get a push that removes it.
+    func consoleRetract(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, campaignsRoom.retractCampaign)
     }
 
     /// `GET /console/api/campaigns/{id}`: its counts, and the reasons of its failed deliveries.

@@ -272,9 +272,15 @@ $("send").addEventListener("click", async () => {
     loadCampaigns();
   }
 });
-let watching = 0;
+let watching = 0, watchedId = "", watched = null; // the campaign the results panel shows, as last read
 async function watch(id) {
   const generation = ++watching; // a newer campaign's watch replaces this one
+  if (String(id) !== watchedId) { // another campaign's forms, buttons and answers are not this one's
+    closeChanges(true);
+    watched = null;
+    $("edit").hidden = $("withdraw").hidden = true;
+  }
+  watchedId = String(id);
   $("watch").hidden = false;
   $("campaign-id").textContent = id;
   let shownStatus = "";
@@ -287,12 +293,16 @@ async function watch(id) {
     if (ok) {
       const c = json.campaign;
       $("campaign-status").textContent = c.status + (c.sendAt ? " for " + new Date(c.sendAt).toLocaleString() : c.localTime ? " for " + c.localTime + " local" + (c.localDate ? " on " + c.localDate : "") : "")
-        + (c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" + (c.expectedEnd ? ", until about " + new Date(c.expectedEnd).toLocaleTimeString() : "") : "");
+        + (c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" + (c.expectedEnd ? ", until about " + new Date(c.expectedEnd).toLocaleTimeString() : "") : "")
+        + (c.changed && c.status !== "retracted" ? ", changed " + new Date(c.changed).toLocaleString() : "");
       $("cancel").hidden = !(c.status === "scheduled" || c.status === "sending");
+      watched = c;
+      $("edit").hidden = $("withdraw").hidden = !changeable(c);
+      if (!changeable(c)) closeChanges(false);
       if (c.status !== shownStatus) { if (shownStatus) loadCampaigns(); shownStatus = c.status; } // the list says what this panel says
       for (const k of ["pending", "sent", "failed", "fetched"]) $("count-" + k).textContent = c[k];
       $("failures").replaceChildren(...json.failures.map((f) => text("li", f.target + "…: " + f.reason)));
-      done = (c.status === "done" && c.pending === 0) || c.status === "cancelled";
+      done = (c.status === "done" && c.pending === 0) || c.status === "cancelled" || c.status === "retracted";
       const stats = await call("GET", "/console/api/campaigns/" + id + "/stats");
       if (stats.ok && generation === watching) drawStats(stats.json);
     }
@@ -347,8 +357,78 @@ $("cancel").addEventListener("click", async () => {
   $("cancel").disabled = false;
   if (ok) { $("cancel").hidden = true; loadCampaigns(); }
 });
+// A campaign that has gone out can be changed or withdrawn, each confirmed in a panel
+// that says what every platform will do.
+function changeable(c) { return c.status === "sending" || c.status === "done"; }
+function closeChanges(clearAnswer) {
+  $("edit-form").hidden = $("withdraw-form").hidden = true;
+  if (clearAnswer) { $("change-result").textContent = ""; $("change-result").className = ""; }
+}
+function changeAnswer(ok, words) { $("change-result").className = ok ? "ok" : "error"; $("change-result").textContent = words; }
+function inboxes(n) { return n + (n === 1 ? " inbox" : " inboxes"); }
+function platforms(p) { return (p.apns || 0) + " iPhone, " + (p.fcm || 0) + " Android, " + (p.web || 0) + " browser"; }
+function editExplanation() {
+  const iPhones = $("edit-alert").checked ? "iPhones replace it under the same notification and alert again (with sound)"
+                                          : "iPhones replace it quietly under the same notification (no sound)";
+  $("edit-explain").textContent = "Devices that already got it: " + iPhones + ", Android replaces it by its tag, browsers replace it by its Topic; "
+    + "pushes not yet sent carry the new words; inboxes and payload links show them at once.";
+}
+let editing = null, withdrawing = null; // the campaign each panel was opened for
+function openEdit(c) {
+  editing = c;
+  $("withdraw-form").hidden = true;
+  $("edit-title").value = c.title || "";
+  $("edit-message").value = c.message || "";
+  $("edit-alert").checked = false;
+  editExplanation();
+  $("edit-form").hidden = false;
+  $("edit-message").focus();
+}
+function openWithdraw(c) {
+  withdrawing = c;
+  $("edit-form").hidden = true;
+  $("withdraw-text").value = $("withdraw-text").defaultValue;
+  $("withdraw-form").hidden = false;
+  $("withdraw-text").focus();
+}
+$("edit").addEventListener("click", () => openEdit(watched));
+$("withdraw").addEventListener("click", () => openWithdraw(watched));
+$("edit-alert").addEventListener("change", editExplanation);
+$("edit-close").addEventListener("click", () => { $("edit-form").hidden = true; $("edit").focus(); });
+$("withdraw-close").addEventListener("click", () => { $("withdraw-form").hidden = true; $("withdraw").focus(); });
+// Only what changed goes, with alertAgain.
+$("edit-save").addEventListener("click", async () => {
+  const c = editing, body = {};
+  if ($("edit-title").value !== (c.title || "")) body.title = $("edit-title").value;
+  if ($("edit-message").value !== (c.message || "")) body.message = $("edit-message").value;
+  if (!Object.keys(body).length) { changeAnswer(false, "Nothing changed: change the title or the message first."); return; }
+  body.alertAgain = $("edit-alert").checked;
+  $("edit-save").disabled = true; // one click, one change
+  const { ok, json } = await call("PATCH", "/console/api/campaigns/" + encodeURIComponent(c.id), JSON.stringify(body), "application/json");
+  $("edit-save").disabled = false;
+  if (!ok) { changeAnswer(false, json.detail || "Refused."); return; }
+  changeAnswer(true, "Changed: " + inboxes(json.notifications) + ", " + json.pending + " pending, replacements: " + platforms(json.replacements || {}) + ".");
+  $("edit-form").hidden = true;
+  $("edit").focus();
+  if (String(c.id) === watchedId) watch(c.id); // its words and counts as they are now
+  loadCampaigns();
+});
+$("withdraw-confirm").addEventListener("click", async () => {
+  const c = withdrawing, shown = $("withdraw-text").value.trim();
+  $("withdraw-confirm").disabled = true;
+  const { ok, json } = await call("POST", "/console/api/campaigns/" + encodeURIComponent(c.id) + "/retract",
+                                  JSON.stringify(shown ? { retractedText: shown } : {}), "application/json");
+  $("withdraw-confirm").disabled = false;
+  if (!ok) { changeAnswer(false, json.detail || "Refused."); return; }
+  changeAnswer(true, "Withdrawn: " + inboxes(json.inboxes) + ", " + json.cancelled + " cancelled, background pushes: " + platforms(json.retractPushes || {}) + ".");
+  closeChanges(false);
+  $("edit").hidden = $("withdraw").hidden = true; // nothing more to change; the panel reads its new status next
+  if (String(c.id) === watchedId) watch(c.id);
+  loadCampaigns();
+});
 // The campaigns panel: newest first, refreshed when it comes into view, when the page is shown
-// again, after a send and after a cancel; a scheduled or sending campaign has a Cancel button.
+// again, after a send, a cancel, a change and a withdrawal; a scheduled or sending campaign has a
+// Cancel button, a sending or done one Edit and Withdraw.
 const campaignNotes = new Map(); // id → the answer to its Cancel, kept across refreshes
 let campaignsAsked = 0;
 function campaignSchedule(c) {
@@ -372,6 +452,8 @@ function campaignRow(c) {
   const words = c.title || c.message;
   const facts = [campaignProgress(c), campaignSchedule(c), c.app ? "app " + c.app : "every app", "by " + c.createdBy,
                  "“" + (words.length > 40 ? words.slice(0, 40) + "…" : words) + "”"];
+  if (c.changed) facts.push("changed " + new Date(c.changed).toLocaleString());
+  if (c.retracted) facts.push("withdrawn " + new Date(c.retracted).toLocaleString());
   li.append(open, text("span", c.status, "status " + c.status), text("span", facts.join(" · "), "facts"));
   if (c.status === "scheduled" || c.status === "sending") {
     const cancel = text("button", "Cancel", "danger cancel");
@@ -379,6 +461,16 @@ function campaignRow(c) {
     cancel.setAttribute("aria-label", "Cancel campaign " + c.id);
     cancel.addEventListener("click", () => cancelFromList(c.id, cancel));
     li.append(cancel);
+  }
+  if (changeable(c)) {
+    // Each opens its panel in the results panel, where the campaign's counts are.
+    for (const [label, kind, show] of [["Edit", "edit", openEdit], ["Withdraw", "withdraw", openWithdraw]]) {
+      const button = text("button", label, kind === "withdraw" ? "danger withdraw" : "edit");
+      button.type = "button";
+      button.setAttribute("aria-label", label + " campaign " + c.id);
+      button.addEventListener("click", () => { watch(c.id); show(c); $("watch").scrollIntoView({ block: "start" }); });
+      li.append(button);
+    }
   }
   const note = campaignNotes.get(c.id);
   if (note) li.append(text("span", note.text, note.ok ? "result ok" : "result error"));
@@ -391,12 +483,13 @@ async function loadCampaigns() {
   if (!ok) { $("campaigns-note").textContent = json.detail || "The campaigns did not load; try Refresh."; return; }
   // Keyboard focus stays on the row it was on.
   const list = $("campaign-list"), active = document.activeElement;
-  const focused = list.contains(active) && active.closest("li") ? { id: active.closest("li").dataset.id, cancel: active.classList.contains("cancel") } : null;
+  const focused = list.contains(active) && active.closest("li")
+    ? { id: active.closest("li").dataset.id, kind: ["cancel", "edit", "withdraw"].find((k) => active.classList.contains(k)) } : null;
   list.replaceChildren(...json.map(campaignRow));
   $("campaigns-note").textContent = json.length === 0 ? "No campaigns yet." : json.length === 50 ? "The 50 newest." : "";
   if (focused) {
     const row = list.querySelector('li[data-id="' + focused.id + '"]');
-    const again = row && ((focused.cancel && row.querySelector(".cancel")) || row.querySelector(".open"));
+    const again = row && ((focused.kind && row.querySelector("." + focused.kind)) || row.querySelector(".open"));
     if (again) again.focus();
   }
 }
