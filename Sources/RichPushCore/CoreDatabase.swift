@@ -345,7 +345,8 @@ public enum CoreDatabase {
         // user or a key's name; NULL for a campaign's, whose creator is the campaign's), when it
         // was changed and when taken back (NULL: never); the same for a campaign, and its
         // retracted text. The counts of replacement and retract pushes sent. A device's
-        // retractions by due time, to keep its background pushes within two an hour.
+        // retractions by due time, to keep its background pushes within two an hour; the
+        // revisions that wait for a push in flight (`Revisions.waitsForInFlight`), by notification.
         SQLMigration("core-v19-change-retract", sqlite: """
                 ALTER TABLE deliveries ADD COLUMN kind TEXT;
                 ALTER TABLE deliveries ADD COLUMN extra TEXT;
@@ -357,6 +358,7 @@ public enum CoreDatabase {
                 ALTER TABLE campaign_stats ADD COLUMN updated INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE campaign_stats ADD COLUMN retracted INTEGER NOT NULL DEFAULT 0;
                 CREATE INDEX deliveries_retractions ON deliveries(target, dueAt) WHERE kind = 'retract';
+                CREATE INDEX deliveries_waiting ON deliveries(notificationId) WHERE reason = 'waits for the push before it, in flight';
                 """),
     ]
 

@@ -464,10 +464,27 @@ public struct OutboxStore: Sendable {
                     return db.changesCount > 0 ? "retried" : "lease_lost"
                 }
             }
+            try Self.releaseRevisions(db, results.compactMap { job, result in if case .retry = result { nil } else { job } }, now: now)
             // docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: counted in the transaction that records them, so counts and events never disagree.
             try Insight.record(db, happenings, now: now)
             try Insight.finishCampaigns(db, Set(happenings.compactMap(\.campaign)), now: now)
             return labels
+        }
+    }
+
+    /// Revisions (docs/api.md#change-or-take-back-what-was-sent) queued while a push of their
+    /// notification to the same device was in flight wait for it (`Revisions.waitsForInFlight`):
+    /// once it is recorded, sent or failed, they are due (at their own time: a retraction past a
+    /// device's budget keeps its hour). When none waits, the common case, this is one probe of
+    /// an index that holds only waiting rows.
+    static func releaseRevisions(_ db: SQLConnection, _ jobs: [DeliveryJob], now: Double) throws {
+        let waiting = "reason = '\(Revisions.waitsForInFlight)'"
+        guard !jobs.isEmpty, try Int.fetchOne(db, sql: "SELECT 1 FROM deliveries WHERE \(waiting) LIMIT 1", cached: true) != nil else { return }
+        for chunk in jobs.sqlBatches(of: 400) {
+            try db.execute(sql: """
+                UPDATE deliveries SET nextAttemptAt = CASE WHEN dueAt > ? THEN dueAt ELSE ? END, reason = NULL
+                WHERE \(waiting) AND state = 'pending' AND (notificationId, target) IN (VALUES \(Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")))
+                """, arguments: SQLArguments([now, now] + chunk.flatMap { [$0.notificationId as any SQLValueConvertible, $0.target] }))
         }
     }
 

@@ -160,10 +160,9 @@ enum Revisions {
                 continue
             }
             guard reached else { continue }
-            let due = leaseEnd.map { $0 + 1 } ?? now
             let values: [any SQLValueConvertible] = [device.notification, device.campaign, device.registration, device.target, device.platform,
-                                                     device.app, UUID().uuidString, due, due, now, now,
-                                                     PushKind.update(alertAgain: alertAgain).stored]
+                                                     device.app, UUID().uuidString, leaseEnd.map { $0 + 1 } ?? now, now, now, now,
+                                                     PushKind.update(alertAgain: alertAgain).stored, leaseEnd == nil ? nil : waitsForInFlight, String?.none]
             rows.append(values.map(\.sqlValue))
             outcome.replacements[device.countedAs, default: 0] += 1
         }
@@ -197,21 +196,22 @@ enum Revisions {
         try NotificationStore.recordRemovals(db, retracted.sorted())
         let taken = Set(retracted)
         var rows: [[SQLValue]] = []
-        func row(_ device: Reached, ids: [Int64], due: Double) -> [SQLValue] {
+        // A retraction due at `due`, or once a push to the device still in flight (its lease ends at `leaseEnd`) is recorded.
+        func row(_ device: Reached, ids: [Int64], due: Double, leaseEnd: Double?) -> [SQLValue] {
             let values: [any SQLValueConvertible] = [device.notification, device.campaign, device.registration, device.target, device.platform,
-                                                     device.app, UUID().uuidString, due, due, now, now, PushKind.retract(ids: ids, text: text).stored,
+                                                     device.app, UUID().uuidString, max(due, leaseEnd.map { $0 + 1 } ?? due), due, now, now,
+                                                     PushKind.retract(ids: ids, text: text).stored, leaseEnd == nil ? nil : waitsForInFlight,
                                                      RetractionExtra(ids: ids, text: text).stored]
             return values.map(\.sqlValue)
         }
         // Browsers: a visible notification each, no budget.
-        var background: [(device: Reached, due: Double)] = []
+        var background: [(device: Reached, leaseEnd: Double?)] = []
         for (device, _, _, leaseEnd) in reached where taken.contains(device.notification) {
-            let due = leaseEnd.map { $0 + 1 } ?? now
             if device.platform == "web" {
-                rows.append(row(device, ids: [device.notification], due: due))
+                rows.append(row(device, ids: [device.notification], due: now, leaseEnd: leaseEnd))
                 outcome.retractPushes["web", default: 0] += 1
             } else {
-                background.append((device, due))
+                background.append((device, leaseEnd))
             }
         }
         // Each device's retractions of the last hour and those waiting, by due time.
@@ -226,7 +226,7 @@ enum Revisions {
                 recent[found["target"], default: []].append((found["id"], due, joinable, found["extra"]))
             }
         }
-        for (device, due) in background {
+        for (device, leaseEnd) in background {
             var earlier = recent[device.target, default: []].sorted { $0.due < $1.due }
             outcome.retractPushes[device.countedAs, default: 0] += 1
             if earlier.count >= backgroundPerHour, let waiting = earlier.last(where: \.joinable),
@@ -238,26 +238,30 @@ enum Revisions {
                 continue
             }
             // Within the budget now, or at the hour after the last but one.
-            let at = earlier.count >= backgroundPerHour ? max(due, earlier[earlier.count - backgroundPerHour].due + 3600) : due
-            let made = row(device, ids: [device.notification], due: at)
+            let at = earlier.count >= backgroundPerHour ? max(now, earlier[earlier.count - backgroundPerHour].due + 3600) : now
+            let made = row(device, ids: [device.notification], due: at, leaseEnd: leaseEnd)
             let inserted = try Int64.fetchOne(db, sql: """
-                INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt,
-                                        createdAt, updatedAt, kind, extra)
-                VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                INSERT INTO deliveries (\(columns)) VALUES \(tuple) RETURNING id
                 """, arguments: SQLArguments(values: made)) ?? 0
             earlier.append((inserted, at, at > now, made.last.flatMap { String.fromSQL($0) }))
             recent[device.target] = earlier
         }
-        try insert(db, rows, extra: true)
+        try insert(db, rows)
     }
 
-    /// Inserts pending outbox rows: (notificationId, campaignId, registrationId, target, platform,
-    /// app, pushId, nextAttemptAt, dueAt, createdAt, updatedAt, kind), and `extra` when asked.
-    private static func insert(_ db: SQLConnection, _ rows: [[SQLValue]], extra: Bool = false) throws {
+    /// The reason a revision waits with while a push of its notification to the same device is
+    /// in flight: it goes once that push is recorded (`OutboxStore.releaseRevisions`), or when
+    /// the push's lease ends (its holder died), never before it (a retraction that overtook its
+    /// alert would leave the alert shown).
+    static let waitsForInFlight = "waits for the push before it, in flight"
+
+    /// The columns of a revision's outbox row, and a row's placeholders.
+    private static let columns = "notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt, kind, reason, extra"
+    private static let tuple = "(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)"
+
+    /// Inserts pending outbox rows, each the values of `columns` but `state`.
+    private static func insert(_ db: SQLConnection, _ rows: [[SQLValue]]) throws {
         guard !rows.isEmpty else { return }
-        let columns = "notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt, kind"
-            + (extra ? ", extra" : "")
-        let tuple = "(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?" + (extra ? ", ?)" : ")")
         for chunk in rows.sqlBatches(of: 400) {
             try db.execute(sql: "INSERT INTO deliveries (\(columns)) VALUES " + Array(repeating: tuple, count: chunk.count).joined(separator: ", "),
                            arguments: SQLArguments(values: chunk.flatMap { $0 }))

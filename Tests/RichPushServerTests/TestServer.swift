@@ -82,6 +82,27 @@ struct TestServer {
         }
     }
 
+    /// Runs `body` against a second node on this server's store (its database and bucket, its
+    /// data directory for SQLite), as `serve` on another machine would run: its own listener,
+    /// payload index and, with `provider`, its own outbox dispatcher.
+    func secondNode(provider: (any PushProvider)? = nil, _ body: @Sendable (TestServer) async throws -> Void) async throws {
+        let data = try await openStoreAgain()
+        defer { data.close() }
+        var logger = Logger(label: "test-node-2")
+        logger.logLevel = .warning
+        let dispatcher = provider.map {
+            OutboxDispatcher(outbox: data.outbox, provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
+                             maxAttempts: 12, backoffBase: 0.05, backoffCap: 0.2)
+        }
+        let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), data: data,
+                                             extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
+        let (dir, configuration, environment, routes, fastPath) = (self.dir, self.configuration, self.environment, app.routes, app.fastPath)
+        try await app.serve { client in
+            try await body(TestServer(dir: dir, data: data, database: data.database, client: client, configuration: configuration,
+                                      environment: environment, routes: routes, fastPath: fastPath))
+        }
+    }
+
     static func basic(_ user: String, _ password: String? = nil) -> HTTPFields {
         let token = Data("\(user):\(password ?? passwords[user] ?? user)".utf8).base64EncodedString()
         return [.authorization: "Basic \(token)"]

@@ -215,6 +215,10 @@ struct CampaignStatsResponse: Codable, Sendable {
     var opened: Int
     /// Sent and failed by device platform (`apns`, `fcm`, `web`, `hub`).
     var byPlatform: [String: Counts]
+    /// docs/api.md#change-or-take-back-what-was-sent: replacements of its changed content, and
+    /// retractions, sent to devices.
+    var updated: Int
+    var retracted: Int
     /// Failure reasons (the push service's words up to the first colon) and how many.
     var failures: [String: Int]
     /// Per minute, oldest first.
@@ -226,6 +230,8 @@ struct CampaignStatsResponse: Codable, Sendable {
         failed = stats.totals.failed
         displayed = stats.totals.displayed
         opened = stats.totals.opened
+        updated = stats.totals.updated
+        retracted = stats.totals.retracted
         byPlatform = stats.byPlatform.mapValues { Counts(sent: $0.sent, failed: $0.failed) }
         failures = stats.failures
         timeline = stats.timeline.map { Minute(minute: $0.minute.formatted(.iso8601), sent: $0.sent, displayed: $0.displayed, opened: $0.opened) }
@@ -260,6 +266,9 @@ struct CampaignResponse: Codable, Sendable {
     var defaultLocale: String?
     /// When it was cancelled.
     var cancelled: String?
+    /// docs/api.md#change-or-take-back-what-was-sent: when its content was last changed, and when it was taken back.
+    var changed: String?
+    var retracted: String?
     /// docs/api.md#options-badges-and-paced-sends: its options and badge as asked, its pace, and when a paced campaign's last
     /// push queued so far goes out.
     var options: PushOptions?
@@ -297,6 +306,8 @@ struct CampaignResponse: Codable, Sendable {
             defaultLocale = c.defaultLocale
         }
         cancelled = c.cancelledAt.map { $0.formatted(.iso8601) }
+        changed = c.changedAt.map { $0.formatted(.iso8601) }
+        retracted = c.retractedAt.map { $0.formatted(.iso8601) }
         var options = c.options
         badge = options.badge
         options.badge = nil
