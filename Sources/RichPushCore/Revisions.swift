@@ -121,6 +121,19 @@ enum Revisions {
         struct Key: Hashable { var notification: Int64; var target: String }
         var order: [Key] = []
         var found: [Key: (device: Reached, waiting: String??, reached: Bool, leaseEnd: Double?)] = [:]
+        if db.dialect == .postgres {
+            // The pushes in flight are locked first, in id order: the outbox's record of one
+            // either committed before (it is read as sent below) or waits for this transaction,
+            // and then sees the revision waiting for it and releases it (`OutboxStore.releaseRevisions`).
+            // Unlocked, a record committed between this read and this commit would release
+            // nothing, and the revision would wait for the lease to end.
+            for chunk in ids.sqlBatches() {
+                _ = try db.fetchAll(sql: """
+                    SELECT id FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND leaseTag IS NOT NULL AND nextAttemptAt > ?
+                    ORDER BY id FOR UPDATE
+                    """, arguments: [db.idList(chunk), now])
+            }
+        }
         for chunk in ids.sqlBatches() {
             for row in try db.fetchAll(sql: """
                 SELECT notificationId, campaignId, registrationId, target, platform, app, state, kind, leaseTag, nextAttemptAt FROM deliveries
