@@ -18,38 +18,17 @@ import RichPushTestSupport
 import SQLEngine
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// docs/api.md#change-or-take-back-what-was-sent: a campaign changed and then taken back, seen
 /// through the three push services' stand-ins, two nodes, the inboxes and the payload URLs.
 @Suite("Change or take back what was sent")
 struct RevisionTests {
-    /// The three stand-ins, and a router over senders to them.
+    /// The three stand-ins and a router over senders to them, as the platforms' own tests have them.
     func withPlatforms(_ body: @Sendable (RunningSandbox, FCMSandbox, WebPushSandbox, VAPID, PlatformRouter) async throws -> Void) async throws {
-        let fcm = FCMSandbox(account: .init(projectID: "rich-push-test", clientEmail: "sender@rich-push-test.iam.gserviceaccount.com",
-                                            publicKey: FCMFixtures.key.publicKey))
-        let web = WebPushSandbox()
-        try await serving([(fcm, "fcm"), (web, "web")]) { origin in
-            try await RunningSandbox.with { apns in
-                let account = try FCMServiceAccount(json: FCMFixtures.accountJSON(tokenURI: fcm.tokenURI))
-                let vapid = try VAPID(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")
-                let platforms = PlatformRouter([
-                    "apns": APNsProvider(client: try apns.client()),
-                    "fcm": FCMProvider(client: try FCMClient(account: account, endpoint: "\(origin)/fcm")),
-                    "web": WebPushProvider(client: try WebPushClient(vapid: vapid, allowPrivateEndpoints: true)),
-                ])
-                try await body(apns, fcm, web, vapid, platforms)
-            }
-        }
+        try await PlatformDeliveryTests().withPlatforms(body)
     }
 
     func register(_ s: TestServer, platform: String, handle: String, as user: String) async throws {
-        let (_, created) = try await s.json(.post, "/api/register", as: user)
-        let id = try #require((created as? [String: Any])?["registrationId"] as? String)
-        let (response, object) = try await s.json(.put, "/api/register/\(id)", as: user, body: #"{"platform":"\#(platform)","handle":\#(handle)}"#)
-        #expect(response.status == .ok, "\(platform): \(String(describing: object))")
+        _ = try await PlatformDeliveryTests().register(s, platform: platform, handle: handle, as: user)
     }
 
     /// The path of a URL (`https://host/p/…` → `/p/…`).
@@ -59,19 +38,9 @@ struct RevisionTests {
         try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
-    /// A status from the fast path (the second request of a kept-alive connection) and from the router (HTTP/1.0).
+    /// A status from the fast path and one from the router, as the corrections' tests read them.
     func statuses(_ port: Int, path: String) async throws -> (fast: String, router: String) {
-        try await onOwnThread {
-            let fd = try connectTo(port: port)
-            defer { close(fd) }
-            _ = exchange(fd, "GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
-            let fast = exchange(fd, "GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n").head
-            let old = try connectTo(port: port)
-            defer { close(old) }
-            let router = exchange(old, "GET \(path) HTTP/1.0\r\nHost: x\r\n\r\n").head
-            func status(_ head: String) -> String { String(head.split(separator: "\r\n").first?.split(separator: " ").dropFirst().first ?? "") }
-            return (status(fast), status(router))
-        }
+        try await CorrectionsTests().statuses(port, path: path, authorization: nil)
     }
 
     /// Records what the device library asks to remove.

@@ -99,24 +99,16 @@ struct CampaignsController: Sendable {
     /// (an account or an `admin` key) cancels any campaign of its app; a `send` key only those
     /// it created (docs/security.md).
     func cancelCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let raw = try context.parameters.require("id")
-        let caller = try context.requirePrincipal()
-        let bound = caller.apiKey?.app
-        guard let id = Int64(raw), id > 0, let before = try await campaigns.progress(id), bound == nil || before.campaign.app == bound else {
-            throw Problem(.notFound, "no campaign \(raw.prefix(40))")
-        }
-        if let key = caller.apiKey, !key.scope.covers(.admin), before.campaign.createdBy != caller.user {
-            throw Problem(.forbidden, "API key \(key.name) did not create campaign \(id); a send key cancels only its own campaigns (an admin key or account cancels any)")
-        }
+        let id = try await revisable(context, verb: "cancels")
         let progress = try await campaigns.cancel(id)
-        let by = caller.user
+        let by = context.principal?.user ?? ""
         context.logger.notice("campaign cancelled", metadata: ["campaign": "\(id)", "sent": "\(progress.sent)", "by": "\(by)"])
         return try JSONResponse.encode(CampaignResponse(progress))
     }
 
-    /// The campaign `{id}` names, for a caller who may change or take it back: an admin (an
-    /// account or an `admin` key) any of its app's, a `send` key only its own (403); 404 where
-    /// the caller could not read it.
+    /// The campaign `{id}` names, for a caller who may cancel, change or take it back: an admin
+    /// (an account or an `admin` key) any of its app's, a `send` key only its own (403); 404
+    /// where the caller could not read it.
     private func revisable(_ context: AppRequestContext, verb: String) async throws -> Int64 {
         let raw = try context.parameters.require("id")
         let caller = try context.requirePrincipal()
@@ -125,7 +117,7 @@ struct CampaignsController: Sendable {
             throw Problem(.notFound, "no campaign \(raw.prefix(40))")
         }
         if let key = caller.apiKey, !key.scope.covers(.admin), before.campaign.createdBy != caller.user {
-            throw Problem(.forbidden, "API key \(key.name) did not create campaign \(id); a send key \(verb) only its own campaigns (an admin key or account any)")
+            throw Problem(.forbidden, "API key \(key.name) did not create campaign \(id); a send key \(verb) only its own campaigns (an admin key or account \(verb) any)")
         }
         return id
     }

@@ -97,10 +97,9 @@ extension Endpoint {
         Endpoint(method: .patch, path: "/console/api/campaigns/{id}", access: .open,
                  summary: "Changes a sent campaign's words from the console, as PATCH /api/admin/campaigns/{id} does (X-CSRF-Token required).",
                  parameters: [.path("id", .integer, "The campaign id."), .header("X-CSRF-Token", "The token of the console page.")],
-                 requestBody: APIRequestBody(required: true, content: [("application/json", consoleCampaignChange)],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("ContentChangeRequest"))],
                                              description: "As PATCH /api/admin/campaigns/{id} takes it: at least one of title, message, payload, content and options; alertAgain (default false) alerts the devices that already got it again."),
-                 responses: [200: APIResponse(description: "Changed: the inbox entries that now show the new words, the pushes not yet sent that carry them, the replacements sent per platform, and the campaign.",
-                                              content: [("application/json", consoleCampaignChanged)]),
+                 responses: [200: .json(CampaignChangeResponse.self, "Changed: the inbox entries that now show the new words, the pushes not yet sent that carry them, the replacements sent per platform, and the campaign."),
                              400: .problem("A malformed body, or nothing to change: the detail names the field."), 401: .problem("No console session."),
                              403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such campaign."),
                              409: .problem("The campaign was withdrawn."),
@@ -110,10 +109,9 @@ extension Endpoint {
         Endpoint(method: .post, path: "/console/api/campaigns/{id}/retract", access: .open,
                  summary: "Withdraws a sent campaign from the console, as POST /api/admin/campaigns/{id}/retract does (X-CSRF-Token required).",
                  parameters: [.path("id", .integer, "The campaign id."), .header("X-CSRF-Token", "The token of the console page.")],
-                 requestBody: APIRequestBody(required: false, content: [("application/json", consoleCampaignRetract)],
+                 requestBody: APIRequestBody(required: false, content: [("application/json", .ref("RetractRequest"))],
                                              description: "{\"retractedText\"}: what browsers show in its place (default \"This message was withdrawn\")."),
-                 responses: [200: APIResponse(description: "Withdrawn: the inboxes it left, the pushes not yet sent that were cancelled, and the background pushes sent per platform.",
-                                              content: [("application/json", consoleCampaignRetracted)]),
+                 responses: [200: .json(RetractResponse.self, "Withdrawn: the inboxes it left, the pushes not yet sent that were cancelled, and the background pushes sent per platform."),
                              400: .problem("A malformed body."), 401: .problem("No console session."),
                              403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such campaign."),
                              409: .problem("The campaign was already withdrawn.")]) { rooms, r, c in
@@ -171,45 +169,4 @@ extension Endpoint {
             try await rooms.console.consoleImage(r, c)
         },
     ]
-
-    /// Counts per platform in the answers to a change and a withdrawal: iPhones (`apns`), Android
-    /// phones (`fcm`) and browsers (`web`).
-    private static let consolePerPlatform = JSONSchema.type("object").with {
-        $0.properties = ["apns": .integer, "fcm": .integer, "web": .integer]
-        $0.required = ["apns", "fcm", "web"]
-    }
-
-    /// The body of `PATCH /console/api/campaigns/{id}`: the words to change, none required on its
-    /// own (the handler refuses a body that changes nothing).
-    private static let consoleCampaignChange = JSONSchema.type("object").with {
-        $0.properties = [
-            "title": .string, "message": .string,
-            "payload": JSONSchema.string.with { $0.description = "An image's name or SHA-256." },
-            "content": LocaleContent.declaredSchema,
-            "options": Endpoint.consolePushOptions,
-            "alertAgain": JSONSchema.boolean.with { $0.description = "Replace with sound, not quietly (default false)." },
-        ]
-    }
-
-    /// A campaign's options, as `POST /api/admin/campaigns` takes them.
-    private static let consolePushOptions: JSONSchema = (try? JSONSchema.of(PushOptions.self)) ?? JSONSchema.type("object")
-
-    /// The answer to a change: `notifications` inbox entries now show the new words, `pending`
-    /// pushes not yet sent carry them, `replacements` went to devices that already had it.
-    private static let consoleCampaignChanged = JSONSchema.type("object").with {
-        $0.properties = ["notifications": .integer, "pending": .integer, "replacements": Endpoint.consolePerPlatform, "campaign": .ref("CampaignResponse")]
-        $0.required = ["notifications", "pending", "replacements", "campaign"]
-    }
-
-    /// The body of `POST /console/api/campaigns/{id}/retract`.
-    private static let consoleCampaignRetract = JSONSchema.type("object").with {
-        $0.properties = ["retractedText": JSONSchema.string.with { $0.description = "What browsers show in its place (default \"This message was withdrawn\")." }]
-    }
-
-    /// The answer to a withdrawal: the `inboxes` it left, the `cancelled` pushes not yet sent,
-    /// and the `retractPushes` that remove it from the devices that showed it.
-    private static let consoleCampaignRetracted = JSONSchema.type("object").with {
-        $0.properties = ["inboxes": .integer, "cancelled": .integer, "retractPushes": Endpoint.consolePerPlatform]
-        $0.required = ["inboxes", "cancelled", "retractPushes"]
-    }
 }
