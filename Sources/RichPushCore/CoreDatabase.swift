@@ -340,11 +340,11 @@ public enum CoreDatabase {
         // docs/api.md#change-or-take-back-what-was-sent: what a push of the outbox is (NULL: the
         // notification's own; `update`, `update-alert`: its changed content to a device that got
         // it; `retract`: the background push that takes it back) and, for a retraction, the
-        // notifications it takes back (space-separated ids: several, when a device's background
-        // pushes were coalesced) and the text browsers show instead. Who sent a notification (a
-        // user or a key's name; NULL for a campaign's, whose creator is the campaign's), when it
-        // was changed and when taken back (NULL: never); the same for a campaign, and its
-        // retracted text. The counts of replacement and retract pushes sent. A device's
+        // notifications it takes back (several, when a device's background pushes were
+        // coalesced) and the text browsers show instead, as JSON (`RetractionExtra`). Who sent a
+        // notification (a user or a key's name; NULL for a campaign's, whose creator is the
+        // campaign's), when it was changed and when taken back (NULL: never); the same times for
+        // a campaign. The counts of replacement and retract pushes sent. A device's
         // retractions by due time, to keep its background pushes within two an hour; the
         // revisions that wait for a push in flight (`Revisions.waitsForInFlight`), by notification.
         SQLMigration("core-v19-change-retract", sqlite: """

@@ -100,27 +100,45 @@ enum Revisions {
         return text
     }
 
-    /// One outbox row of the notifications being revised, as the revision reads it.
-    private struct Reached {
+    /// A device that a notification being revised went to (its notification and target), as
+    /// the revision reads its outbox rows.
+    private struct Device {
         var notification: Int64
         var campaign: Int64?
         var registration: String?
         var target: String
         var platform: String?
         var app: String?
+        /// A row of it waits to be sent (it will carry what the notification says then): the
+        /// notification's own push, or a revision queued before.
+        var waiting: Waiting?
+        /// A push of it reached the device or is on its way (sent, or handed to a push service
+        /// under a lease that has not lapsed).
+        var reached = false
+        /// When the last lease of a push on its way ends; nil when none is.
+        var leaseEnd: Double?
+
+        enum Waiting { case original, revision }
+
         /// The platform its counts are kept under.
         var countedAs: String { platform ?? (registration == nil ? "hub" : "apns") }
+
+        /// A pending outbox row of `kind` to this device, for notification `notification`, due at
+        /// `due`: at once, or, while a push to it is on its way, once that push is recorded
+        /// (`waitsForInFlight`).
+        func row(_ kind: PushKind, due: Double, now: Double, extra: String? = nil) -> [SQLValue] {
+            let values: [any SQLValueConvertible] = [notification, campaign, registration, target, platform, app, UUID().uuidString,
+                                                     max(due, leaseEnd.map { $0 + 1 } ?? due), due, now, now, kind.stored,
+                                                     leaseEnd == nil ? nil : waitsForInFlight, extra]
+            return values.map(\.sqlValue)
+        }
     }
 
-    /// The rows of `ids` that are not retractions, grouped per device (notification and target):
-    /// whether a row waits to be sent (it will carry what the notification says when it is),
-    /// whether one reached the device or is on its way (sent, or handed to a push service under
-    /// a lease that has not lapsed), and when the last of those leases ends.
-    private static func devices(_ db: SQLConnection, _ ids: [Int64], now: Double)
-        throws -> [(device: Reached, waiting: String??, reached: Bool, leaseEnd: Double?)] {
+    /// The devices notifications `ids` went to, from their outbox rows that are not retractions.
+    private static func devices(_ db: SQLConnection, _ ids: [Int64], now: Double) throws -> [Device] {
         struct Key: Hashable { var notification: Int64; var target: String }
         var order: [Key] = []
-        var found: [Key: (device: Reached, waiting: String??, reached: Bool, leaseEnd: Double?)] = [:]
+        var found: [Key: Device] = [:]
         if db.dialect == .postgres {
             // The pushes in flight are locked first, in id order: the outbox's record of one
             // either committed before (it is read as sent below) or waits for this transaction,
@@ -140,20 +158,19 @@ enum Revisions {
                 WHERE \(db.idIn("notificationId")) AND state IN ('pending', 'sent') AND (kind IS NULL OR kind <> 'retract') ORDER BY id
                 """, arguments: [db.idList(chunk)]) {
                 let key = Key(notification: row["notificationId"], target: row["target"])
-                var entry = found[key] ?? (Reached(notification: key.notification, campaign: row["campaignId"], registration: row["registrationId"],
-                                                   target: key.target, platform: row["platform"], app: row["app"]), nil, false, nil)
                 if found[key] == nil { order.append(key) }
-                let state: String = row["state"]
+                var device = found[key] ?? Device(notification: key.notification, campaign: row["campaignId"], registration: row["registrationId"],
+                                                  target: key.target, platform: row["platform"], app: row["app"])
                 let next: Double = row["nextAttemptAt"]
-                if state == "sent" {
-                    entry.reached = true
+                if (row["state"] as String) == "sent" {
+                    device.reached = true
                 } else if (row["leaseTag"] as Int64?) != nil, next > now {
-                    entry.reached = true
-                    entry.leaseEnd = max(entry.leaseEnd ?? next, next)
+                    device.reached = true
+                    device.leaseEnd = max(device.leaseEnd ?? next, next)
                 } else {
-                    entry.waiting = .some(row["kind"] as String?)
+                    device.waiting = (row["kind"] as String?) == nil ? .original : .revision
                 }
-                found[key] = entry
+                found[key] = device
             }
         }
         return order.map { found[$0]! }
@@ -162,22 +179,19 @@ enum Revisions {
     /// Queues, for each device of notifications `ids` (just rewritten) that got them, a
     /// replacement under the same collapse id, tag and Topic: quiet unless `alertAgain`. A device
     /// whose push waits to be sent gets the new content with it, and nothing more; one whose
-    /// push is on its way now gets the replacement after that push's lease.
+    /// push is on its way now gets the replacement once that push is recorded.
     static func replace(_ db: SQLConnection, _ ids: [Int64], alertAgain: Bool, into outcome: inout ChangeOutcome) throws {
         let now = db.now
         var rows: [[SQLValue]] = []
-        for (device, waiting, reached, leaseEnd) in try devices(db, ids, now: now) {
-            if let waiting {
-                // A replacement already waiting carries the new content; an original push too.
-                if waiting != nil { outcome.replacements[device.countedAs, default: 0] += 1 } else { outcome.pending += 1 }
-                continue
+        for device in try devices(db, ids, now: now) {
+            switch device.waiting {
+            case .original?: outcome.pending += 1
+            case .revision?: outcome.replacements[device.countedAs, default: 0] += 1 // it carries the new content
+            case nil where device.reached:
+                rows.append(device.row(.update(alertAgain: alertAgain), due: now, now: now))
+                outcome.replacements[device.countedAs, default: 0] += 1
+            case nil: break
             }
-            guard reached else { continue }
-            let values: [any SQLValueConvertible] = [device.notification, device.campaign, device.registration, device.target, device.platform,
-                                                     device.app, UUID().uuidString, leaseEnd.map { $0 + 1 } ?? now, now, now, now,
-                                                     PushKind.update(alertAgain: alertAgain).stored, leaseEnd == nil ? nil : waitsForInFlight, String?.none]
-            rows.append(values.map(\.sqlValue))
-            outcome.replacements[device.countedAs, default: 0] += 1
         }
         try insert(db, rows)
     }
@@ -208,28 +222,22 @@ enum Revisions {
         outcome.retracted += retracted
         try NotificationStore.recordRemovals(db, retracted.sorted())
         let taken = Set(retracted)
+        let retraction = { (ids: [Int64]) in (kind: PushKind.retract(ids: ids, text: text), extra: RetractionExtra(ids: ids, text: text).stored) }
         var rows: [[SQLValue]] = []
-        // A retraction due at `due`, or once a push to the device still in flight (its lease ends at `leaseEnd`) is recorded.
-        func row(_ device: Reached, ids: [Int64], due: Double, leaseEnd: Double?) -> [SQLValue] {
-            let values: [any SQLValueConvertible] = [device.notification, device.campaign, device.registration, device.target, device.platform,
-                                                     device.app, UUID().uuidString, max(due, leaseEnd.map { $0 + 1 } ?? due), due, now, now,
-                                                     PushKind.retract(ids: ids, text: text).stored, leaseEnd == nil ? nil : waitsForInFlight,
-                                                     RetractionExtra(ids: ids, text: text).stored]
-            return values.map(\.sqlValue)
-        }
         // Browsers: a visible notification each, no budget.
-        var background: [(device: Reached, leaseEnd: Double?)] = []
-        for (device, _, _, leaseEnd) in reached where taken.contains(device.notification) {
+        var background: [Device] = []
+        for device in reached where taken.contains(device.notification) {
             if device.platform == "web" {
-                rows.append(row(device, ids: [device.notification], due: now, leaseEnd: leaseEnd))
+                let (kind, extra) = retraction([device.notification])
+                rows.append(device.row(kind, due: now, now: now, extra: extra))
                 outcome.retractPushes["web", default: 0] += 1
             } else {
-                background.append((device, leaseEnd))
+                background.append(device)
             }
         }
         // Each device's retractions of the last hour and those waiting, by due time.
         var recent: [String: [(id: Int64, due: Double, joinable: Bool, extra: String?)]] = [:]
-        for chunk in Array(Set(background.map(\.device.target))).sorted().sqlBatches() {
+        for chunk in Array(Set(background.map(\.target))).sorted().sqlBatches() {
             for found in try db.fetchAll(sql: """
                 SELECT id, target, dueAt, state, leaseTag, extra FROM deliveries
                 WHERE kind = 'retract' AND target IN (\(sqlPlaceholders(chunk.count))) AND dueAt > ?
@@ -239,7 +247,7 @@ enum Revisions {
                 recent[found["target"], default: []].append((found["id"], due, joinable, found["extra"]))
             }
         }
-        for (device, leaseEnd) in background {
+        for device in background {
             var earlier = recent[device.target, default: []].sorted { $0.due < $1.due }
             outcome.retractPushes[device.countedAs, default: 0] += 1
             if earlier.count >= backgroundPerHour, let waiting = earlier.last(where: \.joinable),
@@ -252,14 +260,14 @@ enum Revisions {
             }
             // Within the budget now, or at the hour after the last but one.
             let at = earlier.count >= backgroundPerHour ? max(now, earlier[earlier.count - backgroundPerHour].due + 3600) : now
-            let made = row(device, ids: [device.notification], due: at, leaseEnd: leaseEnd)
-            let inserted = try Int64.fetchOne(db, sql: """
-                INSERT INTO deliveries (\(columns)) VALUES \(tuple) RETURNING id
-                """, arguments: SQLArguments(values: made)) ?? 0
-            earlier.append((inserted, at, at > now, made.last.flatMap { String.fromSQL($0) }))
+            let (kind, extra) = retraction([device.notification])
+            let inserted = try Int64.fetchOne(db, sql: "INSERT INTO deliveries (\(columns)) VALUES \(tuple) RETURNING id",
+                                              arguments: SQLArguments(values: device.row(kind, due: at, now: now, extra: extra))) ?? 0
+            earlier.append((inserted, at, at > now, extra))
             recent[device.target] = earlier
         }
         try insert(db, rows)
+        if rows.isEmpty && !background.isEmpty { try db.notify(DataChange.outbox.rawValue) }
     }
 
     /// The reason a revision waits with while a push of its notification to the same device is
