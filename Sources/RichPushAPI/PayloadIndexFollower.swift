@@ -71,11 +71,11 @@ package struct PayloadIndexFollower: Service {
             }
             do {
                 while true {
-                    let (batch, read) = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
+                    let (batch, read, full) = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
                     index.load(batch)
                     if let warmer, !batch.isEmpty { await warmer.warm(Set(batch.map(\.notification.payload))) }
                     if let read { last.withLockedValue { $0 = read } }
-                    if read == nil { break }
+                    if !full { break }
                 }
             } catch {
                 logger.warning("cannot follow new notifications", metadata: ["error": "\(error)"])

@@ -73,6 +73,14 @@ struct NotificationChangeResponse: Codable, Sendable {
 struct RetractRequest: Codable, Sendable {
     /// What a browser shows in place of the notification (default "This message was withdrawn").
     var retractedText: String?
+
+    /// The body of `request`: none (or white space alone) asks for the defaults.
+    static func read(_ request: Request) async throws -> RetractRequest {
+        let body = try await RequestBody.collect(request, upTo: 16 << 10, what: "a retraction")
+        let bytes = Data(body.readableBytesView)
+        guard !bytes.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) else { return RetractRequest() }
+        return try RequestBody.decode(RetractRequest.self, from: bytes, shape: "{\"retractedText\"}, or no body")
+    }
 }
 
 /// `200` of a retraction: what was done, per platform.

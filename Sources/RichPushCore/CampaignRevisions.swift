@@ -52,9 +52,10 @@ extension CampaignStore {
                     """, arguments: [id, after])
                 guard let last = batch.last else { break }
                 after = last["id"]
-                let names = Array(Set(batch.map { $0["recipient"] as String })).sorted()
-                // Each recipient's locale now (and, for templates, what they see), as a batch being queued reads them.
-                let people = try CampaignTemplates.recipients(db, names)
+                // Each recipient's locale now (and, for templates, what they see), as a batch being
+                // queued reads them; words that are the same for everyone need neither.
+                let people = templates == nil && locales.isEmpty ? [:]
+                    : try CampaignTemplates.recipients(db, Array(Set(batch.map { $0["recipient"] as String })).sorted())
                 for row in batch {
                     let (notification, name): (Int64, String) = (row["id"], row["recipient"])
                     let locale = Self.contentLocale(for: people[name]?.locale, locales: locales, defaultLocale: campaign.defaultLocale)

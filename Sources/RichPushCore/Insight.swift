@@ -186,8 +186,6 @@ extension CampaignStore {
                 if !platform.isEmpty {
                     stats.byPlatform[platform, default: .init()].sent += sent
                     stats.byPlatform[platform, default: .init()].failed += failed
-                    stats.byPlatform[platform, default: .init()].updated += updated
-                    stats.byPlatform[platform, default: .init()].retracted += retracted
                 }
                 let minute: Int64 = row["minute"]
                 var entry = minutes[minute] ?? .init(minute: Date(timeIntervalSince1970: Double(minute) * 60), sent: 0, displayed: 0, opened: 0)

@@ -54,7 +54,7 @@ extension NotificationStore {
                                                              title: before.title, mode: before.mode, options: PushOptions(stored: row["options"])))
             let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: before.campaignId, now: now)
             let web = try Int.fetchOne(db, sql: "SELECT 1 FROM deliveries WHERE notificationId = ? AND platform = 'web' LIMIT 1", arguments: [id]) != nil
-            try writer.rewrite(db, id: id, web: web)
+            let richUrl = try writer.rewrite(db, id: id, web: web)
             var outcome = ChangeOutcome()
             outcome.notifications = 1
             if writer.media.id != before.payload {
@@ -66,7 +66,6 @@ extension NotificationStore {
             try Revisions.replace(db, [id], alertAgain: change.alertAgain, into: &outcome)
             var after = before
             (after.message, after.title, after.payload) = (writer.message, writer.title, writer.media.id)
-            let richUrl = try String.fetchOne(db, sql: "SELECT richUrl FROM notifications WHERE id = ?", arguments: [id])
             return (after, richUrl, outcome)
         }
     }

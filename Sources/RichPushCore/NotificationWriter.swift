@@ -121,13 +121,16 @@ struct NotificationWriter {
     /// Writes this writer's words, payload, options and push over notification `id`'s, stamped
     /// changed at `now` (docs/api.md#change-or-take-back-what-was-sent): its pushes not yet sent
     /// carry them, as its inbox entry does. `web`: some target of it is a browser, so the Web
-    /// Push message must fit too. 422 when the push would not fit its platform.
-    func rewrite(_ db: SQLConnection, id: Int64, web: Bool) throws {
+    /// Push message must fit too. 422 when the push would not fit its platform. Returns its new
+    /// payload URL.
+    @discardableResult
+    func rewrite(_ db: SQLConnection, id: Int64, web: Bool) throws -> String? {
         let made = make(id: id, targets: web ? [PushTarget(registration: nil, target: "", platform: "web")] : [])
         if let refusal = Self.refusal(made) { throw refusal }
         try db.execute(sql: """
             UPDATE notifications SET message = ?, title = ?, payload = ?, options = ?, push = ?, richUrl = ?, changedAt = ? WHERE id = ?
             """, arguments: [message, title, media.id.hex, options.stored, made.bytes, made.richUrl, now.timeIntervalSince1970, id], cached: true)
+        return made.richUrl
     }
 
     /// `insert` for many recipients: the ids are taken first, so that each row is written once,

@@ -205,8 +205,9 @@ public struct NotificationStore: Sendable {
     /// Notifications as a payload fetch needs them, each with whether it is read: the newest
     /// `limit` when `after` is nil, else the first `limit` after id `after`, in id order.
     /// Those taken back are left out; `last` is the largest id read (nil: none), where the next
-    /// read goes on from.
-    public func indexEntries(after: Int64?, limit: Int) async throws -> (entries: [(notification: QueuedNotification, read: Bool)], last: Int64?) {
+    /// read goes on from, and `full` says that `limit` rows were read (more may follow).
+    public func indexEntries(after: Int64?, limit: Int) async throws
+        -> (entries: [(notification: QueuedNotification, read: Bool)], last: Int64?, full: Bool) {
         try await database.read { db in
             let rows = if let after {
                 try SQLRow.fetchAll(db, sql: "SELECT id, recipient, payload, read, retractedAt FROM notifications WHERE id > ? ORDER BY id LIMIT ?",
@@ -220,7 +221,7 @@ public struct NotificationStore: Sendable {
                 MediaID(row["payload"] as String).map { (notification: QueuedNotification(id: row["id"], recipient: row["recipient"], payload: $0),
                                                          read: row["read"] as Bool) }
             }
-            return (entries, rows.map { $0["id"] as Int64 }.max())
+            return (entries, rows.map { $0["id"] as Int64 }.max(), rows.count >= limit)
         }
     }
 
@@ -271,14 +272,6 @@ public struct NotificationStore: Sendable {
                                    now: now.timeIntervalSince1970)
             }
             return true
-        }
-    }
-
-    /// Whether notification `id` exists (a cancelled campaign's unsent ones, and a removed
-    /// user's, do not) and was not taken back.
-    public func exists(_ id: Int64) async throws -> Bool {
-        try await database.read { db in
-            try Int64.fetchOne(db, sql: "SELECT id FROM notifications WHERE id = ? AND retractedAt IS NULL", arguments: [id]) != nil
         }
     }
 

@@ -144,10 +144,7 @@ struct CampaignsController: Sendable {
     /// takes it back from every inbox and every device that got it.
     func retractCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try await revisable(context, verb: "takes back")
-        let body = try await RequestBody.collect(request, upTo: 16 << 10, what: "a retraction")
-        let bytes = Data(body.readableBytesView)
-        let asked = bytes.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) ? RetractRequest()
-            : try RequestBody.decode(RetractRequest.self, from: bytes, shape: "{\"retractedText\"}, or no body")
+        let asked = try await RetractRequest.read(request)
         let (progress, outcome) = try await campaigns.retract(id, text: asked.retractedText)
         payloadIndex.remove(outcome.retracted)
         dispatcher.outboxChanged()

@@ -70,6 +70,7 @@ extension Endpoint {
                      403: .problem("A send key that did not create the campaign (an admin takes back any)."),
                      404: .problem("No such campaign."),
                      409: .problem("The campaign was already taken back."),
+                     413: .problem("The body is over 16 KiB."),
                  ]) { rooms, r, c in try await rooms.campaigns.retractCampaign(r, c) },
     ]
 }

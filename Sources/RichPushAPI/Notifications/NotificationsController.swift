@@ -164,7 +164,7 @@ struct NotificationsController: Sendable {
     /// image or options, for its inbox entry, its payload URL and every device that got it.
     func changeNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try await revisable(context)
-        let body = try await request.body.collect(upTo: 64 * 1024)
+        let body = try await RequestBody.collect(request, upTo: 64 * 1024, what: "a notification change")
         let asked = try RequestBody.decode(ContentChangeRequest.self, from: Data(body.readableBytesView), shape: ContentChangeRequest.shape)
         let (n, richUrl, outcome) = try await notifications.change(id, asked.change, defaultImage: defaultImage)
         payloadIndex.remove(outcome.repointed)
@@ -177,10 +177,7 @@ struct NotificationsController: Sendable {
     /// back from the inbox and from every device that got it.
     func retractNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try await revisable(context)
-        let body = try await request.body.collect(upTo: 16 << 10)
-        let bytes = Data(body.readableBytesView)
-        let asked = bytes.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) ? RetractRequest()
-            : try RequestBody.decode(RetractRequest.self, from: bytes, shape: "{\"retractedText\"}, or no body")
+        let asked = try await RetractRequest.read(request)
         let outcome = try await notifications.retract(id, text: asked.retractedText)
         payloadIndex.remove(outcome.retracted)
         dispatcher.outboxChanged()
