@@ -7,8 +7,11 @@ import RichPushCore
 struct WebhooksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webhooks",
-        abstract: "Send delivery events (sent, failed, displayed, opened, campaign.done) to your own systems, signed.",
+        abstract: "Send delivery events (\(eventNames)) to your own systems, signed.",
         subcommands: [Add.self, List.self, Remove.self])
+
+    /// Every event type, as `--events` takes them.
+    static let eventNames = DeliveryEventType.allCases.map(\.rawValue).joined(separator: ", ")
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -21,7 +24,7 @@ struct WebhooksCommand: AsyncParsableCommand {
                 and loopback or private addresses, for a receiver on this machine or a private network.
                 """)
         @OptionGroup var dataOptions: DataOptions
-        @Option(help: "Comma-separated: sent, failed, displayed, opened, campaign.done (default: all).") var events: String?
+        @Option(help: "Comma-separated: \(WebhooksCommand.eventNames) (default: all).") var events: String?
         @Option(help: ArgumentHelp("A file holding the signing secret (at least 16 bytes).", valueName: "file")) var secretFile: String?
         @Flag(inversion: .prefixedNo, help: "Accept a receiver at a loopback, private or other non-public address, or over http; serve delivers to it only with the same flag (env RICHPUSH_ALLOW_PRIVATE_WEBHOOKS).")
         var allowPrivateWebhooks: Bool = Environment.bool("RICHPUSH_ALLOW_PRIVATE_WEBHOOKS") ?? false
@@ -35,7 +38,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             var types: [DeliveryEventType] = []
             for name in (events ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
                 guard let type = DeliveryEventType(rawValue: name) else {
-                    Terminal.error("error: unknown event '\(name)': use sent, failed, displayed, opened or campaign.done")
+                    Terminal.error("error: unknown event '\(name)': use any of \(WebhooksCommand.eventNames)")
                     throw ExitCode(2)
                 }
                 types.append(type)

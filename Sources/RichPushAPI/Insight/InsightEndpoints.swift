@@ -14,7 +14,7 @@ extension Endpoint {
             try await rooms.insight.reportOpened(r, c)
         },
         Endpoint(method: .get, path: "/api/admin/campaigns/{id}/stats", access: .admin,
-                 summary: "A campaign's funnel (queued, sent, failed, displayed, opened), by platform, its failure reasons and a per-minute timeline.",
+                 summary: "A campaign's funnel (queued, sent, failed, displayed, opened; updated and retracted, docs/api.md#change-or-take-back-what-was-sent), by platform, its failure reasons and a per-minute timeline.",
                  parameters: [.path("id", JSONSchema.integer.with { $0.minimum = 1 }, "The campaign id.")],
                  keys: .read,
                  responses: [200: .json(CampaignStatsResponse.self, "From counters kept as pushes happen."),
