@@ -64,10 +64,18 @@ struct TestServer {
         let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
                                       limits: configuration.limits, environment: environment)
         defer { data.close() }
-        let database = data.database // for the tests that look at rows directly
         let users = data.users(cost: 4)
         for (name, password) in passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }
-        var logger = Logger(label: "test")
+        try await serveNode(dir: dir, data: data, configuration: configuration, environment: environment, label: "test", provider: provider,
+                            mirror: mirror, dispatcherLogger: dispatcherLogger, maxAttempts: maxAttempts, body)
+    }
+
+    /// Serves a node over `data` until `body` returns: its application as `serve` builds it and,
+    /// with `provider`, an outbox dispatcher sending through it.
+    private static func serveNode(dir: URL, data: DataStore, configuration: ServerConfiguration, environment: [String: String], label: String,
+                                  provider: (any PushProvider)?, mirror: (any RegistrationMirror)? = nil, dispatcherLogger: Logger? = nil,
+                                  maxAttempts: Int = 12, _ body: @Sendable (TestServer) async throws -> Void) async throws {
+        var logger = Logger(label: label)
         logger.logLevel = .warning
         let dispatcher = provider.map {
             OutboxDispatcher(outbox: data.outbox, provider: $0, logger: dispatcherLogger ?? logger, concurrency: 64, pollInterval: .milliseconds(50),
@@ -75,10 +83,10 @@ struct TestServer {
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, data: data,
                                              extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
-        let (finalConfiguration, finalEnvironment, routes, fastPath) = (configuration, environment, app.routes, app.fastPath)
+        let (routes, fastPath) = (app.routes, app.fastPath)
         try await app.serve { client in
-            try await body(TestServer(dir: dir, data: data, database: database, client: client, configuration: finalConfiguration,
-                                      environment: finalEnvironment, routes: routes, fastPath: fastPath))
+            try await body(TestServer(dir: dir, data: data, database: data.database, client: client, configuration: configuration,
+                                      environment: environment, routes: routes, fastPath: fastPath))
         }
     }
 
@@ -88,19 +96,8 @@ struct TestServer {
     func secondNode(provider: (any PushProvider)? = nil, _ body: @Sendable (TestServer) async throws -> Void) async throws {
         let data = try await openStoreAgain()
         defer { data.close() }
-        var logger = Logger(label: "test-node-2")
-        logger.logLevel = .warning
-        let dispatcher = provider.map {
-            OutboxDispatcher(outbox: data.outbox, provider: $0, logger: logger, concurrency: 64, pollInterval: .milliseconds(50),
-                             maxAttempts: 12, backoffBase: 0.05, backoffCap: 0.2)
-        }
-        let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), data: data,
-                                             extraServices: dispatcher.map { [$0] } ?? [], logger: logger)
-        let (dir, configuration, environment, routes, fastPath) = (self.dir, self.configuration, self.environment, app.routes, app.fastPath)
-        try await app.serve { client in
-            try await body(TestServer(dir: dir, data: data, database: data.database, client: client, configuration: configuration,
-                                      environment: environment, routes: routes, fastPath: fastPath))
-        }
+        try await Self.serveNode(dir: dir, data: data, configuration: configuration, environment: environment, label: "test-node-2",
+                                 provider: provider, body)
     }
 
     static func basic(_ user: String, _ password: String? = nil) -> HTTPFields {
