@@ -26,6 +26,9 @@ public protocol PushProvider: Sendable {
     /// users (Web Push's endpoints): the outbox sends at most a few at once to one such host,
     /// so a host that never answers holds only its own pushes. nil: no such limit.
     func concurrencyGroup(of job: DeliveryJob) -> String?
+    /// Makes an APNs broadcast channel for `app`'s Live Activities (docs/api.md#live-activities)
+    /// and returns its id; throws where `app` sends no APNs pushes directly.
+    func createChannel(app: String) async throws -> String
 }
 
 extension PushProvider {
@@ -33,6 +36,10 @@ extension PushProvider {
     public var platforms: Set<String>? { nil }
     public func platform(of job: DeliveryJob) -> String { platform }
     public func concurrencyGroup(of job: DeliveryJob) -> String? { nil }
+
+    public func createChannel(app: String) async throws -> String {
+        throw PushError.configuration("app \(app) sends no APNs pushes directly: broadcast Live Activities need its --apns-key…")
+    }
 
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
         Task {
@@ -54,6 +61,10 @@ public struct APNsProvider: PushProvider {
     public var addressing: DeliveryAddressing { .perDevice }
     public var platform: String { "apns" }
 
+    public func createChannel(app: String) async throws -> String {
+        try await client.createChannel()
+    }
+
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         await withCheckedContinuation { continuation in
             start(job) { outcome, timestamp in continuation.resume(returning: (outcome, timestamp)) }
@@ -64,6 +75,18 @@ public struct APNsProvider: PushProvider {
         let life = job.sendingLife
         // `apns-expiration` is a moment: 0 for now or never, else the end of the push's life.
         let expiration = life == 0 ? Date(timeIntervalSince1970: 0) : (job.expiresAt ?? Date())
+        if let activity = job.activity {
+            // docs/api.md#live-activities: a broadcast's end deletes its channel once APNs took it.
+            let client = self.client
+            client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId, expiration: expiration,
+                         priority: String(activity.priority), liveActivity: true, channelID: activity.channelId) { outcome, timestamp in
+                if case .sent = outcome, activity.event == "end", let channel = activity.channelId {
+                    Task { try? await client.deleteChannel(channel) }
+                }
+                completion(outcome, timestamp)
+            }
+            return
+        }
         client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId, expiration: expiration,
                      collapseID: job.alertCollapseID, priority: job.options.apnsPriority(job.mode), completion: completion)
     }
@@ -88,6 +111,9 @@ public struct NotificationHubsProvider: PushProvider {
     /// A per-user row carries its tag; a per-device row (a notification queued by another process,
     /// such as `richpush notify`) goes to that device's installation, mirrored under the registration id.
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        if job.activity != nil {
+            return (.failed(reason: "Live Activities go to APNs directly (--apns-key…), not through Notification Hubs", prune: false), nil)
+        }
         let tag = job.registrationId.map { "$InstallationId:{\($0)}" } ?? job.target
         let life = job.sendingLife
         return (await client.send(payload: job.payload, mode: job.mode, tag: tag, priority: job.options.apnsPriority(job.mode),
@@ -182,6 +208,21 @@ public struct FCMProvider: PushProvider {
     public var platform: String { "fcm" }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        if let activity = job.activity {
+            // docs/api.md#live-activities: a data message the app renders, each newer one replacing
+            // the one before while the device is offline (the activity's collapse key), high
+            // priority for the start and the end.
+            let object = (try? JSONSerialization.jsonObject(with: activity.twin)) as? [String: Any] ?? [:]
+            var data: [String: String] = [:]
+            for (key, value) in object {
+                if let text = value as? String { data[key] = text } else if JSONSerialization.isValidJSONObject(value),
+                   let json = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]) {
+                    data[key] = String(decoding: json, as: UTF8.self)
+                } else { data[key] = "\(value)" }
+            }
+            return (await client.send(FCMClient.message(token: job.target, data: data, notification: nil, collapseKey: activity.id,
+                                                        mode: activity.priority == 10 ? .alert : .silent, ttl: job.sendingLife)), nil)
+        }
         guard let content = job.content else { return (.failed(reason: "the push has no content for FCM", prune: false), nil) }
         // Android shows a notification image only up to 1 MB: the push variant (docs/configuration.md#the-media-store).
         let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
@@ -220,12 +261,17 @@ public struct WebPushProvider: PushProvider {
     }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
-        guard let content = job.content else { return (.failed(reason: "the push has no content for Web Push", prune: false), nil) }
         guard let subscription = try? WebPushSubscription(jsonText: job.target) else {
             // Not pruned: a stored handle that no longer reads is this server's problem, not the browser's.
             return (.failed(reason: "the registration's handle is not a PushSubscription", prune: false), nil)
         }
         let life = job.sendingLife
+        if let activity = job.activity {
+            // docs/api.md#live-activities: one notification per activity, replaced by its Topic and tag.
+            return (await client.send(Array(activity.twin), to: subscription, ttl: life, urgency: activity.priority == 10 ? .high : .normal,
+                                      topic: activity.id), nil)
+        }
+        guard let content = job.content else { return (.failed(reason: "the push has no content for Web Push", prune: false), nil) }
         let high = job.mode == .alert && job.options.priority != .normal
         let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: life,
                                         urgency: high ? .high : .normal, topic: job.collapseID)
@@ -268,6 +314,14 @@ public struct PlatformRouter: PushProvider {
         default: "--apns-key, --apns-key-id, --apns-team-id and --apns-topic"
         }
         return .failed(reason: "this server sends no \(job.platform ?? "apns") pushes: start serve with \(flags)", prune: false)
+    }
+
+    public func createChannel(app: String) async throws -> String {
+        guard let apns = providers["apns"] else {
+            throw PushError.configuration(app == AppName.default ? "this server sends no APNs pushes: broadcast Live Activities need --apns-key, --apns-key-id, --apns-team-id and --apns-topic"
+                                                                 : "app \(app) sends no APNs pushes: give it APNs credentials in serve --apps")
+        }
+        return try await apns.createChannel(app: app)
     }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
@@ -318,6 +372,11 @@ public struct AppRouter: PushProvider {
 
     private static func missing(_ job: DeliveryJob) -> DeliveryOutcome {
         .failed(reason: "this server has no app named \(job.app): add it to serve --apps", prune: false)
+    }
+
+    public func createChannel(app: String) async throws -> String {
+        guard let provider = apps[app] else { throw PushError.configuration("this server has no app named \(app): add it to serve --apps") }
+        return try await provider.createChannel(app: app)
     }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {

@@ -15,6 +15,9 @@ public struct PushError: Error, Sendable, CustomStringConvertible {
     /// The push service could not be reached or answered nonsense.
     public static func transport(_ message: String) -> PushError { .init(.transport, message) }
 
+    /// Whether a flag or file is wrong (rather than the service out of reach).
+    public var isConfiguration: Bool { code == .configuration }
+
     public var description: String { message }
 }
 

@@ -157,7 +157,8 @@ enum OpenAPIDocument {
         RegistrationDeleted.self, NotificationRequest.self, NotificationCreated.self, NotificationSummary.self,
         SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self, MeUpdate.self,
         UserAttributesBody.self, UserAttributesPatchBody.self, TopicsResponse.self, TopicSubscribersChange.self, TopicSubscribersResponse.self,
-        SegmentBody.self, ContentChangeRequest.self, RetractRequest.self,
+        SegmentBody.self, ContentChangeRequest.self, RetractRequest.self, PushToStartTokenBody.self, LiveActivityStartRequest.self,
+        ActivityTokenBody.self, LiveActivityChangeRequest.self,
     ] }
 
     static func name(of type: any Decodable.Type) -> String { String(describing: type) }

@@ -50,6 +50,7 @@ public struct Problem: HTTPResponseError {
             case .forbidden: .forbidden
             case .gone: .gone
             case .conflict: .conflict
+            case .tooLarge: .contentTooLarge
             }
             return (Problem(status, error.message), false)
         case let error as MediaStoreError where error.isNotFound:

@@ -18,6 +18,7 @@ package struct Rooms: Sendable {
     let accounts: AccountsController
     let audiences: AudiencesController
     let segments: SegmentsController
+    let liveActivities: LiveActivitiesController
     let console: ConsoleController
 
     /// The stores a server's rooms share, and what answers from memory.
@@ -31,6 +32,7 @@ package struct Rooms: Sendable {
         package var notifications: NotificationStore
         package var campaigns: CampaignStore
         package var campaignQueuer: CampaignQueuer
+        package var liveActivities: LiveActivityStore
         package var deliveries: DeliveryStore
         package var idempotency: IdempotencyStore
         package var links: PayloadLinks
@@ -44,7 +46,8 @@ package struct Rooms: Sendable {
 
         /// The parts, named.
         package init(media: MediaStore, users: UserStore, sessions: SessionStore, registrations: RegistrationStore, topics: TopicStore,
-                     segments: SegmentStore, notifications: NotificationStore, campaigns: CampaignStore, campaignQueuer: CampaignQueuer, deliveries: DeliveryStore,
+                     segments: SegmentStore, notifications: NotificationStore, campaigns: CampaignStore, campaignQueuer: CampaignQueuer,
+                     liveActivities: LiveActivityStore, deliveries: DeliveryStore,
                      idempotency: IdempotencyStore, links: PayloadLinks, blobs: BlobCache, payloadIndex: PayloadIndex, readMarks: ReadMarks,
                      authenticator: Authenticator, dispatcher: any PushDispatching, mirror: (any RegistrationMirror)?,
                      prometheus: PrometheusCollectorRegistry) {
@@ -57,6 +60,7 @@ package struct Rooms: Sendable {
             self.notifications = notifications
             self.campaigns = campaigns
             self.campaignQueuer = campaignQueuer
+            self.liveActivities = liveActivities
             self.deliveries = deliveries
             self.idempotency = idempotency
             self.links = links
@@ -97,6 +101,8 @@ package struct Rooms: Sendable {
         audiences = AudiencesController(users: p.users, topics: p.topics)
         let segmentsRoom = SegmentsController(segments: p.segments)
         segments = segmentsRoom
+        let liveActivitiesRoom = LiveActivitiesController(apps: settings.apps, activities: p.liveActivities, dispatcher: p.dispatcher)
+        liveActivities = liveActivitiesRoom
         console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, sessionLifetime: settings.sessionLifetime,
                                     servedOverHTTPS: settings.servedOverHTTPS, authenticator: p.authenticator, sessions: p.sessions, media: p.media,
                                     users: p.users, registrations: p.registrations, notifications: p.notifications, campaigns: p.campaigns,

@@ -28,5 +28,12 @@ enum ValuePattern {
     /// characters; at most 64 bytes, which the pattern can only approach (64 characters).
     static let version = "^[^\\u0000-\\u001F\\u007F-\\u009F]{1,64}$"
 
+    /// A Live Activity's push-to-start or update token in hex (`LiveActivityStore.checkedToken`).
+    static let activityToken = "^([0-9a-fA-F]{2}){32,255}$"
+    /// An ActivityKit attributes type's name (`LiveActivityStore.checkedType`).
+    static let activityType = "^[A-Za-z0-9_.]{1,100}$"
+    /// An RFC 3339 time.
+    static let rfc3339 = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"
+
     static func string(_ pattern: String) -> JSONSchema { JSONSchema.string.with { $0.pattern = pattern } }
 }

@@ -360,6 +360,76 @@ public enum CoreDatabase {
                 CREATE INDEX deliveries_retractions ON deliveries(target, dueAt) WHERE kind = 'retract';
                 CREATE INDEX deliveries_waiting ON deliveries(notificationId) WHERE reason = 'waits for the push before it, in flight';
                 """),
+        SQLMigration("core-v20-live-activities", sqlite: """
+                CREATE TABLE activity_start_tokens (
+                    registrationId TEXT NOT NULL REFERENCES registrations(id) ON DELETE CASCADE,
+                    type           TEXT NOT NULL,
+                    token          TEXT NOT NULL,
+                    updatedAt      REAL NOT NULL,
+                    PRIMARY KEY (registrationId, type)
+                );
+                CREATE INDEX activity_start_tokens_type ON activity_start_tokens(type, registrationId);
+                CREATE TABLE live_activities (
+                    id            TEXT PRIMARY KEY NOT NULL,
+                    type          TEXT NOT NULL,
+                    app           TEXT NOT NULL,
+                    state         TEXT NOT NULL CHECK (state IN ('active', 'ended')),
+                    channelId     TEXT,
+                    attributes    TEXT NOT NULL,
+                    contentState  TEXT NOT NULL,
+                    staleDate     REAL,
+                    devices       INTEGER NOT NULL,
+                    updates       INTEGER NOT NULL,
+                    failures      INTEGER NOT NULL,
+                    lastUpdate    REAL,
+                    lastTimestamp INTEGER NOT NULL,
+                    createdAt     REAL NOT NULL,
+                    endedAt       REAL,
+                    createdBy     TEXT NOT NULL
+                );
+                CREATE INDEX live_activities_created ON live_activities(createdAt);
+                CREATE TABLE activity_devices (
+                    activityId     TEXT NOT NULL REFERENCES live_activities(id) ON DELETE CASCADE,
+                    registrationId TEXT NOT NULL,
+                    platform       TEXT NOT NULL,
+                    updateToken    TEXT,
+                    PRIMARY KEY (activityId, registrationId)
+                );
+                CREATE TABLE activity_events (
+                    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+                    activityId TEXT NOT NULL REFERENCES live_activities(id) ON DELETE CASCADE,
+                    event      TEXT NOT NULL,
+                    timestamp  INTEGER NOT NULL,
+                    priority   INTEGER NOT NULL,
+                    apns       BLOB NOT NULL,
+                    twin       BLOB NOT NULL,
+                    createdAt  REAL NOT NULL
+                );
+                CREATE INDEX activity_events_activity ON activity_events(activityId, timestamp);
+                CREATE TABLE activity_pushes (
+                    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+                    eventId        INTEGER NOT NULL REFERENCES activity_events(id) ON DELETE CASCADE,
+                    activityId     TEXT NOT NULL,
+                    lane           TEXT NOT NULL,
+                    registrationId TEXT,
+                    platform       TEXT NOT NULL,
+                    app            TEXT NOT NULL,
+                    target         TEXT NOT NULL,
+                    timestamp      INTEGER NOT NULL,
+                    state          TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'failed')),
+                    attempts       INTEGER NOT NULL,
+                    reason         TEXT,
+                    pushId         TEXT NOT NULL,
+                    nextAttemptAt  REAL NOT NULL,
+                    leasedBy       INTEGER,
+                    leaseTag       INTEGER,
+                    createdAt      REAL NOT NULL,
+                    updatedAt      REAL NOT NULL
+                );
+                CREATE INDEX activity_pushes_due ON activity_pushes(state, nextAttemptAt);
+                CREATE INDEX activity_pushes_lane ON activity_pushes(activityId, lane, state, timestamp);
+                CREATE INDEX activity_pushes_event ON activity_pushes(eventId);
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

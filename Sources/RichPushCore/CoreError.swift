@@ -14,6 +14,8 @@ public struct CoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case gone
         /// It already exists (409).
         case conflict
+        /// It is larger than allowed (413).
+        case tooLarge
     }
 
     /// The class of the refusal.

@@ -41,6 +41,8 @@ public final class DataStore: Sendable {
     public let outbox: OutboxStore
     /// Small named values shared by the processes on one store.
     public let settings: SettingsStore
+    /// Live Activities, their tokens and pushes (docs/api.md#live-activities).
+    public let liveActivities: LiveActivityStore
     let database: SQLDatabase
     let directory: DataDirectory
 
@@ -93,6 +95,7 @@ public final class DataStore: Sendable {
         self.deliveries = DeliveryStore(database: database)
         self.outbox = OutboxStore(database: database)
         self.settings = SettingsStore(database: database)
+        self.liveActivities = LiveActivityStore(database: database)
     }
 
     /// Users, with password hashes of `cost` (tests and benchmarks use a low one).

@@ -95,6 +95,9 @@ public struct DeliveryJob: Sendable {
         public var options = PushOptions()
         /// What the push is: the notification's own, its changed content, or its retraction.
         public var kind = PushKind.original
+        /// A Live Activity's push (docs/api.md#live-activities), a row of `activity_pushes` rather
+        /// than `deliveries` (then `notificationId` is 0 and `payload` the APNs payload).
+        public var activity: ActivityPush?
         /// When the push's life ends, this machine's time: its notification's making (or its turn,
         /// in a paced campaign) plus `expiresIn`, or plus `nowOrNeverWindow` for `expiresIn` 0.
         public var expiresAt: Date? = Date().addingTimeInterval(Double(PushOptions.defaultExpiresIn))
@@ -213,6 +216,10 @@ public struct OutboxStore: Sendable {
         let only = platforms.map { "AND (" + Self.condition(sends: $0) + ")" } ?? ""
         return try await database.write(isolation: .readCommitted) { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
+            // Live Activities' pushes first: an update is worth seconds (one probe of an index when none waits).
+            let activities = try LiveActivityStore.claim(db, limit: limit, now: now, lease: lease, holder: holder, only: only)
+            let limit = limit - activities.count
+            guard limit > 0 else { return activities }
             let rows = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
                        n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, n.payload, r.updatedAt AS registrationUpdatedAt,
@@ -249,7 +256,7 @@ public struct OutboxStore: Sendable {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
                                arguments: [now + lease, holder.pid, holder.tag, db.idList(chunk)], cached: true)
             }
-            return jobs
+            return activities + jobs
         }
     }
 
@@ -352,6 +359,9 @@ public struct OutboxStore: Sendable {
             try db.execute(sql: """
                 UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
                 """, arguments: [db.now, holder.tag])
+            try db.execute(sql: """
+                UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
+                """, arguments: [db.now, holder.tag])
             try db.execute(sql: "DELETE FROM outbox_holders WHERE tag = ?", arguments: [holder.tag])
         }
     }
@@ -367,6 +377,8 @@ public struct OutboxStore: Sendable {
         let now = database.now()
         try await database.write(isolation: .readCommitted) { db in
             try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
+                           arguments: [now + lease, holder.tag, now])
+            try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
                            arguments: [now + lease, holder.tag, now])
         }
     }
@@ -390,6 +402,9 @@ public struct OutboxStore: Sendable {
                 try db.execute(sql: """
                     UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
                     """, arguments: [now, row["tag"] as Int64])
+                try db.execute(sql: """
+                    UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
+                    """, arguments: [now, row["tag"] as Int64])
             }
             return stale.map { "\($0["host"] as String)/\($0["pid"] as Int)" }
         }
@@ -400,15 +415,24 @@ public struct OutboxStore: Sendable {
                 UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL
                 WHERE state = 'pending' AND leasedBy = ? AND (leaseTag IS NULL OR leaseTag != ?)
                 """, arguments: [now, holder.pid, holder.tag])
+            try db.execute(sql: """
+                UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL
+                WHERE state = 'pending' AND leasedBy = ? AND (leaseTag IS NULL OR leaseTag != ?)
+                """, arguments: [now, holder.pid, holder.tag])
         }
         let holders = try await database.read { db in
-            try Int.fetchAll(db, sql: "SELECT DISTINCT leasedBy FROM deliveries WHERE state = 'pending' AND leasedBy IS NOT NULL")
+            try Int.fetchAll(db, sql: """
+                SELECT DISTINCT leasedBy FROM deliveries WHERE state = 'pending' AND leasedBy IS NOT NULL
+                UNION SELECT DISTINCT leasedBy FROM activity_pushes WHERE state = 'pending' AND leasedBy IS NOT NULL
+                """)
         }
         let dead = holders.filter { $0 != holder.pid && !isAlive($0) }
         guard !dead.isEmpty else { return gone }
         try await database.write { db in
             for pid in dead {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
+                               arguments: [now, pid])
+                try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
                                arguments: [now, pid])
             }
         }
@@ -419,9 +443,23 @@ public struct OutboxStore: Sendable {
     /// `sent`, `failed`, `retried`, or `lease_lost` where `holder` no longer held the row (another
     /// took it after the lease lapsed: its outcome stands, nothing is overwritten or pruned).
     /// Pushes sent take one statement per 500 (the common case, and on PostgreSQL one round trip).
-    public func record(_ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder) async throws -> [String] {
+    public func record(_ all: [(DeliveryJob, OutboxResult)], holder: OutboxHolder) async throws -> [String] {
         let now = database.now()
-        return try await database.write(isolation: .readCommitted) { db in
+        // Live Activities' pushes are rows of their own table.
+        guard all.contains(where: { $0.0.activity != nil }) else { return try await record(notifications: all, holder: holder, now: now) }
+        let activities = all.filter { $0.0.activity != nil }
+        let notifications = all.filter { $0.0.activity == nil }
+        let activityLabels = try await database.write(isolation: .readCommitted) { db in
+            try LiveActivityStore.record(db, activities, holder: holder, now: now)
+        }
+        let notificationLabels = notifications.isEmpty ? [] : try await record(notifications: notifications, holder: holder, now: now)
+        var fromActivities = activityLabels.makeIterator(), fromNotifications = notificationLabels.makeIterator()
+        return all.map { job, _ in (job.activity != nil ? fromActivities.next() : fromNotifications.next()) ?? "lease_lost" }
+    }
+
+    /// `record` of the notifications' pushes (`deliveries`).
+    private func record(notifications results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder, now: Double) async throws -> [String] {
+        try await database.write(isolation: .readCommitted) { db in
             var recordedSent = Set<Int64>()
             let sent = results.filter { $0.1 == .sent }.map(\.0.id)
             for chunk in sent.sqlBatches() {

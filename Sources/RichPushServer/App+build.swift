@@ -84,7 +84,7 @@ public func buildApplication(
         allowPrivatePushEndpoints: configuration.allowPrivatePushEndpoints, notificationsPerMinute: configuration.notificationsPerMinute,
         opensPerMinute: configuration.opensPerMinute)
     let rooms = try Rooms(.init(media: media, users: users, sessions: sessions, registrations: registrations, topics: data.topics,
-                                segments: data.segments, notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, deliveries: data.deliveries,
+                                segments: data.segments, notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, liveActivities: data.liveActivities, deliveries: data.deliveries,
                                 idempotency: data.idempotency, links: links, blobs: blobs, payloadIndex: payloadIndex, readMarks: readMarks, authenticator: authenticator,
                                 dispatcher: dispatcher, mirror: mirror, prometheus: prometheus),
                           settings: apiSettings)

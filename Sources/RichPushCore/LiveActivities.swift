@@ -1,0 +1,628 @@
+import Foundation
+import SQLEngine
+
+/// A Live Activity's alert: what the Lock Screen shows as it starts or changes
+/// (docs/api.md#live-activities).
+public struct LiveActivityAlert: Sendable, Equatable, Codable {
+    public var title: String
+    public var body: String?
+
+    /// An alert.
+    public init(title: String, body: String? = nil) {
+        self.title = title
+        self.body = body
+    }
+
+    var apns: [String: Any] {
+        var alert: [String: Any] = ["title": title]
+        if let body { alert["body"] = body }
+        return alert
+    }
+}
+
+/// What `POST /api/live-activities` asks for, checked (docs/api.md#live-activities).
+public struct LiveActivityDraft: Sendable {
+    /// The ActivityKit attributes type (`attributes-type`), as the app's Swift type is named.
+    public var type: String
+    public var audience: Audience
+    public var app: String
+    /// The attributes, a JSON object (text).
+    public var attributes: String
+    /// The first content state, a JSON object (text).
+    public var contentState: String
+    public var alert: LiveActivityAlert
+    public var staleDate: Date?
+    public var relevanceScore: Double?
+    /// The APNs broadcast channel its updates go to (iOS 18), made before it is stored; nil: one
+    /// push per device.
+    public var channelId: String?
+
+    /// A draft; the JSON texts must hold objects (`LiveActivityStore.object` reads them).
+    public init(type: String, audience: Audience, app: String, attributes: String, contentState: String, alert: LiveActivityAlert,
+                staleDate: Date? = nil, relevanceScore: Double? = nil, channelId: String? = nil) {
+        self.type = type
+        self.audience = audience
+        self.app = app
+        self.attributes = attributes
+        self.contentState = contentState
+        self.alert = alert
+        self.staleDate = staleDate
+        self.relevanceScore = relevanceScore
+        self.channelId = channelId
+    }
+}
+
+/// An update or the end of a Live Activity, checked.
+public struct LiveActivityChange: Sendable {
+    /// The new content state (JSON object text); nil keeps the last (an end may give none).
+    public var contentState: String?
+    public var alert: LiveActivityAlert?
+    public var staleDate: Date?
+    /// `apns-priority`: 10 or 5; nil is 5 for an update without an alert, else 10.
+    public var priority: Int?
+    /// For the end: when the Lock Screen lets it go (`dismissal-date`); nil lets iOS decide.
+    public var dismissAt: Date?
+
+    /// A change.
+    public init(contentState: String? = nil, alert: LiveActivityAlert? = nil, staleDate: Date? = nil, priority: Int? = nil, dismissAt: Date? = nil) {
+        self.contentState = contentState
+        self.alert = alert
+        self.staleDate = staleDate
+        self.priority = priority
+        self.dismissAt = dismissAt
+    }
+}
+
+/// One device of an activity, as `GET /api/live-activities/{id}` shows it.
+public struct LiveActivityDevice: Sendable, Equatable {
+    public var registration: String
+    public var platform: String
+    /// Whether the app reported the activity's update token (iOS; Android and browsers need none).
+    public var hasUpdateToken: Bool
+    /// Its last push: the event (`start`, `update`, `end`), its state and why it failed.
+    public var lastEvent: String?
+    public var lastState: String?
+    public var reason: String?
+}
+
+/// A Live Activity as stored (docs/api.md#live-activities).
+public struct LiveActivity: Sendable, Equatable {
+    public var id: String
+    public var type: String
+    public var app: String
+    /// `active` or `ended`.
+    public var state: String
+    public var channelId: String?
+    public var attributes: String
+    public var contentState: String
+    /// Devices it was started on or whose app reported it.
+    public var devices: Int
+    /// Updates sent (the start and the end not counted).
+    public var updates: Int
+    /// Pushes a push service refused for good.
+    public var failures: Int
+    public var lastUpdate: Date?
+    /// The last `timestamp` given (seconds since 1970, strictly increasing).
+    public var lastTimestamp: Int64
+    public var createdAt: Date
+    public var endedAt: Date?
+    /// Who started it (an account or a key's owner).
+    public var createdBy: String
+    /// Each device; filled by `LiveActivityStore.activity(_:devices:)` when asked.
+    public var perDevice: [LiveActivityDevice] = []
+
+    /// Whether it updates through an APNs broadcast channel.
+    public var broadcast: Bool { channelId != nil }
+}
+
+/// What a start, an update or an end queued.
+public struct LiveActivityQueued: Sendable, Equatable {
+    public var activity: LiveActivity
+    /// Pushes queued: one per device, or one broadcast for every iOS device plus one per other device.
+    public var devices: Int
+    /// The event's `timestamp`.
+    public var timestamp: Int64
+}
+
+/// Live Activities (docs/api.md#live-activities): push-to-start tokens per registration and
+/// attributes type, activities and their devices' update tokens, and their pushes, which go
+/// through the outbox as every push does (`activity_pushes`, claimed with `deliveries`).
+public struct LiveActivityStore: Sendable {
+    let database: SQLDatabase
+
+    init(database: SQLDatabase) {
+        self.database = database
+    }
+
+    /// iOS ends an activity 8 hours after it started: updates after that are 409.
+    public static let maxAge: Double = 8 * 3600
+    /// APNs' largest Live Activity payload.
+    public static let maxPayload = 4096
+    /// The most devices one start reaches (a broadcast's updates reach any number).
+    public static let maxDevices = 100_000
+
+    // MARK: tokens
+
+    /// A token as ActivityKit hands it: hex (lowercased here) of 32 to 255 bytes.
+    public static func checkedToken(_ token: String, field: String) throws -> String {
+        let lower = token.lowercased()
+        guard lower.count >= 64, lower.count <= 510, lower.count % 2 == 0, lower.allSatisfy(\.isHexDigit) else {
+            throw CoreError(.invalid, "\(field) must be the token in hex (64 to 510 hex digits, an even number), got \(token.count) characters")
+        }
+        return lower
+    }
+
+    /// An ActivityKit attributes type's name: 1 to 100 letters, digits, `_` and `.`.
+    public static func checkedType(_ type: String) throws -> String {
+        guard (1...100).contains(type.utf8.count), type.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == ".") }) else {
+            throw CoreError(.invalid, "type must be the ActivityKit attributes type's name (1 to 100 letters, digits, _ and .), got '\(type.prefix(40))'")
+        }
+        return type
+    }
+
+    /// Keeps `token` as the push-to-start token of registration `id` (owned by `owner`) for
+    /// attributes `type`, replacing the one before. 404 for another's or no registration.
+    public func setPushToStartToken(registration id: String, owner: String, type: String, token: String) async throws {
+        let token = try Self.checkedToken(token, field: "pushToStartToken")
+        let type = try Self.checkedType(type)
+        try await database.write { db in
+            guard let row = try db.fetchOne(sql: "SELECT username, platform FROM registrations WHERE id = ?", arguments: [id]),
+                  (row["username"] as String) == owner else {
+                throw CoreError(.notFound, "no registration \(id.prefix(64)) of yours")
+            }
+            if let platform = row["platform"] as String?, platform != "apns" {
+                throw CoreError(.conflict, "registration \(id.prefix(64)) is a \(platform) device: push-to-start tokens are for iOS (apns) registrations")
+            }
+            try db.execute(sql: """
+                INSERT INTO activity_start_tokens (registrationId, type, token, updatedAt) VALUES (?, ?, ?, ?)
+                ON CONFLICT (registrationId, type) DO UPDATE SET token = excluded.token, updatedAt = excluded.updatedAt
+                """, arguments: [id, type, token, db.now])
+        }
+    }
+
+    /// Forgets registration `id`'s push-to-start token for `type`. 404 for another's registration.
+    public func removePushToStartToken(registration id: String, owner: String, type: String) async throws {
+        try await database.write { db in
+            guard let user = try String.fetchOne(db, sql: "SELECT username FROM registrations WHERE id = ?", arguments: [id]), user == owner else {
+                throw CoreError(.notFound, "no registration \(id.prefix(64)) of yours")
+            }
+            try db.execute(sql: "DELETE FROM activity_start_tokens WHERE registrationId = ? AND type = ?", arguments: [id, type])
+        }
+    }
+
+    /// The push-to-start tokens of registration `id`, by type.
+    public func pushToStartTokens(registration id: String) async throws -> [String: String] {
+        try await database.read { db in
+            var tokens: [String: String] = [:]
+            for row in try db.fetchAll(sql: "SELECT type, token FROM activity_start_tokens WHERE registrationId = ?", arguments: [id]) {
+                tokens[row["type"]] = row["token"]
+            }
+            return tokens
+        }
+    }
+
+    // MARK: payloads
+
+    /// `text` read as a JSON object, or 400 naming `field` and where it broke.
+    public static func object(_ text: String, field: String) throws -> [String: Any] {
+        let value: Any
+        do {
+            value = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+        } catch {
+            let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "not JSON"
+            throw CoreError(.invalid, "\(field): not valid JSON (\(detail))")
+        }
+        guard let object = value as? [String: Any] else { throw CoreError(.invalid, "\(field) must be a JSON object") }
+        return object
+    }
+
+    static func json(_ object: Any) -> Data {
+        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+    }
+
+    /// The APNs payload of an event (kebab-case keys, dates in seconds), and the JSON Android and
+    /// browsers get (`richpushActivity`, `event`, `contentState`, `title`, `body`, `dismissAt`).
+    static func payloads(activity id: String, event: String, timestamp: Int64, type: String? = nil, attributes: String? = nil,
+                         contentState: String?, alert: LiveActivityAlert?, staleDate: Date?, relevanceScore: Double? = nil,
+                         dismissAt: Date? = nil, channel: String? = nil) throws -> (apns: Data, twin: Data) {
+        var aps: [String: Any] = ["event": event, "timestamp": timestamp]
+        var twin: [String: Any] = ["richpushActivity": id, "event": event]
+        if let contentState {
+            let state = try object(contentState, field: "contentState")
+            aps["content-state"] = state
+            twin["contentState"] = state
+        }
+        if let type, let attributes {
+            var fields = try object(attributes, field: "attributes")
+            // The app learns the activity's id from its attributes (push-to-start hands the app no payload).
+            if fields["richpushActivity"] == nil { fields["richpushActivity"] = id }
+            aps["attributes-type"] = type
+            aps["attributes"] = fields
+        }
+        if let alert {
+            aps["alert"] = alert.apns
+            twin["title"] = alert.title
+            if let body = alert.body { twin["body"] = body }
+        }
+        if let staleDate { aps["stale-date"] = Int64(staleDate.timeIntervalSince1970) }
+        if let relevanceScore { aps["relevance-score"] = relevanceScore }
+        if let dismissAt {
+            aps["dismissal-date"] = Int64(dismissAt.timeIntervalSince1970)
+            twin["dismissAt"] = Int64(dismissAt.timeIntervalSince1970)
+        }
+        if let channel { aps["input-push-channel"] = channel }
+        let apns = json(["aps": aps, "richpushActivity": id])
+        guard apns.count <= maxPayload else {
+            throw CoreError(.tooLarge, "the \(event) push would be \(apns.count) bytes; APNs takes at most \(maxPayload) for a Live Activity")
+        }
+        return (apns, json(twin))
+    }
+
+    // MARK: start, update, end
+
+    /// A new activity's id: `la_` and 20 random lowercase letters and digits (a Web Push
+    /// `Topic`, 32 URL-safe characters at most).
+    static func newID() -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        return "la_" + String((0..<20).map { _ in alphabet.randomElement()! })
+    }
+
+    /// Starts an activity: stores it with its devices (each iOS device of the audience with a
+    /// push-to-start token for its type, and each Android and web device) and queues each a
+    /// start push, in one transaction.
+    public func start(_ draft: LiveActivityDraft, by creator: String) async throws -> LiveActivityQueued {
+        let id = Self.newID()
+        // Checked before the transaction: a payload too large is 413 with nothing written.
+        _ = try Self.payloads(activity: id, event: "start", timestamp: Int64(Date().timeIntervalSince1970), type: draft.type,
+                              attributes: draft.attributes, contentState: draft.contentState, alert: draft.alert,
+                              staleDate: draft.staleDate, relevanceScore: draft.relevanceScore, channel: draft.channelId)
+        return try await database.write { db in
+            let now = db.now
+            let timestamp = Int64(now)
+            var names: [String] = []
+            var cursor = ""
+            while true {
+                let (batch, next, exhausted) = try CampaignStore.nextRecipients(db, draft.audience, after: cursor, limit: 5000)
+                names += batch
+                cursor = next
+                if exhausted || batch.isEmpty { break }
+            }
+            var targets: [(registration: String, platform: String, target: String)] = []
+            for chunk in names.sqlBatches(of: 500) {
+                let devices = try CampaignStore.devices(db, of: Array(chunk), audience: draft.audience, app: draft.app, sparse: true)
+                for name in chunk {
+                    for device in devices[name] ?? [] {
+                        guard let registration = device.registration else { continue }
+                        targets.append((registration, device.platform ?? "apns", device.target))
+                    }
+                }
+            }
+            // iOS starts through the push-to-start token of the type, not the device token.
+            var startTokens: [String: String] = [:]
+            let ios = targets.filter { $0.platform == "apns" }.map(\.registration)
+            for chunk in ios.sqlBatches(of: 500) {
+                for row in try db.fetchAll(sql: "SELECT registrationId, token FROM activity_start_tokens WHERE type = ? AND registrationId IN (\(sqlPlaceholders(chunk.count)))",
+                                           arguments: SQLArguments([draft.type as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
+                    startTokens[row["registrationId"]] = row["token"]
+                }
+            }
+            targets = targets.compactMap { device in
+                guard device.platform == "apns" else { return device }
+                return startTokens[device.registration].map { (device.registration, device.platform, $0) }
+            }
+            guard targets.count <= Self.maxDevices else {
+                throw CoreError(.tooLarge, "the audience has \(targets.count) devices; one activity starts on at most \(Self.maxDevices)")
+            }
+            try db.execute(sql: """
+                INSERT INTO live_activities (id, type, app, state, channelId, attributes, contentState, staleDate, devices, updates, failures,
+                                             lastTimestamp, createdAt, createdBy)
+                VALUES (?, ?, ?, 'active', ?, ?, ?, ?, ?, 0, 0, ?, ?, ?)
+                """, arguments: [id, draft.type, draft.app, draft.channelId, draft.attributes, draft.contentState,
+                                 draft.staleDate?.timeIntervalSince1970, targets.count, timestamp, now, creator])
+            for chunk in targets.sqlBatches(of: 300) {
+                try db.execute(sql: "INSERT INTO activity_devices (activityId, registrationId, platform, updateToken) VALUES "
+                                   + Array(repeating: "(?, ?, ?, NULL)", count: chunk.count).joined(separator: ", "),
+                               arguments: SQLArguments(chunk.flatMap { [id, $0.registration, $0.platform] as [any SQLValueConvertible] }))
+            }
+            let payloads = try Self.payloads(activity: id, event: "start", timestamp: timestamp, type: draft.type, attributes: draft.attributes,
+                                             contentState: draft.contentState, alert: draft.alert, staleDate: draft.staleDate,
+                                             relevanceScore: draft.relevanceScore, channel: draft.channelId)
+            let event = try Self.insertEvent(db, activity: id, event: "start", timestamp: timestamp, priority: 10, payloads: payloads)
+            try Self.queue(db, activity: id, app: draft.app, event: event, timestamp: timestamp,
+                           pushes: targets.map { ($0.registration, $0.platform, $0.target) })
+            var activity = try Self.read(db, id)!
+            activity.perDevice = []
+            return LiveActivityQueued(activity: activity, devices: targets.count, timestamp: timestamp)
+        }
+    }
+
+    /// The activity `id` as a caller may see it: nil when there is none, or when `app` is given
+    /// and it is another app's.
+    public func activity(_ id: String, app: String? = nil, devices: Bool = false) async throws -> LiveActivity? {
+        try await database.read { db in
+            guard var activity = try Self.read(db, id), app == nil || activity.app == app else { return nil }
+            if devices { activity.perDevice = try Self.perDevice(db, id) }
+            return activity
+        }
+    }
+
+    /// Activities, newest first: at most `limit`, of `app` when given.
+    public func list(limit: Int, app: String? = nil) async throws -> [LiveActivity] {
+        try await database.read { db in
+            let (condition, arguments): (String, [any SQLValueConvertible]) = app.map { ("WHERE app = ?", [$0]) } ?? ("", [])
+            return try db.fetchAll(sql: "SELECT * FROM live_activities \(condition) ORDER BY createdAt DESC, id LIMIT ?",
+                                   arguments: SQLArguments(arguments + [limit])).map(Self.activity(from:))
+        }
+    }
+
+    /// Updates the activity on every device (`end` false) or ends it (`end` true), with a
+    /// timestamp past every one given before, by the database's clock, whatever the node.
+    /// 404 when there is none, 409 when it ended or is over 8 hours old (an update).
+    public func change(_ id: String, _ change: LiveActivityChange, end: Bool) async throws -> LiveActivityQueued {
+        try await database.write(isolation: .readCommitted) { db in
+            let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
+            guard let row = try db.fetchOne(sql: "SELECT * FROM live_activities WHERE id = ? \(lock)", arguments: [id]) else {
+                throw CoreError(.notFound, "no live activity \(id.prefix(40))")
+            }
+            var activity = Self.activity(from: row)
+            let now = db.now
+            guard activity.state == "active" else { throw CoreError(.conflict, "live activity \(id) has ended") }
+            if !end && now - activity.createdAt.timeIntervalSince1970 > Self.maxAge {
+                throw CoreError(.conflict, "live activity \(id) started over 8 hours ago: iOS has ended it; end it (DELETE) or start another")
+            }
+            let timestamp = max(activity.lastTimestamp + 1, Int64(now))
+            let event = end ? "end" : "update"
+            let priority = end ? 10 : (change.priority ?? (change.alert == nil ? 5 : 10))
+            let payloads = try Self.payloads(activity: id, event: event, timestamp: timestamp,
+                                             contentState: change.contentState ?? (end ? activity.contentState : nil),
+                                             alert: change.alert, staleDate: change.staleDate, dismissAt: end ? change.dismissAt : nil)
+            try db.execute(sql: """
+                UPDATE live_activities SET lastTimestamp = ?, contentState = ?, updates = updates + ?, lastUpdate = ?, state = ?, endedAt = ?
+                WHERE id = ?
+                """, arguments: [timestamp, change.contentState ?? activity.contentState, end ? 0 : 1, end ? activity.lastUpdate?.timeIntervalSince1970 : now,
+                                 end ? "ended" : "active", end ? now : nil, id])
+            let eventID = try Self.insertEvent(db, activity: id, event: event, timestamp: timestamp, priority: priority, payloads: payloads)
+            var pushes: [(String?, String, String)] = []
+            let devices = try db.fetchAll(sql: """
+                SELECT d.registrationId, d.platform, d.updateToken, r.handle FROM activity_devices d
+                LEFT JOIN registrations r ON r.id = d.registrationId WHERE d.activityId = ?
+                """, arguments: [id])
+            if let channel = activity.channelId { pushes.append((nil, "apns", channel)) }
+            for device in devices {
+                let platform: String = device["platform"]
+                if platform == "apns" {
+                    guard activity.channelId == nil, let token = device["updateToken"] as String? else { continue }
+                    pushes.append((device["registrationId"], platform, token))
+                } else if let handle = device["handle"] as String? {
+                    pushes.append((device["registrationId"], platform, handle))
+                }
+            }
+            try Self.queue(db, activity: id, app: activity.app, event: eventID, timestamp: timestamp, pushes: pushes)
+            if end {
+                // Its update tokens die with it; the end pushes carry theirs.
+                try db.execute(sql: "UPDATE activity_devices SET updateToken = NULL WHERE activityId = ?", arguments: [id])
+            }
+            activity = try Self.read(db, id)!
+            return LiveActivityQueued(activity: activity, devices: pushes.count, timestamp: timestamp)
+        }
+    }
+
+    /// Keeps `token` as the update token of activity `id` on registration `registration` (owned
+    /// by `owner`), replacing a rotated one. A device the activity was not started on (the app
+    /// started it itself) joins it. A device whose token comes after updates were sent gets the
+    /// current state at once. Returns whether a catch-up update was queued.
+    @discardableResult
+    public func reportToken(activity id: String, registration: String, owner: String, token: String) async throws -> Bool {
+        let token = try Self.checkedToken(token, field: "token")
+        return try await database.write(isolation: .readCommitted) { db in
+            guard let device = try db.fetchOne(sql: "SELECT username, platform, app FROM registrations WHERE id = ?", arguments: [registration]),
+                  (device["username"] as String) == owner else {
+                throw CoreError(.notFound, "no registration \(registration.prefix(64)) of yours")
+            }
+            let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
+            guard let row = try db.fetchOne(sql: "SELECT * FROM live_activities WHERE id = ? \(lock)", arguments: [id]),
+                  (row["app"] as String) == ((device["app"] as String?) ?? AppName.default) else {
+                throw CoreError(.notFound, "no live activity \(id.prefix(40))")
+            }
+            let activity = Self.activity(from: row)
+            guard activity.state == "active" else { throw CoreError(.conflict, "live activity \(id) has ended") }
+            if let platform = device["platform"] as String?, platform != "apns" {
+                throw CoreError(.conflict, "registration \(registration.prefix(64)) is a \(platform) device: update tokens are for iOS (apns) registrations")
+            }
+            let before = try db.fetchOne(sql: "SELECT updateToken FROM activity_devices WHERE activityId = ? AND registrationId = ?",
+                                         arguments: [id, registration])
+            if before == nil {
+                try db.execute(sql: "INSERT INTO activity_devices (activityId, registrationId, platform, updateToken) VALUES (?, ?, 'apns', ?)",
+                               arguments: [id, registration, token])
+                try db.execute(sql: "UPDATE live_activities SET devices = devices + 1 WHERE id = ?", arguments: [id])
+            } else {
+                try db.execute(sql: "UPDATE activity_devices SET updateToken = ? WHERE activityId = ? AND registrationId = ?",
+                               arguments: [token, id, registration])
+            }
+            // A rotated token's pushes not yet sent go to the new one.
+            try db.execute(sql: """
+                UPDATE activity_pushes SET target = ? WHERE activityId = ? AND lane = ? AND state = 'pending' AND target != ?
+                  AND eventId IN (SELECT id FROM activity_events WHERE activityId = ? AND event != 'start')
+                """, arguments: [token, id, registration, token, id])
+            // Updates it missed: the current state now (broadcasts reach it on their channel).
+            let hadToken = ((before?["updateToken"]) as String?) != nil
+            guard !hadToken, activity.channelId == nil, activity.updates > 0 else { return false }
+            let missed = try Int.fetchOne(db, sql: """
+                SELECT count(*) FROM activity_events e WHERE e.activityId = ? AND e.event = 'update'
+                  AND NOT EXISTS (SELECT 1 FROM activity_pushes p WHERE p.eventId = e.id AND p.lane = ?)
+                """, arguments: [id, registration]) ?? 0
+            guard missed > 0 else { return false }
+            let timestamp = max(activity.lastTimestamp + 1, Int64(db.now))
+            let payloads = try Self.payloads(activity: id, event: "update", timestamp: timestamp, contentState: activity.contentState,
+                                             alert: nil, staleDate: nil)
+            try db.execute(sql: "UPDATE live_activities SET lastTimestamp = ? WHERE id = ?", arguments: [timestamp, id])
+            let event = try Self.insertEvent(db, activity: id, event: "update", timestamp: timestamp, priority: 5, payloads: payloads)
+            try Self.queue(db, activity: id, app: activity.app, event: event, timestamp: timestamp, pushes: [(registration, "apns", token)])
+            return true
+        }
+    }
+
+    // MARK: rows
+
+    static func insertEvent(_ db: SQLConnection, activity: String, event: String, timestamp: Int64, priority: Int,
+                            payloads: (apns: Data, twin: Data)) throws -> Int64 {
+        try Int64.fetchOne(db, sql: """
+            INSERT INTO activity_events (activityId, event, timestamp, priority, apns, twin, createdAt) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id
+            """, arguments: [activity, event, timestamp, priority, payloads.apns, payloads.twin, db.now]) ?? 0
+    }
+
+    /// Queues one push per `(registration, platform, target)`; a nil registration is the broadcast.
+    static func queue(_ db: SQLConnection, activity: String, app: String, event: Int64, timestamp: Int64,
+                      pushes: [(registration: String?, platform: String, target: String)]) throws {
+        guard !pushes.isEmpty else { return }
+        let now = db.now
+        for chunk in pushes.sqlBatches(of: 300) {
+            var values: [any SQLValueConvertible] = []
+            for push in chunk {
+                values += [event, activity, push.registration ?? "", push.registration, push.platform, app, push.target, timestamp,
+                           UUID().uuidString.lowercased(), now, now, now]
+            }
+            try db.execute(sql: """
+                INSERT INTO activity_pushes (eventId, activityId, lane, registrationId, platform, app, target, timestamp, state, attempts,
+                                             pushId, nextAttemptAt, createdAt, updatedAt) VALUES
+                """ + Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)", count: chunk.count).joined(separator: ", "),
+                           arguments: SQLArguments(values))
+        }
+        try db.notify(DataChange.outbox.rawValue)
+    }
+
+    static func read(_ db: SQLConnection, _ id: String) throws -> LiveActivity? {
+        try db.fetchOne(sql: "SELECT * FROM live_activities WHERE id = ?", arguments: [id]).map(activity(from:))
+    }
+
+    static func activity(from row: SQLRow) -> LiveActivity {
+        LiveActivity(id: row["id"], type: row["type"], app: row["app"], state: row["state"], channelId: row["channelId"],
+                     attributes: row["attributes"], contentState: row["contentState"], devices: row["devices"], updates: row["updates"],
+                     failures: row["failures"], lastUpdate: (row["lastUpdate"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                     lastTimestamp: row["lastTimestamp"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
+                     endedAt: (row["endedAt"] as Double?).map(Date.init(timeIntervalSince1970:)), createdBy: row["createdBy"])
+    }
+
+    static func perDevice(_ db: SQLConnection, _ id: String) throws -> [LiveActivityDevice] {
+        var last: [String: (event: String, state: String, reason: String?)] = [:]
+        for row in try db.fetchAll(sql: """
+            SELECT p.lane, e.event, p.state, p.reason FROM activity_pushes p JOIN activity_events e ON e.id = p.eventId
+            WHERE p.activityId = ? ORDER BY p.timestamp
+            """, arguments: [id]) {
+            last[row["lane"]] = (row["event"], row["state"], row["reason"])
+        }
+        return try db.fetchAll(sql: "SELECT registrationId, platform, updateToken FROM activity_devices WHERE activityId = ? ORDER BY registrationId",
+                               arguments: [id]).map { row in
+            let registration: String = row["registrationId"]
+            let platform: String = row["platform"]
+            // A broadcast's iOS devices share its one lane.
+            let push = last[registration] ?? (platform == "apns" ? last[""] : nil)
+            return LiveActivityDevice(registration: registration, platform: platform, hasUpdateToken: (row["updateToken"] as String?) != nil,
+                                      lastEvent: push?.event, lastState: push?.state, reason: push?.reason)
+        }
+    }
+
+    // MARK: the outbox's side
+
+    /// Claims up to `limit` due activity pushes (`OutboxStore.claim`): the oldest of each device's
+    /// line only, so a device gets an activity's pushes in their timestamps' order even when
+    /// several nodes send (a later one waits until the one before it is recorded).
+    static func claim(_ db: SQLConnection, limit: Int, now: Double, lease: Double, holder: OutboxHolder, only: String) throws -> [DeliveryJob] {
+        let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
+        let rows = try db.fetchAll(sql: """
+            SELECT d.id, d.activityId, d.registrationId, d.platform, d.app, d.target, d.pushId, d.attempts, e.event, e.priority, e.apns, e.twin,
+                   e.createdAt, a.channelId, a.type
+            FROM activity_pushes d JOIN activity_events e ON e.id = d.eventId JOIN live_activities a ON a.id = d.activityId
+            WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
+              AND NOT EXISTS (SELECT 1 FROM activity_pushes o WHERE o.activityId = d.activityId AND o.lane = d.lane AND o.state = 'pending'
+                              AND o.timestamp < d.timestamp)
+            ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
+            """, arguments: [now, limit], cached: true)
+        guard !rows.isEmpty else { return [] }
+        let jobs = rows.map { row in
+            let priority: Int = row["priority"]
+            var job = DeliveryJob(id: row["id"], notificationId: 0, registrationId: row["registrationId"], target: row["target"],
+                                  payload: row["apns"], mode: priority == 10 ? .alert : .silent, pushId: row["pushId"], attempts: row["attempts"],
+                                  platform: row["platform"])
+            job.app = row["app"]
+            let event: String = row["event"]
+            let broadcast = (row["registrationId"] as String?) == nil
+            job.activity = ActivityPush(id: row["activityId"], type: row["type"], event: event, priority: priority,
+                                        channelId: broadcast ? row["channelId"] : nil, twin: row["twin"])
+            // An update is worth an hour; a start or an end, the 8 hours an activity lives.
+            job.expiresAt = Date(timeIntervalSince1970: (row["createdAt"] as Double) + (event == "update" ? 3600 : maxAge))
+            return job
+        }
+        for chunk in jobs.map(\.id).sqlBatches() {
+            try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
+                           arguments: [now + lease, holder.pid, holder.tag, db.idList(chunk)], cached: true)
+        }
+        return jobs
+    }
+
+    /// Records activity pushes' outcomes (`OutboxStore.record`), in its transaction: a token APNs
+    /// answers 410 for is forgotten (a push-to-start token for a start, else the update token),
+    /// and a failure counts in the activity's `failures`.
+    static func record(_ db: SQLConnection, _ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder, now: Double) throws -> [String] {
+        try results.map { job, result in
+            switch result {
+            case .sent:
+                try db.execute(sql: """
+                    UPDATE activity_pushes SET state = 'sent', attempts = attempts + 1, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                    WHERE id = ? AND leaseTag = ? AND state = 'pending'
+                    """, arguments: [now, job.id, holder.tag], cached: true)
+                return db.changesCount > 0 ? "sent" : "lease_lost"
+            case .failed(let reason, let prune, _):
+                try db.execute(sql: """
+                    UPDATE activity_pushes SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                    WHERE id = ? AND leaseTag = ? AND state = 'pending'
+                    """, arguments: [job.attempts + 1, reason, now, job.id, holder.tag], cached: true)
+                guard db.changesCount > 0, let activity = job.activity else { return "lease_lost" }
+                try db.execute(sql: "UPDATE live_activities SET failures = failures + 1 WHERE id = ?", arguments: [activity.id])
+                if prune, job.platform == "apns", let registration = job.registrationId {
+                    if activity.event == "start" {
+                        try db.execute(sql: "DELETE FROM activity_start_tokens WHERE registrationId = ? AND type = ? AND token = ?",
+                                       arguments: [registration, activity.type, job.target])
+                    } else {
+                        try db.execute(sql: "UPDATE activity_devices SET updateToken = NULL WHERE activityId = ? AND registrationId = ? AND updateToken = ?",
+                                       arguments: [activity.id, registration, job.target])
+                    }
+                }
+                return "failed"
+            case .retry(let reason, let at):
+                let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
+                try db.execute(sql: """
+                    UPDATE activity_pushes SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                    WHERE id = ? AND leaseTag = ? AND state = 'pending'
+                    """, arguments: [job.attempts + 1, reason, due, now, job.id, holder.tag])
+                return db.changesCount > 0 ? "retried" : "lease_lost"
+            }
+        }
+    }
+}
+
+/// What a Live Activity push is, beside its APNs payload (`DeliveryJob.payload`).
+public struct ActivityPush: Sendable, Equatable {
+    /// The activity (`la_…`): Android's `collapse_key` and Web Push's `Topic`.
+    public var id: String
+    /// Its attributes type.
+    public var type: String
+    /// `start`, `update` or `end`.
+    public var event: String
+    /// `apns-priority`: 10 or 5.
+    public var priority: Int
+    /// The broadcast channel (`apns-channel-id`) when this push is the broadcast.
+    public var channelId: String?
+    /// The JSON Android (as FCM data) and browsers (as the message) get.
+    public var twin: Data
+
+    /// A push of an activity.
+    public init(id: String, type: String, event: String, priority: Int, channelId: String? = nil, twin: Data) {
+        self.id = id
+        self.type = type
+        self.event = event
+        self.priority = priority
+        self.channelId = channelId
+        self.twin = twin
+    }
+}
