@@ -12,12 +12,17 @@ import Foundation
 ///   FCM's data `{"richpushRetract":"rp-12,rp-15"}` (coalesced), or a Web Push message that also carries
 ///   `richId`, `richMessage` and `title` for the browser to show in place of the old one. It reads as
 ///   `Kind.retraction`; `RichPushClient.handleRetraction(_:remover:)` removes what it names.
+/// - SPEC §25's Live Activity as Android and browsers get it: FCM's data
+///   `{"richpushActivity":"la_…","event":"update","contentState":"<JSON text>","title","body"}`, or a
+///   Web Push message with `contentState` as an object (and `dismissAt` on `end`). It reads as
+///   `Kind.liveActivity`, with `liveActivity` saying which activity, which event and its content state.
+///   (iOS hands ActivityKit's pushes to the system, not to the app: they never come here.)
 ///
 /// A changed notification sent again carries `"richUpdate":true` (`"1"` or `"true"` in FCM's strings), read as `isUpdate`.
 ///
-/// Only `richId` (or, for a retraction, `richpushRetract`) is required: a push without one is not
-/// RichPush's (`RichPushClientError.Kind.notRichPush`), so an app can hand every push it gets to
-/// `init(userInfo:)` and act on the ones that parse.
+/// Only `richId` (or, for a retraction, `richpushRetract`; for a Live Activity, `richpushActivity`) is
+/// required: a push without one is not RichPush's (`RichPushClientError.Kind.notRichPush`), so an app
+/// can hand every push it gets to `init(userInfo:)` and act on the ones that parse.
 public struct RichPushMessage: Sendable, Equatable {
     /// How the push asks to be shown.
     public enum Kind: Sendable, Equatable {
@@ -27,6 +32,8 @@ public struct RichPushMessage: Sendable, Equatable {
         case alert
         /// The server took back the notifications in `retractedIdentifiers`: remove them from what the device shows.
         case retraction
+        /// A Live Activity started, changed or ended (`liveActivity`); it names no notification, so `id` is 0.
+        case liveActivity
     }
 
     /// The most identifiers one `richpushRetract` value may list.
@@ -63,6 +70,8 @@ public struct RichPushMessage: Sendable, Equatable {
     public var retractedIdentifiers: [String] = []
     /// Whether the push replaces a notification sent before with changed content (`richUpdate`).
     public var isUpdate = false
+    /// For a `.liveActivity`, the activity, the event and its content state; nil for every other kind.
+    public var liveActivity: LiveActivity? = nil
 
     /// The notification ids of `retractedIdentifiers`, in the same order; an identifier that is not
     /// `rp-<notification id>` (possible only in a message built by hand) is left out.
@@ -96,17 +105,21 @@ public struct RichPushMessage: Sendable, Equatable {
     ///
     /// `richId` may be a decimal string or a number. A push with `richpushRetract` is a `.retraction`
     /// whatever else it carries; its `id` is the first retracted notification's, and `richId`, which
-    /// only the Web Push shape sends, is checked but not required. Otherwise, with an `aps` dictionary
-    /// the kind is `.alert` when it has an `alert`, else `.silent`; the flat shape, which has no `aps`,
+    /// only the Web Push shape sends, is checked but not required. Else a push with `richpushActivity`
+    /// is a `.liveActivity` (its `title` and `body` are `title` and `message`; `id` is 0). Otherwise,
+    /// with an `aps` dictionary the kind is `.alert` when it has an `alert`, else `.silent`; the flat shape, which has no `aps`,
     /// is `.alert` when it carries a `title` or a `notification` block and `.silent` otherwise.
     /// - Throws: `RichPushClientError` of kind `.notRichPush` when `richId` is missing (and there is no
-    ///   `richpushRetract`) or not a non-negative integer, `richUrl` is present but not an http(s) URL,
+    ///   `richpushRetract` or `richpushActivity`) or not a non-negative integer, `richUrl` is present but not an http(s) URL,
     ///   or `richpushRetract` is not a string of 1 to `maxRetractedIdentifiers` comma-separated
-    ///   `rp-<notification id>`s within `maxRetractValueBytes`.
+    ///   `rp-<notification id>`s within `maxRetractValueBytes`; or `richpushActivity` is there but is
+    ///   not an activity id, `event` is not `start`, `update` or `end`, or `contentState` is not a JSON
+    ///   object (or its text).
     public init(userInfo: [AnyHashable: Any]) throws {
         let retracted = try Self.present(userInfo["richpushRetract"]).map { try Self.retraction($0) }
+        let activity = try Self.present(userInfo["richpushActivity"]).map { try LiveActivity(id: $0, fields: userInfo) }
         let rawID = Self.present(userInfo["richId"])
-        guard rawID != nil || retracted != nil else {
+        guard rawID != nil || retracted != nil || activity != nil else {
             throw RichPushClientError.notRichPush("it has no richId")
         }
         let aps = Self.dictionary(userInfo["aps"])
@@ -117,16 +130,19 @@ public struct RichPushMessage: Sendable, Equatable {
         let kind: Kind
         if retracted != nil {
             kind = .retraction
+        } else if activity != nil {
+            kind = .liveActivity
         } else if let aps {
             kind = aps["alert"] == nil ? .silent : .alert
         } else {
             kind = title != nil || userInfo["notification"] != nil ? .alert : .silent
         }
         let richID = try rawID.map { try Self.identifier($0) }
-        // One of the two is there: the guard above.
+        // A retraction's first id, or richId; 0 for a Live Activity's, which names no notification.
         let id = retracted?.first ?? richID ?? 0
         let payloadURL = try Self.payloadURL(userInfo["richUrl"])
-        let message = userInfo["richMessage"] as? String ?? alertFields?["body"] as? String ?? alert as? String ?? ""
+        let activityBody = activity == nil ? nil : userInfo["body"] as? String
+        let message = userInfo["richMessage"] as? String ?? alertFields?["body"] as? String ?? alert as? String ?? activityBody ?? ""
         self.init(id: id, message: message, richType: Self.nonEmpty(userInfo["richType"] as? String) ?? "img",
                   title: title, payloadURL: payloadURL, kind: kind)
         subtitle = Self.nonEmpty(alertFields?["subtitle"] as? String) ?? Self.nonEmpty(userInfo["subtitle"] as? String)
@@ -136,6 +152,7 @@ public struct RichPushMessage: Sendable, Equatable {
         actions = Self.actions(userInfo["richActions"] ?? userInfo["actions"])
         retractedIdentifiers = retracted?.identifiers ?? []
         isUpdate = Self.flag(userInfo["richUpdate"])
+        liveActivity = retracted == nil ? activity : nil
     }
 
     /// The identifiers of a `richpushRetract` value, without repeats, and the first one's notification id.
@@ -188,7 +205,7 @@ public struct RichPushMessage: Sendable, Equatable {
     }
 
     /// The value, or nil when it is absent or JSON's null.
-    private static func present(_ value: Any?) -> Any? {
+    static func present(_ value: Any?) -> Any? {
         guard let value, !(value is NSNull) else { return nil }
         return value
     }
@@ -268,7 +285,7 @@ public struct RichPushMessage: Sendable, Equatable {
     }
 
     /// A nested dictionary, whether it arrived as a Swift `[String: Any]` or a bridged `NSDictionary`.
-    private static func dictionary(_ value: Any?) -> [String: Any]? {
+    static func dictionary(_ value: Any?) -> [String: Any]? {
         if let fields = value as? [String: Any] { return fields }
         guard let fields = value as? [AnyHashable: Any] else { return nil }
         let named: [(String, Any)] = fields.compactMap { entry in (entry.key.base as? String).map { ($0, entry.value) } }
