@@ -16,6 +16,13 @@ import X509
 ///
 /// Used by the tests and by `richpush apns-sandbox`. It keeps every accepted push (and appends
 /// it to a JSON-lines log when asked), and can be told to make chosen device tokens fail.
+///
+/// Besides pushes to device tokens (`POST /3/device/{token}`, Live Activities' among them) it
+/// serves, on the same listener, Apple's channel management API (`/1/apps/{bundleId}/channels`
+/// and `/all-channels`, which Apple serves on a host of its own) and broadcast pushes
+/// (`POST /4/broadcasts/apps/{bundleId}`). It plays the iPhones behind the tokens for Live
+/// Activities: what a phone does with each accepted live-activity push is in `phoneEvents` and
+/// `phoneActivities`, and at `GET /sandbox/phone`.
 public final class APNsSandbox: Sendable {
     /// How the sandbox is set up.
     public struct Configuration: Sendable {
@@ -56,23 +63,48 @@ public final class APNsSandbox: Sendable {
             self.tlsCertificatePEM = tlsCertificatePEM
             self.tlsKeyPEM = tlsKeyPEM
         }
+
+        /// Creates a configuration from the provider key in PEM: its public half, or the `.p8`
+        /// private key itself.
+        public init(teamID: String, keyID: String, publicKeyPEM: String, tlsCertificatePEM: String, tlsKeyPEM: String) throws {
+            let key: P256.Signing.PublicKey
+            if let publicKey = try? P256.Signing.PublicKey(pemRepresentation: publicKeyPEM) {
+                key = publicKey
+            } else {
+                key = try P256.Signing.PrivateKey(pemRepresentation: publicKeyPEM).publicKey
+            }
+            self.init(teamID: teamID, keyID: keyID, publicKey: key, tlsCertificatePEM: tlsCertificatePEM, tlsKeyPEM: tlsKeyPEM)
+        }
     }
 
     /// A push the sandbox accepted.
     public struct AcceptedPush: Sendable {
+        /// The device token; for a broadcast, the channel id.
         public var token: String
+        /// The request's `apns-*` headers and `content-type`.
         public var headers: [String: String]
         public var payload: Data
+        /// The `apns-id` answered; for a broadcast, the `apns-request-id`.
         public var apnsID: String
+        /// Whether it was broadcast on a channel (`POST /4/broadcasts/apps/{bundleId}`).
+        var isBroadcast = false
     }
 
-    private struct Failure {
+    struct Failure {
         var status: Int
         var reason: String
         var remaining: Int
     }
 
-    private struct State {
+    /// A broadcast channel, as channel management made it.
+    struct BroadcastChannel {
+        var bundleID: String
+        var messageStoragePolicy: Int
+        /// Creation order, for `all-channels`.
+        var sequence: Int
+    }
+
+    struct State {
         var accepted: [AcceptedPush] = []
         var acceptedCount = 0
         var failures: [String: Failure] = [:]
@@ -82,18 +114,24 @@ public final class APNsSandbox: Sendable {
         /// scopes the update rule to a connection: two clients (or nodes) with tokens of their
         /// own, each on its own connection, are both served.
         var currentTokens: [ObjectIdentifier: (jwt: String, since: Date)] = [:]
+        /// The phones behind the tokens (Live Activities).
+        var phones: Phones
+        /// Broadcast channels by id (base64).
+        var channels: [String: BroadcastChannel] = [:]
+        var channelsMade = 0
     }
 
     public let configuration: Configuration
-    private let state = NIOLockedValueBox(State())
+    let state: NIOLockedValueBox<State>
     private let log: NIOLockedValueBox<FileHandle?>
-    /// Keep at most this many accepted pushes in memory (the count is always exact).
+    /// Keep at most this many accepted pushes (and phone events) in memory (the count is always exact).
     private let keep: Int
 
     /// Creates a sandbox; nothing listens until `application()` runs.
     public init(_ configuration: Configuration, keepAccepted: Int = 100_000) throws {
         self.configuration = configuration
         self.keep = keepAccepted
+        self.state = NIOLockedValueBox(State(phones: Phones(keepEvents: keepAccepted)))
         var handle: FileHandle?
         if let path = configuration.logPath {
             if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
@@ -125,6 +163,18 @@ public final class APNsSandbox: Sendable {
     /// Distinct provider tokens (JWTs) seen on accepted requests.
     public var providerTokensSeen: Int { state.withLockedValue { $0.tokensSeen.count } }
 
+    /// What the phones did with each accepted live-activity push, oldest first (the most recent
+    /// `keepAccepted`): one event for a push to a device token, one per subscribed activity for a
+    /// broadcast.
+    public var phoneEvents: [PhoneEvent] { state.withLockedValue { $0.phones.events } }
+    /// The Live Activities the phones show or showed, oldest first.
+    public var phoneActivities: [PhoneActivity] { state.withLockedValue { $0.phones.activities } }
+
+    /// The Live Activities started by pushes to `pushToStartToken`, oldest first.
+    public func phoneActivities(pushToStartToken: String) -> [PhoneActivity] {
+        state.withLockedValue { $0.phones.activities(pushToStartToken: pushToStartToken) }
+    }
+
     // MARK: serving
 
     /// The Hummingbird application serving HTTP/2 over TLS, with or without ALPN (never HTTP/1.1, as Apple).
@@ -134,6 +184,24 @@ public final class APNsSandbox: Sendable {
         router.post("/3/device/:token") { request, context in try await self.handle(request, context: context) }
         router.post("/3/device") { _, _ in Self.answer(400, "MissingDeviceToken") }
         router.get("/3/device/:token") { _, _ in Self.answer(405, "MethodNotAllowed") }
+        // Channel management (Apple: api-manage-broadcast(.sandbox).push.apple.com:2196/2195) and
+        // broadcasts, on this same listener.
+        router.post("/1/apps/:bundle/channels") { request, context in
+            try await self.manage(request, context: context) { self.createChannel(bundleID: $0, headers: $1, body: $2) }
+        }
+        router.get("/1/apps/:bundle/channels") { request, context in
+            try await self.manage(request, context: context) { bundle, headers, _ in self.readChannel(bundleID: bundle, headers: headers) }
+        }
+        router.delete("/1/apps/:bundle/channels") { request, context in
+            try await self.manage(request, context: context) { bundle, headers, _ in self.deleteChannel(bundleID: bundle, headers: headers) }
+        }
+        router.get("/1/apps/:bundle/all-channels") { request, context in
+            try await self.manage(request, context: context) { bundle, _, _ in self.allChannels(bundleID: bundle) }
+        }
+        router.post("/4/broadcasts/apps/:bundle") { request, context in try await self.handleBroadcast(request, context: context) }
+        router.get("/4/broadcasts/apps/:bundle") { _, _ in Self.answer(405, "MethodNotAllowed") }
+        // The test's window onto the phones: no provider token needed.
+        router.get("/sandbox/phone") { _, _ in self.phoneView() }
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(configuration.tlsCertificatePEM.utf8)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(configuration.tlsKeyPEM.utf8), format: .pem)))
@@ -154,20 +222,23 @@ public final class APNsSandbox: Sendable {
         let token = try context.parameters.require("token").lowercased()
         let body = try await request.body.collect(upTo: 64 * 1024)
         if configuration.responseDelay > .zero { try await Task.sleep(for: configuration.responseDelay) }
-        if let connection = context.connection {
-            // Forget the connection's token when it closes (its identifier may be reused).
-            let id = ObjectIdentifier(connection)
-            let new = state.withLockedValue { $0.currentTokens[id] == nil }
-            if new {
-                connection.closeFuture.whenComplete { [state] _ in _ = state.withLockedValue { $0.currentTokens.removeValue(forKey: id) } }
-            }
-        }
+        trackConnection(context)
         switch verdict(request: request, token: token, body: Data(body.readableBytesView), connection: context.connection.map(ObjectIdentifier.init)) {
         case .reject(let status, let reason, let timestamp):
             return Self.answer(status, reason, timestamp: timestamp, apnsID: request.headers[HTTPField.Name("apns-id")!])
         case .accept(let push):
             record(push)
             return Response(status: .ok, headers: [HTTPField.Name("apns-id")!: push.apnsID])
+        }
+    }
+
+    /// Forgets a connection's provider token when it closes (its identifier may be reused).
+    func trackConnection(_ context: SandboxRequestContext) {
+        guard let connection = context.connection else { return }
+        let id = ObjectIdentifier(connection)
+        let new = state.withLockedValue { $0.currentTokens[id] == nil }
+        if new {
+            connection.closeFuture.whenComplete { [state] _ in _ = state.withLockedValue { $0.currentTokens.removeValue(forKey: id) } }
         }
     }
 
@@ -178,16 +249,25 @@ public final class APNsSandbox: Sendable {
 
     /// Apple's checks, in Apple's order of precedence as far as it is documented.
     func verdict(request: Request, token: String, body: Data, connection: ObjectIdentifier? = nil, now: Date = Date()) -> Verdict {
-        let headers = request.headers
-        func header(_ name: String) -> String? { headers[HTTPField.Name(name)!] }
-        // Provider token.
-        guard let authorization = header("authorization") else { return .reject(403, "MissingProviderToken", timestamp: nil) }
-        guard authorization.lowercased().hasPrefix("bearer ") else { return .reject(403, "InvalidProviderToken", timestamp: nil) }
-        let jwt = String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        switch checkProviderToken(jwt, now: now) {
-        case .some(let reason): return .reject(403, reason, timestamp: nil)
-        case .none: break
+        verdict(headers: Self.fields(request.headers), token: token, body: body, connection: connection, now: now)
+    }
+
+    /// `verdict(request:…)` on the request's headers (names in lowercase).
+    func verdict(headers: [String: String], token: String, body: Data, connection: ObjectIdentifier? = nil, now: Date = Date()) -> Verdict {
+        if let refusal = authorizationRefusal(headers, connection: connection, now: now) {
+            return .reject(refusal.status, refusal.reason, timestamp: nil)
         }
+        let verdict = pushVerdict(headers: headers, token: token, body: body, now: now)
+        if case .accept = verdict { noteProviderToken(headers) }
+        return verdict
+    }
+
+    /// nil when the provider token is acceptable on this connection, else Apple's status and reason.
+    func authorizationRefusal(_ headers: [String: String], connection: ObjectIdentifier?, now: Date) -> (status: Int, reason: String)? {
+        guard let authorization = headers["authorization"] else { return (403, "MissingProviderToken") }
+        guard authorization.lowercased().hasPrefix("bearer ") else { return (403, "InvalidProviderToken") }
+        let jwt = String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        if let reason = checkProviderToken(jwt, now: now) { return (403, reason) }
         // A new provider token on a connection sooner than the interval after its last one is refused.
         let key = connection ?? ObjectIdentifier(Self.self)
         let tooSoon = state.withLockedValue { state -> Bool in
@@ -199,18 +279,41 @@ public final class APNsSandbox: Sendable {
             }
             return false
         }
-        if tooSoon { return .reject(429, "TooManyProviderTokenUpdates", timestamp: nil) }
+        if tooSoon { return (429, "TooManyProviderTokenUpdates") }
+        return nil
+    }
+
+    /// Counts the request's provider token among those seen on accepted requests.
+    func noteProviderToken(_ headers: [String: String]) {
+        guard let authorization = headers["authorization"] else { return }
+        let jwt = String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        _ = state.withLockedValue { $0.tokensSeen.insert(jwt) }
+    }
+
+    /// Apple's checks of a push to a device token once its provider token passed: the token, topic,
+    /// push type, priority and the other headers, the payload, and failures asked for.
+    func pushVerdict(headers: [String: String], token: String, body: Data, now: Date = Date()) -> Verdict {
+        func header(_ name: String) -> String? { headers[name] }
         // Device token: 32 bytes of hex today; Apple may lengthen them, so any even hex of 64+.
         guard token.count >= 64, token.count % 2 == 0, token.allSatisfy(\.isHexDigit) else { return .reject(400, "BadDeviceToken", timestamp: nil) }
         guard let topic = header("apns-topic"), !topic.isEmpty else { return .reject(400, "MissingTopic", timestamp: nil) }
-        if let topics = configuration.topics, !topics.contains(topic) { return .reject(400, "TopicDisallowed", timestamp: nil) }
-        if let owner = configuration.deviceTopics[token.lowercased()], owner != topic { return .reject(400, "DeviceTokenNotForTopic", timestamp: nil) }
         let pushType = header("apns-push-type") ?? "alert"
+        // A Live Activity's topic is the app's bundle id with a suffix; the app's checks are of the bundle id.
+        var bundleID = topic
+        if pushType == "liveactivity" {
+            guard topic.hasSuffix(Self.liveActivityTopicSuffix), topic.count > Self.liveActivityTopicSuffix.count else {
+                return .reject(400, "TopicDisallowed", timestamp: nil)
+            }
+            bundleID = String(topic.dropLast(Self.liveActivityTopicSuffix.count))
+        }
+        if let topics = configuration.topics, !topics.contains(bundleID) { return .reject(400, "TopicDisallowed", timestamp: nil) }
+        if let owner = configuration.deviceTopics[token.lowercased()], owner != bundleID { return .reject(400, "DeviceTokenNotForTopic", timestamp: nil) }
         let validTypes = ["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk", "widgets"]
         guard validTypes.contains(pushType) else { return .reject(400, "InvalidPushType", timestamp: nil) }
         let priority = header("apns-priority") ?? "10"
         guard ["1", "5", "10"].contains(priority) else { return .reject(400, "BadPriority", timestamp: nil) }
         if pushType == "background" && priority != "5" { return .reject(400, "BadPriority", timestamp: nil) }
+        if pushType == "liveactivity" && priority == "1" { return .reject(400, "BadPriority", timestamp: nil) }
         if let id = header("apns-id"), UUID(uuidString: id) == nil { return .reject(400, "BadMessageId", timestamp: nil) }
         if let expiration = header("apns-expiration") {
             // 0 is "now or never"; any other moment must be ahead (a push whose life ended is not stored or sent).
@@ -228,7 +331,10 @@ public final class APNsSandbox: Sendable {
             return .reject(400, "BadPayload", timestamp: nil)
         }
         if let aps = object["aps"] {
-            guard let fields = aps as? [String: Any], APSRules.refusal(fields) == nil else { return .reject(400, "BadPayload", timestamp: nil) }
+            guard let fields = aps as? [String: Any], APSRules.refusal(fields, liveActivity: pushType == "liveactivity") == nil else {
+                return .reject(400, "BadPayload", timestamp: nil)
+            }
+            if pushType == "liveactivity", APSRules.liveActivityRefusal(fields) != nil { return .reject(400, "BadPayload", timestamp: nil) }
         }
         // Injected failures for chosen tokens.
         let injected: Failure? = state.withLockedValue { state in
@@ -240,14 +346,27 @@ public final class APNsSandbox: Sendable {
         if let injected {
             return .reject(injected.status, injected.reason, timestamp: injected.status == 410 ? now : nil)
         }
-        var recorded: [String: String] = [:]
-        for field in headers where field.name.canonicalName.hasPrefix("apns-") || field.name == .contentType {
-            recorded[field.name.canonicalName] = field.value
-        }
         // Echoed exactly as sent (clients match answers by it), or a new one in lowercase, as Apple.
         let apnsID = header("apns-id") ?? UUID().uuidString.lowercased()
-        _ = state.withLockedValue { $0.tokensSeen.insert(jwt) }
-        return .accept(AcceptedPush(token: token, headers: recorded, payload: body, apnsID: apnsID))
+        return .accept(AcceptedPush(token: token, headers: Self.recordedHeaders(headers), payload: body, apnsID: apnsID))
+    }
+
+    /// The topic suffix of a Live Activity's push: the app's bundle id, then this.
+    static let liveActivityTopicSuffix = ".push-type.liveactivity"
+
+    /// What an accepted push keeps of its headers: `apns-*` and `content-type`.
+    static func recordedHeaders(_ headers: [String: String]) -> [String: String] {
+        headers.filter { $0.key.hasPrefix("apns-") || $0.key == "content-type" }
+    }
+
+    /// A request's headers by lowercase name; a repeated one's values joined by ", ".
+    static func fields(_ headers: HTTPFields) -> [String: String] {
+        var fields: [String: String] = [:]
+        for field in headers {
+            let name = field.name.canonicalName
+            fields[name] = fields[name].map { "\($0), \(field.value)" } ?? field.value
+        }
+        return fields
     }
 
     /// nil when the JWT is acceptable, else Apple's reason.
@@ -272,22 +391,38 @@ public final class APNsSandbox: Sendable {
         return nil
     }
 
-    private func record(_ push: AcceptedPush) {
-        state.withLockedValue { state in
+    /// Keeps an accepted push and plays it on the phones (a live-activity push); appends it to the log.
+    func record(_ push: AcceptedPush) {
+        let played = state.withLockedValue { state -> [PhoneEvent]? in
             state.acceptedCount += 1
             state.accepted.append(push)
             if state.accepted.count > keep { state.accepted.removeFirst(state.accepted.count - keep) }
+            return state.phones.receive(push)
         }
         log.withLockedValue { handle in
             guard let handle else { return }
             let payload = (try? JSONSerialization.jsonObject(with: push.payload)) ?? [:]
             // `at`: when it was accepted (Unix seconds), for measuring a paced campaign's spread.
-            let line: [String: Any] = ["token": push.token, "headers": push.headers, "payload": payload, "at": Date().timeIntervalSince1970]
+            var line: [String: Any] = ["token": push.token, "headers": push.headers, "payload": payload, "at": Date().timeIntervalSince1970]
+            // What the phones did with a live-activity push.
+            if let played { line["phone"] = Phones.logObjects(played) }
             if var data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys, .withoutEscapingSlashes]) {
                 data.append(0x0A)
                 handle.write(data)
             }
         }
+    }
+
+    /// `GET /sandbox/phone`: the phone view as JSON.
+    func phoneView() -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: phoneViewJSON())))
+    }
+
+    /// The phone view: `{"activities":[…],"events":[…]}`, keys as `PhoneActivity`'s and
+    /// `PhoneEvent`'s property names, null for nil.
+    func phoneViewJSON() -> Data {
+        let object = state.withLockedValue { $0.phones.viewObject() }
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
     }
 
     static func answer(_ status: Int, _ reason: String, timestamp: Date? = nil, apnsID: String? = nil) -> Response {

@@ -14,6 +14,15 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
             the device token, topic, push type and priority, payload size and JSON) and answers with Apple's \
             status codes and reasons. Without --tls-cert it makes a self-signed certificate for localhost and \
             127.0.0.1 and writes it to apns-sandbox-cert.pem: trust it with `serve --push-ca apns-sandbox-cert.pem`.
+
+            Live Activities are served as Apple serves them: pushes of type liveactivity (topic \
+            <bundle id>.push-type.liveactivity, aps.timestamp and aps.event start/update/end), channel \
+            management (POST, GET and DELETE /1/apps/<bundle id>/channels, GET /1/apps/<bundle id>/all-channels, \
+            which Apple serves on a host of its own) and broadcasts (POST /4/broadcasts/apps/<bundle id>), all on \
+            this one listener with the same provider-token checks. The sandbox plays the iPhones behind the \
+            tokens: what each phone did with every accepted live-activity push (a started activity and its update \
+            token, an update shown, or a push dropped and why) is at GET /sandbox/phone, no token needed, and in \
+            each log line's "phone" array.
             """)
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
