@@ -170,6 +170,9 @@ public final class APNsSandbox: Sendable {
     /// The Live Activities the phones show or showed, oldest first.
     public var phoneActivities: [PhoneActivity] { state.withLockedValue { $0.phones.activities } }
 
+    /// The broadcast channels that exist now (made and not deleted), by id.
+    public var channelIDs: Set<String> { state.withLockedValue { Set($0.channels.keys) } }
+
     /// The Live Activities started by pushes to `pushToStartToken`, oldest first.
     public func phoneActivities(pushToStartToken: String) -> [PhoneActivity] {
         state.withLockedValue { $0.phones.activities(pushToStartToken: pushToStartToken) }

@@ -92,6 +92,7 @@ public final class FCMClient: Sendable {
                 // A data message reaches an iOS app only as a background push: its push type and
                 // content-available, at priority 5 (set above), as Apple requires.
                 apnsHeaders["apns-push-type"] = "background"
+                apnsHeaders["apns-priority"] = "5" // a high-priority data message (a Live Activity's start) is still background to iOS
                 message["apns"] = ["headers": apnsHeaders, "payload": ["aps": APS.background.dictionary]]
             }
         }
