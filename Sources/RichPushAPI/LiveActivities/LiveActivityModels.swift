@@ -136,7 +136,8 @@ struct LiveActivityChangeRequest: Codable, Sendable {
 
 extension LiveActivityChangeRequest: SchemaRefining {
     static func refine(_ schema: inout JSONSchema) {
-        schema.properties?["priority"] = JSONSchema.integer.with { $0.minimum = 5; $0.maximum = 10 }
+        schema.properties?["priority"]?.minimum = 5
+        schema.properties?["priority"]?.maximum = 10
     }
 }
 
@@ -215,18 +216,18 @@ struct LiveActivityResponse: Codable, Sendable {
 
 extension PushToStartTokenBody: SchemaRefining {
     static func refine(_ schema: inout JSONSchema) {
-        schema.properties?["pushToStartToken"] = ValuePattern.string(ValuePattern.activityToken)
+        schema.properties?["pushToStartToken"]?.pattern = ValuePattern.activityToken
     }
 }
 
 extension ActivityTokenBody: SchemaRefining {
     static func refine(_ schema: inout JSONSchema) {
-        schema.properties?["token"] = ValuePattern.string(ValuePattern.activityToken)
+        schema.properties?["token"]?.pattern = ValuePattern.activityToken
     }
 }
 
 extension LiveActivityStartRequest: SchemaRefining {
     static func refine(_ schema: inout JSONSchema) {
-        schema.properties?["type"] = ValuePattern.string(ValuePattern.activityType)
+        schema.properties?["type"]?.pattern = ValuePattern.activityType
     }
 }
