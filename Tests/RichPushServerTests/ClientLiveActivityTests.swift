@@ -47,53 +47,61 @@ struct ClientLiveActivityTests {
         return status
     }
 
-    @Test("registerPushToStartToken's Data goes as lowercase hex and a start push reaches it; the update token reportActivityToken sends, rotated as hex text, is where updates go; another user's registration and an unknown activity are refused")
+    @Test("registerPushToStartToken's Data goes as lowercase hex and the phone the APNs sandbox plays starts the activity; reportActivityToken's rotated token, given as hex text in capitals, replaces the one before and the phone shows the update; another user's registration and an unknown activity are refused with the server's status")
     func tokens() async throws {
         try await RunningSandbox.with { apns in
             try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
                 let registration = try await s.registerDevice(tokenA, as: "alice")
-                let base = try ClientLibraryTests.baseURL(s)
-                let alice = RichPushClient(baseURL: base, credentials: ClientLibraryTests.alice)
+                let alice = RichPushClient(baseURL: try ClientLibraryTests.baseURL(s), credentials: ClientLibraryTests.alice)
 
-                // Bytes whose hex has the digits a-f: sent in capitals, the server would not find the token.
+                // Bytes whose hex has the digits a-f, as ActivityKit's pushToStartTokenUpdates gives them.
                 let pushToStart = Data((0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 171) })
                 try await alice.registerPushToStartToken(type: Self.type, token: pushToStart, registration: registration)
                 let activity = try await Self.start(s, stage: "packed")
                 #expect(activity.hasPrefix("la_"))
-                #expect(try await eventually { Self.events(apns, to: Self.hex(pushToStart)) == ["start"] },
+                #expect(try await eventually { apns.sandbox.phoneActivities(pushToStartToken: Self.hex(pushToStart)).count == 1 },
                         "\(apns.sandbox.accepted.map { ($0.token, $0.headers["apns-push-type"] ?? "") })")
+                let shown = try #require(apns.sandbox.phoneActivities(pushToStartToken: Self.hex(pushToStart)).first)
+                #expect(shown.richpushActivity == activity)
 
-                // The activity's update token as pushTokenUpdates gives it, then a rotation given as hex text in capitals.
+                // The app reports the activity's update token as pushTokenUpdates gives it; iOS rotates it, and the
+                // app reports the new one (here the phone's, as hex text in capitals with white space around).
                 let first = Data((0..<32).map { UInt8(truncatingIfNeeded: 255 - $0) })
-                let rotated = Data((0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 160) })
                 try await alice.reportActivityToken(activity: activity, token: first, registration: registration)
-                try await alice.reportActivityToken(activity: activity, token: " \(Self.hex(rotated).uppercased())\n", registration: registration)
-                let (shown, detail) = try await s.json(.get, "/api/live-activities/\(activity)", as: "root")
-                #expect(shown.status == .ok)
+                try await alice.reportActivityToken(activity: activity, token: " \(shown.updateToken.uppercased())\n", registration: registration)
+                let (read, detail) = try await s.json(.get, "/api/live-activities/\(activity)", as: "root")
+                #expect(read.status == .ok)
                 let devices = (detail as? [String: Any])?["perDevice"] as? [[String: Any]] ?? []
                 #expect(devices.count == 1 && devices.first?["registration"] as? String == registration, "\(devices)")
                 #expect(devices.first?["hasUpdateToken"] as? Bool == true, "\(devices)")
 
                 let (updated, _) = try await s.json(.patch, "/api/live-activities/\(activity)", as: "root", body: #"{"contentState":{"eta":5,"stage":"out for delivery"}}"#)
                 #expect(updated.status == .accepted)
-                #expect(try await eventually { Self.events(apns, to: Self.hex(rotated)) == ["update"] })
-                #expect(Self.events(apns, to: Self.hex(first)).isEmpty, "the replaced token got pushes")
+                let updateToken = shown.updateToken
+                #expect(try await eventually { apns.sandbox.phoneEvents.contains { $0.token == updateToken && $0.event == "update" && $0.shown } },
+                        "\(apns.sandbox.phoneEvents)")
+                #expect(!Self.events(apns, to: Self.hex(first)).contains("update"), "the replaced token got the update")
 
-                // Bob may not report for alice's registration; nobody for an activity that does not exist.
+                // Bob may not report for alice's registration, nor register a token for it; nobody reports for an activity that does not exist.
                 let bob = alice.with(credentials: .basic(user: "bob", password: "builder"))
                 let notHis = await #expect(throws: RichPushClientError.self) {
                     try await bob.reportActivityToken(activity: activity, token: first, registration: registration)
                 }
-                #expect([403, 404].contains(Self.status(notHis) ?? 0), "\(String(describing: notHis))")
-                let unknown = await #expect(throws: RichPushClientError.self) {
-                    try await alice.reportActivityToken(activity: "la_nosuchactivity", token: first, registration: registration)
-                }
-                #expect(Self.status(unknown) == 404, "\(String(describing: unknown))")
+                #expect(Self.status(notHis) == 404, "\(String(describing: notHis))")
                 let notHers = await #expect(throws: RichPushClientError.self) {
                     try await bob.registerPushToStartToken(type: Self.type, token: pushToStart, registration: registration)
                 }
-                #expect(Self.status(notHers).map { (400..<500).contains($0) } == true, "\(String(describing: notHers))")
-                #expect(try await s.json(.get, "/api/live-activities/\(activity)", as: "root").0.status == .ok)
+                #expect(Self.status(notHers) == 404, "\(String(describing: notHers))")
+                let unknown = await #expect(throws: RichPushClientError.self) {
+                    try await alice.reportActivityToken(activity: "la_00000000000000000000", token: first, registration: registration)
+                }
+                #expect(Self.status(unknown) == 404, "\(String(describing: unknown))")
+                // A token that is not hex: the server's 400, with its words.
+                let notHex = await #expect(throws: RichPushClientError.self) {
+                    try await alice.reportActivityToken(activity: activity, token: "not a token", registration: registration)
+                }
+                #expect(Self.status(notHex) == 400, "\(String(describing: notHex))")
+                #expect(notHex?.message.contains("400") == true)
             }
         }
     }
