@@ -2,18 +2,6 @@ import Hummingbird
 import RichPushCore
 
 extension Endpoint {
-    /// A Live Activity as the console's routes answer it: what the API's `/api/live-activities`
-    /// routes answer, passed through (their handlers answer both).
-    private static let consoleActivity = JSONSchema.type("object").with {
-        $0.description = "A Live Activity: {\"id\",\"type\",\"app\",\"state\",\"broadcast\",\"channelId\",\"devices\",\"updates\",\"lastUpdate\",\"failures\",\"contentState\",\"createdAt\",\"endedAt\",\"perDevice\"}."
-    }
-    /// What a start, an update or an end answers: the activity's id and the devices it went to.
-    private static let consoleActivityAnswer = JSONSchema.type("object").with {
-        $0.description = "{\"id\",\"devices\"}, with \"channelId\" for a broadcast start and \"timestamp\" for an update or an end."
-    }
-    /// A start's, an update's or an end's body, as the API's routes read it.
-    private static let consoleActivityBody = JSONSchema.type("object")
-
     /// The console (docs/api.md#console): its page and the calls its script makes, with the session cookie
     /// the page's sign-in sets (no Authorization header).
     static let console: [Endpoint] = [
@@ -131,9 +119,8 @@ extension Endpoint {
         },
         Endpoint(method: .get, path: "/console/api/live-activities", access: .open,
                  summary: "The console's Live Activities panel: activities, newest first, as GET /api/live-activities lists them.",
-                 parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1 }, "At most this many, as GET /api/live-activities takes it.")],
-                 responses: [200: APIResponse(description: "As GET /api/live-activities lists them: each without perDevice.",
-                                              content: [("application/json", .array(of: consoleActivity))]),
+                 parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50).")],
+                 responses: [200: .jsonArray(of: LiveActivityResponse.self, "As GET /api/live-activities lists them (without perDevice)."),
                              400: .problem("limit is out of range."), 401: .problem("No console session."),
                              403: .problem("The session is not an admin's.")]) { rooms, r, c in
             try await rooms.console.consoleLiveActivities(r, c)
@@ -141,47 +128,45 @@ extension Endpoint {
         Endpoint(method: .post, path: "/console/api/live-activities", access: .open,
                  summary: "Starts a Live Activity from the console, as POST /api/live-activities does (X-CSRF-Token required).",
                  parameters: [.header("X-CSRF-Token", "The token of the console page.")],
-                 requestBody: APIRequestBody(required: true, content: [("application/json", consoleActivityBody)],
-                                             description: "As POST /api/live-activities takes it: {\"type\",\"audience\",\"attributes\",\"contentState\",\"alert\":{\"title\",\"body\"},\"staleDate\",\"relevanceScore\",\"app\",\"broadcast\"}."),
-                 responses: [202: APIResponse(description: "Started: {\"id\",\"devices\",\"channelId\"} (channelId with broadcast).",
-                                              content: [("application/json", consoleActivityAnswer)]),
-                             400: .problem("A malformed body: the detail names the field."), 401: .problem("No console session."),
-                             403: .problem("Not an admin, no CSRF token, or another site's request."),
-                             413: .problem("The push would be over 4 KiB: the detail says its size."),
-                             422: .problem("No alert title (iOS drops such a start), or an unknown app or users.")]) { rooms, r, c in
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("LiveActivityStartRequest"))],
+                                             description: "As POST /api/live-activities takes it: audience as a campaign's; alert.title required; broadcast: updates through an APNs broadcast channel (iOS 18)."),
+                 responses: [202: .json(LiveActivityQueuedResponse.self, "Started: a start push queued per device (devices: 0 when none has a token for the type)."),
+                             400: .problem("The body, the audience, the type, or attributes or contentState (not a JSON object: named, with where it broke) is not valid."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             413: .problem("The start push would be over 4 KiB (its size named), or the body is over 64 KiB."),
+                             422: .problem("No alert.title (iOS drops a start without an alert), a listed user does not exist, or broadcast on a server that sends no APNs pushes."),
+                             503: .problem("APNs did not make the broadcast channel now.", headers: ["Retry-After": "Seconds to wait."])]) { rooms, r, c in
             try await rooms.console.consoleStartActivity(r, c)
         },
         Endpoint(method: .get, path: "/console/api/live-activities/{id}", access: .open,
                  summary: "A Live Activity's state, counts and devices, as GET /api/live-activities/{id} answers it.",
-                 parameters: [.path("id", .string, "The activity id (la_…).")],
-                 responses: [200: APIResponse(description: "As GET /api/live-activities/{id}: state, devices, updates, failures, contentState and perDevice.",
-                                              content: [("application/json", consoleActivity)]),
-                             401: .problem("No console session."), 403: .problem("The session is not an admin's."),
-                             404: .problem("No such Live Activity.")]) { rooms, r, c in
+                 parameters: [activityID],
+                 responses: [200: .json(LiveActivityResponse.self, "The activity, each device with its last push."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such activity.")]) { rooms, r, c in
             try await rooms.console.consoleShowActivity(r, c)
         },
         Endpoint(method: .patch, path: "/console/api/live-activities/{id}", access: .open,
                  summary: "Updates a Live Activity on every device from the console, as PATCH /api/live-activities/{id} does (X-CSRF-Token required).",
-                 parameters: [.path("id", .string, "The activity id (la_…)."), .header("X-CSRF-Token", "The token of the console page.")],
-                 requestBody: APIRequestBody(required: true, content: [("application/json", consoleActivityBody)],
-                                             description: "As PATCH /api/live-activities/{id} takes it: {\"contentState\",\"alert\",\"staleDate\",\"priority\"} (priority 5, the default without an alert, or 10)."),
-                 responses: [202: APIResponse(description: "Sent: {\"id\",\"devices\",\"timestamp\"}.", content: [("application/json", consoleActivityAnswer)]),
-                             400: .problem("A malformed body: the detail names the field."), 401: .problem("No console session."),
-                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such Live Activity."),
-                             409: .problem("It has ended, or started more than 8 hours ago."),
-                             413: .problem("The push would be over 4 KiB: the detail says its size.")]) { rooms, r, c in
+                 parameters: [activityID, .header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("LiveActivityChangeRequest"))],
+                                             description: "As PATCH /api/live-activities/{id} takes it: contentState required; alert, staleDate and priority (5 or 10) optional."),
+                 responses: [202: .json(LiveActivityQueuedResponse.self, "Queued: a push per device, or one broadcast."),
+                             400: .problem("The body is not valid, has no contentState, or priority is not 5 or 10."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such activity."),
+                             409: .problem("It ended, or started over 8 hours ago (iOS ended it)."),
+                             413: .problem("The update push would be over 4 KiB, or the body is over 64 KiB.")]) { rooms, r, c in
             try await rooms.console.consoleUpdateActivity(r, c)
         },
         Endpoint(method: .delete, path: "/console/api/live-activities/{id}", access: .open,
                  summary: "Ends a Live Activity on every device from the console, as DELETE /api/live-activities/{id} does (X-CSRF-Token required).",
-                 parameters: [.path("id", .string, "The activity id (la_…)."), .header("X-CSRF-Token", "The token of the console page.")],
-                 requestBody: APIRequestBody(required: false, content: [("application/json", consoleActivityBody)],
-                                             description: "As DELETE /api/live-activities/{id} takes it: {\"contentState\",\"dismissAt\"}, both optional: the final state, and when devices take it away."),
-                 responses: [202: APIResponse(description: "Sent: {\"id\",\"devices\",\"timestamp\"}.", content: [("application/json", consoleActivityAnswer)]),
-                             400: .problem("A malformed body: the detail names the field."), 401: .problem("No console session."),
-                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such Live Activity."),
+                 parameters: [activityID, .header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: false, content: [("application/json", .ref("LiveActivityChangeRequest"))],
+                                             description: "Optional: contentState (the last shown) and dismissAt."),
+                 responses: [202: .json(LiveActivityQueuedResponse.self, "Ending: an end push per device, or one broadcast."),
+                             400: .problem("The body is not valid."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such activity."),
                              409: .problem("It has already ended."),
-                             413: .problem("The push would be over 4 KiB: the detail says its size.")]) { rooms, r, c in
+                             413: .problem("The end push would be over 4 KiB, or the body is over 64 KiB.")]) { rooms, r, c in
             try await rooms.console.consoleEndActivity(r, c)
         },
         Endpoint(method: .get, path: "/console/api/users", access: .open, summary: "Users whose name contains q, with their device counts.",

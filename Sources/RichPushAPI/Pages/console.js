@@ -616,10 +616,11 @@ function renderActivity(a, fresh) {
   $("la-count-updates").textContent = a.updates;
   $("la-count-failures").textContent = a.failures;
   $("la-content").textContent = JSON.stringify(a.contentState || {}, null, 2);
-  // An iPhone needs its activity's update token for updates, unless they are broadcast; other platforms need none.
+  // An iPhone needs its activity's update token for updates, unless they are broadcast; other platforms need none,
+  // and neither does an activity that has ended (its tokens are forgotten).
   const rows = (a.perDevice || []).map((d) => {
     const tr = document.createElement("tr");
-    const token = d.hasUpdateToken ? "yes" : d.platform === "apns" && !a.broadcast ? "not yet" : "not needed";
+    const token = d.hasUpdateToken ? "yes" : d.platform === "apns" && !a.broadcast && a.state === "active" ? "not yet" : "not needed";
     const cells = [d.registration, d.platform, token, d.lastEvent || "—", d.lastState, d.reason || ""];
     tr.append(...cells.map((c, i) => text("td", c === undefined || c === null ? "" : String(c), i === 4 && d.lastState === "failed" ? "failed" : "")));
     return tr;
