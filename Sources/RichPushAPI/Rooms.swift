@@ -107,6 +107,6 @@ package struct Rooms: Sendable {
                                     servedOverHTTPS: settings.servedOverHTTPS, authenticator: p.authenticator, sessions: p.sessions, media: p.media,
                                     users: p.users, registrations: p.registrations, notifications: p.notifications, campaigns: p.campaigns,
                                     segments: p.segments, deliveries: p.deliveries, mediaRoom: mediaRoom, devicesRoom: devicesRoom, campaignsRoom: campaignsRoom,
-                                    insightRoom: insightRoom, segmentsRoom: segmentsRoom)
+                                    insightRoom: insightRoom, segmentsRoom: segmentsRoom, liveActivitiesRoom: liveActivitiesRoom)
     }
 }

@@ -37,6 +37,8 @@ struct ConsoleController: Sendable {
     let insightRoom: InsightController
     /// Lists and saves segments.
     let segmentsRoom: SegmentsController
+    /// Lists, starts, shows, updates and ends Live Activities.
+    let liveActivitiesRoom: LiveActivitiesController
 
     /// The principal of the console's session cookie; nil without a live session.
     func consolePrincipal(_ request: Request) async -> Principal? {
@@ -243,6 +245,34 @@ struct ConsoleController: Sendable {
         }
         let failed = try await deliveries.failed(campaign: id).map { ConsoleFailure(target: String($0.target.prefix(24)), reason: $0.reason ?? "") }
         return try JSONResponse.encode(ConsoleProgress(campaign: CampaignResponse(progress), failures: failed))
+    }
+
+    /// `GET /console/api/live-activities?limit=`: Live Activities newest first, as
+    /// `GET /api/live-activities` lists them (the console's Live Activities panel).
+    func consoleLiveActivities(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, liveActivitiesRoom.listActivities)
+    }
+
+    /// `POST /console/api/live-activities`: starts a Live Activity, as `POST /api/live-activities` does.
+    func consoleStartActivity(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, liveActivitiesRoom.startActivity)
+    }
+
+    /// `GET /console/api/live-activities/{id}`: its state, counts and devices, as
+    /// `GET /api/live-activities/{id}` answers it.
+    func consoleShowActivity(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, liveActivitiesRoom.showActivity)
+    }
+
+    /// `PATCH /console/api/live-activities/{id}`: updates it on every device, as
+    /// `PATCH /api/live-activities/{id}` does.
+    func consoleUpdateActivity(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, liveActivitiesRoom.updateActivity)
+    }
+
+    /// `DELETE /console/api/live-activities/{id}`: ends it, as `DELETE /api/live-activities/{id}` does.
+    func consoleEndActivity(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, liveActivitiesRoom.endActivity)
     }
 
     /// `GET /console/api/users?q=`: users whose name contains `q`, with their device counts.

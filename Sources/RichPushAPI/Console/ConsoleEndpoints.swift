@@ -117,6 +117,58 @@ extension Endpoint {
                              409: .problem("The campaign was already withdrawn.")]) { rooms, r, c in
             try await rooms.console.consoleRetract(r, c)
         },
+        Endpoint(method: .get, path: "/console/api/live-activities", access: .open,
+                 summary: "The console's Live Activities panel: activities, newest first, as GET /api/live-activities lists them.",
+                 parameters: [.query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50).")],
+                 responses: [200: .jsonArray(of: LiveActivityResponse.self, "As GET /api/live-activities lists them (without perDevice)."),
+                             400: .problem("limit is out of range."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleLiveActivities(r, c)
+        },
+        Endpoint(method: .post, path: "/console/api/live-activities", access: .open,
+                 summary: "Starts a Live Activity from the console, as POST /api/live-activities does (X-CSRF-Token required).",
+                 parameters: [.header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("LiveActivityStartRequest"))],
+                                             description: "As POST /api/live-activities takes it: audience as a campaign's; alert.title required; broadcast: updates through an APNs broadcast channel (iOS 18)."),
+                 responses: [202: .json(LiveActivityQueuedResponse.self, "Started: a start push queued per device (devices: 0 when none has a token for the type)."),
+                             400: .problem("The body, the audience, the type, or attributes or contentState (not a JSON object: named, with where it broke) is not valid."),
+                             401: .problem("No console session."), 403: .problem("Not an admin, no CSRF token, or another site's request."),
+                             413: .problem("The start push would be over 4 KiB (its size named), or the body is over 64 KiB."),
+                             422: .problem("No alert.title (iOS drops a start without an alert), a listed user does not exist, or broadcast on a server that sends no APNs pushes."),
+                             503: .problem("APNs did not make the broadcast channel now.", headers: ["Retry-After": "Seconds to wait."])]) { rooms, r, c in
+            try await rooms.console.consoleStartActivity(r, c)
+        },
+        Endpoint(method: .get, path: "/console/api/live-activities/{id}", access: .open,
+                 summary: "A Live Activity's state, counts and devices, as GET /api/live-activities/{id} answers it.",
+                 parameters: [activityID],
+                 responses: [200: .json(LiveActivityResponse.self, "The activity, each device with its last push."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's."), 404: .problem("No such activity.")]) { rooms, r, c in
+            try await rooms.console.consoleShowActivity(r, c)
+        },
+        Endpoint(method: .patch, path: "/console/api/live-activities/{id}", access: .open,
+                 summary: "Updates a Live Activity on every device from the console, as PATCH /api/live-activities/{id} does (X-CSRF-Token required).",
+                 parameters: [activityID, .header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("LiveActivityChangeRequest"))],
+                                             description: "As PATCH /api/live-activities/{id} takes it: contentState required; alert, staleDate and priority (5 or 10) optional."),
+                 responses: [202: .json(LiveActivityQueuedResponse.self, "Queued: a push per device, or one broadcast."),
+                             400: .problem("The body is not valid, has no contentState, or priority is not 5 or 10."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such activity."),
+                             409: .problem("It ended, or started over 8 hours ago (iOS ended it)."),
+                             413: .problem("The update push would be over 4 KiB, or the body is over 64 KiB.")]) { rooms, r, c in
+            try await rooms.console.consoleUpdateActivity(r, c)
+        },
+        Endpoint(method: .delete, path: "/console/api/live-activities/{id}", access: .open,
+                 summary: "Ends a Live Activity on every device from the console, as DELETE /api/live-activities/{id} does (X-CSRF-Token required).",
+                 parameters: [activityID, .header("X-CSRF-Token", "The token of the console page.")],
+                 requestBody: APIRequestBody(required: false, content: [("application/json", .ref("LiveActivityChangeRequest"))],
+                                             description: "Optional: contentState (the last shown) and dismissAt."),
+                 responses: [202: .json(LiveActivityQueuedResponse.self, "Ending: an end push per device, or one broadcast."),
+                             400: .problem("The body is not valid."), 401: .problem("No console session."),
+                             403: .problem("Not an admin, no CSRF token, or another site's request."), 404: .problem("No such activity."),
+                             409: .problem("It has already ended."),
+                             413: .problem("The end push would be over 4 KiB, or the body is over 64 KiB.")]) { rooms, r, c in
+            try await rooms.console.consoleEndActivity(r, c)
+        },
         Endpoint(method: .get, path: "/console/api/users", access: .open, summary: "Users whose name contains q, with their device counts.",
                  parameters: [.query("q", .string, "Part of a name (any case).")],
                  responses: [200: .jsonArray(of: ConsoleUser.self, "By name, at most 200."), 401: .problem("No console session."),
