@@ -526,7 +526,8 @@ public struct LiveActivityStore: Sendable {
 
     /// Claims up to `limit` due activity pushes (`OutboxStore.claim`): the oldest of each device's
     /// line only, so a device gets an activity's pushes in their timestamps' order even when
-    /// several nodes send (a later one waits until the one before it is recorded).
+    /// several nodes send (a later one waits until the one before it is recorded). A broadcast
+    /// waits for every iOS push before it, the starts that subscribe phones to its channel.
     static func claim(_ db: SQLConnection, limit: Int, now: Double, lease: Double, holder: OutboxHolder, only: String) throws -> [DeliveryJob] {
         let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
         let rows = try db.fetchAll(sql: """
@@ -534,8 +535,8 @@ public struct LiveActivityStore: Sendable {
                    e.createdAt, a.channelId, a.type
             FROM activity_pushes d JOIN activity_events e ON e.id = d.eventId JOIN live_activities a ON a.id = d.activityId
             WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
-              AND NOT EXISTS (SELECT 1 FROM activity_pushes o WHERE o.activityId = d.activityId AND o.lane = d.lane AND o.state = 'pending'
-                              AND o.timestamp < d.timestamp)
+              AND NOT EXISTS (SELECT 1 FROM activity_pushes o WHERE o.activityId = d.activityId AND o.state = 'pending'
+                              AND (o.lane = d.lane OR (d.lane = '' AND o.platform = 'apns')) AND o.timestamp < d.timestamp)
             ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
             """, arguments: [now, limit], cached: true)
         guard !rows.isEmpty else { return [] }

@@ -161,12 +161,13 @@ struct LiveActivityTests {
                 let id = try #require(body["id"] as? String)
                 let channel = try #require(body["channelId"] as? String)
                 #expect(body["devices"] as? Int == 1000)
-                #expect(try await eventually(within: 60) { apns.sandbox.phoneActivities.filter { $0.channelID == channel }.count == 1000 })
-                let before = apns.sandbox.acceptedCount
+                // The first goal comes at once: its broadcast waits for the starts that subscribe the phones.
                 let (updated, _) = try await s.json(.patch, "/api/live-activities/\(id)", as: "root", body: #"{"contentState":{"home":1,"away":0}}"#)
                 #expect(updated.status == .accepted)
-                #expect(try await eventually { apns.sandbox.phoneEvents.filter { $0.channelID == channel && $0.event == "update" && $0.shown }.count == 1000 })
-                #expect(apns.sandbox.acceptedCount == before + 1)
+                #expect(try await eventually(within: 60) { apns.sandbox.phoneEvents.filter { $0.channelID == channel && $0.event == "update" && $0.shown }.count == 1000 })
+                #expect(apns.sandbox.phoneActivities.filter { $0.channelID == channel }.count == 1000)
+                #expect(apns.sandbox.acceptedCount == 1001)
+                let before = 1000
                 let broadcastPush = try #require(apns.sandbox.accepted.last)
                 #expect(broadcastPush.headers["apns-channel-id"] == channel && broadcastPush.headers["apns-push-type"] == "liveactivity")
                 let (ended, _) = try await s.json(.delete, "/api/live-activities/\(id)", as: "root")
