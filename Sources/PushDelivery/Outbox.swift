@@ -28,6 +28,8 @@ public protocol PushDispatching: Sendable {
     var providerHealth: ProviderHealth? { get }
     /// Makes an APNs broadcast channel for `app`'s Live Activities (docs/api.md#live-activities).
     func createChannel(app: String) async throws -> String
+    /// Deletes one (an activity that could not be started gives its channel back).
+    func deleteChannel(_ id: String, app: String) async throws
 }
 
 extension PushDispatching {
@@ -35,6 +37,9 @@ extension PushDispatching {
     public var providerHealth: ProviderHealth? { nil }
     public func createChannel(app: String) async throws -> String {
         throw PushError.configuration("this server sends no pushes: broadcast Live Activities need APNs credentials (--apns-key…)")
+    }
+    public func deleteChannel(_ id: String, app: String) async throws {
+        throw PushError.configuration("this server sends no pushes: it has no broadcast channels")
     }
 }
 
@@ -138,6 +143,10 @@ public final class OutboxDispatcher: Service, PushDispatching {
 
     public func createChannel(app: String) async throws -> String {
         try await provider.createChannel(app: app)
+    }
+
+    public func deleteChannel(_ id: String, app: String) async throws {
+        try await provider.deleteChannel(id, app: app)
     }
 
     public func run() async throws {

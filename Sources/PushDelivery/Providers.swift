@@ -29,6 +29,8 @@ public protocol PushProvider: Sendable {
     /// Makes an APNs broadcast channel for `app`'s Live Activities (docs/api.md#live-activities)
     /// and returns its id; throws where `app` sends no APNs pushes directly.
     func createChannel(app: String) async throws -> String
+    /// Deletes `app`'s broadcast channel `id` (one APNs no longer knows counts as deleted).
+    func deleteChannel(_ id: String, app: String) async throws
 }
 
 extension PushProvider {
@@ -39,6 +41,10 @@ extension PushProvider {
 
     public func createChannel(app: String) async throws -> String {
         throw PushError.configuration("app \(app) sends no APNs pushes directly: broadcast Live Activities need its --apns-key…")
+    }
+
+    public func deleteChannel(_ id: String, app: String) async throws {
+        throw PushError.configuration("app \(app) sends no APNs pushes directly: it has no broadcast channels")
     }
 
     public func start(_ job: DeliveryJob, completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
@@ -65,6 +71,10 @@ public struct APNsProvider: PushProvider {
         try await client.createChannel()
     }
 
+    public func deleteChannel(_ id: String, app: String) async throws {
+        try await client.deleteChannel(id)
+    }
+
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         await withCheckedContinuation { continuation in
             start(job) { outcome, timestamp in continuation.resume(returning: (outcome, timestamp)) }
@@ -81,7 +91,13 @@ public struct APNsProvider: PushProvider {
             client.start(token: job.target, payload: job.payload, mode: job.mode, pushID: job.pushId, expiration: expiration,
                          priority: String(activity.priority), liveActivity: true, channelID: activity.channelId) { outcome, timestamp in
                 if case .sent = outcome, activity.event == "end", let channel = activity.channelId {
-                    Task { try? await client.deleteChannel(channel) }
+                    Task {
+                        do { try await client.deleteChannel(channel) } catch {
+                            // APNs keeps a bounded number of channels per app: an operator deletes this one by hand.
+                            Logger(label: "richpush.apns").warning("broadcast channel of an ended live activity not deleted",
+                                                                   metadata: ["activity": "\(activity.id)", "channel": "\(channel)", "error": "\(error)"])
+                        }
+                    }
                 }
                 completion(outcome, timestamp)
             }
@@ -324,6 +340,11 @@ public struct PlatformRouter: PushProvider {
         return try await apns.createChannel(app: app)
     }
 
+    public func deleteChannel(_ id: String, app: String) async throws {
+        guard let apns = providers["apns"] else { throw PushError.configuration("this server sends no APNs pushes: it has no broadcast channels") }
+        try await apns.deleteChannel(id, app: app)
+    }
+
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
         guard let provider = provider(for: job) else { return (Self.missing(job), nil) }
         return await provider.deliver(job)
@@ -377,6 +398,11 @@ public struct AppRouter: PushProvider {
     public func createChannel(app: String) async throws -> String {
         guard let provider = apps[app] else { throw PushError.configuration("this server has no app named \(app): add it to serve --apps") }
         return try await provider.createChannel(app: app)
+    }
+
+    public func deleteChannel(_ id: String, app: String) async throws {
+        guard let provider = apps[app] else { throw PushError.configuration("this server has no app named \(app): add it to serve --apps") }
+        try await provider.deleteChannel(id, app: app)
     }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {

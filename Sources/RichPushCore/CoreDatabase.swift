@@ -427,7 +427,7 @@ public enum CoreDatabase {
                     updatedAt      REAL NOT NULL
                 );
                 CREATE INDEX activity_pushes_due ON activity_pushes(state, nextAttemptAt);
-                CREATE INDEX activity_pushes_lane ON activity_pushes(activityId, lane, state, timestamp);
+                CREATE INDEX activity_pushes_lane ON activity_pushes(activityId, lane, timestamp);
                 CREATE INDEX activity_pushes_event ON activity_pushes(eventId);
                 """),
     ]

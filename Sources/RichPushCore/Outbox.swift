@@ -443,71 +443,68 @@ public struct OutboxStore: Sendable {
     /// `sent`, `failed`, `retried`, or `lease_lost` where `holder` no longer held the row (another
     /// took it after the lease lapsed: its outcome stands, nothing is overwritten or pruned).
     /// Pushes sent take one statement per 500 (the common case, and on PostgreSQL one round trip).
-    public func record(_ all: [(DeliveryJob, OutboxResult)], holder: OutboxHolder) async throws -> [String] {
+    public func record(_ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder) async throws -> [String] {
         let now = database.now()
-        // Live Activities' pushes are rows of their own table.
-        guard all.contains(where: { $0.0.activity != nil }) else { return try await record(notifications: all, holder: holder, now: now) }
-        let activities = all.filter { $0.0.activity != nil }
-        let notifications = all.filter { $0.0.activity == nil }
-        let activityLabels = try await database.write(isolation: .readCommitted) { db in
-            try LiveActivityStore.record(db, activities, holder: holder, now: now)
+        return try await database.write(isolation: .readCommitted) { db in
+            // Live Activities' pushes are rows of their own table, recorded in the same transaction.
+            guard results.contains(where: { $0.0.activity != nil }) else { return try Self.record(db, notifications: results, holder: holder, now: now) }
+            let activities = try LiveActivityStore.record(db, results.filter { $0.0.activity != nil }, holder: holder, now: now)
+            let notifications = try Self.record(db, notifications: results.filter { $0.0.activity == nil }, holder: holder, now: now)
+            var fromActivities = activities.makeIterator(), fromNotifications = notifications.makeIterator()
+            return results.map { job, _ in (job.activity != nil ? fromActivities.next() : fromNotifications.next()) ?? "lease_lost" }
         }
-        let notificationLabels = notifications.isEmpty ? [] : try await record(notifications: notifications, holder: holder, now: now)
-        var fromActivities = activityLabels.makeIterator(), fromNotifications = notificationLabels.makeIterator()
-        return all.map { job, _ in (job.activity != nil ? fromActivities.next() : fromNotifications.next()) ?? "lease_lost" }
     }
 
     /// `record` of the notifications' pushes (`deliveries`).
-    private func record(notifications results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder, now: Double) async throws -> [String] {
-        try await database.write(isolation: .readCommitted) { db in
-            var recordedSent = Set<Int64>()
-            let sent = results.filter { $0.1 == .sent }.map(\.0.id)
-            for chunk in sent.sqlBatches() {
-                let ids = try Int64.fetchAll(db, sql: """
-                    UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
-                    WHERE \(db.idIn("id")) AND leaseTag = ? AND state = 'pending' RETURNING id
-                    """, arguments: [now, db.idList(chunk), holder.tag], cached: true)
-                recordedSent.formUnion(ids)
-            }
-            var happenings: [Happening] = []
-            let labels = try results.map { job, result in
-                switch result {
-                case .sent:
-                    // Once per row updated: the same push twice in one batch (claimed again by this
-                    // holder after its lease lapsed) is counted sent once.
-                    guard recordedSent.remove(job.id) != nil else { return "lease_lost" }
-                    let type: DeliveryEventType = switch job.kind {
-                    case .original: .sent
-                    case .update: .updated
-                    case .retract: .retracted
-                    }
-                    happenings.append(Happening(type: type, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
-                                                platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns")))
-                    return "sent"
-                case .failed(let reason, let prune, let deadSince):
-                    let label = try Self.recordFailure(db, job, reason: reason, prune: prune, deadSince: deadSince, holder: holder, now: now,
-                                                       happenings: &happenings)
-                    if label == "failed" {
-                        happenings.append(Happening(type: .failed, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
-                                                    platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns"), reason: reason))
-                    }
-                    return label
-                case .retry(let reason, let at):
-                    // `at` is this machine's time; the row keeps the database's.
-                    let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
-                    try db.execute(sql: """
-                        UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
-                        WHERE id = ? AND leaseTag = ? AND state = 'pending'
-                        """, arguments: [job.attempts + 1, reason, due, now, job.id, holder.tag])
-                    return db.changesCount > 0 ? "retried" : "lease_lost"
-                }
-            }
-            try Self.releaseRevisions(db, results.compactMap { job, result in if case .retry = result { nil } else { job } }, now: now)
-            // docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: counted in the transaction that records them, so counts and events never disagree.
-            try Insight.record(db, happenings, now: now)
-            try Insight.finishCampaigns(db, Set(happenings.compactMap(\.campaign)), now: now)
-            return labels
+    private static func record(_ db: SQLConnection, notifications results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder,
+                               now: Double) throws -> [String] {
+        var recordedSent = Set<Int64>()
+        let sent = results.filter { $0.1 == .sent }.map(\.0.id)
+        for chunk in sent.sqlBatches() {
+            let ids = try Int64.fetchAll(db, sql: """
+                UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                WHERE \(db.idIn("id")) AND leaseTag = ? AND state = 'pending' RETURNING id
+                """, arguments: [now, db.idList(chunk), holder.tag], cached: true)
+            recordedSent.formUnion(ids)
         }
+        var happenings: [Happening] = []
+        let labels = try results.map { job, result in
+            switch result {
+            case .sent:
+                // Once per row updated: the same push twice in one batch (claimed again by this
+                // holder after its lease lapsed) is counted sent once.
+                guard recordedSent.remove(job.id) != nil else { return "lease_lost" }
+                let type: DeliveryEventType = switch job.kind {
+                case .original: .sent
+                case .update: .updated
+                case .retract: .retracted
+                }
+                happenings.append(Happening(type: type, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
+                                            platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns")))
+                return "sent"
+            case .failed(let reason, let prune, let deadSince):
+                let label = try Self.recordFailure(db, job, reason: reason, prune: prune, deadSince: deadSince, holder: holder, now: now,
+                                                   happenings: &happenings)
+                if label == "failed" {
+                    happenings.append(Happening(type: .failed, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
+                                                platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns"), reason: reason))
+                }
+                return label
+            case .retry(let reason, let at):
+                // `at` is this machine's time; the row keeps the database's.
+                let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
+                try db.execute(sql: """
+                    UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                    WHERE id = ? AND leaseTag = ? AND state = 'pending'
+                    """, arguments: [job.attempts + 1, reason, due, now, job.id, holder.tag])
+                return db.changesCount > 0 ? "retried" : "lease_lost"
+            }
+        }
+        try Self.releaseRevisions(db, results.compactMap { job, result in if case .retry = result { nil } else { job } }, now: now)
+        // docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: counted in the transaction that records them, so counts and events never disagree.
+        try Insight.record(db, happenings, now: now)
+        try Insight.finishCampaigns(db, Set(happenings.compactMap(\.campaign)), now: now)
+        return labels
     }
 
     /// Revisions (docs/api.md#change-or-take-back-what-was-sent) queued while a push of their

@@ -56,14 +56,14 @@ struct LiveActivitiesController: Sendable {
         let body = try await RequestBody.collect(request, upTo: Self.bodyLimit, what: "a live activity")
         let asked = try RequestBody.decode(LiveActivityStartRequest.self, from: Data(body.readableBytesView), shape: LiveActivityStartRequest.shape)
         let type = try LiveActivityStore.checkedType(asked.type)
-        let contentState = try asked.contentState.checked("contentState")
-        let attributes = try (asked.attributes ?? ActivityJSON(text: "{}")).checked("attributes")
         guard let alert = try asked.alert?.checked("alert") else {
             throw Problem(.unprocessableContent, "alert.title is required to start a live activity: iOS drops a start push without an alert (APNs accepts it, the phone shows nothing)")
         }
         if let score = asked.relevanceScore, !(0...100).contains(score) { throw Problem(.badRequest, "relevanceScore must be 0 to 100") }
         let app = try apps.appAllowed(asked.app, for: caller) ?? AppName.default
-        var draft = LiveActivityDraft(type: type, audience: try asked.audience.audience, app: app, attributes: attributes, contentState: contentState,
+        // The JSON is checked (400) and the push measured (413) by the store, before it reads or writes anything.
+        var draft = LiveActivityDraft(type: type, audience: try asked.audience.audience, app: app, attributes: asked.attributes?.text ?? "{}",
+                                      contentState: asked.contentState.text,
                                       alert: alert, staleDate: asked.staleDate?.date, relevanceScore: asked.relevanceScore)
         if asked.broadcast == true {
             do {
@@ -74,7 +74,18 @@ struct LiveActivitiesController: Sendable {
                 throw Problem(.serviceUnavailable, "no broadcast channel: \(error.message)", headers: [.retryAfter: "5"])
             }
         }
-        let queued = try await activities.start(draft, by: caller.user)
+        let queued: LiveActivityQueued
+        do {
+            queued = try await activities.start(draft, by: caller.user)
+        } catch {
+            // Refused or not stored: its channel goes back to APNs rather than staying unused.
+            if let channel = draft.channelId {
+                do { try await dispatcher.deleteChannel(channel, app: app) } catch {
+                    context.logger.warning("broadcast channel of an activity not started stays at APNs", metadata: ["channel": "\(channel)", "error": "\(error)"])
+                }
+            }
+            throw error
+        }
         dispatcher.outboxChanged()
         context.logger.info("live activity started", metadata: ["activity": "\(queued.activity.id)", "devices": "\(queued.devices)",
                                                                 "by": "\(caller.user)"])
@@ -104,7 +115,7 @@ struct LiveActivitiesController: Sendable {
             : try RequestBody.decode(LiveActivityChangeRequest.self, from: bytes, shape: LiveActivityChangeRequest.shape)
         guard end || asked.contentState != nil else { throw Problem(.badRequest, "contentState is required to update a live activity") }
         if let priority = asked.priority, priority != 5 && priority != 10 { throw Problem(.badRequest, "priority must be 5 or 10") }
-        let change = LiveActivityChange(contentState: try asked.contentState?.checked("contentState"), alert: try asked.alert?.checked("alert"),
+        let change = LiveActivityChange(contentState: asked.contentState?.text, alert: try asked.alert?.checked("alert"),
                                         staleDate: asked.staleDate?.date, priority: asked.priority, dismissAt: asked.dismissAt?.date)
         let queued = try await activities.change(id, change, end: end)
         dispatcher.outboxChanged()

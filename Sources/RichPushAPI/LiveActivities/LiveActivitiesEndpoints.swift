@@ -52,7 +52,7 @@ extension Endpoint {
                  parameters: [activityID],
                  keys: .read,
                  responses: [
-                     200: .json(LiveActivityResponse.self, "The activity, each device with its last push."),
+                     200: .json(LiveActivityResponse.self, "The activity; perDevice: the first 1,000 devices by registration id, each with its last push."),
                      404: .problem("No such activity."),
                  ]) { rooms, r, c in try await rooms.liveActivities.showActivity(r, c) },
         Endpoint(method: .patch, path: "/api/live-activities/{id}", access: .admin,

@@ -27,12 +27,6 @@ struct ActivityJSON: Codable, Sendable {
         var container = encoder.singleValueContainer()
         try container.encode((try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))) ?? .object([:]))
     }
-
-    /// The text, checked to be a JSON object (400 naming `field` and where it broke).
-    func checked(_ field: String) throws -> String {
-        _ = try LiveActivityStore.object(text, field: field)
-        return text
-    }
 }
 
 extension ActivityJSON: DeclaredSchema {
@@ -183,7 +177,7 @@ struct LiveActivityResponse: Codable, Sendable {
     var createdAt: String
     var endedAt: String?
     var createdBy: String
-    /// Each device (absent from lists).
+    /// The first 1,000 devices by registration id, each with its last push (absent from lists).
     var perDevice: [LiveActivityDeviceResponse]?
 
     init(_ activity: LiveActivity, devices withDevices: Bool) {

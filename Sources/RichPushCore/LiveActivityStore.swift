@@ -1,128 +1,6 @@
 import Foundation
 import SQLEngine
 
-/// A Live Activity's alert: what the Lock Screen shows as it starts or changes
-/// (docs/api.md#live-activities).
-public struct LiveActivityAlert: Sendable, Equatable, Codable {
-    public var title: String
-    public var body: String?
-
-    /// An alert.
-    public init(title: String, body: String? = nil) {
-        self.title = title
-        self.body = body
-    }
-
-    var apns: [String: Any] {
-        var alert: [String: Any] = ["title": title]
-        if let body { alert["body"] = body }
-        return alert
-    }
-}
-
-/// What `POST /api/live-activities` asks for, checked (docs/api.md#live-activities).
-public struct LiveActivityDraft: Sendable {
-    /// The ActivityKit attributes type (`attributes-type`), as the app's Swift type is named.
-    public var type: String
-    public var audience: Audience
-    public var app: String
-    /// The attributes, a JSON object (text).
-    public var attributes: String
-    /// The first content state, a JSON object (text).
-    public var contentState: String
-    public var alert: LiveActivityAlert
-    public var staleDate: Date?
-    public var relevanceScore: Double?
-    /// The APNs broadcast channel its updates go to (iOS 18), made before it is stored; nil: one
-    /// push per device.
-    public var channelId: String?
-
-    /// A draft; the JSON texts must hold objects (`LiveActivityStore.object` reads them).
-    public init(type: String, audience: Audience, app: String, attributes: String, contentState: String, alert: LiveActivityAlert,
-                staleDate: Date? = nil, relevanceScore: Double? = nil, channelId: String? = nil) {
-        self.type = type
-        self.audience = audience
-        self.app = app
-        self.attributes = attributes
-        self.contentState = contentState
-        self.alert = alert
-        self.staleDate = staleDate
-        self.relevanceScore = relevanceScore
-        self.channelId = channelId
-    }
-}
-
-/// An update or the end of a Live Activity, checked.
-public struct LiveActivityChange: Sendable {
-    /// The new content state (JSON object text); nil keeps the last (an end may give none).
-    public var contentState: String?
-    public var alert: LiveActivityAlert?
-    public var staleDate: Date?
-    /// `apns-priority`: 10 or 5; nil is 5 for an update without an alert, else 10.
-    public var priority: Int?
-    /// For the end: when the Lock Screen lets it go (`dismissal-date`); nil lets iOS decide.
-    public var dismissAt: Date?
-
-    /// A change.
-    public init(contentState: String? = nil, alert: LiveActivityAlert? = nil, staleDate: Date? = nil, priority: Int? = nil, dismissAt: Date? = nil) {
-        self.contentState = contentState
-        self.alert = alert
-        self.staleDate = staleDate
-        self.priority = priority
-        self.dismissAt = dismissAt
-    }
-}
-
-/// One device of an activity, as `GET /api/live-activities/{id}` shows it.
-public struct LiveActivityDevice: Sendable, Equatable {
-    public var registration: String
-    public var platform: String
-    /// Whether the app reported the activity's update token (iOS; Android and browsers need none).
-    public var hasUpdateToken: Bool
-    /// Its last push: the event (`start`, `update`, `end`), its state and why it failed.
-    public var lastEvent: String?
-    public var lastState: String?
-    public var reason: String?
-}
-
-/// A Live Activity as stored (docs/api.md#live-activities).
-public struct LiveActivity: Sendable, Equatable {
-    public var id: String
-    public var type: String
-    public var app: String
-    /// `active` or `ended`.
-    public var state: String
-    public var channelId: String?
-    public var attributes: String
-    public var contentState: String
-    /// Devices it was started on or whose app reported it.
-    public var devices: Int
-    /// Updates sent (the start and the end not counted).
-    public var updates: Int
-    /// Pushes a push service refused for good.
-    public var failures: Int
-    public var lastUpdate: Date?
-    /// The last `timestamp` given (seconds since 1970, strictly increasing).
-    public var lastTimestamp: Int64
-    public var createdAt: Date
-    public var endedAt: Date?
-    /// Who started it (an account or a key's owner).
-    public var createdBy: String
-    /// Each device; filled by `LiveActivityStore.activity(_:devices:)` when asked.
-    public var perDevice: [LiveActivityDevice] = []
-
-    /// Whether it updates through an APNs broadcast channel.
-    public var broadcast: Bool { channelId != nil }
-}
-
-/// What a start, an update or an end queued.
-public struct LiveActivityQueued: Sendable, Equatable {
-    public var activity: LiveActivity
-    /// Pushes queued: one per device, or one broadcast for every iOS device plus one per other device.
-    public var devices: Int
-    /// The event's `timestamp`.
-    public var timestamp: Int64
-}
 
 /// Live Activities (docs/api.md#live-activities): push-to-start tokens per registration and
 /// attributes type, activities and their devices' update tokens, and their pushes, which go
@@ -272,13 +150,13 @@ public struct LiveActivityStore: Sendable {
     /// start push, in one transaction.
     public func start(_ draft: LiveActivityDraft, by creator: String) async throws -> LiveActivityQueued {
         let id = Self.newID()
-        // Checked before the transaction: a payload too large is 413 with nothing written.
-        _ = try Self.payloads(activity: id, event: "start", timestamp: Int64(Date().timeIntervalSince1970), type: draft.type,
-                              attributes: draft.attributes, contentState: draft.contentState, alert: draft.alert,
-                              staleDate: draft.staleDate, relevanceScore: draft.relevanceScore, channel: draft.channelId)
         return try await database.write { db in
             let now = db.now
             let timestamp = Int64(now)
+            // First: JSON that is not an object is 400 and a push too large 413, before any reading or writing.
+            let payloads = try Self.payloads(activity: id, event: "start", timestamp: timestamp, type: draft.type, attributes: draft.attributes,
+                                             contentState: draft.contentState, alert: draft.alert, staleDate: draft.staleDate,
+                                             relevanceScore: draft.relevanceScore, channel: draft.channelId)
             var names: [String] = []
             var cursor = ""
             while true {
@@ -324,15 +202,10 @@ public struct LiveActivityStore: Sendable {
                                    + Array(repeating: "(?, ?, ?, NULL)", count: chunk.count).joined(separator: ", "),
                                arguments: SQLArguments(chunk.flatMap { [id, $0.registration, $0.platform] as [any SQLValueConvertible] }))
             }
-            let payloads = try Self.payloads(activity: id, event: "start", timestamp: timestamp, type: draft.type, attributes: draft.attributes,
-                                             contentState: draft.contentState, alert: draft.alert, staleDate: draft.staleDate,
-                                             relevanceScore: draft.relevanceScore, channel: draft.channelId)
             let event = try Self.insertEvent(db, activity: id, event: "start", timestamp: timestamp, priority: 10, payloads: payloads)
             try Self.queue(db, activity: id, app: draft.app, event: event, timestamp: timestamp,
                            pushes: targets.map { ($0.registration, $0.platform, $0.target) })
-            var activity = try Self.read(db, id)!
-            activity.perDevice = []
-            return LiveActivityQueued(activity: activity, devices: targets.count, timestamp: timestamp)
+            return LiveActivityQueued(activity: try Self.read(db, id)!, devices: targets.count, timestamp: timestamp)
         }
     }
 
@@ -503,127 +376,31 @@ public struct LiveActivityStore: Sendable {
                      endedAt: (row["endedAt"] as Double?).map(Date.init(timeIntervalSince1970:)), createdBy: row["createdBy"])
     }
 
+    /// The most devices `GET /api/live-activities/{id}` lists (the first by registration id).
+    public static let perDeviceLimit = 1000
+
+    /// The first `perDeviceLimit` devices, each with its last push (its line's newest; a
+    /// broadcast's iOS devices share the broadcast's line).
     static func perDevice(_ db: SQLConnection, _ id: String) throws -> [LiveActivityDevice] {
+        let devices = try db.fetchAll(sql: """
+            SELECT registrationId, platform, updateToken FROM activity_devices WHERE activityId = ? ORDER BY registrationId LIMIT ?
+            """, arguments: [id, Self.perDeviceLimit])
         var last: [String: (event: String, state: String, reason: String?)] = [:]
-        for row in try db.fetchAll(sql: """
-            SELECT p.lane, e.event, p.state, p.reason FROM activity_pushes p JOIN activity_events e ON e.id = p.eventId
-            WHERE p.activityId = ? ORDER BY p.timestamp
-            """, arguments: [id]) {
-            last[row["lane"]] = (row["event"], row["state"], row["reason"])
+        for chunk in (devices.map { $0["registrationId"] as String } + [""]).sqlBatches(of: 400) {
+            for row in try db.fetchAll(sql: """
+                SELECT p.lane, e.event, p.state, p.reason FROM activity_pushes p JOIN activity_events e ON e.id = p.eventId
+                WHERE p.activityId = ? AND p.lane IN (\(sqlPlaceholders(chunk.count)))
+                  AND p.timestamp = (SELECT max(q.timestamp) FROM activity_pushes q WHERE q.activityId = p.activityId AND q.lane = p.lane)
+                """, arguments: SQLArguments([id as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
+                last[row["lane"]] = (row["event"], row["state"], row["reason"])
+            }
         }
-        return try db.fetchAll(sql: "SELECT registrationId, platform, updateToken FROM activity_devices WHERE activityId = ? ORDER BY registrationId",
-                               arguments: [id]).map { row in
+        return devices.map { row in
             let registration: String = row["registrationId"]
             let platform: String = row["platform"]
-            // A broadcast's iOS devices share its one lane.
             let push = last[registration] ?? (platform == "apns" ? last[""] : nil)
             return LiveActivityDevice(registration: registration, platform: platform, hasUpdateToken: (row["updateToken"] as String?) != nil,
                                       lastEvent: push?.event, lastState: push?.state, reason: push?.reason)
         }
-    }
-
-    // MARK: the outbox's side
-
-    /// Claims up to `limit` due activity pushes (`OutboxStore.claim`): the oldest of each device's
-    /// line only, so a device gets an activity's pushes in their timestamps' order even when
-    /// several nodes send (a later one waits until the one before it is recorded). A broadcast
-    /// waits for every iOS push before it, the starts that subscribe phones to its channel.
-    static func claim(_ db: SQLConnection, limit: Int, now: Double, lease: Double, holder: OutboxHolder, only: String) throws -> [DeliveryJob] {
-        let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
-        let rows = try db.fetchAll(sql: """
-            SELECT d.id, d.activityId, d.registrationId, d.platform, d.app, d.target, d.pushId, d.attempts, e.event, e.priority, e.apns, e.twin,
-                   e.createdAt, a.channelId, a.type
-            FROM activity_pushes d JOIN activity_events e ON e.id = d.eventId JOIN live_activities a ON a.id = d.activityId
-            WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
-              AND NOT EXISTS (SELECT 1 FROM activity_pushes o WHERE o.activityId = d.activityId AND o.state = 'pending'
-                              AND (o.lane = d.lane OR (d.lane = '' AND o.platform = 'apns')) AND o.timestamp < d.timestamp)
-            ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
-            """, arguments: [now, limit], cached: true)
-        guard !rows.isEmpty else { return [] }
-        let jobs = rows.map { row in
-            let priority: Int = row["priority"]
-            var job = DeliveryJob(id: row["id"], notificationId: 0, registrationId: row["registrationId"], target: row["target"],
-                                  payload: row["apns"], mode: priority == 10 ? .alert : .silent, pushId: row["pushId"], attempts: row["attempts"],
-                                  platform: row["platform"])
-            job.app = row["app"]
-            let event: String = row["event"]
-            let broadcast = (row["registrationId"] as String?) == nil
-            job.activity = ActivityPush(id: row["activityId"], type: row["type"], event: event, priority: priority,
-                                        channelId: broadcast ? row["channelId"] : nil, twin: row["twin"])
-            // An update is worth an hour; a start or an end, the 8 hours an activity lives.
-            job.expiresAt = Date(timeIntervalSince1970: (row["createdAt"] as Double) + (event == "update" ? 3600 : maxAge))
-            return job
-        }
-        for chunk in jobs.map(\.id).sqlBatches() {
-            try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
-                           arguments: [now + lease, holder.pid, holder.tag, db.idList(chunk)], cached: true)
-        }
-        return jobs
-    }
-
-    /// Records activity pushes' outcomes (`OutboxStore.record`), in its transaction: a token APNs
-    /// answers 410 for is forgotten (a push-to-start token for a start, else the update token),
-    /// and a failure counts in the activity's `failures`.
-    static func record(_ db: SQLConnection, _ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder, now: Double) throws -> [String] {
-        try results.map { job, result in
-            switch result {
-            case .sent:
-                try db.execute(sql: """
-                    UPDATE activity_pushes SET state = 'sent', attempts = attempts + 1, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
-                    WHERE id = ? AND leaseTag = ? AND state = 'pending'
-                    """, arguments: [now, job.id, holder.tag], cached: true)
-                return db.changesCount > 0 ? "sent" : "lease_lost"
-            case .failed(let reason, let prune, _):
-                try db.execute(sql: """
-                    UPDATE activity_pushes SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
-                    WHERE id = ? AND leaseTag = ? AND state = 'pending'
-                    """, arguments: [job.attempts + 1, reason, now, job.id, holder.tag], cached: true)
-                guard db.changesCount > 0, let activity = job.activity else { return "lease_lost" }
-                try db.execute(sql: "UPDATE live_activities SET failures = failures + 1 WHERE id = ?", arguments: [activity.id])
-                if prune, job.platform == "apns", let registration = job.registrationId {
-                    if activity.event == "start" {
-                        try db.execute(sql: "DELETE FROM activity_start_tokens WHERE registrationId = ? AND type = ? AND token = ?",
-                                       arguments: [registration, activity.type, job.target])
-                    } else {
-                        try db.execute(sql: "UPDATE activity_devices SET updateToken = NULL WHERE activityId = ? AND registrationId = ? AND updateToken = ?",
-                                       arguments: [activity.id, registration, job.target])
-                    }
-                }
-                return "failed"
-            case .retry(let reason, let at):
-                let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
-                try db.execute(sql: """
-                    UPDATE activity_pushes SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
-                    WHERE id = ? AND leaseTag = ? AND state = 'pending'
-                    """, arguments: [job.attempts + 1, reason, due, now, job.id, holder.tag])
-                return db.changesCount > 0 ? "retried" : "lease_lost"
-            }
-        }
-    }
-}
-
-/// What a Live Activity push is, beside its APNs payload (`DeliveryJob.payload`).
-public struct ActivityPush: Sendable, Equatable {
-    /// The activity (`la_…`): Android's `collapse_key` and Web Push's `Topic`.
-    public var id: String
-    /// Its attributes type.
-    public var type: String
-    /// `start`, `update` or `end`.
-    public var event: String
-    /// `apns-priority`: 10 or 5.
-    public var priority: Int
-    /// The broadcast channel (`apns-channel-id`) when this push is the broadcast.
-    public var channelId: String?
-    /// The JSON Android (as FCM data) and browsers (as the message) get.
-    public var twin: Data
-
-    /// A push of an activity.
-    public init(id: String, type: String, event: String, priority: Int, channelId: String? = nil, twin: Data) {
-        self.id = id
-        self.type = type
-        self.event = event
-        self.priority = priority
-        self.channelId = channelId
-        self.twin = twin
     }
 }
