@@ -12,28 +12,30 @@ extension RichPushClient {
     /// as lowercase hex, and replaces the one registered before for that type. `type` is the name the
     /// server's senders use for the attributes type (`"start"` pushes carry it as `attributes-type`,
     /// so it is the Swift type's name, e.g. `"DeliveryAttributes"`). `registration` is the id
-    /// `POST /api/register` gave the app: the client holds none of its own.
+    /// `POST /api/register` gave the app; nil is the client's own (`registration`).
     /// - Throws: `RichPushClientError` (`.http(status:)` with the server's detail when it refuses: a
-    ///   malformed token or type, a registration that is not this user's or is gone), or `CancellationError`.
-    public func registerPushToStartToken(type: String, token: Data, registration: String, timeout: TimeInterval = 25) async throws {
-        try await registerPushToStartToken(type: type, hexToken: Self.hex(token), registration: registration, timeout: timeout)
+    ///   malformed token or type, a registration that is not this user's or is gone; `.noRegistration`
+    ///   when there is no registration id), or `CancellationError`.
+    public func registerPushToStartToken(type: String, token: Data, registration: String? = nil, timeout: TimeInterval = 25) async throws {
+        try await registerPushToStartToken(type: type, token: Self.hex(token), registration: registration, timeout: timeout)
     }
 
     /// Registers a push-to-start token given as hex text, as `registerPushToStartToken(type:token:registration:timeout:)`
     /// with `Data` does; the text is sent lowercased, without surrounding white space.
     ///
     /// Anything else that is not hex is the server's to refuse (`.http(status: 400)`).
-    public func registerPushToStartToken(type: String, token: String, registration: String, timeout: TimeInterval = 25) async throws {
-        try await registerPushToStartToken(type: type, hexToken: Self.normalizedHex(token), registration: registration, timeout: timeout)
+    public func registerPushToStartToken(type: String, token: String, registration: String? = nil, timeout: TimeInterval = 25) async throws {
+        let url = endpoint(segments: ["api", "register", try device(registration), "live-activities", type])
+        try await sendJSON("PUT", url, ["pushToStartToken": Self.normalizedHex(token)], timeout: timeout)
     }
 
     /// Removes the device's push-to-start token for `type`: `DELETE /api/register/{registration}/live-activities/{type}`.
     ///
     /// Call it when the app no longer wants activities of that type started from the server.
     /// - Throws: `RichPushClientError` (`.http(status:)` with the server's detail when it refuses: a
-    ///   registration that is not this user's or is gone), or `CancellationError`.
-    public func removePushToStartToken(type: String, registration: String, timeout: TimeInterval = 25) async throws {
-        let url = endpoint(segments: ["api", "register", registration, "live-activities", type])
+    ///   registration that is not this user's or is gone; `.noRegistration`), or `CancellationError`.
+    public func removePushToStartToken(type: String, registration: String? = nil, timeout: TimeInterval = 25) async throws {
+        let url = endpoint(segments: ["api", "register", try device(registration), "live-activities", type])
         let request = Self.request("DELETE", url, credentials: credentials, accept: "application/json", timeout: timeout)
         _ = try await exchange(request, .json(accepting: 200...299), timeout: timeout)
     }
@@ -43,27 +45,26 @@ extension RichPushClient {
     ///
     /// `activity` is the server's id of the activity (`la_…`), `token` each value the activity's
     /// `pushTokenUpdates` yields: a rotated token replaces the one reported before, so report every
-    /// one. Updates and the end reach this device through the token reported last.
+    /// one. Updates and the end reach this device through the token reported last. `registration`:
+    /// nil is the client's own.
     /// - Throws: `RichPushClientError` (`.http(status:)` with the server's detail when it refuses: an
-    ///   unknown activity, a registration that is not this user's, a malformed token), or `CancellationError`.
-    public func reportActivityToken(activity: String, token: Data, registration: String, timeout: TimeInterval = 25) async throws {
-        try await reportActivityToken(activity: activity, hexToken: Self.hex(token), registration: registration, timeout: timeout)
+    ///   unknown activity, a registration that is not this user's, a malformed token; `.noRegistration`),
+    ///   or `CancellationError`.
+    public func reportActivityToken(activity: String, token: Data, registration: String? = nil, timeout: TimeInterval = 25) async throws {
+        try await reportActivityToken(activity: activity, token: Self.hex(token), registration: registration, timeout: timeout)
     }
 
     /// Reports an activity's update token given as hex text, as `reportActivityToken(activity:token:registration:timeout:)`
     /// with `Data` does; the text is sent lowercased, without surrounding white space.
-    public func reportActivityToken(activity: String, token: String, registration: String, timeout: TimeInterval = 25) async throws {
-        try await reportActivityToken(activity: activity, hexToken: Self.normalizedHex(token), registration: registration, timeout: timeout)
-    }
-
-    private func registerPushToStartToken(type: String, hexToken: String, registration: String, timeout: TimeInterval) async throws {
-        let url = endpoint(segments: ["api", "register", registration, "live-activities", type])
-        try await sendJSON("PUT", url, ["pushToStartToken": hexToken], timeout: timeout)
-    }
-
-    private func reportActivityToken(activity: String, hexToken: String, registration: String, timeout: TimeInterval) async throws {
+    public func reportActivityToken(activity: String, token: String, registration: String? = nil, timeout: TimeInterval = 25) async throws {
         let url = endpoint(segments: ["api", "live-activities", activity, "tokens"])
-        try await sendJSON("PUT", url, ["registration": registration, "token": hexToken], timeout: timeout)
+        try await sendJSON("PUT", url, ["registration": try device(registration), "token": Self.normalizedHex(token)], timeout: timeout)
+    }
+
+    /// `registration`, or the client's own; `.noRegistration` without either.
+    private func device(_ registration: String?) throws -> String {
+        guard let id = registration ?? self.registration else { throw RichPushClientError.noRegistration }
+        return id
     }
 
     /// Sends `fields` as a JSON object with the client's credentials; any 2xx is success.

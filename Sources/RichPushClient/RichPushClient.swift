@@ -33,27 +33,37 @@ public final class RichPushClient: Sendable {
     public let baseURL: URL
     /// What the client sends to the API; nil sends nothing (enough for a payload URL).
     public let credentials: Credentials?
+    /// The device's registration id (`POST /api/register`'s `registrationId`), which the Live
+    /// Activity calls name the device by; nil until the app gives it.
+    public let registration: String?
     private let configuration: ConfigurationBox
 
     /// Creates a client of the server at `baseURL`.
     ///
     /// `configuration` is copied; whatever it says, each request gets the per-call timeout and runs
     /// without a URL cache or stored credentials (payloads are private, credentials are explicit).
-    public init(baseURL: URL, credentials: Credentials? = nil, configuration: URLSessionConfiguration = .ephemeral) {
+    public init(baseURL: URL, credentials: Credentials? = nil, registration: String? = nil, configuration: URLSessionConfiguration = .ephemeral) {
         self.baseURL = baseURL
         self.credentials = credentials
+        self.registration = registration
         self.configuration = ConfigurationBox(configuration)
     }
 
-    private init(baseURL: URL, credentials: Credentials?, box: ConfigurationBox) {
+    private init(baseURL: URL, credentials: Credentials?, registration: String?, box: ConfigurationBox) {
         self.baseURL = baseURL
         self.credentials = credentials
+        self.registration = registration
         self.configuration = box
     }
 
     /// The same client sending other credentials, e.g. `.bearer(session.token)` after `createSession`.
     public func with(credentials: Credentials?) -> RichPushClient {
-        RichPushClient(baseURL: baseURL, credentials: credentials, box: configuration)
+        RichPushClient(baseURL: baseURL, credentials: credentials, registration: registration, box: configuration)
+    }
+
+    /// The same client naming the device by `registration` (`POST /api/register`'s `registrationId`).
+    public func with(registration: String?) -> RichPushClient {
+        RichPushClient(baseURL: baseURL, credentials: credentials, registration: registration, box: configuration)
     }
 
     func endpoint(_ path: String) -> URL { baseURL.appendingPathComponent(path) }

@@ -19,6 +19,8 @@ public struct RichPushClientError: Error, Sendable, Equatable, CustomStringConve
         case invalidResponse
         /// The downloaded file could not be written, moved or created in the directory given.
         case fileSystem
+        /// A call that names the device was made by a client that has no registration id.
+        case noRegistration
     }
 
     /// What kind of failure this is.
@@ -58,6 +60,9 @@ public struct RichPushClientError: Error, Sendable, Equatable, CustomStringConve
 
     /// The server's answer cannot be understood; `reason` says how.
     public static func invalidResponse(_ reason: String) -> Self { .init(.invalidResponse, "unexpected answer from the server: \(reason)") }
+
+    /// A call that names the device, by a client made without `registration`.
+    public static let noRegistration = Self(.noRegistration, "the client has no registration id: make it with registration: (the registrationId POST /api/register gave) or pass one")
 
     /// A file operation in the download directory failed.
     public static func fileSystem(_ what: String, path: String, reason: String) -> Self {

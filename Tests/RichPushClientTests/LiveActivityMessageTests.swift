@@ -126,4 +126,21 @@ struct LiveActivityMessageTests {
         let nothing = #expect(throws: RichPushClientError.self) { try parse(#"{"richpushActivity":null,"event":"start"}"#) }
         #expect(nothing?.message.contains("richId") == true)
     }
+
+    @Test("a Live Activity call names the device by the client's registration, or the one passed; with neither it throws noRegistration before any request")
+    func registration() async throws {
+        // Nothing listens on port 9: a call that got as far as a request would be a transport error.
+        let url = try #require(URL(string: "http://127.0.0.1:9"))
+        let anonymous = RichPushClient(baseURL: url, credentials: .basic(user: "alice", password: "wonderland"))
+        #expect(anonymous.registration == nil && anonymous.with(registration: "r1").registration == "r1")
+        #expect(RichPushClient(baseURL: url, registration: "r2").with(credentials: nil).registration == "r2")
+        for call in [{ try await anonymous.registerPushToStartToken(type: "T", token: "ab") },
+                     { try await anonymous.reportActivityToken(activity: "la_x", token: Data([1])) },
+                     { try await anonymous.removePushToStartToken(type: "T") }] as [@Sendable () async throws -> Void] {
+            await #expect(throws: RichPushClientError.noRegistration) { try await call() }
+        }
+        await #expect { try await anonymous.registerPushToStartToken(type: "T", token: "ab", registration: "r3", timeout: 2) } throws: { error in
+            (error as? RichPushClientError)?.kind == .transport
+        }
+    }
 }
