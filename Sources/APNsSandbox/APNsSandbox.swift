@@ -124,14 +124,14 @@ public final class APNsSandbox: Sendable {
     public let configuration: Configuration
     let state: NIOLockedValueBox<State>
     private let log: NIOLockedValueBox<FileHandle?>
-    /// Keep at most this many accepted pushes (and phone events) in memory (the count is always exact).
+    /// Keep at most this many accepted pushes in memory (the count is always exact), and about as many phone activities and events.
     private let keep: Int
 
     /// Creates a sandbox; nothing listens until `application()` runs.
     public init(_ configuration: Configuration, keepAccepted: Int = 100_000) throws {
         self.configuration = configuration
         self.keep = keepAccepted
-        self.state = NIOLockedValueBox(State(phones: Phones(keepEvents: keepAccepted)))
+        self.state = NIOLockedValueBox(State(phones: Phones(keep: keepAccepted)))
         var handle: FileHandle?
         if let path = configuration.logPath {
             if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
@@ -163,8 +163,8 @@ public final class APNsSandbox: Sendable {
     /// Distinct provider tokens (JWTs) seen on accepted requests.
     public var providerTokensSeen: Int { state.withLockedValue { $0.tokensSeen.count } }
 
-    /// What the phones did with each accepted live-activity push, oldest first (the most recent
-    /// `keepAccepted`): one event for a push to a device token, one per subscribed activity for a
+    /// What the phones did with each accepted live-activity push, oldest first (about the most
+    /// recent `keepAccepted`): one event for a push to a device token, one per subscribed activity for a
     /// broadcast.
     public var phoneEvents: [PhoneEvent] { state.withLockedValue { $0.phones.events } }
     /// The Live Activities the phones show or showed, oldest first.
@@ -310,7 +310,8 @@ public final class APNsSandbox: Sendable {
             bundleID = String(topic.dropLast(Self.liveActivityTopicSuffix.count))
         }
         if let topics = configuration.topics, !topics.contains(bundleID) { return .reject(400, "TopicDisallowed", timestamp: nil) }
-        if let owner = configuration.deviceTopics[token.lowercased()], owner != bundleID { return .reject(400, "DeviceTokenNotForTopic", timestamp: nil) }
+        // A device token of the app is not a Live Activity's token: a push under the activity topic to it is refused.
+        if let owner = configuration.deviceTopics[token.lowercased()], owner != topic { return .reject(400, "DeviceTokenNotForTopic", timestamp: nil) }
         let validTypes = ["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk", "widgets"]
         guard validTypes.contains(pushType) else { return .reject(400, "InvalidPushType", timestamp: nil) }
         let priority = header("apns-priority") ?? "10"
@@ -400,7 +401,8 @@ public final class APNsSandbox: Sendable {
             state.acceptedCount += 1
             state.accepted.append(push)
             if state.accepted.count > keep { state.accepted.removeFirst(state.accepted.count - keep) }
-            return state.phones.receive(push)
+            let channels = state.channels
+            return state.phones.receive(push) { channels[$0] != nil }
         }
         log.withLockedValue { handle in
             guard let handle else { return }

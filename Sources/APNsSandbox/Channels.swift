@@ -89,7 +89,9 @@ extension APNsSandbox {
               policy.doubleValue == 0 || policy.doubleValue == 1
         else { return Answer(status: 400, reason: "BadRequestPayload") }
         let id: String? = state.withLockedValue { state in
-            guard state.channels.values.filter({ $0.bundleID == bundleID }).count < Self.maxChannels else { return nil }
+            // Apple's limit per app; and, since any bundle id may make them when no topics are set, ten apps' worth in all.
+            guard state.channels.count < 10 * Self.maxChannels, state.channels.values.filter({ $0.bundleID == bundleID }).count < Self.maxChannels
+            else { return nil }
             var candidate = Self.newChannelID()
             while state.channels[candidate] != nil { candidate = Self.newChannelID() }
             state.channelsMade += 1
@@ -117,7 +119,10 @@ extension APNsSandbox {
         case .refused(let refusal):
             return refusal
         case .found(let id, _):
-            _ = state.withLockedValue { $0.channels.removeValue(forKey: id) }
+            state.withLockedValue {
+                $0.channels.removeValue(forKey: id)
+                $0.phones.forget(channel: id)
+            }
             return Answer(status: 204)
         }
     }

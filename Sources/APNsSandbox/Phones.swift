@@ -86,97 +86,128 @@ public typealias PhoneEvent = APNsSandbox.PhoneEvent
 /// push does on the phone it reaches (or on every phone subscribed to the channel it was broadcast
 /// on). Kept in the sandbox's locked state.
 struct Phones {
-    private(set) var activities: [APNsSandbox.PhoneActivity] = []
+    /// Activities by update token.
+    private var byUpdateToken: [String: APNsSandbox.PhoneActivity] = [:]
+    /// Their update tokens, oldest first.
+    private var order: [String] = []
     private(set) var events: [APNsSandbox.PhoneEvent] = []
-    /// Index into `activities` by update token.
-    private var byUpdateToken: [String: Int] = [:]
-    /// Indices into `activities` by the channel they subscribed to.
-    private var subscribers: [String: [Int]] = [:]
-    /// Keep at most this many events.
-    let keepEvents: Int
+    /// Update tokens of the activities subscribed to each channel.
+    private var subscribers: [String: [String]] = [:]
+    /// Keep about this many activities and events: the oldest go once there are an eighth more
+    /// (so that dropping them, a copy, is not paid on every push).
+    let keep: Int
 
-    init(keepEvents: Int) {
-        self.keepEvents = keepEvents
+    init(keep: Int) {
+        self.keep = keep
     }
 
+    /// The activities the phones show or showed, oldest first.
+    var activities: [APNsSandbox.PhoneActivity] { order.compactMap { byUpdateToken[$0] } }
+
     /// What the phones did with an accepted push; nil when it is not a live-activity push.
-    mutating func receive(_ push: APNsSandbox.AcceptedPush) -> [APNsSandbox.PhoneEvent]? {
+    /// `channelExists` says whether a start's `input-push-channel` is one APNs made.
+    mutating func receive(_ push: APNsSandbox.AcceptedPush, channelExists: (String) -> Bool) -> [APNsSandbox.PhoneEvent]? {
         guard push.headers["apns-push-type"] == "liveactivity",
               let object = (try? JSONSerialization.jsonObject(with: push.payload)) as? [String: Any],
               let aps = object["aps"] as? [String: Any]
         else { return nil }
-        let made = push.isBroadcast ? broadcast(channelID: push.token, aps: aps) : [deliver(token: push.token, payload: object, aps: aps)]
+        let event = aps["event"] as? String ?? ""
+        let timestamp = (aps["timestamp"] as? NSNumber)?.intValue
+        // The content state as the phones keep it, made once for every phone a broadcast reaches.
+        let state = aps["content-state"].map(Self.jsonText)
+        let made = push.isBroadcast
+            ? broadcast(channelID: push.token, event: event, timestamp: timestamp ?? 0, state: state)
+            : [deliver(token: push.token, payload: object, aps: aps, event: event, timestamp: timestamp, state: state, channelExists: channelExists)]
         events.append(contentsOf: made)
-        if events.count > keepEvents { events.removeFirst(events.count - keepEvents) }
+        if events.count > keep + keep / 8 { events.removeFirst(events.count - keep) }
         return made
     }
 
     /// The activities started by pushes to `pushToStartToken`, oldest first.
     func activities(pushToStartToken token: String) -> [APNsSandbox.PhoneActivity] {
-        activities.filter { $0.pushToStartToken == token.lowercased() }
+        let token = token.lowercased()
+        return activities.filter { $0.pushToStartToken == token }
+    }
+
+    /// A channel was deleted: nothing more reaches its subscribers through it.
+    mutating func forget(channel: String) {
+        subscribers.removeValue(forKey: channel)
     }
 
     /// A push to one device token: a start there makes an activity; an update or end reaches the
     /// activity whose update token it is.
-    private mutating func deliver(token: String, payload: [String: Any], aps: [String: Any]) -> APNsSandbox.PhoneEvent {
-        let event = aps["event"] as? String ?? ""
-        let timestamp = (aps["timestamp"] as? NSNumber)?.intValue
+    private mutating func deliver(token: String, payload: [String: Any], aps: [String: Any], event: String, timestamp: Int?, state: String?,
+                                  channelExists: (String) -> Bool) -> APNsSandbox.PhoneEvent {
         guard event == "start" else {
-            guard let index = byUpdateToken[token] else {
+            guard byUpdateToken[token] != nil else {
                 return .init(token: token, channelID: nil, activity: nil, event: event, timestamp: timestamp, shown: false, reason: "unknown activity")
             }
-            return apply(aps, to: index, token: token, channelID: nil)
+            return apply(event: event, timestamp: timestamp ?? 0, state: state, to: token, channelID: nil)
         }
         let attributes = aps["attributes"] as? [String: Any] ?? [:]
         let activity = Self.text(payload["richpushActivity"]) ?? Self.text(attributes["richpushActivity"])
         let channel = aps["input-push-channel"] as? String
-        // iOS shows a remotely started activity only with an alert that has a title (APNs answers 200 all the same).
-        guard Self.hasAlertTitle(aps) else {
-            return .init(token: token, channelID: channel, activity: activity, event: event, timestamp: timestamp, shown: false, reason: "start without alert")
+        func dropped(_ reason: String) -> APNsSandbox.PhoneEvent {
+            .init(token: token, channelID: channel, activity: activity, event: event, timestamp: timestamp, shown: false, reason: reason)
         }
+        // iOS shows a remotely started activity only with an alert that has a title (APNs answers 200 all the same).
+        guard Self.hasAlertTitle(aps) else { return dropped("start without alert") }
+        // A channel APNs did not make (or deleted) would never update it.
+        if let channel, !channelExists(channel) { return dropped("unknown channel") }
         let started = APNsSandbox.PhoneActivity(
             pushToStartToken: token, updateToken: Self.newUpdateToken(), attributesType: aps["attributes-type"] as? String ?? "",
             attributes: Self.jsonText(attributes), richpushActivity: activity, channelID: channel,
-            contentState: Self.jsonText(aps["content-state"] ?? [String: Any]()), lastTimestamp: timestamp ?? 0, ended: false, shown: 1)
-        activities.append(started)
-        byUpdateToken[started.updateToken] = activities.count - 1
-        if let channel { subscribers[channel, default: []].append(activities.count - 1) }
+            contentState: state ?? "{}", lastTimestamp: timestamp ?? 0, ended: false, shown: 1)
+        byUpdateToken[started.updateToken] = started
+        order.append(started.updateToken)
+        if let channel { subscribers[channel, default: []].append(started.updateToken) }
+        if order.count > keep + keep / 8 { dropOldest(order.count - keep) }
         return .init(token: token, channelID: channel, activity: activity, event: event, timestamp: timestamp, shown: true, reason: nil)
     }
 
+    /// Forgets the `count` oldest activities (and their channel subscriptions).
+    private mutating func dropOldest(_ count: Int) {
+        let gone = Set(order.prefix(count))
+        var channels = Set<String>()
+        for token in gone {
+            if let channel = byUpdateToken.removeValue(forKey: token)?.channelID { channels.insert(channel) }
+        }
+        order.removeFirst(count)
+        for channel in channels { subscribers[channel]?.removeAll { gone.contains($0) } }
+    }
+
     /// A broadcast: every activity subscribed to `channelID` applies it as it would a push to its update token.
-    private mutating func broadcast(channelID: String, aps: [String: Any]) -> [APNsSandbox.PhoneEvent] {
-        let event = aps["event"] as? String ?? ""
-        let timestamp = (aps["timestamp"] as? NSNumber)?.intValue
+    private mutating func broadcast(channelID: String, event: String, timestamp: Int, state: String?) -> [APNsSandbox.PhoneEvent] {
         var made: [APNsSandbox.PhoneEvent] = []
-        for index in subscribers[channelID] ?? [] {
-            let activity = activities[index]
+        for token in subscribers[channelID] ?? [] {
+            guard let activity = byUpdateToken[token] else { continue }
             if event == "start" {
-                made.append(.init(token: activity.updateToken, channelID: channelID, activity: activity.richpushActivity, event: event,
+                made.append(.init(token: token, channelID: channelID, activity: activity.richpushActivity, event: event,
                                   timestamp: timestamp, shown: false, reason: "start on a channel"))
             } else {
-                made.append(apply(aps, to: index, token: activity.updateToken, channelID: channelID))
+                made.append(apply(event: event, timestamp: timestamp, state: state, to: token, channelID: channelID))
             }
         }
         return made
     }
 
-    /// An update or end reaching an activity: dropped when it ended or when the push is not newer
-    /// than the last one shown; else its content state is shown (and an end ends it).
-    private mutating func apply(_ aps: [String: Any], to index: Int, token: String, channelID: String?) -> APNsSandbox.PhoneEvent {
-        let event = aps["event"] as? String ?? ""
-        let timestamp = (aps["timestamp"] as? NSNumber)?.intValue ?? 0
-        var activity = activities[index]
+    /// An update or end reaching the activity of update token `token`: dropped when it ended or
+    /// when the push is not newer than the last one shown; else its content state is shown (and an
+    /// end ends it).
+    private mutating func apply(event: String, timestamp: Int, state: String?, to token: String, channelID: String?) -> APNsSandbox.PhoneEvent {
+        guard var activity = byUpdateToken[token] else {
+            return .init(token: token, channelID: channelID, activity: nil, event: event, timestamp: timestamp, shown: false, reason: "unknown activity")
+        }
         func dropped(_ reason: String) -> APNsSandbox.PhoneEvent {
             .init(token: token, channelID: channelID, activity: activity.richpushActivity, event: event, timestamp: timestamp, shown: false, reason: reason)
         }
         if activity.ended { return dropped("ended") }
         if timestamp <= activity.lastTimestamp { return dropped("stale timestamp") }
-        if let state = aps["content-state"] { activity.contentState = Self.jsonText(state) }
+        if let state { activity.contentState = state }
         activity.lastTimestamp = timestamp
         activity.shown += 1
         if event == "end" { activity.ended = true }
-        activities[index] = activity
+        byUpdateToken[token] = activity
         return .init(token: token, channelID: channelID, activity: activity.richpushActivity, event: event, timestamp: timestamp, shown: true, reason: nil)
     }
 

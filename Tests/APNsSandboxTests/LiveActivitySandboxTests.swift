@@ -14,13 +14,13 @@ struct LiveActivitySandboxTests {
     static let phoneC = String(repeating: "c3", count: 32)
     static let phoneD = String(repeating: "d4", count: 32)
 
-    func makeSandbox(topics: Set<String>? = [LiveActivitySandboxTests.bundle], deviceTopics: [String: String] = [:]) throws -> APNsSandbox {
+    func makeSandbox(topics: Set<String>? = [LiveActivitySandboxTests.bundle], deviceTopics: [String: String] = [:], keep: Int = 100_000) throws -> APNsSandbox {
         let (certificate, key) = try APNsSandbox.selfSignedCertificate()
         var configuration = try APNsSandbox.Configuration(teamID: "TEAM123456", keyID: "KEY1234567", publicKeyPEM: key,
                                                           tlsCertificatePEM: certificate, tlsKeyPEM: key)
         configuration.topics = topics
         configuration.deviceTopics = deviceTopics
-        return try APNsSandbox(configuration)
+        return try APNsSandbox(configuration, keepAccepted: keep)
     }
 
     static func liveHeaders(topic: String = LiveActivitySandboxTests.liveTopic, priority: String = "10") -> [String: String] {
@@ -101,10 +101,13 @@ struct LiveActivitySandboxTests {
         // Priorities 5 and 10 only.
         #expect(try push(sandbox, to: Self.phoneA, payload, headers: Self.liveHeaders(priority: "5")) == "200")
         #expect(try push(sandbox, to: Self.phoneA, payload, headers: Self.liveHeaders(priority: "1")) == "400 BadPriority")
-        // A phone known to be the app's takes its live activities; another app's phone does not.
-        let known = try makeSandbox(deviceTopics: [Self.phoneA: Self.bundle, Self.phoneB: "com.other.app"])
+        // A token known as the app's activity token takes its live activities; the app's own device
+        // token does not (a push-to-start or update token is another token), nor another app's.
+        let liveTopic = Self.bundle + ".push-type.liveactivity"
+        let known = try makeSandbox(deviceTopics: [Self.phoneA: liveTopic, Self.phoneB: "com.other.app", Self.phoneC: Self.bundle])
         #expect(try push(known, to: Self.phoneA, payload) == "200")
         #expect(try push(known, to: Self.phoneB, payload) == "400 DeviceTokenNotForTopic")
+        #expect(try push(known, to: Self.phoneC, payload) == "400 DeviceTokenNotForTopic")
     }
 
     @Test("a live activity's push carries an integer timestamp, an event, and what its event needs; else 400 BadPayload")
@@ -296,5 +299,35 @@ struct LiveActivitySandboxTests {
         #expect(activities[0]["pushToStartToken"] as? String == Self.phoneA && activities[0]["richpushActivity"] is NSNull)
         #expect(Set(events[1].keys) == ["token", "channelID", "activity", "event", "timestamp", "shown", "reason"])
         #expect(events[1]["reason"] as? String == "start without alert" && events[1]["token"] as? String == Self.phoneB)
+    }
+
+    @Test("a start naming a channel APNs did not make, or deleted, is dropped: the phone would never be updated through it; a deleted channel reaches none of its old subscribers")
+    func unknownChannel() throws {
+        let sandbox = try makeSandbox()
+        #expect(try push(sandbox, to: Self.phoneA, Self.start(timestamp: 1000, channel: "bm9zdWNoY2hhbm5lbA==")) == "200")
+        #expect(sandbox.phoneEvents.last?.reason == "unknown channel" && sandbox.phoneActivities.isEmpty)
+        let match = try channel(sandbox)
+        #expect(try push(sandbox, to: Self.phoneB, Self.start(timestamp: 1000, channel: match)) == "200")
+        #expect(sandbox.phoneActivities.count == 1)
+        #expect(sandbox.deleteChannel(bundleID: Self.bundle, headers: ["apns-channel-id": match]).status == 204)
+        #expect(try push(sandbox, to: Self.phoneC, Self.start(timestamp: 1001, channel: match)) == "200")
+        #expect(sandbox.phoneEvents.last?.reason == "unknown channel" && sandbox.phoneActivities.count == 1)
+    }
+
+    @Test("the phones' memory is bounded: past about keepAccepted the oldest activities and events go, their channel subscriptions with them")
+    func bounded() throws {
+        let sandbox = try makeSandbox(keep: 40)
+        let match = try channel(sandbox)
+        for n in 0..<200 {
+            #expect(try push(sandbox, to: String(format: "%064x", n + 1), Self.start(timestamp: 1000, channel: match)) == "200")
+        }
+        #expect(sandbox.phoneActivities.count <= 45 && sandbox.phoneActivities.count >= 40)
+        #expect(sandbox.phoneEvents.count <= 45)
+        // The newest are the ones kept, and a broadcast reaches exactly those.
+        #expect(sandbox.phoneActivities.last?.pushToStartToken == String(format: "%064x", 200))
+        let kept = sandbox.phoneActivities.count
+        #expect(try broadcast(sandbox, on: match, Self.update(timestamp: 1010)) == "200")
+        #expect(sandbox.phoneEvents.suffix(kept).allSatisfy { $0.shown && $0.event == "update" })
+        #expect(sandbox.phoneActivities.allSatisfy { $0.shown == 2 })
     }
 }

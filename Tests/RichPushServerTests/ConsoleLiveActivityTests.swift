@@ -13,9 +13,8 @@ import Testing
 @Suite("The console starts, updates and ends a Live Activity in headless Chromium (SPEC §25)")
 struct ConsoleLiveActivityTests {
     static let type = "DeliveryAttributes"
-    /// The iPhone's push-to-start token for `type`, and the update token it reports for the activity.
+    /// The iPhone's push-to-start token for `type` (its update token is the one the sandbox's phone makes as it starts).
     static let pushToStart = String(repeating: "5a", count: 32)
-    static let updateToken = String(repeating: "ef", count: 32)
 
     /// Signs in as root and, in the Live Activities panel, starts an activity for alice (after a
     /// content state that is not JSON, which is refused before anything is sent, and a start
@@ -23,14 +22,14 @@ struct ConsoleLiveActivityTests {
     /// HTTP API as alice, updates it (after a content state that is not an object), ends it, and
     /// prints one JSON object of what it saw, what the HTTP API answers afterwards among it.
     static let script = #"""
-    import base64, json, sys, urllib.request
+    import base64, json, os, sys, time, urllib.request
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
     # The panel re-renders as answers arrive: an element read mid-render is looked up again.
     from selenium.common.exceptions import StaleElementReferenceException
-    base, shots, registration, kind, pushToken, updateToken = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+    base, shots, registration, kind, pushToken, tokenFile = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
     seen = {}
 
     def api(method, path, user, password, body=None):
@@ -104,6 +103,11 @@ struct ConsoleLiveActivityTests {
         seen["prefilled"] = json.loads(driver.find_element(By.ID, "la-update-state").get_attribute("value"))
         seen["tokenBefore"] = column(3)
         # The phone reports its activity's update token, as RichPushClient.reportActivityToken does; the panel shows it.
+        # The token is the one the phone made as the start reached it (the test writes it to tokenFile).
+        deadline = time.time() + 30
+        while not os.path.exists(tokenFile) and time.time() < deadline:
+            time.sleep(0.1)
+        updateToken = open(tokenFile).read().strip()
         seen["tokenStatus"] = api("PUT", "/api/live-activities/" + activity + "/tokens", "alice", "wonderland", {"registration": registration, "token": updateToken})[0]
         wait.until(lambda d: column(3) == ["yes"])
         # An array is JSON but no content state.
@@ -145,9 +149,9 @@ struct ConsoleLiveActivityTests {
     """#
 
     /// Runs the script against the server on `port` for alice's `registration`; what it saw.
-    static func browse(port: Int, shots: URL, registration: String) async throws -> [String: Any] {
+    static func browse(port: Int, shots: URL, registration: String, tokenFile: URL) async throws -> [String: Any] {
         var script = Self.script
-        let values = ["http://127.0.0.1:\(port)", shots.path, registration, type, pushToStart, updateToken]
+        let values = ["http://127.0.0.1:\(port)", shots.path, registration, type, pushToStart, tokenFile.path]
         for (index, value) in values.enumerated() {
             script = script.replacingOccurrences(of: "sys.argv[\(index + 1)]", with: "'\(value)'")
         }
@@ -190,7 +194,16 @@ struct ConsoleLiveActivityTests {
                 try FileManager.default.createDirectory(at: shots, withIntermediateDirectories: true)
                 let port = try #require(s.client.port)
 
-                let seen = try await Self.browse(port: port, shots: shots, registration: registration)
+                // The phone: once the start reaches it, its update token goes where the script reads it.
+                let tokenFile = dir.appendingPathComponent("update-token")
+                let phone = Task {
+                    guard try await eventually(within: 60, { !apns.sandbox.phoneActivities(pushToStartToken: Self.pushToStart).isEmpty }),
+                          let token = apns.sandbox.phoneActivities(pushToStartToken: Self.pushToStart).first?.updateToken else { return "" }
+                    try token.write(to: tokenFile, atomically: true, encoding: .utf8)
+                    return token
+                }
+                let seen = try await Self.browse(port: port, shots: shots, registration: registration, tokenFile: tokenFile)
+                let updateToken = try await phone.value
                 #expect(seen["pushToStartStatus"] as? Int == 204, "\(seen)")
                 #expect(seen["emptyNote"] as? String == "None yet.", "\(seen)")
                 #expect((seen["badJSON"] as? String)?.hasPrefix("Content state is not JSON: ") == true, "\(seen)")
@@ -229,10 +242,12 @@ struct ConsoleLiveActivityTests {
                 #expect(listRow.contains(activity) && listRow.contains("ended") && listRow.contains("1 device") && listRow.contains(Self.type), "\(listRow)")
 
                 // The phone: a start to its push-to-start token; the update (at priority 10, as asked) and the end to its update token.
-                #expect(try await eventually { Self.events(apns, to: Self.updateToken) == ["update", "end"] },
+                #expect(try await eventually { Self.events(apns, to: updateToken) == ["update", "end"] },
                         "\(apns.sandbox.accepted.map { ($0.token, $0.headers["apns-push-type"] ?? "") })")
                 #expect(Self.events(apns, to: Self.pushToStart) == ["start"])
-                let update = apns.sandbox.accepted.first { $0.token == Self.updateToken && ClientLiveActivityTests.aps($0)["event"] as? String == "update" }
+                // …and the phone showed each of them.
+                #expect(apns.sandbox.phoneEvents.map { "\($0.event) \($0.shown)" } == ["start true", "update true", "end true"], "\(apns.sandbox.phoneEvents)")
+                let update = apns.sandbox.accepted.first { $0.token == updateToken && ClientLiveActivityTests.aps($0)["event"] as? String == "update" }
                 #expect(update?.headers["apns-priority"] == "10", "\(String(describing: update?.headers))")
                 #expect(apns.sandbox.accepted.allSatisfy { $0.token != tokenB }, "bob's phone got a push")
 

@@ -1,4 +1,5 @@
 import APNsSandbox
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -46,9 +47,9 @@ struct LiveActivityTests {
                 _ = try await register(s, platform: "web", handle: handle, as: "rider")
 
                 // The phone: ActivityKit hands the app a push-to-start token, which it registers.
-                let phone = RichPushClient(baseURL: try Self.baseURL(s), credentials: .basic(user: "rider", password: "rider"))
+                let phone = RichPushClient(baseURL: try Self.baseURL(s), credentials: .basic(user: "rider", password: "rider"), registration: iphone)
                 let startToken = Self.hex(0xa7)
-                try await phone.registerPushToStartToken(type: "DeliveryAttributes", token: startToken, registration: iphone)
+                try await phone.registerPushToStartToken(type: "DeliveryAttributes", token: startToken)
 
                 let (started, answer) = try await s.json(.post, "/api/live-activities", as: "root", body: """
                     {"type":"DeliveryAttributes","audience":{"users":["rider"]},"attributes":{"orderId":"A17"},
@@ -241,6 +242,93 @@ struct LiveActivityTests {
                 let (missing, _) = try await s.json(.get, "/api/live-activities/la_00000000000000000000", as: "root")
                 #expect(missing.status == .notFound)
             }
+        }
+    }
+
+    @Test("APNs' channel management down, then silent: a broadcast start is 503 with Retry-After (after the 10 s request timeout when silent) and stores nothing; one the store refuses (a push over 4 KiB) gives its channel back")
+    func channelFaults() async throws {
+        try await RunningSandbox.with { apns in
+            let proxy = try FaultProxy(targetPort: apns.port)
+            defer { proxy.stop() }
+            let client = try APNsClient(credentials: apns.credentials, topic: RunningSandbox.topic, environment: .custom("https://127.0.0.1:\(proxy.port)"),
+                                        extraRoots: [apns.certificatePath])
+            try await TestServer.run(provider: PlatformRouter(["apns": APNsProvider(client: client)])) { s in
+                let start = #"{"type":"Match","audience":{"all":true},"broadcast":true,"contentState":{},"alert":{"title":"Kick-off"}}"#
+                for mode in [FaultProxy.Mode.down, .stall] {
+                    proxy.set(mode)
+                    try await Task.sleep(for: .milliseconds(200)) // the proxy's thread acts within 50 ms
+                    let (refused, why) = try await s.json(.post, "/api/live-activities", as: "root", body: start)
+                    #expect(refused.status == .serviceUnavailable && refused.headers[.retryAfter] != nil, "\(mode): \(String(describing: why))")
+                    #expect("\(String(describing: why))".contains("broadcast channel"))
+                }
+                #expect(try await s.data.liveActivities.list(limit: 10).isEmpty)
+                #expect(apns.sandbox.channelIDs.isEmpty)
+                proxy.set(.forward)
+                try await Task.sleep(for: .milliseconds(200))
+                let big = String(repeating: "x", count: 4200)
+                let (large, _) = try await s.json(.post, "/api/live-activities", as: "root",
+                                                  body: #"{"type":"Match","audience":{"all":true},"broadcast":true,"contentState":{"n":"\#(big)"},"alert":{"title":"Kick-off"}}"#)
+                // The request that went unanswered reaches APNs once it resumes, and makes a channel
+                // nobody will use (docs/api.md#live-activities says so): one, and no more.
+                #expect(try await eventually { apns.sandbox.channelIDs.count == 1 })
+                let orphaned = apns.sandbox.channelIDs
+                #expect(large.status == .contentTooLarge, "\(String(describing: try? JSONSerialization.jsonObject(with: Data(large.body.readableBytesView))))")
+                #expect(apns.sandbox.channelIDs == orphaned)
+                // Through the same path, a start the store takes keeps its channel.
+                let (started, answer) = try await s.json(.post, "/api/live-activities", as: "root", body: start)
+                #expect(started.status == .accepted, "\(String(describing: answer))")
+                #expect(apns.sandbox.channelIDs == orphaned.union([(answer as? [String: Any])?["channelId"] as? String ?? ""]))
+            }
+        }
+    }
+
+    /// Sends `pushes` (`token`, `topic`, `priority`, `payload`) with aioapns, one after another; its results.
+    static func aioapns(_ apns: RunningSandbox, keyPath: String, _ pushes: [[String: Any]]) async throws -> [[String: Any]] {
+        let script = Fixtures.packageRoot.appendingPathComponent("scripts/aioapns-liveactivity.py").path
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: pushes), as: UTF8.self)
+        let output = try await onOwnThread {
+            try runCapturing("/usr/bin/env", ["python3", script, String(apns.port), apns.certificatePath, keyPath, RunningSandbox.keyID,
+                                              RunningSandbox.teamID, json]).output
+        }
+        let line = output.split(separator: "\n").last { $0.hasPrefix("[") }.map(String.init) ?? output
+        return try #require((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [[String: Any]], "\(output)")
+    }
+
+    @Test("aioapns, a client nobody here wrote, sends Live Activity pushes through the sandbox: the start under the activity topic is shown, under the bare bundle id refused; the phone shows an update, drops a stale one, shows the end")
+    func aioapnsPeer() async throws {
+        guard (try? await python("import aioapns"))?.status == 0 else {
+            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1", "the aioapns test needs PyPI's aioapns; .ci/run installs it")
+            return
+        }
+        try await RunningSandbox.with { apns in
+            let dir = try Fixtures.tempDirectory()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let keyPath = dir.appendingPathComponent("AuthKey.p8").path
+            try apns.key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
+            let startToken = Self.hex(0x5c)
+            let topic = RunningSandbox.topic + ".push-type.liveactivity"
+            let start: [String: Any] = ["aps": ["event": "start", "timestamp": 1_800_000_000, "attributes-type": "DeliveryAttributes",
+                                                "attributes": ["orderId": "A17"], "content-state": ["stage": "packed"],
+                                                "alert": ["title": "On its way"]] as [String: Any]]
+            let started = try await Self.aioapns(apns, keyPath: keyPath, [
+                ["token": startToken, "topic": topic, "priority": 10, "payload": start],
+                ["token": startToken, "topic": RunningSandbox.topic, "priority": 10, "payload": start],
+            ])
+            #expect(started.map { $0["status"] as? String } == ["200", "400"], "\(started)")
+            #expect(started.last?["description"] as? String == "TopicDisallowed")
+            let update = try #require(apns.sandbox.phoneActivities(pushToStartToken: startToken).first?.updateToken)
+            func state(_ stage: String, _ timestamp: Int, event: String = "update") -> [String: Any] {
+                ["aps": ["event": event, "timestamp": timestamp, "content-state": ["stage": stage]] as [String: Any]]
+            }
+            let later = try await Self.aioapns(apns, keyPath: keyPath, [
+                ["token": update, "topic": topic, "priority": 5, "payload": state("moving", 1_800_000_010)],
+                ["token": update, "topic": topic, "priority": 5, "payload": state("older", 1_800_000_005)],
+                ["token": update, "topic": topic, "priority": 10, "payload": state("delivered", 1_800_000_020, event: "end")],
+            ])
+            #expect(later.allSatisfy { $0["status"] as? String == "200" }, "\(later)")
+            #expect(apns.sandbox.phoneEvents.map { "\($0.event) \($0.reason ?? "shown")" } == ["start shown", "update shown", "update stale timestamp", "end shown"])
+            let phone = try #require(apns.sandbox.phoneActivities(pushToStartToken: startToken).first)
+            #expect(phone.ended && phone.contentState == #"{"stage":"delivered"}"#)
         }
     }
 }
