@@ -340,16 +340,7 @@ public final class APNsSandbox: Sendable {
             }
             if pushType == "liveactivity", APSRules.liveActivityRefusal(fields) != nil { return .reject(400, "BadPayload", timestamp: nil) }
         }
-        // Injected failures for chosen tokens.
-        let injected: Failure? = state.withLockedValue { state in
-            guard var failure = state.failures[token], failure.remaining > 0 else { return nil }
-            failure.remaining -= 1
-            state.failures[token] = failure
-            return failure
-        }
-        if let injected {
-            return .reject(injected.status, injected.reason, timestamp: injected.status == 410 ? now : nil)
-        }
+        if let injected = injectedFailure(token, now: now) { return injected }
         // Echoed exactly as sent (clients match answers by it), or a new one in lowercase, as Apple.
         let apnsID = header("apns-id") ?? UUID().uuidString.lowercased()
         return .accept(AcceptedPush(token: token, headers: Self.recordedHeaders(headers), payload: body, apnsID: apnsID))
@@ -371,6 +362,17 @@ public final class APNsSandbox: Sendable {
             fields[name] = fields[name].map { "\($0), \(field.value)" } ?? field.value
         }
         return fields
+    }
+
+    /// The failure `fail(token:)` asked for `key` (a device token or a channel id), counted down; nil when none is left.
+    func injectedFailure(_ key: String, now: Date) -> Verdict? {
+        let injected: Failure? = state.withLockedValue { state in
+            guard var failure = state.failures[key], failure.remaining > 0 else { return nil }
+            failure.remaining -= 1
+            state.failures[key] = failure
+            return failure
+        }
+        return injected.map { .reject($0.status, $0.reason, timestamp: $0.status == 410 ? now : nil) }
     }
 
     /// nil when the JWT is acceptable, else Apple's reason.
@@ -431,9 +433,7 @@ public final class APNsSandbox: Sendable {
     }
 
     static func answer(_ status: Int, _ reason: String, timestamp: Date? = nil, apnsID: String? = nil) -> Response {
-        var object: [String: Any] = ["reason": reason]
-        if let timestamp { object["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
-        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        let data = reasonBody(reason, timestamp: timestamp)
         var headers: HTTPFields = [.contentType: "application/json"]
         headers[HTTPField.Name("apns-id")!] = apnsID ?? UUID().uuidString.lowercased()
         return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))

@@ -45,27 +45,21 @@ extension APNsSandbox {
         return Self.response(answer, requestID: headers["apns-request-id"])
     }
 
-    /// `POST /4/broadcasts/apps/{bundleId}`: a broadcast push on a channel.
+    /// `POST /4/broadcasts/apps/{bundleId}`: a broadcast push on a channel, checked as channel
+    /// management requests are first (provider token, the app).
     func handleBroadcast(_ request: Request, context: SandboxRequestContext) async throws -> Response {
-        let bundleID = try context.parameters.require("bundle")
-        let body = try await request.body.collect(upTo: 64 * 1024)
         if configuration.responseDelay > .zero { try await Task.sleep(for: configuration.responseDelay) }
-        trackConnection(context)
-        let headers = Self.fields(request.headers)
-        let requestID = headers["apns-request-id"]
-        if let refusal = authorizationRefusal(headers, connection: context.connection.map(ObjectIdentifier.init), now: Date()) {
-            return Self.response(Answer(status: refusal.status, reason: refusal.reason), requestID: requestID)
-        }
-        if let refusal = bundleRefusal(bundleID) { return Self.response(refusal, requestID: requestID) }
-        switch broadcastVerdict(bundleID: bundleID, headers: headers, body: Data(body.readableBytesView)) {
-        case .reject(let status, let reason, let timestamp):
-            var answer = Answer(status: status, reason: reason)
-            if let timestamp { answer.body = Self.reasonBody(reason, timestamp: timestamp) }
-            return Self.response(answer, requestID: requestID)
-        case .accept(let push):
-            noteProviderToken(headers)
-            record(push)
-            return Self.response(Answer(status: 200, headers: ["apns-request-id": push.apnsID]), requestID: requestID)
+        return try await manage(request, context: context) { bundleID, headers, body in
+            switch broadcastVerdict(bundleID: bundleID, headers: headers, body: body) {
+            case .reject(let status, let reason, let timestamp):
+                var answer = Answer(status: status, reason: reason)
+                if let timestamp { answer.body = Self.reasonBody(reason, timestamp: timestamp) }
+                return answer
+            case .accept(let push):
+                noteProviderToken(headers)
+                record(push)
+                return Answer(status: 200, headers: ["apns-request-id": push.apnsID])
+            }
         }
     }
 
@@ -184,14 +178,7 @@ extension APNsSandbox {
               let aps = object["aps"] as? [String: Any],
               APSRules.refusal(aps, liveActivity: true) == nil, APSRules.liveActivityRefusal(aps) == nil
         else { return .reject(400, "BadPayload", timestamp: nil) }
-        let key = channelID.lowercased()
-        let injected: Failure? = state.withLockedValue { state in
-            guard var failure = state.failures[key], failure.remaining > 0 else { return nil }
-            failure.remaining -= 1
-            state.failures[key] = failure
-            return failure
-        }
-        if let injected { return .reject(injected.status, injected.reason, timestamp: injected.status == 410 ? now : nil) }
+        if let injected = injectedFailure(channelID.lowercased(), now: now) { return injected }
         let requestID = headers["apns-request-id"] ?? UUID().uuidString.lowercased()
         return .accept(AcceptedPush(token: channelID, headers: Self.recordedHeaders(headers), payload: body, apnsID: requestID, isBroadcast: true))
     }

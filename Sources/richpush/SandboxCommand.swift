@@ -1,6 +1,5 @@
 import APNsSandbox
 import ArgumentParser
-import Crypto
 import Foundation
 import Hummingbird
 import Logging
@@ -65,12 +64,6 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
 
     func run() async throws {
         let pem = try String(contentsOfFile: publicKey, encoding: .utf8)
-        let key: P256.Signing.PublicKey
-        if let publicKey = try? P256.Signing.PublicKey(pemRepresentation: pem) {
-            key = publicKey
-        } else {
-            key = try P256.Signing.PrivateKey(pemRepresentation: pem).publicKey
-        }
         var certificatePEM: String, keyPEM: String
         if let tlsCert, let tlsKey {
             certificatePEM = try String(contentsOfFile: tlsCert, encoding: .utf8)
@@ -80,8 +73,8 @@ struct SandboxCommand: AsyncParsableCommand, LogsConfigWarnings {
             try certificatePEM.write(toFile: "apns-sandbox-cert.pem", atomically: true, encoding: .utf8)
             Terminal.error("apns-sandbox: self-signed certificate written to apns-sandbox-cert.pem (serve --push-ca apns-sandbox-cert.pem)")
         }
-        var configuration = APNsSandbox.Configuration(teamID: teamId, keyID: keyId, publicKey: key,
-                                                      tlsCertificatePEM: certificatePEM, tlsKeyPEM: keyPEM)
+        var configuration = try APNsSandbox.Configuration(teamID: teamId, keyID: keyId, publicKeyPEM: pem,
+                                                          tlsCertificatePEM: certificatePEM, tlsKeyPEM: keyPEM)
         configuration.host = host
         configuration.port = port
         configuration.logPath = log
