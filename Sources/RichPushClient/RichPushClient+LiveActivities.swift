@@ -92,11 +92,9 @@ extension RichPushClient {
         var encoded: [UInt8] = []
         encoded.reserveCapacity(value.utf8.count)
         for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            if Wire.isUnreserved(byte) {
                 encoded.append(byte)
-            default:
+            } else {
                 encoded.append(contentsOf: [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
             }
         }

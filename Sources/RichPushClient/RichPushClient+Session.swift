@@ -32,19 +32,12 @@ extension RichPushClient {
                   let token = object["token"] as? String, !token.isEmpty, let expires = object["expires"] as? String else {
                 throw RichPushClientError.invalidResponse("a new session should be a JSON object {\"token\",\"expires\"}")
             }
-            guard let date = Self.date(iso8601: expires) else {
+            guard let date = Wire.date(rfc3339: expires) else {
                 throw RichPushClientError.invalidResponse("the session's expiry \"\(expires.prefix(40))\" is not an ISO 8601 date")
             }
             self.init(token: token, expires: date)
         }
 
-        private static func date(iso8601 text: String) -> Date? {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            if let date = formatter.date(from: text) { return date }
-            formatter.formatOptions = [.withInternetDateTime]
-            return formatter.date(from: text)
-        }
     }
 
     /// Exchanges a user's password for a device session: `POST /api/sessions` with Basic credentials.

@@ -60,7 +60,7 @@ extension RichPushMessage {
         /// Reads `richpushActivity` (`value`) and the fields beside it, `event`, `contentState` and `dismissAt`.
         init(id value: Any, fields: [AnyHashable: Any]) throws {
             guard let id = value as? String else { throw RichPushClientError.notRichPush("richpushActivity is not a string") }
-            guard !id.isEmpty, id.utf8.count <= Self.maxIDBytes, id.utf8.allSatisfy(Self.isIDByte) else {
+            guard !id.isEmpty, id.utf8.count <= Self.maxIDBytes, id.utf8.allSatisfy(Wire.isUnreserved) else {
                 throw RichPushClientError.notRichPush("richpushActivity \"\(id.prefix(40))\" is not an activity id")
             }
             let rawEvent = RichPushMessage.present(fields["event"])
@@ -70,17 +70,6 @@ extension RichPushMessage {
             }
             self.init(id: id, event: event, contentStateJSON: try Self.compactObject(fields["contentState"]),
                       dismissAt: Self.date(RichPushMessage.present(fields["dismissAt"])))
-        }
-
-        /// A-Z, a-z, 0-9 and `_ - . ~`: what a server's id is made of, safe in a URL path and as a tag.
-        private static func isIDByte(_ byte: UInt8) -> Bool {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "~"):
-                true
-            default:
-                false
-            }
         }
 
         /// The content state's compact JSON text, from an object or (FCM) its JSON text; nil when absent.
@@ -104,14 +93,10 @@ extension RichPushMessage {
         private static func date(_ value: Any?) -> Date? {
             if let text = value as? String {
                 if let seconds = Double(text) { return seconds.isFinite ? Date(timeIntervalSince1970: seconds) : nil }
-                let formatter = ISO8601DateFormatter()
-                formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-                if let date = formatter.date(from: text) { return date }
-                formatter.formatOptions = [.withInternetDateTime]
-                return formatter.date(from: text)
+                return Wire.date(rfc3339: text)
             }
             // JSON's true and false read as NSNumber too: a time is a number, not a flag.
-            guard let number = value as? NSNumber, String(cString: number.objCType) != "c", number.doubleValue.isFinite else { return nil }
+            guard let number = value as? NSNumber, !Wire.isBool(number), number.doubleValue.isFinite else { return nil }
             return Date(timeIntervalSince1970: number.doubleValue)
         }
     }

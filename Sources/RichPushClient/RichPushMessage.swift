@@ -200,7 +200,7 @@ public struct RichPushMessage: Sendable, Equatable {
     /// A flag: `true` (not the number 1: JSON's booleans read as NSNumber too), or FCM's strings `"1"` and `"true"`.
     private static func flag(_ value: Any?) -> Bool {
         if let text = value as? String { return text == "1" || text == "true" }
-        if let number = value as? NSNumber { return String(cString: number.objCType) == "c" && number.boolValue }
+        if let number = value as? NSNumber { return Wire.isBool(number) && number.boolValue }
         return value as? Bool ?? false
     }
 
@@ -214,7 +214,7 @@ public struct RichPushMessage: Sendable, Equatable {
     private static func count(_ value: Any?) -> Int? {
         if let text = value as? String { return Int(text).flatMap { $0 >= 0 ? $0 : nil } }
         // JSON's true and false read as NSNumber too: a badge is a number, not a flag.
-        guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
+        guard let number = value as? NSNumber, !Wire.isBool(number),
               number.doubleValue == number.doubleValue.rounded(), number.intValue >= 0 else { return nil }
         return number.intValue
     }
