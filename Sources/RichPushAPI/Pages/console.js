@@ -365,7 +365,9 @@ function closeChanges(clearAnswer) {
   $("edit-form").hidden = $("withdraw-form").hidden = true;
   if (clearAnswer) { $("change-result").textContent = ""; $("change-result").className = ""; }
 }
-function changeAnswer(ok, words) { $("change-result").className = ok ? "ok" : "error"; $("change-result").textContent = words; }
+// An answer shown in element `id`: in words, marked ok or error.
+function answer(id, ok, words) { $(id).className = ok ? "ok" : "error"; $(id).textContent = words; }
+function changeAnswer(ok, words) { answer("change-result", ok, words); }
 function inboxes(n) { return n + (n === 1 ? " inbox" : " inboxes"); }
 function platforms(p) { return (p.apns || 0) + " iPhone, " + (p.fcm || 0) + " Android, " + (p.web || 0) + " browser"; }
 function editExplanation() {
@@ -482,12 +484,15 @@ async function loadCampaigns() {
   const { ok, json } = await call("GET", "/console/api/campaigns?limit=50");
   if (asked !== campaignsAsked) return; // a later answer is coming
   if (!ok) { $("campaigns-note").textContent = json.detail || "The campaigns did not load; try Refresh."; return; }
-  // Keyboard focus stays on the row it was on.
-  const list = $("campaign-list"), active = document.activeElement;
-  const focused = list.contains(active) && active.closest("li")
-    ? { id: active.closest("li").dataset.id, kind: ["cancel", "edit", "withdraw"].find((k) => active.classList.contains(k)) } : null;
-  list.replaceChildren(...json.map(campaignRow));
+  replaceRows($("campaign-list"), json.map(campaignRow), ["cancel", "edit", "withdraw"]);
   $("campaigns-note").textContent = json.length === 0 ? "No campaigns yet." : json.length === 50 ? "The 50 newest." : "";
+}
+// A list's rows replaced by `rows`; keyboard focus stays on the row it was on (on its button of a class in `kinds`, else its .open).
+function replaceRows(list, rows, kinds) {
+  const active = document.activeElement;
+  const focused = list.contains(active) && active.closest("li")
+    ? { id: active.closest("li").dataset.id, kind: kinds.find((k) => active.classList.contains(k)) } : null;
+  list.replaceChildren(...rows);
   if (focused) {
     const row = list.querySelector('li[data-id="' + focused.id + '"]');
     const again = row && ((focused.kind && row.querySelector("." + focused.kind)) || row.querySelector(".open"));
@@ -515,7 +520,6 @@ document.addEventListener("visibilitychange", () => { if (!document.hidden) load
 // update form and an End button. The JSON fields are checked here first, so a typo is named before
 // anything is sent; the server's refusals show as its detail, as the campaign forms show them.
 function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
-function laAnswer(id, ok, words) { $(id).className = ok ? "ok" : "error"; $(id).textContent = words; }
 // A textarea's JSON object: { value } (undefined when empty and not required), or { problem } in words, the field marked.
 function jsonObject(id, label, required) {
   const field = $(id), raw = field.value.trim();
@@ -557,13 +561,13 @@ $("la-audience-kind").addEventListener("change", () => {
 });
 $("la-start").addEventListener("click", async () => {
   const type = $("la-type").value.trim();
-  if (!type) { laAnswer("la-start-result", false, "Name the attributes type as the app's Swift type is named, e.g. DeliveryAttributes."); $("la-type").focus(); return; }
+  if (!type) { answer("la-start-result", false, "Name the attributes type as the app's Swift type is named, e.g. DeliveryAttributes."); $("la-type").focus(); return; }
   const audience = activityAudience();
-  if (!audience) { laAnswer("la-start-result", false, "Name the users (comma-separated) or a tag expression."); $("la-audience-value").focus(); return; }
+  if (!audience) { answer("la-start-result", false, "Name the users (comma-separated) or a tag expression."); $("la-audience-value").focus(); return; }
   const attributes = jsonObject("la-attributes", "Attributes", false);
-  if (attributes.problem) { laAnswer("la-start-result", false, attributes.problem); return; }
+  if (attributes.problem) { answer("la-start-result", false, attributes.problem); return; }
   const state = jsonObject("la-content-state", "Content state", true);
-  if (state.problem) { laAnswer("la-start-result", false, state.problem); return; }
+  if (state.problem) { answer("la-start-result", false, state.problem); return; }
   const body = { type, audience, attributes: attributes.value || {}, contentState: state.value, broadcast: $("la-broadcast").checked };
   const alert = alertFields("la-alert-title", "la-alert-body");
   if (alert) body.alert = alert;
@@ -572,11 +576,11 @@ $("la-start").addEventListener("click", async () => {
   if (stale) body.staleDate = stale;
   if ($("la-relevance").value !== "") body.relevanceScore = Number($("la-relevance").value);
   $("la-start").disabled = true; // one click, one activity
-  laAnswer("la-start-result", true, "Starting…");
+  answer("la-start-result", true, "Starting…");
   const { ok, json } = await call("POST", "/console/api/live-activities", JSON.stringify(body), "application/json");
   $("la-start").disabled = false;
-  if (!ok) { laAnswer("la-start-result", false, json.detail || "Refused."); return; }
-  laAnswer("la-start-result", true, "Started " + json.id + " on " + plural(json.devices, "device") + (json.channelId ? ", broadcast channel " + json.channelId : "") + ".");
+  if (!ok) { answer("la-start-result", false, json.detail || "Refused."); return; }
+  answer("la-start-result", true, "Started " + json.id + " on " + plural(json.devices, "device") + (json.channelId ? ", broadcast channel " + json.channelId : "") + ".");
   openActivity(json.id);
   loadActivities();
 });
@@ -599,7 +603,7 @@ async function loadActivities() {
   const { ok, json } = await call("GET", "/console/api/live-activities?limit=50");
   if (asked !== activitiesAsked) return; // a later answer is coming
   if (!ok) { $("la-note").textContent = json.detail || "The Live Activities did not load; try Refresh."; return; }
-  $("la-list").replaceChildren(...json.map(activityRow));
+  replaceRows($("la-list"), json.map(activityRow), []);
   $("la-note").textContent = json.length === 0 ? "None yet." : json.length === 50 ? "The 50 newest." : "";
 }
 // The activity shown: its facts, counts, content state and devices; the update and end forms while it is active.
@@ -670,7 +674,7 @@ async function openActivity(id) {
 $("la-update").addEventListener("click", async () => {
   const id = shownActivity;
   const state = jsonObject("la-update-state", "Content state", true);
-  if (state.problem) { laAnswer("la-result", false, state.problem); return; }
+  if (state.problem) { answer("la-result", false, state.problem); return; }
   const body = { contentState: state.value };
   const alert = alertFields("la-update-alert-title", "la-update-alert-body");
   if (alert) body.alert = alert;
@@ -680,15 +684,15 @@ $("la-update").addEventListener("click", async () => {
   $("la-update").disabled = true; // one click, one update
   const { ok, json } = await call("PATCH", "/console/api/live-activities/" + encodeURIComponent(id), JSON.stringify(body), "application/json");
   $("la-update").disabled = false;
-  if (!ok) { laAnswer("la-result", false, json.detail || "Refused."); return; }
-  laAnswer("la-result", true, "Updated: sent to " + plural(json.devices, "device") + stamp(json) + ".");
+  if (!ok) { answer("la-result", false, json.detail || "Refused."); return; }
+  answer("la-result", true, "Updated: sent to " + plural(json.devices, "device") + stamp(json) + ".");
   openActivity(id);
   loadActivities();
 });
 $("la-end").addEventListener("click", async () => {
   const id = shownActivity;
   const state = jsonObject("la-end-state", "Final content state", false);
-  if (state.problem) { laAnswer("la-result", false, state.problem); return; }
+  if (state.problem) { answer("la-result", false, state.problem); return; }
   const body = {};
   if (state.value) body.contentState = state.value;
   const dismissAt = isoTime("la-dismiss-at");
@@ -697,8 +701,8 @@ $("la-end").addEventListener("click", async () => {
   $("la-end").disabled = true;
   const { ok, json } = Object.keys(body).length ? await call("DELETE", path, JSON.stringify(body), "application/json") : await call("DELETE", path);
   $("la-end").disabled = false;
-  if (!ok) { laAnswer("la-result", false, json.detail || "Refused."); return; }
-  laAnswer("la-result", true, "Ended: sent to " + plural(json.devices, "device") + stamp(json) + ".");
+  if (!ok) { answer("la-result", false, json.detail || "Refused."); return; }
+  answer("la-result", true, "Ended: sent to " + plural(json.devices, "device") + stamp(json) + ".");
   openActivity(id);
   loadActivities();
 });
