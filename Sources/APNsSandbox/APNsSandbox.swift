@@ -204,7 +204,7 @@ public final class APNsSandbox: Sendable {
         router.post("/4/broadcasts/apps/:bundle") { request, context in try await self.handleBroadcast(request, context: context) }
         router.get("/4/broadcasts/apps/:bundle") { _, _ in Self.answer(405, "MethodNotAllowed") }
         // The test's window onto the phones: no provider token needed.
-        router.get("/sandbox/phone") { _, _ in self.phoneView() }
+        router.get("/sandbox/phone") { request, _ in self.phoneView(activity: request.uri.queryParameters.get("activity").map { String($0) }) }
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(configuration.tlsCertificatePEM.utf8)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(configuration.tlsKeyPEM.utf8), format: .pem)))
@@ -421,14 +421,15 @@ public final class APNsSandbox: Sendable {
     }
 
     /// `GET /sandbox/phone`: the phone view as JSON.
-    func phoneView() -> Response {
-        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: phoneViewJSON())))
+    func phoneView(activity: String? = nil) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: phoneViewJSON(activity: activity))))
     }
 
     /// The phone view: `{"activities":[…],"events":[…]}`, keys as `PhoneActivity`'s and
-    /// `PhoneEvent`'s property names, null for nil.
-    func phoneViewJSON() -> Data {
-        let object = state.withLockedValue { $0.phones.viewObject() }
+    /// `PhoneEvent`'s property names, null for nil; with `activity`, only that one's (`?activity=la_…`,
+    /// its `richpushActivity`).
+    func phoneViewJSON(activity: String? = nil) -> Data {
+        let object = state.withLockedValue { $0.phones.viewObject(activity: activity) }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
     }
 

@@ -252,7 +252,9 @@ struct Phones {
     }
 
     /// The phone view as JSON objects, keys as the Swift property names (null for nil).
-    func viewObject() -> [String: Any] {
+    func viewObject(activity only: String? = nil) -> [String: Any] {
+        let activities = only.map { id in self.activities.filter { $0.richpushActivity == id } } ?? self.activities
+        let events = only.map { id in self.events.filter { $0.activity == id } } ?? self.events
         let activityObjects = activities.map { activity -> [String: Any] in
             [
                 "pushToStartToken": activity.pushToStartToken, "updateToken": activity.updateToken,

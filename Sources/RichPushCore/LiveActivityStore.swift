@@ -157,39 +157,33 @@ public struct LiveActivityStore: Sendable {
             let payloads = try Self.payloads(activity: id, event: "start", timestamp: timestamp, type: draft.type, attributes: draft.attributes,
                                              contentState: draft.contentState, alert: draft.alert, staleDate: draft.staleDate,
                                              relevanceScore: draft.relevanceScore, channel: draft.channelId)
-            var names: [String] = []
-            var cursor = ""
-            while true {
-                let (batch, next, exhausted) = try CampaignStore.nextRecipients(db, draft.audience, after: cursor, limit: 5000)
-                names += batch
-                cursor = next
-                if exhausted || batch.isEmpty { break }
-            }
+            // The audience a page of 500 users at a time: its devices, each iOS one through its
+            // push-to-start token for the type (not its device token); past `maxDevices` it stops.
             var targets: [(registration: String, platform: String, target: String)] = []
-            for chunk in names.sqlBatches(of: 500) {
-                let devices = try CampaignStore.devices(db, of: Array(chunk), audience: draft.audience, app: draft.app, sparse: true)
-                for name in chunk {
-                    for device in devices[name] ?? [] {
-                        guard let registration = device.registration else { continue }
-                        targets.append((registration, device.platform ?? "apns", device.target))
+            var cursor = ""
+            var exhausted = false
+            while !exhausted {
+                let page = try CampaignStore.nextRecipients(db, draft.audience, after: cursor, limit: 500)
+                (cursor, exhausted) = (page.cursor, page.exhausted || page.names.isEmpty)
+                let devices = try CampaignStore.devices(db, of: page.names, audience: draft.audience, app: draft.app, sparse: true)
+                let found = page.names.flatMap { devices[$0] ?? [] }.compactMap { device in
+                    device.registration.map { (registration: $0, platform: device.platform ?? "apns", target: device.target) }
+                }
+                let ios = found.filter { $0.platform == "apns" }.map(\.registration)
+                var startTokens: [String: String] = [:]
+                for chunk in ios.sqlBatches(of: 500) {
+                    for row in try db.fetchAll(sql: "SELECT registrationId, token FROM activity_start_tokens WHERE type = ? AND registrationId IN (\(sqlPlaceholders(chunk.count)))",
+                                               arguments: SQLArguments([draft.type as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
+                        startTokens[row["registrationId"]] = row["token"]
                     }
                 }
-            }
-            // iOS starts through the push-to-start token of the type, not the device token.
-            var startTokens: [String: String] = [:]
-            let ios = targets.filter { $0.platform == "apns" }.map(\.registration)
-            for chunk in ios.sqlBatches(of: 500) {
-                for row in try db.fetchAll(sql: "SELECT registrationId, token FROM activity_start_tokens WHERE type = ? AND registrationId IN (\(sqlPlaceholders(chunk.count)))",
-                                           arguments: SQLArguments([draft.type as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
-                    startTokens[row["registrationId"]] = row["token"]
+                targets += found.compactMap { device in
+                    guard device.platform == "apns" else { return device }
+                    return startTokens[device.registration].map { (device.registration, device.platform, $0) }
                 }
-            }
-            targets = targets.compactMap { device in
-                guard device.platform == "apns" else { return device }
-                return startTokens[device.registration].map { (device.registration, device.platform, $0) }
-            }
-            guard targets.count <= Self.maxDevices else {
-                throw CoreError(.tooLarge, "the audience has \(targets.count) devices; one activity starts on at most \(Self.maxDevices)")
+                guard targets.count <= Self.maxDevices else {
+                    throw CoreError(.tooLarge, "the audience has over \(Self.maxDevices) devices; one activity starts on at most that many (a broadcast's updates reach any number)")
+                }
             }
             try db.execute(sql: """
                 INSERT INTO live_activities (id, type, app, state, channelId, attributes, contentState, staleDate, devices, updates, failures,

@@ -299,6 +299,11 @@ struct LiveActivitySandboxTests {
         #expect(activities[0]["pushToStartToken"] as? String == Self.phoneA && activities[0]["richpushActivity"] is NSNull)
         #expect(Set(events[1].keys) == ["token", "channelID", "activity", "event", "timestamp", "shown", "reason"])
         #expect(events[1]["reason"] as? String == "start without alert" && events[1]["token"] as? String == Self.phoneB)
+        // ?activity= keeps one activity's: its richpushActivity.
+        try push(sandbox, to: Self.phoneC, Self.start(timestamp: 1000, activity: "la_one"))
+        let one = try #require(try JSONSerialization.jsonObject(with: sandbox.phoneViewJSON(activity: "la_one")) as? [String: Any])
+        #expect((one["activities"] as? [[String: Any]])?.map { $0["pushToStartToken"] as? String } == [Self.phoneC])
+        #expect((one["events"] as? [[String: Any]])?.map { $0["token"] as? String } == [Self.phoneC])
     }
 
     @Test("a start naming a channel APNs did not make, or deleted, is dropped: the phone would never be updated through it; a deleted channel reaches none of its old subscribers")
