@@ -26,6 +26,7 @@ enum MetricCatalog {
         "richpush_media_ingest_total": "Image uploads, by result: stored, exists, or the rejection's kind.",
         "richpush_pushes_total": "Pushes, by outcome (queued, sent, failed, retried, lease_lost) and app.",
         "richpush_live_activity_pushes_total": "Live Activity pushes a push service accepted, by event (start, update, end), priority (5, 10) and app; a broadcast counts once.",
+        "richpush_held_back_pushes_total": "Campaign pushes held back (docs/api.md#frequency-caps-and-quiet-hours), by outcome (capped, delayed, dropped) and app.",
         "richpush_push_duration_seconds": "Time from sending a push to the push service's answer, by platform and outcome.",
         "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled from the database every few seconds.",
         "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",

@@ -35,11 +35,14 @@ public struct CampaignDraft: Sendable {
     public var defaultLocale: String
     /// At most this many pushes a minute, across all nodes (docs/api.md#options-badges-and-paced-sends); nil: as fast as they go.
     public var ratePerMinute: Int?
+    /// Whether its apps' frequency caps and quiet hours hold its pushes back (docs/api.md#frequency-caps-and-quiet-hours).
+    public var limits: Bool
 
     /// Creates a draft; the mode defaults to `alert` (docs/api.md#campaigns).
     public init(audience: Audience, content: NotificationDraft, app: String? = nil, schedule: CampaignSchedule? = nil,
-                locales: [String: LocalizedContent] = [:], defaultLocale: String = "en", ratePerMinute: Int? = nil) {
+                locales: [String: LocalizedContent] = [:], defaultLocale: String = "en", ratePerMinute: Int? = nil, limits: Bool = true) {
         self.ratePerMinute = ratePerMinute
+        self.limits = limits
         self.audience = audience
         self.content = content
         self.app = app
@@ -94,6 +97,8 @@ public struct Campaign: Sendable, Equatable {
     /// When its content was last changed, and when it was taken back (docs/api.md#change-or-take-back-what-was-sent).
     public var changedAt: Date? = nil
     public var retractedAt: Date? = nil
+    /// Whether its apps' frequency caps and quiet hours apply (docs/api.md#frequency-caps-and-quiet-hours).
+    public var limits = true
 
     /// The most pushes a minute a pace may ask for (a million: beyond it, pacing is moot).
     public static let maxRatePerMinute = 1_000_000

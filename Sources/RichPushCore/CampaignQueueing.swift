@@ -72,7 +72,7 @@ extension CampaignStore {
         while true {
             let countNow = counted.map { ContinuousClock.now - $0 >= .seconds(1) } ?? true
             let (waiting, done, exact) = try await database.read { db -> (Int, Int, Bool) in
-                let done = try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id],
+                let done = try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id],
                                             cached: true) ?? 0
                 let row = try SQLRow.fetchOne(db, sql: "SELECT pushes, countedInStats FROM campaigns WHERE id = ?", arguments: [id], cached: true)
                 if let pushes = row?["pushes"] as Int?, row?["countedInStats"] as Int? == 1, pushes - done >= ahead, !countNow {

@@ -107,19 +107,19 @@ public struct CampaignStore: Sendable {
             let inserted = try db.fetchOne(sql: """
                 INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app,
                                        sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats, pushes,
-                                       localeNames)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?) RETURNING id
+                                       localeNames, limits)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?, ?) RETURNING id
                 """, arguments: [audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, scheduled ? nil : Self.holder, now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
-                                 scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute, localeNames])
+                                 scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute, localeNames, draft.limits])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
             return Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
                             app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
-                            defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0)
+                            defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0, limits: draft.limits)
         }
     }
 
@@ -294,11 +294,13 @@ public struct CampaignStore: Sendable {
         // same at a million recipients as at ten (the console asks every few seconds while a
         // campaign sends, and a script may ask several times a second).
         if let kept = try SQLRow.fetchOne(db, sql: """
-            SELECT coalesce(sum(s.sent), 0) AS sent, coalesce(sum(s.failed), 0) AS failed, coalesce(sum(s.displayed), 0) AS displayed
+            SELECT coalesce(sum(s.sent), 0) AS sent, coalesce(sum(s.failed), 0) AS failed, coalesce(sum(s.displayed), 0) AS displayed,
+                   coalesce(sum(s.capped), 0) AS capped
             FROM campaigns c LEFT JOIN campaign_stats s ON s.campaignId = c.id WHERE c.id = ? AND c.countedInStats = 1 GROUP BY c.id
             """, arguments: [campaign.id], cached: true) {
-            let (sent, failed): (Int, Int) = (kept["sent"], kept["failed"])
-            return CampaignProgress(campaign: campaign, pending: try pending(db, campaign: campaign, sent: sent, failed: failed, countedUpTo: countedUpTo),
+            let (sent, failed, capped): (Int, Int, Int) = (kept["sent"], kept["failed"], kept["capped"])
+            // A push held back by a cap is done with, as one failed is (docs/api.md#frequency-caps-and-quiet-hours).
+            return CampaignProgress(campaign: campaign, pending: try pending(db, campaign: campaign, sent: sent, failed: failed + capped, countedUpTo: countedUpTo),
                                     sent: sent, failed: failed, fetched: kept["displayed"])
         }
         var counts: [String: Int] = [:]
@@ -331,7 +333,7 @@ public struct CampaignStore: Sendable {
     static let shownColumns = """
         id, audience, message, title, richType, payload, mode, createdBy, createdAt, recipients, devices, queued, app, sendAt,
         atLocalTime, onLocalDate, defaultLocale, cancelledAt, options, ratePerMinute, paceNextAt, pushes, countedInStats,
-        localeNames, CASE WHEN localeNames IS NULL THEN content END AS content, changedAt, retractedAt
+        localeNames, CASE WHEN localeNames IS NULL THEN content END AS content, changedAt, retractedAt, limits
         """
 
     /// A row's schedule (`sendAt`, or `atLocalTime` with `onLocalDate`).
@@ -358,6 +360,7 @@ public struct CampaignStore: Sendable {
                         options: PushOptions(stored: row["options"]), ratePerMinute: row["ratePerMinute"],
                         paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)), pushes: row["pushes"],
                         changedAt: (row["changedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
-                        retractedAt: (row["retractedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
+                        retractedAt: (row["retractedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                        limits: (row["limits"] as Int?) != 0)
     }
 }

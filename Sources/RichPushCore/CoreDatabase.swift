@@ -430,6 +430,24 @@ public enum CoreDatabase {
                 CREATE INDEX activity_pushes_lane ON activity_pushes(activityId, lane, timestamp);
                 CREATE INDEX activity_pushes_event ON activity_pushes(eventId);
                 """),
+        // docs/api.md#frequency-caps-and-quiet-hours: whether a campaign keeps its apps' caps and
+        // quiet hours (`"limits":false`: it does not); a user's own quiet hours
+        // (`QuietHours.stored`), indexed where set so the outbox asks whether anyone has them in
+        // one probe; the campaign pushes held back, counted; each user's campaign sends per app
+        // within the cap's window (`campaignId:at` entries), the row locked by the claim that counts.
+        SQLMigration("core-v21-guardrails", sqlite: """
+                ALTER TABLE campaigns ADD COLUMN limits INTEGER NOT NULL DEFAULT 1;
+                ALTER TABLE users ADD COLUMN quietHours TEXT;
+                CREATE INDEX users_quiet_hours ON users(name) WHERE quietHours IS NOT NULL;
+                ALTER TABLE campaign_stats ADD COLUMN capped INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE campaign_stats ADD COLUMN delayed INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE frequency_windows (
+                    userName TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE,
+                    app      TEXT NOT NULL,
+                    sends    TEXT NOT NULL,
+                    PRIMARY KEY (userName, app)
+                );
+                """),
     ]
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).

@@ -8,6 +8,9 @@ public enum DeliveryEventType: String, Sendable, CaseIterable, Codable {
     /// A replacement of a changed notification, or a retraction's background push, sent to a
     /// device (docs/api.md#change-or-take-back-what-was-sent).
     case updated, retracted
+    /// A campaign push held back by its app's frequency cap, or delayed by quiet hours
+    /// (docs/api.md#frequency-caps-and-quiet-hours); a push dropped in quiet hours is `failed`.
+    case capped, delayed
     case campaignDone = "campaign.done"
 }
 
@@ -55,12 +58,12 @@ enum Insight {
         guard !happenings.isEmpty else { return }
         let minute = Int64((now / 60).rounded(.down))
         struct Key: Hashable { var campaign: Int64; var platform: String }
-        var counts: [Key: (sent: Int, failed: Int, displayed: Int, opened: Int, updated: Int, retracted: Int)] = [:]
+        var counts: [Key: (sent: Int, failed: Int, displayed: Int, opened: Int, updated: Int, retracted: Int, capped: Int, delayed: Int)] = [:]
         var reasons: [Int64: [String: Int]] = [:]
         for happening in happenings {
             guard let campaign = happening.campaign else { continue }
             let key = Key(campaign: campaign, platform: happening.platform ?? "")
-            var count = counts[key] ?? (0, 0, 0, 0, 0, 0)
+            var count = counts[key] ?? (0, 0, 0, 0, 0, 0, 0, 0)
             switch happening.type {
             case .sent: count.sent += 1
             case .failed:
@@ -70,19 +73,23 @@ enum Insight {
             case .opened: count.opened += 1
             case .updated: count.updated += 1
             case .retracted: count.retracted += 1
+            case .capped: count.capped += 1
+            case .delayed: count.delayed += 1
             case .campaignDone: break
             }
             counts[key] = count
         }
         for (key, count) in counts.sorted(by: { ($0.key.campaign, $0.key.platform) < ($1.key.campaign, $1.key.platform) }) {
             try db.execute(sql: """
-                INSERT INTO campaign_stats (campaignId, minute, platform, sent, failed, displayed, opened, updated, retracted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO campaign_stats (campaignId, minute, platform, sent, failed, displayed, opened, updated, retracted, capped, delayed)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (campaignId, minute, platform) DO UPDATE SET sent = campaign_stats.sent + excluded.sent,
                     failed = campaign_stats.failed + excluded.failed, displayed = campaign_stats.displayed + excluded.displayed,
                     opened = campaign_stats.opened + excluded.opened, updated = campaign_stats.updated + excluded.updated,
-                    retracted = campaign_stats.retracted + excluded.retracted
+                    retracted = campaign_stats.retracted + excluded.retracted, capped = campaign_stats.capped + excluded.capped,
+                    delayed = campaign_stats.delayed + excluded.delayed
                 """, arguments: [key.campaign, minute, key.platform, count.sent, count.failed, count.displayed, count.opened,
-                                 count.updated, count.retracted], cached: true)
+                                 count.updated, count.retracted, count.capped, count.delayed], cached: true)
         }
         for (campaign, byReason) in reasons.sorted(by: { $0.key < $1.key }) {
             for (reason, n) in byReason.sorted(by: { $0.key < $1.key }) {
@@ -147,6 +154,9 @@ public struct CampaignStats: Sendable, Equatable {
         /// Replacements of its changed content and retractions' background pushes sent.
         public var updated = 0
         public var retracted = 0
+        /// docs/api.md#frequency-caps-and-quiet-hours: pushes held back by a frequency cap, and delayed by quiet hours.
+        public var capped = 0
+        public var delayed = 0
     }
     public struct Minute: Sendable, Equatable {
         public var minute: Date
@@ -172,7 +182,7 @@ extension CampaignStore {
             guard let queued = try Int.fetchOne(db, sql: "SELECT coalesce(pushes, devices) FROM campaigns WHERE id = ?", arguments: [id]) else { return nil }
             var stats = CampaignStats(queued: queued, totals: .init(), byPlatform: [:], failures: [:], timeline: [])
             var minutes: [Int64: CampaignStats.Minute] = [:]
-            for row in try SQLRow.fetchAll(db, sql: "SELECT minute, platform, sent, failed, displayed, opened, updated, retracted FROM campaign_stats WHERE campaignId = ? ORDER BY minute",
+            for row in try SQLRow.fetchAll(db, sql: "SELECT minute, platform, sent, failed, displayed, opened, updated, retracted, capped, delayed FROM campaign_stats WHERE campaignId = ? ORDER BY minute",
                                            arguments: [id]) {
                 let (sent, failed, displayed, opened): (Int, Int, Int, Int) = (row["sent"], row["failed"], row["displayed"], row["opened"])
                 stats.totals.sent += sent
@@ -182,6 +192,9 @@ extension CampaignStore {
                 let (updated, retracted): (Int, Int) = (row["updated"], row["retracted"])
                 stats.totals.updated += updated
                 stats.totals.retracted += retracted
+                let (capped, delayed): (Int, Int) = (row["capped"], row["delayed"])
+                stats.totals.capped += capped
+                stats.totals.delayed += delayed
                 let platform: String = row["platform"]
                 if !platform.isEmpty {
                     stats.byPlatform[platform, default: .init()].sent += sent

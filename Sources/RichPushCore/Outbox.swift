@@ -194,6 +194,8 @@ public enum OutboxResult: Sendable, Equatable {
 /// records outcomes. The only writer of delivery state; `DeliveryStore` reads it.
 public struct OutboxStore: Sendable {
     private let database: SQLDatabase
+    /// What claims hold back (docs/api.md#frequency-caps-and-quiet-hours); nil: nothing.
+    public var guardrails: Guardrails?
 
     /// Creates the store over a database opened with `CoreDatabase`.
     init(database: SQLDatabase) {
@@ -214,12 +216,13 @@ public struct OutboxStore: Sendable {
     public func claim(limit: Int, lease: Double, holder: OutboxHolder, platforms: Set<String>? = nil) async throws -> [DeliveryJob] {
         let now = database.now()
         let only = platforms.map { "AND (" + Self.condition(sends: $0) + ")" } ?? ""
-        return try await database.write(isolation: .readCommitted) { db in
+        let guardrails = self.guardrails
+        let (claimed, heldBack) = try await database.write(isolation: .readCommitted) { db -> ([DeliveryJob], Guardrails.HeldBack) in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             // Live Activities' pushes first: an update is worth seconds (one probe of an index when none waits).
             let activities = try LiveActivityStore.claim(db, limit: limit, now: now, lease: lease, holder: holder, only: only)
             let limit = limit - activities.count
-            guard limit > 0 else { return activities }
+            guard limit > 0 else { return (activities, []) }
             let rows = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
                        n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, n.payload, r.updatedAt AS registrationUpdatedAt,
@@ -251,13 +254,20 @@ public struct OutboxStore: Sendable {
                 job.expiresAt = Date(timeIntervalSince1970: born + (lifetime == 0 ? DeliveryJob.nowOrNeverWindow : Double(lifetime)))
                 return job
             }
+            // Caps and quiet hours hold some back (docs/api.md#frequency-caps-and-quiet-hours), in this transaction.
+            var heldBack: Guardrails.HeldBack = []
+            if let guardrails { (jobs, heldBack) = try guardrails.screen(db, jobs, now: now) }
             try Self.setUnreadBadges(db, &jobs)
             for chunk in jobs.map(\.id).sqlBatches() {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
                                arguments: [now + lease, holder.pid, holder.tag, db.idList(chunk)], cached: true)
             }
-            return activities + jobs
+            return (activities + jobs, heldBack)
         }
+        if let report = guardrails?.onHeldBack {
+            for (app, outcome) in heldBack { report(app, outcome) }
+        }
+        return claimed
     }
 
     /// Makes `job`, claimed with its notification's push, the push its row's `kind` says

@@ -14,6 +14,8 @@ public struct User: Sendable, Equatable {
     public var timezone: String? = nil
     /// The BCP 47 locale their campaigns' content is chosen by (nil: the campaign's default).
     public var locale: String? = nil
+    /// Their own quiet hours, in place of their apps' (docs/api.md#frequency-caps-and-quiet-hours); nil: the apps'.
+    public var quietHours: QuietHours? = nil
 }
 
 /// A user's time zone and locale (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries), checked and in canonical form.
@@ -236,20 +238,23 @@ public struct UserStore: Sendable {
     /// `name`'s account, or nil.
     public func find(_ name: String) async throws -> User? {
         try await database.read { db in
-            try SQLRow.fetchOne(db, sql: "SELECT name, admin, createdAt, timezone, locale FROM users WHERE name = ?", arguments: [name]).map {
-                User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]), timezone: $0["timezone"], locale: $0["locale"])
+            try SQLRow.fetchOne(db, sql: "SELECT name, admin, createdAt, timezone, locale, quietHours FROM users WHERE name = ?", arguments: [name]).map {
+                User(name: $0["name"], admin: $0["admin"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]), timezone: $0["timezone"], locale: $0["locale"],
+                     quietHours: ($0["quietHours"] as String?).flatMap { try? QuietHours($0) })
             }
         }
     }
 
     /// Sets `name`'s time zone and locale (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries, `PUT /api/me`): each when given, checked
     /// (400 for an unknown zone or a malformed tag); 404 when there is no such user.
-    public func setPreferences(_ name: String, timezone: String?, locale: String?) async throws -> User {
+    /// With `quietHours`, sets their own quiet hours (docs/api.md#frequency-caps-and-quiet-hours), or clears them given `.some(nil)`.
+    public func setPreferences(_ name: String, timezone: String?, locale: String?, quietHours: QuietHours?? = nil) async throws -> User {
         let zone = try timezone.map(UserPreferences.timezone)
         let tag = try locale.map(UserPreferences.locale)
         try await database.write { db in
             if let zone { try db.execute(sql: "UPDATE users SET timezone = ? WHERE name = ?", arguments: [zone, name]) }
             if let tag { try db.execute(sql: "UPDATE users SET locale = ? WHERE name = ?", arguments: [tag, name]) }
+            if let quietHours { try db.execute(sql: "UPDATE users SET quietHours = ? WHERE name = ?", arguments: [quietHours?.stored, name]) }
         }
         guard let user = try await find(name) else { throw CoreError(.notFound, "no user \(name)") }
         return user

@@ -62,6 +62,25 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
                                valueName: "file"))
     var apps: String?
     private var appsPath: String? { apps ?? Environment.string("RICHPUSH_APPS") }
+    @Option(help: ArgumentHelp("The app default's frequency cap (docs/api.md#frequency-caps-and-quiet-hours): at most N campaign pushes to a user per rolling PERIOD, e.g. 3/24h or 10/7d; other apps set theirs in --apps (env RICHPUSH_FREQUENCY_CAP).",
+                               valueName: "N/PERIOD"))
+    var frequencyCap: String = Environment.string("RICHPUSH_FREQUENCY_CAP") ?? ""
+    @Option(help: ArgumentHelp("The app default's quiet hours in each user's time zone (docs/api.md#frequency-caps-and-quiet-hours): FROM-TO, then /delay (hold campaign pushes to the end, the default) or /drop, e.g. 22:00-08:00 or 21:30-07:00/drop (env RICHPUSH_QUIET_HOURS).",
+                               valueName: "FROM-TO[/MODE]"))
+    var quietHours: String = Environment.string("RICHPUSH_QUIET_HOURS") ?? ""
+    /// `--frequency-cap` and `--quiet-hours`, read.
+    private var defaultLimits: AppLimits {
+        get throws {
+            var limits = AppLimits()
+            do {
+                if !frequencyCap.isEmpty { limits.frequencyCap = try FrequencyCap(frequencyCap) }
+            } catch let error as CoreError { throw ValidationError("--frequency-cap (env RICHPUSH_FREQUENCY_CAP): \(error.message)") }
+            do {
+                if !quietHours.isEmpty { limits.quietHours = try QuietHours(quietHours) }
+            } catch let error as CoreError { throw ValidationError("--quiet-hours (env RICHPUSH_QUIET_HOURS): \(error.message)") }
+            return limits
+        }
+    }
     /// `--trusted-proxy`'s values, comma-separated lists split.
     private var trustedProxyBlocks: [String] {
         trustedProxy.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -88,6 +107,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
             guard (1...65535).contains(metricsPort) else { throw ValidationError("--metrics-port (env RICHPUSH_METRICS_PORT) must be 1 to 65535") }
             guard metricsPort != port else { throw ValidationError("--metrics-port must differ from --port") }
         }
+        _ = try defaultLimits
         guard notificationsPerMinute >= 0 else { throw ValidationError("--notifications-per-minute must be 0 (off) or more") }
         guard opensPerMinute >= 0 else { throw ValidationError("--opens-per-minute must be 0 (off) or more") }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
@@ -135,6 +155,14 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
                 Terminal.error("error: \(error)")
                 throw ExitCode(2)
             }
+        }
+        let flagged = try defaultLimits
+        if !flagged.isEmpty {
+            if providers.limits[AppName.default] != nil {
+                Terminal.error("error: --frequency-cap and --quiet-hours set the app default's limits, which --apps sets too; give them in one place")
+                throw ExitCode(2)
+            }
+            providers.limits[AppName.default] = flagged
         }
         let created = dataOptions.isNew
         let data = try await dataOptions.open(limits: configuration.limits, announce: false)

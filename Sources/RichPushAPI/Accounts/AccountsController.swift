@@ -47,14 +47,22 @@ struct AccountsController: Sendable {
     func updateMe(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let caller = try context.requirePrincipal()
         let body = try await request.body.collect(upTo: 64 * 1024)
-        let update = try RequestBody.decode(MeUpdate.self, from: Data(body.readableBytesView), shape: "{\"timezone\",\"locale\"}")
-        let user = try await users.setPreferences(caller.user, timezone: update.timezone, locale: update.locale)
+        let bytes = Data(body.readableBytesView)
+        let update = try RequestBody.decode(MeUpdate.self, from: bytes, shape: "{\"timezone\",\"locale\",\"quietHours\"}")
+        // `"quietHours":null` clears them; left out, they stay.
+        var quietHours: QuietHours?? = nil
+        if let asked = update.quietHours {
+            quietHours = .some(try asked.quietHours)
+        } else if ((try? JSONSerialization.jsonObject(with: bytes)) as? [String: Any])?["quietHours"] is NSNull {
+            quietHours = .some(nil)
+        }
+        let user = try await users.setPreferences(caller.user, timezone: update.timezone, locale: update.locale, quietHours: quietHours)
         return try JSONResponse.encode(try await me(user))
     }
 
     /// What `GET` and `PUT /api/me` answer: the account, and the topics it follows now.
     private func me(_ user: User) async throws -> MeResponse {
         MeResponse(name: user.name, admin: user.admin, timezone: user.timezone ?? "UTC", locale: user.locale,
-                   topics: try await topics.list(of: user.name))
+                   topics: try await topics.list(of: user.name), quietHours: user.quietHours.map(QuietHoursRequest.init))
     }
 }

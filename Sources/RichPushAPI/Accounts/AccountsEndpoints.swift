@@ -22,7 +22,7 @@ extension Endpoint {
         Endpoint(method: .get, path: "/api/me", access: .user, summary: "The caller's account: name, role, time zone, locale and the topics they follow.",
                  responses: [200: .json(MeResponse.self, "The account.")]) { rooms, r, c in try await rooms.accounts.showMe(r, c) },
         Endpoint(method: .put, path: "/api/me", access: .user, summary: "Set the caller's time zone (IANA) and locale (BCP 47), each optional.",
-                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("MeUpdate"))], description: "{\"timezone\",\"locale\"}"),
+                 requestBody: APIRequestBody(required: true, content: [("application/json", .ref("MeUpdate"))], description: "{\"timezone\",\"locale\",\"quietHours\"}"),
                  responses: [200: .json(MeResponse.self, "The account as it is now."),
                              400: .problem("An unknown time zone, a malformed locale, or a field the body does not have."),
                              413: .problem("The body is over 64 KiB.")]) { rooms, r, c in try await rooms.accounts.updateMe(r, c) },

@@ -97,6 +97,8 @@ struct CampaignRequest: Codable, Sendable {
     var options: PushOptions?
     var badge: PushOptions.Badge?
     var ratePerMinute: Int?
+    /// docs/api.md#frequency-caps-and-quiet-hours: false sends past its apps' frequency caps and quiet hours (default true).
+    var limits: Bool?
 }
 
 extension CampaignRequest: SchemaRefining {
@@ -219,6 +221,10 @@ struct CampaignStatsResponse: Codable, Sendable {
     /// retractions, sent to devices.
     var updated: Int
     var retracted: Int
+    /// docs/api.md#frequency-caps-and-quiet-hours: pushes not sent for a frequency cap, and pushes
+    /// held to the end of their user's quiet hours (those dropped in quiet hours count in `failed`).
+    var capped: Int
+    var delayed: Int
     /// Failure reasons (the push service's words up to the first colon) and how many.
     var failures: [String: Int]
     /// Per minute, oldest first.
@@ -232,6 +238,8 @@ struct CampaignStatsResponse: Codable, Sendable {
         opened = stats.totals.opened
         updated = stats.totals.updated
         retracted = stats.totals.retracted
+        capped = stats.totals.capped
+        delayed = stats.totals.delayed
         byPlatform = stats.byPlatform.mapValues { Counts(sent: $0.sent, failed: $0.failed) }
         failures = stats.failures
         timeline = stats.timeline.map { Minute(minute: $0.minute.formatted(.iso8601), sent: $0.sent, displayed: $0.displayed, opened: $0.opened) }
@@ -275,6 +283,8 @@ struct CampaignResponse: Codable, Sendable {
     var badge: PushOptions.Badge?
     var ratePerMinute: Int?
     var expectedEnd: String?
+    /// docs/api.md#frequency-caps-and-quiet-hours: false when sent past frequency caps and quiet hours.
+    var limits: Bool
 
     init(_ progress: CampaignProgress) {
         let c = progress.campaign
@@ -314,5 +324,6 @@ struct CampaignResponse: Codable, Sendable {
         self.options = options.isEmpty ? nil : options
         ratePerMinute = c.ratePerMinute
         expectedEnd = progress.expectedEnd.map { $0.formatted(.iso8601) }
+        limits = c.limits
     }
 }

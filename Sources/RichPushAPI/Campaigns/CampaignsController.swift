@@ -26,7 +26,7 @@ struct CampaignsController: Sendable {
         let body = try await RequestBody.collect(request, upTo: Self.campaignBodyLimit, what: "a campaign body")
         let bytes = Data(body.readableBytesView)
         let request = try RequestBody.decode(CampaignRequest.self, from: bytes,
-                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"} or {\"segment\":\"name\"} or {\"filter\":{…}},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\"}")
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"} or {\"segment\":\"name\"} or {\"filter\":{…}},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\",\"limits\"}")
         let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
                                         payload: request.payload, title: request.title, mode: request.mode ?? .alert,
                                         options: PushOptions.with(request.options, badge: request.badge))
@@ -38,7 +38,7 @@ struct CampaignsController: Sendable {
         do { schedule = try Self.schedule(request) } catch let error as CoreError { throw Problem(.unprocessableContent, error.message) }
         let draft = CampaignDraft(audience: try request.audience.audience, content: content, app: app, schedule: schedule,
                                   locales: request.content?.locales ?? [:], defaultLocale: request.defaultLocale ?? "en",
-                                  ratePerMinute: request.ratePerMinute)
+                                  ratePerMinute: request.ratePerMinute, limits: request.limits ?? true)
         let key = try idempotencyHeader.map { try IdempotencyKey(owner: admin.user, route: "POST /api/admin/campaigns", key: $0, body: bytes) }
         // The first pushes are queued before the answer (a small campaign whole), the rest in
         // the background as the sends go out: a million recipients answer in a second.

@@ -28,6 +28,8 @@ struct AppDefinition {
     var fcm: FCM?
     var webPush: WebPush?
     var hub: Hub?
+    /// Its frequency cap and quiet hours (docs/api.md#frequency-caps-and-quiet-hours).
+    var limits = AppLimits()
 
     /// The app's provider (a router by platform, or its hub's), the hub as its registrations'
     /// mirror, and what devices may ask of it. The extra roots, the FCM endpoint and private

@@ -22,8 +22,9 @@ enum AppsFile {
             do { try AppName.validate(name) } catch let error as CoreError { throw AppsFileError(path, app: name, "name: \(error.message)") }
             guard !apps.contains(where: { $0.name == name }) else { throw AppsFileError(path, app: name, "name: two apps have this name") }
             let reader = FieldReader(file: path, app: name, object: object, prefix: "")
-            try reader.only(["name", "apns", "fcm", "webpush", "hub"])
+            try reader.only(["name", "apns", "fcm", "webpush", "hub", "frequencyCap", "quietHours"])
             var app = AppDefinition(name: name)
+            app.limits = try reader.limits()
             if let apns = try reader.object("apns") {
                 try apns.only(["key", "keyId", "teamId", "topic", "env"])
                 app.apns = .init(key: try apns.file("key"), keyID: try apns.string("keyId"), teamID: try apns.string("teamId"),
@@ -92,6 +93,26 @@ enum AppsFile {
         func string(_ field: String, default fallback: String? = nil) throws -> String {
             guard let text = try optionalString(field) ?? fallback else { throw error(field, "is missing") }
             return text
+        }
+        /// `frequencyCap` (`{"max":3,"per":"24h"}`) and `quietHours` (`{"from","to","mode"}`), docs/api.md#frequency-caps-and-quiet-hours.
+        func limits() throws -> AppLimits {
+            var limits = AppLimits()
+            if let cap = try self.object("frequencyCap") {
+                try cap.only(["max", "per"])
+                guard let max = cap.object["max"] as? Int else { throw cap.error("max", "must be a whole number, 1 to \(FrequencyCap.maxCount)") }
+                do {
+                    limits.frequencyCap = try FrequencyCap(max: max, per: try FrequencyCap.period(try cap.string("per"), field: "frequencyCap.per"))
+                } catch let error as CoreError {
+                    throw AppsFileError(file, app: app, error.message)
+                }
+            }
+            if let quiet = object["quietHours"] {
+                guard let fields = quiet as? [String: Any] else { throw error("quietHours", "must be an object {\"from\",\"to\",\"mode\"}") }
+                do { limits.quietHours = try QuietHours(json: fields, field: "quietHours") } catch let error as CoreError {
+                    throw AppsFileError(file, app: app, error.message)
+                }
+            }
+            return limits
         }
         /// A path to a readable file.
         func file(_ field: String) throws -> String {

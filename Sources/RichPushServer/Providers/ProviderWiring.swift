@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import PushDelivery
 import RichPushAPI
 import RichPushCore
@@ -18,6 +19,9 @@ public struct ProviderWiring {
     public let settings: ProviderSettings
     /// Each app's provider by app name, as added so far.
     public private(set) var apps: [String: AppProvider] = [:]
+    /// Each app's frequency cap and quiet hours (docs/api.md#frequency-caps-and-quiet-hours): the file's, and
+    /// `serve --frequency-cap`/`--quiet-hours`' for `default`.
+    public var limits: [String: AppLimits] = [:]
 
     /// Wiring for `settings`, with no app yet.
     public init(settings: ProviderSettings) {
@@ -36,6 +40,7 @@ public struct ProviderWiring {
             }
             let made = try definition.makeProvider(settings: settings, file: path)
             apps[definition.name] = (made.provider, made.mirror)
+            if !definition.limits.isEmpty { limits[definition.name] = definition.limits }
             if definition.name == AppName.default {
                 configuration.vapidPublicKey = made.profile.vapidPublicKey
             } else {
@@ -77,6 +82,11 @@ public struct ProviderWiring {
     /// nil when no app has a provider (pushes then stay pending in the outbox).
     public func makeDispatcher(outbox: OutboxStore, logger: Logger) -> (dispatcher: OutboxDispatcher, mirror: (any RegistrationMirror)?)? {
         guard let (provider, mirror) = chosen else { return nil }
+        // Users may set their own quiet hours whatever the apps say: the outbox always screens.
+        var outbox = outbox
+        outbox.guardrails = Guardrails(apps: limits, onHeldBack: { app, outcome in
+            Counter(label: "richpush_held_back_pushes_total", dimensions: [("outcome", outcome.rawValue), ("app", app)]).increment()
+        })
         return (OutboxDispatcher(outbox: outbox, provider: provider, logger: logger), mirror)
     }
 

@@ -1,0 +1,170 @@
+import Foundation
+import SQLEngine
+
+extension Guardrails {
+    /// What a screen held back: each push's app and what it became, for metrics once committed.
+    typealias HeldBack = [(app: String, outcome: Outcome)]
+
+    /// Screens pushes just claimed, in the claim's transaction (docs/api.md#frequency-caps-and-quiet-hours),
+    /// and returns those to send now.
+    ///
+    /// Only a campaign's own pushes are screened: not `POST /api/notifications`' (no campaign),
+    /// not a change or a retraction, not `time-sensitive` or `critical` ones, not a campaign
+    /// sent with `"limits":false`, nor one whose life has ended (the dispatcher fails it `expired`).
+    /// In quiet hours (the user's own, else the app's, in the user's time zone), `delay` makes the
+    /// push due when they end, spread over `Guardrails.spread` by user, and counts it `delayed`
+    /// once; `drop` fails it. Past quiet hours, a push over its app's frequency cap fails `capped`.
+    ///
+    /// The cap is counted in `frequency_windows`, one row per user and app, read `FOR UPDATE` on
+    /// PostgreSQL, in user order: two nodes claiming pushes of one user take turns on that row,
+    /// and the second sees what the first counted. A campaign counts once per user, so a
+    /// user's second device, or a retry of a push counted, is not counted again.
+    ///
+    /// Costs nothing where no app has limits and no user set quiet hours (one probe of an index
+    /// that holds only users who did), and nothing for a batch without campaign pushes.
+    func screen(_ db: SQLConnection, _ jobs: [DeliveryJob], now: Double) throws -> (jobs: [DeliveryJob], heldBack: HeldBack) {
+        let candidates = jobs.indices.filter { index in
+            let job = jobs[index]
+            guard job.campaignId != nil, job.recipient != nil, job.activity == nil, job.kind == .original else { return false }
+            return job.options.interruptionLevel != .timeSensitive && job.options.interruptionLevel != .critical
+        }
+        guard !candidates.isEmpty else { return (jobs, []) }
+        let appLimited = candidates.contains { apps[jobs[$0].app] != nil }
+        let someoneQuiet = try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE quietHours IS NOT NULL LIMIT 1", cached: true) != nil
+        guard appLimited || someoneQuiet else { return (jobs, []) }
+        let campaigns = Array(Set(candidates.compactMap { jobs[$0].campaignId })).sorted()
+        var unlimited = Set<Int64>()
+        for chunk in campaigns.sqlBatches() {
+            unlimited.formUnion(try Int64.fetchAll(db, sql: "SELECT id FROM campaigns WHERE limits = 0 AND \(db.idIn("id"))",
+                                                   arguments: [db.idList(chunk)], cached: true))
+        }
+        let limited = candidates.filter { !unlimited.contains(jobs[$0].campaignId!) && jobs[$0].remainingLife() != nil }
+        guard !limited.isEmpty else { return (jobs, []) }
+
+        // Quiet hours first: a push held to their end is counted against the cap when it goes.
+        var people: [String: (zone: String?, quiet: String?)] = [:]
+        if someoneQuiet || limited.contains(where: { apps[jobs[$0].app]?.quietHours != nil }) {
+            for chunk in Array(Set(limited.map { jobs[$0].recipient! })).sorted().sqlBatches() {
+                for row in try SQLRow.fetchAll(db, sql: "SELECT name, timezone, quietHours FROM users WHERE name IN (\(sqlPlaceholders(chunk.count)))",
+                                               arguments: SQLArguments(Array(chunk))) {
+                    people[row["name"]] = (row["timezone"], row["quietHours"])
+                }
+            }
+        }
+        let instant = Date(timeIntervalSince1970: now)
+        var delayed: [(index: Int, until: Double)] = [], dropped: [Int] = [], counted: [Int] = []
+        for index in limited {
+            let job = jobs[index]
+            let person = people[job.recipient!]
+            if let quiet = person?.quiet.flatMap({ try? QuietHours($0) }) ?? apps[job.app]?.quietHours,
+               let end = quiet.end(containing: instant, in: person?.zone.flatMap(TimeZone.init(identifier:)) ?? Self.utc) {
+                switch quiet.mode {
+                case .delay:
+                    // Spread by user over the first minutes; never past the push's life (it then fails `expired`).
+                    var until = end.timeIntervalSince1970 + Double(Self.stableHash(job.recipient!) % UInt64(Self.spread))
+                    if let expires = job.expiresAt { until = min(until, expires.timeIntervalSince1970 + (now - Date().timeIntervalSince1970) + 1) }
+                    delayed.append((index, until))
+                case .drop:
+                    dropped.append(index)
+                }
+            } else if apps[job.app]?.frequencyCap != nil {
+                counted.append(index)
+            }
+        }
+        let capped = try cap(db, jobs, counted, now: now)
+
+        var happenings: [Happening] = [], heldBack: HeldBack = []
+        if !delayed.isEmpty {
+            // Counted once: a push delayed again (its user moved zone) is not a second delay.
+            let ids = delayed.map { jobs[$0.index].id }
+            var already = Set<Int64>()
+            for chunk in ids.sqlBatches() {
+                already.formUnion(try Int64.fetchAll(db, sql: "SELECT id FROM deliveries WHERE \(db.idIn("id")) AND reason = ?",
+                                                     arguments: [db.idList(chunk), Self.quietReason]))
+            }
+            for (index, until) in delayed {
+                let job = jobs[index]
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, reason = ?, leasedBy = NULL, leaseTag = NULL WHERE id = ?",
+                               arguments: [until, Self.quietReason, job.id], cached: true)
+                guard !already.contains(job.id) else { continue }
+                happenings.append(Happening(type: .delayed, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
+                                            platform: job.platform ?? "apns", reason: "quiet hours until \(Date(timeIntervalSince1970: until).formatted(.iso8601))"))
+                heldBack.append((job.app, .delayed))
+            }
+        }
+        for (indices, outcome) in [(capped, Outcome.capped), (dropped, Outcome.dropped)] where !indices.isEmpty {
+            for index in indices {
+                let job = jobs[index]
+                let reason = outcome == .capped
+                    ? "capped: over app \(job.app)'s frequency cap of \(apps[job.app]?.frequencyCap?.description ?? "")"
+                    : "quiet hours: dropped, the user's quiet hours (mode drop)"
+                try db.execute(sql: """
+                    UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND state = 'pending'
+                    """, arguments: [reason, now, job.id], cached: true)
+                happenings.append(Happening(type: outcome == .capped ? .capped : .failed, campaign: job.campaignId, notification: job.notificationId,
+                                            user: job.recipient, platform: job.platform ?? "apns", reason: reason))
+                heldBack.append((job.app, outcome))
+            }
+        }
+        try Insight.record(db, happenings, now: now)
+        try Insight.finishCampaigns(db, Set(capped.compactMap { jobs[$0].campaignId } + dropped.compactMap { jobs[$0].campaignId }), now: now)
+        let held = Set(delayed.map(\.index) + capped + dropped)
+        return (jobs.indices.filter { !held.contains($0) }.map { jobs[$0] }, heldBack)
+    }
+
+    /// The indices among `counted` over their app's cap, counting the others in `frequency_windows`.
+    private func cap(_ db: SQLConnection, _ jobs: [DeliveryJob], _ counted: [Int], now: Double) throws -> [Int] {
+        guard !counted.isEmpty else { return [] }
+        struct Key: Hashable, Comparable {
+            var user: String
+            var app: String
+            static func < (a: Key, b: Key) -> Bool { (a.user, a.app) < (b.user, b.app) }
+        }
+        let groups = Dictionary(grouping: counted) { Key(user: jobs[$0].recipient!, app: jobs[$0].app) }
+        let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
+        var over: [Int] = []
+        // Locked in one order on every node, so two claims never wait for each other in a circle.
+        for key in groups.keys.sorted() {
+            guard let cap = apps[key.app]?.frequencyCap else { continue }
+            let read = "SELECT sends FROM frequency_windows WHERE userName = ? AND app = ? \(lock)"
+            var stored = try String.fetchOne(db, sql: read, arguments: [key.user, key.app], cached: true)
+            if stored == nil {
+                // A user deleted meanwhile has no row made: their pushes fail with their registrations.
+                try db.execute(sql: """
+                    INSERT INTO frequency_windows (userName, app, sends) SELECT ?, ?, '' WHERE EXISTS (SELECT 1 FROM users WHERE name = ?)
+                    ON CONFLICT (userName, app) DO NOTHING
+                    """, arguments: [key.user, key.app, key.user])
+                stored = try String.fetchOne(db, sql: read, arguments: [key.user, key.app], cached: true)
+            }
+            guard let stored else { continue }
+            let before = Self.sends(stored)
+            var sends = before.filter { $0.at > now - Double(cap.per) }
+            for index in groups[key]! {
+                let campaign = jobs[index].campaignId!
+                if sends.contains(where: { $0.campaign == campaign }) { continue }
+                if sends.count < cap.max { sends.append((campaign, now)) } else { over.append(index) }
+            }
+            if sends.count != before.count || zip(sends, before).contains(where: { $0.campaign != $1.campaign }) {
+                try db.execute(sql: "UPDATE frequency_windows SET sends = ? WHERE userName = ? AND app = ?",
+                               arguments: [sends.map { "\($0.campaign):\(Int64($0.at))" }.joined(separator: ","), key.user, key.app], cached: true)
+            }
+        }
+        return over
+    }
+
+    /// `campaignId:at,…` read back.
+    private static func sends(_ stored: String) -> [(campaign: Int64, at: Double)] {
+        stored.split(separator: ",").compactMap { entry in
+            let parts = entry.split(separator: ":")
+            guard parts.count == 2, let campaign = Int64(parts[0]), let at = Double(parts[1]) else { return nil }
+            return (campaign, at)
+        }
+    }
+
+    private static let utc = TimeZone(identifier: "UTC")!
+
+    /// FNV-1a of `text`: the same on every node and every run (Swift's `hashValue` is seeded per process).
+    static func stableHash(_ text: String) -> UInt64 {
+        text.utf8.reduce(0xcbf2_9ce4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+    }
+}
