@@ -28,6 +28,8 @@ struct TestServer {
     let routes: [String]
     /// What the server answers from memory (its count of connections handed to the router).
     let fastPath: HotPath<FastPath>
+    /// What its dispatcher holds back (docs/api.md#frequency-caps-and-quiet-hours); a second node's holds back the same.
+    var guardrails: Guardrails? = nil
 
     /// The same store opened again, as another process (another node) would.
     func openStoreAgain() async throws -> DataStore {
@@ -43,7 +45,7 @@ struct TestServer {
     /// default) and giving a push up after `maxAttempts`.
     static func run(engine: StoreEngine = .embedded, _ configure: (inout ServerConfiguration) -> Void = { _ in },
                     provider: (any PushProvider)? = nil, mirror: (any RegistrationMirror)? = nil,
-                    dispatcherLogger: Logger? = nil, maxAttempts: Int = 12,
+                    dispatcherLogger: Logger? = nil, maxAttempts: Int = 12, guardrails: Guardrails? = nil,
                     environment: [String: String] = ProcessInfo.processInfo.environment,
                     _ body: @Sendable (TestServer) async throws -> Void) async throws {
         let dir = try Fixtures.tempDirectory()
@@ -67,18 +69,21 @@ struct TestServer {
         let users = data.users(cost: 4)
         for (name, password) in passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }
         try await serveNode(dir: dir, data: data, configuration: configuration, environment: environment, label: "test", provider: provider,
-                            mirror: mirror, dispatcherLogger: dispatcherLogger, maxAttempts: maxAttempts, body)
+                            mirror: mirror, dispatcherLogger: dispatcherLogger, maxAttempts: maxAttempts, guardrails: guardrails, body)
     }
 
     /// Serves a node over `data` until `body` returns: its application as `serve` builds it and,
     /// with `provider`, an outbox dispatcher sending through it.
     private static func serveNode(dir: URL, data: DataStore, configuration: ServerConfiguration, environment: [String: String], label: String,
                                   provider: (any PushProvider)?, mirror: (any RegistrationMirror)? = nil, dispatcherLogger: Logger? = nil,
-                                  maxAttempts: Int = 12, _ body: @Sendable (TestServer) async throws -> Void) async throws {
+                                  maxAttempts: Int = 12, guardrails: Guardrails? = nil,
+                                  _ body: @Sendable (TestServer) async throws -> Void) async throws {
         var logger = Logger(label: label)
         logger.logLevel = .warning
+        var outbox = data.outbox
+        outbox.guardrails = guardrails
         let dispatcher = provider.map {
-            OutboxDispatcher(outbox: data.outbox, provider: $0, logger: dispatcherLogger ?? logger, concurrency: 64, pollInterval: .milliseconds(50),
+            OutboxDispatcher(outbox: outbox, provider: $0, logger: dispatcherLogger ?? logger, concurrency: 64, pollInterval: .milliseconds(50),
                              maxAttempts: maxAttempts, backoffBase: 0.05, backoffCap: 0.2)
         }
         let app = try await buildApplication(configuration, dispatcher: dispatcher ?? NoPushProvider(), mirror: mirror, data: data,
@@ -86,7 +91,7 @@ struct TestServer {
         let (routes, fastPath) = (app.routes, app.fastPath)
         try await app.serve { client in
             try await body(TestServer(dir: dir, data: data, database: data.database, client: client, configuration: configuration,
-                                      environment: environment, routes: routes, fastPath: fastPath))
+                                      environment: environment, routes: routes, fastPath: fastPath, guardrails: guardrails))
         }
     }
 
@@ -97,7 +102,7 @@ struct TestServer {
         let data = try await openStoreAgain()
         defer { data.close() }
         try await Self.serveNode(dir: dir, data: data, configuration: configuration, environment: environment, label: "test-node-2",
-                                 provider: provider, body)
+                                 provider: provider, guardrails: guardrails, body)
     }
 
     static func basic(_ user: String, _ password: String? = nil) -> HTTPFields {
