@@ -66,6 +66,8 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Per-locale content: a JSON file {\"en\":{\"title\",\"message\"},\"fr\":{…}}.", valueName: "file"))
     var localeFile: String?
     @Option(help: "The locale of recipients whose own has no content (default en).") var defaultLocale = "en"
+    @Flag(inversion: .prefixedNo, help: "Apply the apps' frequency caps and quiet hours (docs/api.md#frequency-caps-and-quiet-hours); --no-limits sends past them.")
+    var limits = true
     @Flag(help: "Follow the campaign until it is done (progress on a terminal).") var wait = false
     @Option(help: "Media name used without --image (env RICHPUSH_DEFAULT_IMAGE).")
     var defaultImage: String = Environment.string("RICHPUSH_DEFAULT_IMAGE") ?? "logo.png"
@@ -109,7 +111,7 @@ struct SendCommand: AsyncParsableCommand {
                 locales = parsed
             }
             let draft = CampaignDraft(audience: audience, content: content, app: app, schedule: try schedule(),
-                                      locales: locales, defaultLocale: defaultLocale)
+                                      locales: locales, defaultLocale: defaultLocale, limits: limits)
             // Every batch queued here: the CLI has no background queuer to hand the rest to.
             let launcher = CampaignLauncher(campaigns: campaigns, addressing: .perDevice)
             let outcome = try await launcher.launch(draft, by: by) { created in
