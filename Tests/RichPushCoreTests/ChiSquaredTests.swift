@@ -63,6 +63,8 @@ struct ChiSquaredTests {
             #expect(ours.degenerate && ours.statistic == 0 && ours.pValue == 1, "\(table)")
         }
         #expect(ChiSquared.test([[3, 4]]).degenerate) // one variant: nothing to compare
+        #expect(Experiments.best([[0, 0], [0, 0]]) == nil)
+        #expect(Experiments.best([[1, 9], [3, 7], [3, 7]]) == 1) // the first of equals
         guard scipyAvailable() else { return }
         let reference = try await onOwnThread { try chi2Reference(refused) }
         #expect(reference.allSatisfy { $0.statistic == nil && $0.pValue == nil }, "SciPy took a table it used to refuse: \(reference)")
