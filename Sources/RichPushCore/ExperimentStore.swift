@@ -305,21 +305,21 @@ enum Experiments {
 
     /// Campaign `id`'s test counts, or nil for a campaign without a test.
     static func stats(_ db: SQLConnection, _ id: Int64) throws -> ExperimentStats? {
-        guard let progress = try progress(db, id) else { return nil }
+        guard let shown = try Self.progress(db, id) else { return nil }
         var arms: [Int: SQLRow] = [:]
         for row in try SQLRow.fetchAll(db, sql: "SELECT arm, users, sent, displayed, opened, converted FROM campaign_arms WHERE campaignId = ?",
                                        arguments: [id]) {
             let arm: Int = row["arm"]
             arms[arm] = row
         }
-        func count(_ arm: Int, _ column: String) -> Int { arms[arm].map { $0[column] as Int } ?? 0 }
-        let variants = progress.variants.enumerated().map { index, name in
-            ExperimentStats.Variant(name: name, users: count(index, "users"), sent: count(index, "sent"), displayed: count(index, "displayed"),
-                                    opened: count(index, "opened"), converted: count(index, "converted"))
+        func counted(_ arm: Int, _ column: String) -> Int { arms[arm].map { $0[column] as Int } ?? 0 }
+        let variants = shown.variants.enumerated().map { index, name in
+            ExperimentStats.Variant(name: name, users: counted(index, "users"), sent: counted(index, "sent"), displayed: counted(index, "displayed"),
+                                    opened: counted(index, "opened"), converted: counted(index, "converted"))
         }
-        return ExperimentStats(variants: variants, holdoutUsers: count(ExperimentArm.holdout, "users"),
-                               holdoutConverted: count(ExperimentArm.holdout, "converted"), statistic: progress.statistic, pValue: progress.pValue,
-                               winner: progress.winner, significant: progress.significant)
+        return ExperimentStats(variants: variants, holdoutUsers: counted(ExperimentArm.holdout, "users"),
+                               holdoutConverted: counted(ExperimentArm.holdout, "converted"), statistic: shown.statistic, pValue: shown.pValue,
+                               winner: shown.winner, significant: shown.significant)
     }
 
     /// Recipients of campaign `id` who converted (`POST /api/events`), the holdout's aside.
