@@ -80,8 +80,9 @@ struct ExperimentTests {
         try await RunningSandbox.with { apns in
             try await TestServer.run({ $0.opensPerMinute = 1_000_000 }, provider: APNsProvider(client: try apns.client())) { s in
                 let people = try await Self.users(s, 2_000)
+                let audience = try Self.audience(people)
                 let (response, body) = try await s.campaign("""
-                    {"audience":\(try Self.audience(people)),"title":"Base","message":"Base message",
+                    {"audience":\(audience),"title":"Base","message":"Base message",
                      "variants":[{"name":"A","title":"Title A","message":"Message A"},{"name":"B","title":"Title B"}],
                      "testShare":0.5,"holdout":0.1,"winner":{"metric":"opened","after":"1h","fallback":null}}
                     """)
@@ -195,8 +196,9 @@ struct ExperimentTests {
         try await RunningSandbox.with { apns in
             try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
                 let people = try await Self.users(s, 60)
+                let audience = try Self.audience(people)
                 let (response, body) = try await s.campaign("""
-                    {"audience":\(try Self.audience(people)),"title":"Base","message":"Base message",
+                    {"audience":\(audience),"title":"Base","message":"Base message",
                      "variants":[{"name":"A","title":"Title A"},{"name":"B","title":"Title B"}],
                      "testShare":0.5,"winner":{"metric":"displayed","after":"2s","fallback":"A"}}
                     """)
