@@ -14,7 +14,7 @@ struct ChiSquaredTests {
             seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Int((seed >> 33) % UInt64(bound))
         }
-        var tables: [[[Int]]] = [
+        var made: [[[Int]]] = [
             [[10, 90], [30, 70]],
             [[1, 2], [3, 4]],
             [[5, 5], [5, 5]],                    // no difference at all: χ² 0, p 1
@@ -26,10 +26,10 @@ struct ChiSquaredTests {
             [[48, 452], [61, 439], [55, 445]],
         ]
         for variants in 2...8 {
-            tables.append((0..<variants).map { _ in [1 + next(20), 1 + next(20)] })
-            tables.append((0..<variants).map { _ in [1 + next(100_000), 1 + next(100_000)] })
+            made.append((0..<variants).map { _ in [1 + next(20), 1 + next(20)] })
+            made.append((0..<variants).map { _ in [1 + next(100_000), 1 + next(100_000)] })
         }
-        return tables
+        return made
     }
 
     @Test("statistic and p-value equal scipy.stats.chi2_contingency(table, correction=False)'s to 1e-9 over 2×2 to 2×8 tables, small counts and large (scripts/chi2-reference.py)")
