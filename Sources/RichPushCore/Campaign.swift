@@ -37,6 +37,9 @@ public struct CampaignDraft: Sendable {
     public var ratePerMinute: Int?
     /// Whether its apps' frequency caps and quiet hours hold its pushes back (docs/api.md#frequency-caps-and-quiet-hours).
     public var limits: Bool
+    /// An A/B test (docs/api.md#ab-tests-and-conversions): variants sent to a test group, the
+    /// winner to the rest; nil for none.
+    public var experiment: ExperimentDraft? = nil
 
     /// Creates a draft; the mode defaults to `alert` (docs/api.md#campaigns).
     public init(audience: Audience, content: NotificationDraft, app: String? = nil, schedule: CampaignSchedule? = nil,
@@ -122,6 +125,8 @@ public struct CampaignProgress: Sendable, Equatable {
     public var failed: Int
     /// Recipients who fetched the payload.
     public var fetched: Int
+    /// Its A/B test's settings and decision (docs/api.md#ab-tests-and-conversions); nil without one.
+    public var experiment: ExperimentProgress? = nil
 
     /// When a paced campaign's last queued push goes out (docs/api.md#options-badges-and-paced-sends): nil when unpaced, done or cancelled.
     /// The last queued push's turn, or later when the outbox has fallen behind the pace (a
@@ -132,11 +137,14 @@ public struct CampaignProgress: Sendable, Equatable {
         return max(next.addingTimeInterval(-step), Date().addingTimeInterval(Double(max(0, pending - 1)) * step))
     }
 
-    /// `cancelled`, `scheduled` (nothing queued yet), `done` (everyone queued, nothing pending) or `sending`.
+    /// `cancelled`, `scheduled` (nothing queued yet), `done` (everyone queued, nothing pending, an
+    /// A/B test's winner decided) or `sending`.
     public var status: Campaign.Status {
         if campaign.retractedAt != nil { return .retracted }
         if campaign.cancelledAt != nil { return .cancelled }
         if campaign.schedule != nil && !campaign.queued && campaign.recipients == 0 { return .scheduled }
+        // docs/api.md#ab-tests-and-conversions: a test is sending until its winner is decided (and its rest queued).
+        if let experiment, experiment.decidedAt == nil { return .sending }
         return campaign.queued && pending == 0 ? .done : .sending
     }
 }

@@ -111,10 +111,16 @@ extension CampaignStore {
     /// Queues `names` for `campaign` in the caller's transaction: each gets the notification
     /// in their locale and one push per device; the campaign's counts grow. A campaign whose
     /// words are templates has them rendered per recipient (`CampaignTemplates`); any other takes
-    /// no more than its locales' query.
+    /// no more than its locales' query. A campaign with an A/B test (docs/api.md#ab-tests-and-conversions)
+    /// has its recipients queued by arm (`Experiments.queue`), each arm's with `experimentArms` false.
     static func queueRecipients(_ db: SQLConnection, _ campaign: inout Campaign, names: [String], addressing: DeliveryAddressing,
-                                        links: PayloadLinks?, defaultImage: String, indexed: Bool, sparse: Bool = false) throws -> [QueuedNotification] {
+                                        links: PayloadLinks?, defaultImage: String, indexed: Bool, sparse: Bool = false,
+                                        experimentArms: Bool = true) throws -> [QueuedNotification] {
         guard !names.isEmpty else { return [] }
+        if experimentArms, let state = try Experiments.state(db, campaign.id) {
+            return try Experiments.queue(db, &campaign, state: state, names: names, addressing: addressing, links: links,
+                                         defaultImage: defaultImage, indexed: indexed, sparse: sparse)
+        }
         let now = Date()
         let draft = NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
                                       title: campaign.title, mode: campaign.mode, options: campaign.options)

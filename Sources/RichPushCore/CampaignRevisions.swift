@@ -18,6 +18,10 @@ extension CampaignStore {
             if let retracted = campaign.retractedAt {
                 throw CoreError(.conflict, "campaign \(id) was taken back at \(retracted.formatted(.iso8601)); a retracted campaign cannot be changed")
             }
+            // docs/api.md#ab-tests-and-conversions: one content for all would undo the variants.
+            if try Experiments.progress(db, id) != nil {
+                throw CoreError(.conflict, "campaign \(id) is an A/B test: its variants' content cannot be changed (take it back, or cancel it and send another)")
+            }
             let draft = change.applied(to: NotificationDraft(message: campaign.message, richType: campaign.richType, payload: campaign.payload.hex,
                                                              title: campaign.title, mode: campaign.mode, options: campaign.options))
             let locales = try Self.checkedLocales(draft, change.locales ?? campaign.locales, defaultLocale: campaign.defaultLocale)

@@ -48,6 +48,8 @@ public struct CampaignStore: Sendable {
         if let rate = draft.ratePerMinute, !(1...Campaign.maxRatePerMinute).contains(rate) {
             throw CoreError(.invalid, "ratePerMinute must be 1 to \(Campaign.maxRatePerMinute) (got \(rate))")
         }
+        // docs/api.md#ab-tests-and-conversions: a test's shape (its variants' content is checked with the campaign's, below).
+        let experimentRules = try draft.experiment.map { try $0.checked(schedule: draft.schedule) }
         var schedule = draft.schedule
         switch schedule {
         case .at(let date)?:
@@ -115,6 +117,10 @@ public struct CampaignStore: Sendable {
                                  scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute, localeNames, draft.limits])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
+            if let experiment = draft.experiment, let experimentRules {
+                try Experiments.insert(db, campaign: id, draft: experiment, rules: experimentRules, base: draft.content, locales: finalLocales,
+                                       defaultLocale: defaultLocale, defaultImage: defaultImage, links: links, now: now)
+            }
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
             return Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
@@ -289,6 +295,14 @@ public struct CampaignStore: Sendable {
     }
 
     static func progress(_ db: SQLConnection, campaign: Campaign, countedUpTo: Int) throws -> CampaignProgress {
+        var progress = try counts(db, campaign: campaign, countedUpTo: countedUpTo)
+        // docs/api.md#ab-tests-and-conversions: an A/B test's settings and decision (one probe of its key).
+        progress.experiment = try Experiments.progress(db, campaign.id)
+        return progress
+    }
+
+    /// `progress` without its A/B test.
+    private static func counts(_ db: SQLConnection, campaign: Campaign, countedUpTo: Int) throws -> CampaignProgress {
         // Sent, failed and displayed are counted as they happen (campaign_stats, in the same
         // transactions): summing them reads a row per minute and platform, so asking costs the
         // same at a million recipients as at ten (the console asks every few seconds while a

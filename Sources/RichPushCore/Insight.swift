@@ -99,6 +99,8 @@ enum Insight {
                     """, arguments: [campaign, reason, n], cached: true)
             }
         }
+        // docs/api.md#ab-tests-and-conversions: an A/B test's members, once each, in their arms' counters.
+        try Experiments.count(db, happenings)
         try queueEvents(db, happenings, now: now)
     }
 
@@ -131,13 +133,15 @@ enum Insight {
         }
     }
 
-    /// Marks campaigns among `campaigns` done once everyone is queued and nothing is pending,
-    /// each once, with its `campaign.done` event.
+    /// Marks campaigns among `campaigns` done once everyone is queued and nothing is pending (and
+    /// an A/B test's winner is decided, docs/api.md#ab-tests-and-conversions), each once, with its
+    /// `campaign.done` event.
     static func finishCampaigns(_ db: SQLConnection, _ campaigns: Set<Int64>, now: Double) throws {
         for campaign in campaigns.sorted() {
             try db.execute(sql: """
                 UPDATE campaigns SET doneAt = ? WHERE id = ? AND queued = 1 AND doneAt IS NULL AND cancelledAt IS NULL
                     AND NOT EXISTS (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending')
+                    AND NOT EXISTS (SELECT 1 FROM campaign_experiments e WHERE e.campaignId = campaigns.id AND e.decidedAt IS NULL)
                 """, arguments: [now, campaign, campaign], cached: true)
             if db.changesCount > 0 { try queueEvents(db, [Happening(type: .campaignDone, campaign: campaign)], now: now) }
         }
@@ -172,6 +176,10 @@ public struct CampaignStats: Sendable, Equatable {
     public var byPlatform: [String: Counts]
     public var failures: [String: Int]
     public var timeline: [Minute]
+    /// Recipients who converted (`POST /api/events` within 24 h of their push, docs/api.md#ab-tests-and-conversions).
+    public var converted = 0
+    /// Its A/B test's counts and decision; nil without one.
+    public var experiment: ExperimentStats? = nil
 }
 
 extension CampaignStore {
@@ -211,6 +219,8 @@ extension CampaignStore {
             for row in try SQLRow.fetchAll(db, sql: "SELECT reason, n FROM campaign_failures WHERE campaignId = ?", arguments: [id]) {
                 stats.failures[row["reason"]] = row["n"]
             }
+            stats.converted = try Experiments.converted(db, id)
+            stats.experiment = try Experiments.stats(db, id)
             return stats
         }
     }

@@ -36,6 +36,11 @@ extension DataStore {
         ("idempotency_keys", ["owner", "route", "key"], false),
         ("campaign_stats", ["campaignId", "minute", "platform"], false),
         ("campaign_failures", ["campaignId", "reason"], false),
+        // docs/api.md#ab-tests-and-conversions: A/B tests, their members and counts, conversions.
+        ("campaign_experiments", ["campaignId"], false),
+        ("campaign_members", ["campaignId", "userName"], false),
+        ("campaign_arms", ["campaignId", "arm"], false),
+        ("conversions", ["campaignId", "userName"], false),
         ("events", ["id"], false),
         ("webhooks", ["id"], false),
         ("mirror_deletions", ["registrationId"], false),

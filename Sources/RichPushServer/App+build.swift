@@ -186,7 +186,8 @@ final class PublicURL: Sendable {
 }
 
 /// Sends scheduled campaigns and local-time zones as they come due (every `interval`,
-/// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries), and finishes queueing campaigns whose process died half-way (at start, then every 10 s).
+/// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries), decides the A/B tests whose winner is due
+/// (docs/api.md#ab-tests-and-conversions), and finishes queueing campaigns whose process died half-way (at start, then every 10 s).
 struct CampaignResumer: Service {
     let campaigns: CampaignStore
     /// Queues what is resumed and what comes due, ahead of its sends, off this loop.
@@ -221,6 +222,17 @@ struct CampaignResumer: Service {
                 }
             } catch {
                 logger.error("cannot send scheduled campaigns", metadata: ["error": "\(error)"])
+            }
+            // docs/api.md#ab-tests-and-conversions: A/B tests whose winner is due (one node each,
+            // under a lease); a rest to send goes to the queuer like any campaign.
+            do {
+                let decided = try await campaigns.decideExperiments(addressing: dispatcher.addressing, handOff: queuer.finish) { dispatcher.outboxChanged() }
+                if !decided.isEmpty {
+                    logger.info("decided the winners of \(decided.count) A/B \(decided.count == 1 ? "test" : "tests")",
+                                metadata: ["count": "\(decided.count)", "campaigns": "\(decided)"])
+                }
+            } catch {
+                logger.error("cannot decide A/B tests", metadata: ["error": "\(error)"])
             }
             // The pause ends at a graceful shutdown too: a plain sleep held every shutdown up to its length.
         } while (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }) != nil && !Task.isShuttingDownGracefully

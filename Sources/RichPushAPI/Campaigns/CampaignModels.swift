@@ -99,6 +99,12 @@ struct CampaignRequest: Codable, Sendable {
     var ratePerMinute: Int?
     /// docs/api.md#frequency-caps-and-quiet-hours: false sends past its apps' frequency caps and quiet hours (default true).
     var limits: Bool?
+    /// docs/api.md#ab-tests-and-conversions: an A/B test's variants (2 to 8), the share tested,
+    /// the holdout, and how the winner is picked (`experiment` reads them).
+    var variants: [VariantRequest]?
+    var testShare: Double?
+    var holdout: Double?
+    var winner: WinnerRequest?
 }
 
 extension CampaignRequest: SchemaRefining {
@@ -112,6 +118,7 @@ extension CampaignRequest: SchemaRefining {
         schema.properties?["defaultLocale"]?.maxLength = LocaleContent.tag.maxLength
         schema.properties?["ratePerMinute"]?.minimum = 1
         schema.properties?["ratePerMinute"]?.maximum = Int64(Campaign.maxRatePerMinute)
+        ExperimentFields.refine(&schema)
     }
 }
 
@@ -229,6 +236,12 @@ struct CampaignStatsResponse: Codable, Sendable {
     var failures: [String: Int]
     /// Per minute, oldest first.
     var timeline: [Minute]
+    /// docs/api.md#ab-tests-and-conversions: recipients who converted (`POST /api/events` within
+    /// 24 h of their push); and for an A/B test, its variants, its holdout and its decision.
+    var converted: Int
+    var variants: [VariantStatsResponse]?
+    var holdout: HoldoutStatsResponse?
+    var test: TestStatsResponse?
 
     init(_ stats: CampaignStats) {
         queued = stats.queued
@@ -243,6 +256,13 @@ struct CampaignStatsResponse: Codable, Sendable {
         byPlatform = stats.byPlatform.mapValues { Counts(sent: $0.sent, failed: $0.failed) }
         failures = stats.failures
         timeline = stats.timeline.map { Minute(minute: $0.minute.formatted(.iso8601), sent: $0.sent, displayed: $0.displayed, opened: $0.opened) }
+        converted = stats.converted
+        if let experiment = stats.experiment {
+            let parts = Self.experiment(experiment)
+            variants = parts.variants
+            holdout = parts.holdout
+            test = parts.test
+        }
     }
 }
 
@@ -285,6 +305,8 @@ struct CampaignResponse: Codable, Sendable {
     var expectedEnd: String?
     /// docs/api.md#frequency-caps-and-quiet-hours: false when sent past frequency caps and quiet hours.
     var limits: Bool
+    /// docs/api.md#ab-tests-and-conversions: its A/B test, its phase and winner; absent without one.
+    var experiment: CampaignExperimentResponse?
 
     init(_ progress: CampaignProgress) {
         let c = progress.campaign
@@ -325,5 +347,6 @@ struct CampaignResponse: Codable, Sendable {
         ratePerMinute = c.ratePerMinute
         expectedEnd = progress.expectedEnd.map { $0.formatted(.iso8601) }
         limits = c.limits
+        experiment = progress.experiment.map(CampaignExperimentResponse.init)
     }
 }

@@ -36,9 +36,11 @@ struct CampaignsController: Sendable {
         let app = try apps.appAllowed(request.app, for: admin)
         let schedule: CampaignSchedule?
         do { schedule = try Self.schedule(request) } catch let error as CoreError { throw Problem(.unprocessableContent, error.message) }
-        let draft = CampaignDraft(audience: try request.audience.audience, content: content, app: app, schedule: schedule,
+        var draft = CampaignDraft(audience: try request.audience.audience, content: content, app: app, schedule: schedule,
                                   locales: request.content?.locales ?? [:], defaultLocale: request.defaultLocale ?? "en",
                                   ratePerMinute: request.ratePerMinute, limits: request.limits ?? true)
+        // docs/api.md#ab-tests-and-conversions: variants, shares and the winner's rule (checked by the store, 400 naming the field).
+        draft.experiment = try request.experiment
         let key = try idempotencyHeader.map { try IdempotencyKey(owner: admin.user, route: "POST /api/admin/campaigns", key: $0, body: bytes) }
         // The first pushes are queued before the answer (a small campaign whole), the rest in
         // the background as the sends go out: a million recipients answer in a second.

@@ -13,7 +13,7 @@ extension Endpoint {
                      202: APIResponse.json(CampaignResponse.self, "Queued: the first 5,000 recipients (a smaller campaign whole); the rest follows in the background as the sends go out, counted in its progress.",
                                            headers: ["Location": "The campaign's progress."])
                          .linking("Progress", to: "getApiAdminCampaignsId", parameter: "id", from: "id"),
-                     400: .problem("The body, the audience, the tag expression or the filter is not valid (a filter's fault starts with its JSON path, audience.filter…), or the segment named is not one."),
+                     400: .problem("The body, the audience, the tag expression or the filter is not valid (a filter's fault starts with its JSON path, audience.filter…), or the segment named is not one; or an A/B test's variants, shares or winner are not (docs/api.md#ab-tests-and-conversions), the detail naming the field."),
                      409: .problem("The creator has 1,000 campaigns scheduled and not yet sent, the most one may have waiting."),
                      413: .problem("The body is over 256 KiB, or content has more than 50 locales."),
                      422: .problem("A listed user or the payload does not exist, or the push would be too large."),
@@ -54,7 +54,7 @@ extension Endpoint {
                      400: .problem("The body is not valid, names no field to change, or a field has the wrong type."),
                      403: .problem("A send key that did not create the campaign (an admin changes any)."),
                      404: .problem("No such campaign."),
-                     409: .problem("The campaign was taken back."),
+                     409: .problem("The campaign was taken back, or is an A/B test (its variants' content is not changed)."),
                      413: .problem("The body is over 256 KiB, or content has more than 50 locales."),
                      422: .problem("The payload does not exist, a template does not parse, or the push would be too large."),
                  ]) { rooms, r, c in try await rooms.campaigns.changeCampaign(r, c) },
