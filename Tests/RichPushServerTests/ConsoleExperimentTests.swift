@@ -19,7 +19,7 @@ struct ConsoleExperimentTests {
     /// (named, nothing sent), and sends an A/B test with the limits box unticked, reading the body
     /// the page sent. Prints one JSON object of what it saw, the API's stats among it.
     static let script = #"""
-    import base64, json, sys, urllib.request
+    import base64, json, sys, time, urllib.request
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
@@ -112,7 +112,9 @@ struct ConsoleExperimentTests {
         # A phone-sized screen: nothing wider than the window.
         seen["overflow"] = driver.execute_script(
             "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).map(e => e.tagName + '#' + e.id).slice(0, 5)")
-        driver.execute_script("document.getElementById('experiment').scrollIntoView()")
+        driver.execute_script("document.getElementById('experiment').scrollIntoView({block: 'start'})")
+        time.sleep(0.3)
+        driver.execute_script("document.getElementById('experiment').scrollIntoView({block: 'start'})")
         driver.save_screenshot(shots + "/console-experiment.png")
 
         # A campaign that is no test: its capped and delayed, and no A/B table.
