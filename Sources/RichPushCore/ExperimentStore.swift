@@ -229,21 +229,21 @@ enum Experiments {
     /// member's first push sent, first fetch, open, each once per user, in their arm's counters.
     /// A campaign without a test costs one probe of `campaign_experiments` per call.
     static func count(_ db: SQLConnection, _ happenings: [Happening]) throws {
-        var marks: [Int64: [String: Set<String>]] = [:] // campaign → column → users
-        for happening in happenings {
-            guard let campaign = happening.campaign, let user = happening.user else { continue }
-            let column: String
-            switch happening.type {
-            case .sent: column = "sent"
-            case .displayed: column = "displayed"
-            case .opened: column = "opened"
-            default: continue
-            }
-            marks[campaign, default: [:]][column, default: []].insert(user)
-        }
-        for (campaign, columns) in marks.sorted(by: { $0.key < $1.key }) {
+        // The campaigns first (a batch of sends is nearly always one): only a test's happenings are gathered by user.
+        let campaigns = Set(happenings.compactMap(\.campaign)).sorted()
+        for campaign in campaigns {
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM campaign_experiments WHERE campaignId = ?", arguments: [campaign], cached: true) != nil else {
                 continue
+            }
+            var columns: [String: Set<String>] = [:]
+            for happening in happenings where happening.campaign == campaign {
+                guard let user = happening.user else { continue }
+                switch happening.type {
+                case .sent: columns["sent", default: []].insert(user)
+                case .displayed: columns["displayed", default: []].insert(user)
+                case .opened: columns["opened", default: []].insert(user)
+                default: continue
+                }
             }
             for (column, users) in columns.sorted(by: { $0.key < $1.key }) {
                 try mark(db, campaign: campaign, column: column, users: users.sorted())

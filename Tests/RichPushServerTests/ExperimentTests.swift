@@ -261,3 +261,37 @@ struct ExperimentTests {
         }
     }
 }
+
+extension ExperimentTests {
+    @Test("two nodes, one decision: each node's loop looks for due tests every second, one decides, and every user outside the holdout gets exactly one push (the test's or the winner's)", arguments: StoreEngine.all)
+    func oneDecisionAcrossNodes(engine: StoreEngine) async throws {
+        try await RunningSandbox.with { apns in
+            try await TestServer.run(engine: engine, provider: APNsProvider(client: try apns.client())) { s in
+                let people = try await Self.users(s, 120)
+                let audience = try Self.audience(people)
+                try await s.secondNode(provider: APNsProvider(client: try apns.client())) { t in
+                    let (response, body) = try await t.campaign("""
+                        {"audience":\(audience),"title":"Base","message":"Base message",
+                         "variants":[{"name":"A","title":"Title A"},{"name":"B","title":"Title B"}],
+                         "testShare":0.4,"holdout":0.2,"winner":{"metric":"opened","after":"2s","fallback":"B"}}
+                        """)
+                    #expect(response.status == .accepted, "\(body)")
+                    let id = try #require(body["id"] as? Int)
+                    #expect(try await eventually(within: 60) { try await s.campaignStatus(id)["status"] as? String == "done" })
+                    let held = people.filter { Self.arm(campaign: id, user: $0.name, holdout: 0.2, testShare: 0.4, variants: 2) == -1 }
+                    #expect(try await eventually { apns.sandbox.acceptedCount == people.count - held.count })
+                    let tokens = apns.sandbox.accepted.map(\.token)
+                    #expect(Set(tokens).count == tokens.count, "a user got two pushes")
+                    #expect(Set(tokens).isDisjoint(with: held.map(\.token)))
+                    let (notifications, decisions) = try await s.database.read { db in
+                        (try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE campaignId = ?", arguments: [id]) ?? -1,
+                         try Int.fetchOne(db, sql: "SELECT count(*) FROM campaign_experiments WHERE campaignId = ? AND decidedAt IS NOT NULL", arguments: [id]) ?? -1)
+                    }
+                    #expect(notifications == people.count - held.count && decisions == 1)
+                    let test = try #require(try await s.experimentStats(id)["test"] as? [String: Any])
+                    #expect(test["winner"] as? String == "B" && test["pValue"] as? Double == 1)
+                }
+            }
+        }
+    }
+}
