@@ -193,6 +193,11 @@ struct AppsCLITests {
             (#"{"apps":[{"name":"a","apns":{"key":"AuthKey.p8","keyId":"K","teamId":"T","topic":"t","colour":"red"}}]}"#, #"app "a": apns.colour: unknown field"#),
             (#"{"apps":[{"name":"default","fcm":{"serviceAccount":"AuthKey.p8"}}]}"#, #"app "default": name: the push flags"#),
             ("[1,2]", "not a JSON object"),
+            // docs/api.md#frequency-caps-and-quiet-hours: limits named as any other field.
+            (#"{"apps":[{"name":"a","fcm":{"serviceAccount":"AuthKey.p8"},"frequencyCap":{"max":0,"per":"24h"}}]}"#, #"app "a": frequencyCap.max must be 1 to 1000, got 0"#),
+            (#"{"apps":[{"name":"a","fcm":{"serviceAccount":"AuthKey.p8"},"frequencyCap":{"max":3,"per":"a day"}}]}"#, #"app "a": frequencyCap.per must be a period such as 90s, 30m, 24h or 7d"#),
+            (#"{"apps":[{"name":"a","fcm":{"serviceAccount":"AuthKey.p8"},"quietHours":{"from":"22:00","to":"22:00"}}]}"#, #"app "a": quietHours.from and quietHours.to are both 22:00"#),
+            (#"{"apps":[{"name":"a","fcm":{"serviceAccount":"AuthKey.p8"},"quietHours":{"from":"22:00","to":"08:00","mode":"later"}}]}"#, #"app "a": quietHours.mode must be "delay" or "drop""#),
         ]
         for (index, (text, expected)) in cases.enumerated() {
             try text.write(to: dir.appendingPathComponent("apps\(index).json"), atomically: true, encoding: .utf8)
@@ -200,6 +205,12 @@ struct AppsCLITests {
             let run = try await CLI.run(["serve", "--port", String(freePort()), "--apps", "apps\(index).json"] + flags, cwd: dir)
             #expect(run.status == 2, "\(text): \(run.status) \(run.stderr)")
             #expect(run.stderr.contains(expected), "\(text): \(run.stderr)")
+        }
+        for (flags, expected) in [(["--frequency-cap", "0/24h"], "--frequency-cap (env RICHPUSH_FREQUENCY_CAP): frequencyCap.max must be 1 to 1000"),
+                                  (["--quiet-hours", "22:00"], "--quiet-hours (env RICHPUSH_QUIET_HOURS): quiet hours are FROM-TO[/delay|drop]")] {
+            let run = try await CLI.run(["serve", "--port", String(freePort())] + flags, cwd: dir)
+            #expect(run.status == 2 || run.status == 64, "\(flags): \(run.status) \(run.stderr)")
+            #expect(run.stderr.contains(expected), "\(flags): \(run.stderr)")
         }
     }
 }
