@@ -15,20 +15,16 @@ struct ConsoleCLITests {
     static let script = #"""
     import json, sys, time, urllib.request, urllib.error
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
     # The page re-renders lists as answers arrive: an element read mid-render is looked up again.
     from selenium.common.exceptions import StaleElementReferenceException
+    from console_browser import chromium
     base, shots, photo, bad = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     seen = {}
 
     def browser():
-        options = webdriver.ChromeOptions()
-        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=412,900"):
-            options.add_argument(flag)
-        options.binary_location = "/usr/bin/chromium"
-        return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        return chromium()
 
     def sign_in(driver, name, password):
         driver.get(base + "/console")
@@ -276,14 +272,7 @@ struct ConsoleCLITests {
         let photo = Fixtures.media.appendingPathComponent("landscape.jpg").path
         let bad = dir.appendingPathComponent("notes.png")
         try Data("these are notes, not a picture".utf8).write(to: bad)
-        let arguments = ["http://127.0.0.1:\(port)", shots.path, photo, bad.path].map { "'\($0)'" }
-        var script = Self.script
-        for (index, value) in arguments.enumerated() { script = script.replacingOccurrences(of: "sys.argv[\(index + 1)]", with: value) }
-        // Bounded: a browser that hangs fails this test, not the run.
-        let filled = script
-        let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["180", "python3", "-c", filled]) }
-        try #require(status == 0, "\(output.suffix(2000))")
-        let seen = try #require(try JSONSerialization.jsonObject(with: Data(output.split(separator: "\n").last.map(String.init)?.utf8 ?? "".utf8)) as? [String: Any])
+        let seen = try await ConsoleBrowser.run(Self.script, arguments: ["http://127.0.0.1:\(port)", shots.path, photo, bad.path])
 
         #expect(seen["signInForm"] as? Bool == true)
         #expect(seen["wrongPassword"] as? String == "That user name and password do not match.")

@@ -23,12 +23,10 @@ struct ConsoleLiveActivityTests {
     /// prints one JSON object of what it saw, what the HTTP API answers afterwards among it.
     static let script = #"""
     import base64, json, os, sys, time, urllib.request
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
-    # The panel re-renders as answers arrive: an element read mid-render is looked up again.
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import Select
+    # waiting(): the panel re-renders as answers arrive, and an element read mid-render is looked up again.
+    from console_browser import chromium, waiting
     base, shots, registration, kind, pushToken, tokenFile = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
     seen = {}
 
@@ -45,12 +43,8 @@ struct ConsoleLiveActivityTests {
             raw = answer.read()
             return [answer.status, json.loads(raw) if raw else None]
 
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=412,900"):
-        options.add_argument(flag)
-    options.binary_location = "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    wait = WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,))
+    driver = chromium()
+    wait = waiting(driver)
 
     def text(id):
         return driver.find_element(By.ID, id).text
@@ -150,16 +144,7 @@ struct ConsoleLiveActivityTests {
 
     /// Runs the script against the server on `port` for alice's `registration`; what it saw.
     static func browse(port: Int, shots: URL, registration: String, tokenFile: URL) async throws -> [String: Any] {
-        var script = Self.script
-        let values = ["http://127.0.0.1:\(port)", shots.path, registration, type, pushToStart, tokenFile.path]
-        for (index, value) in values.enumerated() {
-            script = script.replacingOccurrences(of: "sys.argv[\(index + 1)]", with: "'\(value)'")
-        }
-        // Bounded: a browser that hangs fails this test, not the run.
-        let filled = script
-        let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["180", "python3", "-c", filled]) }
-        try #require(status == 0, "\(output.suffix(2000))")
-        return try #require(try JSONSerialization.jsonObject(with: Data((output.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any])
+        try await ConsoleBrowser.run(Self.script, arguments: ["http://127.0.0.1:\(port)", shots.path, registration, type, pushToStart, tokenFile.path])
     }
 
     /// The `aps.event`s of the live-activity pushes the sandbox accepted for `token`, in order.

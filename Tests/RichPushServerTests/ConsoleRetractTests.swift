@@ -15,29 +15,17 @@ struct ConsoleRetractTests {
     /// campaigns panel (`edit`) or withdraws it from the results panel (`withdraw`); prints one
     /// JSON object of what it saw, what the HTTP API answers afterwards among it.
     static let script = #"""
-    import base64, json, sys, urllib.request
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    import json, sys
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-    # The page re-renders the campaigns list as answers arrive: an element read mid-render is looked up again.
-    from selenium.common.exceptions import StaleElementReferenceException
+    # waiting(): the page re-renders the campaigns list as answers arrive, and an element read mid-render is looked up again.
+    from console_browser import chromium, waiting, api_reader
     base, shots, campaign, phase = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     seen = {}
 
-    def api(path, user, password):
-        # The HTTP API as that account reads it (Basic credentials).
-        token = base64.b64encode((user + ":" + password).encode()).decode()
-        request = urllib.request.Request(base + path, headers={"Authorization": "Basic " + token})
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read())
+    api = api_reader(base)  # the HTTP API as an account reads it (Basic credentials)
 
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=412,900"):
-        options.add_argument(flag)
-    options.binary_location = "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    wait = WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,))
+    driver = chromium()
+    wait = waiting(driver)
 
     def click(selector):
         def clicked(d):
@@ -118,15 +106,7 @@ struct ConsoleRetractTests {
 
     /// Runs the script's `phase` against the server on `port`; what it saw.
     static func browse(_ phase: String, port: Int, shots: URL, campaign: Int) async throws -> [String: Any] {
-        var script = Self.script
-        for (index, value) in ["http://127.0.0.1:\(port)", shots.path, String(campaign), phase].enumerated() {
-            script = script.replacingOccurrences(of: "sys.argv[\(index + 1)]", with: "'\(value)'")
-        }
-        // Bounded: a browser that hangs fails this test, not the run.
-        let filled = script
-        let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["180", "python3", "-c", filled]) }
-        try #require(status == 0, "\(phase): \(output.suffix(2000))")
-        return try #require(try JSONSerialization.jsonObject(with: Data((output.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any])
+        try await ConsoleBrowser.run(Self.script, arguments: ["http://127.0.0.1:\(port)", shots.path, String(campaign), phase])
     }
 
     @Test("an admin edits a sent campaign's message from the console (prefilled, quiet unless Alert again, the answer's counts shown) and the API, the inbox and the phones show the new words; then withdraws it (the text browsers show instead editable): status retracted, no Edit or Withdraw left, inboxes empty, its payload link 410, a background push to every phone")
