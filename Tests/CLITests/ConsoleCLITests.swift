@@ -238,11 +238,7 @@ struct ConsoleCLITests {
 
     @Test("an admin signs in, uploads by the file picker (a refused file's reason in words), sees thumbnails and an image's detail, composes with a checked audience (unknown users named) and a preview, sends to APNs sandbox devices and watches the counts reach sent, cancels a scheduled campaign from the campaigns list, finds a user and removes a device; a forged cross-site POST and a non-admin are refused")
     func media() async throws {
-        guard which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 else {
-            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1",
-                    "the console test needs chromium-driver (apt) and selenium (pip); .ci/run installs them")
-            return
-        }
+        guard try await ConsoleBrowser.isAvailable() else { return }
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         try prepareNodeDirectory(dir)

@@ -210,11 +210,7 @@ struct ConsoleExperimentTests {
 
     @Test("the console's campaign view shows an A/B test made through the API: its variants A and B side by side with the API's users and counts, each as a rate of its users, the holdout's row, the chi-squared test, the winner (not decided yet, an hour before its time), the test group's conversion beside the holdout's and the lift; every campaign's capped and delayed as the API counts them; the form names variants that are not JSON before sending, and sends an A/B test with \"limits\":false when its box is unticked")
     func experiment() async throws {
-        guard which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 else {
-            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1",
-                    "the console test needs chromium-driver (apt) and selenium (pip); .ci/run installs them")
-            return
-        }
+        guard try await ConsoleBrowser.isAvailable() else { return }
         try await RunningSandbox.with { apns in
             try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
                 // 40 users, each with an iPhone (the password is the name, as TestServer.basic takes it).

@@ -154,11 +154,7 @@ struct ConsoleLiveActivityTests {
 
     @Test("an admin starts a Live Activity on alice's iPhone from the console (a content state that is not JSON named before anything is sent, the API's refusal of a start without a title shown), sees the phone's update token arrive, updates it at priority 10 and ends it: the panel shows it ended with its final state, one device whose last event is the end, and its updates, as the API does; the phone got start, update and end")
     func startUpdateEnd() async throws {
-        guard which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 else {
-            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1",
-                    "the console test needs chromium-driver (apt) and selenium (pip); .ci/run installs them")
-            return
-        }
+        guard try await ConsoleBrowser.isAvailable() else { return }
         try await RunningSandbox.with { apns in
             try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
                 // alice's iPhone; bob's too, which has no push-to-start token and is not in the audience.

@@ -111,11 +111,7 @@ struct ConsoleRetractTests {
 
     @Test("an admin edits a sent campaign's message from the console (prefilled, quiet unless Alert again, the answer's counts shown) and the API, the inbox and the phones show the new words; then withdraws it (the text browsers show instead editable): status retracted, no Edit or Withdraw left, inboxes empty, its payload link 410, a background push to every phone")
     func editThenWithdraw() async throws {
-        guard which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 else {
-            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1",
-                    "the console test needs chromium-driver (apt) and selenium (pip); .ci/run installs them")
-            return
-        }
+        guard try await ConsoleBrowser.isAvailable() else { return }
         try await RunningSandbox.with { apns in
             try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
                 // Two iPhones of alice's and one of bob's get the campaign.

@@ -9,6 +9,16 @@ public enum ConsoleBrowser {
         public let description: String
     }
 
+    /// Whether chromium-driver (apt) and selenium (pip) are here to run a console test; where
+    /// they are not, false, or an error when `RICHPUSH_REQUIRE_ENGINES=1` says they must be (`.ci/run` installs them).
+    public static func isAvailable() async throws -> Bool {
+        if which("chromedriver") != nil, (try? await python("import selenium"))?.status == 0 { return true }
+        if ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] == "1" {
+            throw Failed(description: "the console test needs chromium-driver (apt) and selenium (pip); .ci/run installs them")
+        }
+        return false
+    }
+
     public static func run(_ script: String, arguments: [String]) async throws -> [String: Any] {
         let scripts = Fixtures.packageRoot.appendingPathComponent("scripts").path
         var filled = "import sys\nsys.path.insert(0, '\(scripts)')\n" + script
