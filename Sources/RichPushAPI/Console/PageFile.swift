@@ -23,6 +23,8 @@ package enum PageFile {
         "console-signin.mustache": PackageResources.console_signin_mustache,
         "console.css": PackageResources.console_css,
         "console.js": PackageResources.console_js,
+        "console-live-activities.js": PackageResources.console_live_activities_js,
+        "console-ab-tests.js": PackageResources.console_ab_tests_js,
         "webpush-demo.html": PackageResources.webpush_demo_html,
         "webpush-sw.js": PackageResources.webpush_sw_js,
     ]
