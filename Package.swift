@@ -45,6 +45,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // Traces over OTLP/HTTP only: the gRPC exporter's packages are left out.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // System libraries: headers and link flags come from pkg-config, apt names the package.
@@ -71,9 +74,17 @@ let package = Package(
         ),
         // The one place that knows SQLite and PostgreSQL: stores write SQL once against it.
         .target(
+            name: "Telemetry",
+            dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "SQLEngine",
             dependencies: [
                 "Resilience",
+                "Telemetry",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -87,6 +98,7 @@ let package = Package(
         .target(
             name: "MediaStore",
             dependencies: [
+                "Telemetry",
                 "CImageCodecs",
                 "Resilience",
                 "SQLEngine",
@@ -102,6 +114,7 @@ let package = Package(
         .target(
             name: "RichPushCore",
             dependencies: [
+                "Telemetry",
                 "MediaStore",
                 "SQLEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -116,6 +129,7 @@ let package = Package(
         .target(
             name: "PushDelivery",
             dependencies: [
+                "Telemetry",
                 "MediaStore",
                 "Resilience",
                 "RichPushCore",
@@ -198,6 +212,7 @@ let package = Package(
         .target(
             name: "RichPushAPI",
             dependencies: [
+                "Telemetry",
                 "HTTPEdge",
                 "MediaStore",
                 "Resilience",
@@ -231,6 +246,9 @@ let package = Package(
         .target(
             name: "RichPushServer",
             dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                "Telemetry",
                 "RichPushAPI",
                 "HTTPEdge",
                 "MediaStore",

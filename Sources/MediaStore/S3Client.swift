@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import Telemetry
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -248,8 +249,26 @@ public final class S3Client: Sendable {
     /// Sends one call, retrying a 5xx answer with jittered exponential backoff (at most
     /// `attempts` tries, as AWS's SDKs do); anything else is answered at once. A bucket that
     /// cannot be reached opens the breaker (see the type's documentation).
+    ///
+    /// Inside a trace it is a span of it (docs/operations.md#traces): the method and the status,
+    /// not the key (a blob's name says nothing an operator needs, and the call names its kind).
     private func send(_ method: String, key: String?, query: [(String, String)] = [], headers extra: [(String, String)] = [],
                       body: ByteBuffer? = nil, payloadHash: String? = nil, bodyLimit: Int = 64 * 1024) async throws -> Response {
+        guard Telemetry.isTracing, ServiceContext.current != nil else {
+            return try await sendRetrying(method, key: key, query: query, headers: extra, body: body, payloadHash: payloadHash, bodyLimit: bodyLimit)
+        }
+        return try await Telemetry.traced("s3 \(method)", ofKind: .client) { span in
+            span?.attributes["http.request.method"] = method
+            span?.attributes["aws.s3.bucket"] = location.bucket
+            let response = try await sendRetrying(method, key: key, query: query, headers: extra, body: body, payloadHash: payloadHash,
+                                                  bodyLimit: bodyLimit)
+            span?.attributes["http.response.status_code"] = response.status
+            return response
+        }
+    }
+
+    private func sendRetrying(_ method: String, key: String?, query: [(String, String)], headers extra: [(String, String)],
+                              body: ByteBuffer?, payloadHash: String?, bodyLimit: Int) async throws -> Response {
         try await breaker.call(classify: Self.unreachability) {
             var attempt = 1
             while true {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Telemetry
 import Metrics
 import NIOConcurrencyHelpers
 import RichPushCore
@@ -360,8 +361,10 @@ public final class OutboxDispatcher: Service, PushDispatching {
                     for (job, group) in jobs {
                         let started = DispatchTime.now().uptimeNanoseconds
                         let timers = durations(job)
+                        let span = Telemetry.isTracing ? Self.pushSpan(job) : nil
                         let finish: @Sendable (DeliveryOutcome, Date?) -> Void = { outcome, timestamp in
                             timers.record(outcome, since: started)
+                            if let span { Self.end(span, outcome, job) }
                             let stillInFlight = window.withLockedValue { w in
                                 w.inFlight[laneName, default: 0] -= 1
                                 if let group {
@@ -418,6 +421,36 @@ public final class OutboxDispatcher: Service, PushDispatching {
                 try? await Task.sleep(for: .milliseconds(20))
             }
         }.value
+    }
+
+    /// docs/operations.md#traces: a push's span, a child of the request that queued it (its
+    /// campaign's), with its platform, app, ids and, once answered, its status and `apns-id`.
+    private static func pushSpan(_ job: DeliveryJob) -> any Span {
+        let platform = job.platform ?? (job.registrationId == nil ? "hub" : "apns")
+        let span = InstrumentationSystem.tracer.startSpan("push \(platform)", context: Telemetry.context(traceparent: job.traceparent) ?? .topLevel,
+                                                          ofKind: .client)
+        span.attributes["push.platform"] = platform
+        span.attributes["push.app"] = job.app
+        span.attributes["push.id"] = job.pushId
+        span.attributes["richpush.notification"] = Int(job.notificationId)
+        if let campaign = job.campaignId { span.attributes["richpush.campaign"] = Int(campaign) }
+        return span
+    }
+
+    private static func end(_ span: any Span, _ outcome: DeliveryOutcome, _ job: DeliveryJob) {
+        switch outcome {
+        case .sent(let id):
+            span.attributes["push.status"] = "sent"
+            if (job.platform ?? "apns") == "apns" && job.registrationId != nil { span.attributes["apns.id"] = id ?? job.pushId }
+        case .failed(let reason, _):
+            span.attributes["push.status"] = "failed"
+            span.attributes["push.reason"] = reason
+            span.setStatus(SpanStatus(code: .error, message: reason))
+        case .retry(let reason, _):
+            span.attributes["push.status"] = "retry"
+            span.attributes["push.reason"] = reason
+        }
+        span.end()
     }
 
     private func claim(limit: Int, platforms: Set<String>?) async throws -> [DeliveryJob] {

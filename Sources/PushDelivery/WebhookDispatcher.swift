@@ -1,4 +1,5 @@
 import Foundation
+import Telemetry
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -134,8 +135,26 @@ public struct WebhookDispatcher: Service {
     /// POSTs `batch` to its webhook and records the outcome: the cursor moves on a 2xx; anything
     /// else (a refusal by the policy, a redirect, no answer within the deadline) is retried after
     /// a backoff. Whether the receiver took it.
+    ///
+    /// While tracing is on it is a span (docs/operations.md#traces) of the trace of the request
+    /// that made the first of its events' campaigns, and the POST carries `traceparent`.
     @discardableResult
     private func deliver(_ batch: Batch) async throws -> Bool {
+        guard Telemetry.isTracing else { return try await post(batch) }
+        let campaigns = Array(Set(batch.events.compactMap(\.campaign))).sorted()
+        let parents = campaigns.isEmpty ? [:] : try await webhooks.traceparents(of: campaigns)
+        let parent = campaigns.lazy.compactMap { parents[$0] }.first.flatMap { Telemetry.context(traceparent: $0) }
+        return try await Telemetry.traced("webhook delivery", ofKind: .client, parent: parent) { span in
+            span?.attributes["webhook.id"] = Int(batch.webhook.id)
+            span?.attributes["webhook.events"] = batch.events.count
+            let taken = try await post(batch)
+            span?.attributes["webhook.delivered"] = taken
+            if !taken { span?.setStatus(SpanStatus(code: .error)) }
+            return taken
+        }
+    }
+
+    private func post(_ batch: Batch) async throws -> Bool {
         let (webhook, secret, events) = batch
         let object: Any
         if events.count == 1 {
@@ -149,6 +168,7 @@ public struct WebhookDispatcher: Service {
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "User-Agent", value: "RichPush webhooks")
         headers.add(name: "X-RichPush-Signature", value: WebhookSignature.header(body: body, secret: secret, time: Int(Date().timeIntervalSince1970)))
+        for (name, value) in Telemetry.propagationHeaders() { headers.add(name: name, value: value) }
         let failure: String?
         do {
             let response = try await http.post(webhook.url, headers: headers, body: ByteBuffer(bytes: body))

@@ -9,6 +9,8 @@ package func buildRouter(_ rooms: Rooms, authenticator: Authenticator, clientAdd
     let router = Router(context: AppRequestContext.self)
     // First: everything below names the client as a trusted proxy forwarded it (`--trusted-proxy`).
     router.add(middleware: ClientAddressMiddleware(resolver: clientAddresses))
+    // docs/operations.md#traces: a span per request, when tracing is on.
+    router.add(middleware: RequestTracingMiddleware())
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: AccessLogMiddleware(log: accessLog))
     router.add(middleware: ProblemMiddleware())

@@ -37,6 +37,8 @@ public struct CampaignDraft: Sendable {
     public var ratePerMinute: Int?
     /// Whether its apps' frequency caps and quiet hours hold its pushes back (docs/api.md#frequency-caps-and-quiet-hours).
     public var limits: Bool
+    /// The W3C `traceparent` of the request that sends it, while tracing is on (docs/operations.md#traces).
+    public var traceparent: String? = nil
     /// An A/B test (docs/api.md#ab-tests-and-conversions): variants sent to a test group, the
     /// winner to the rest; nil for none.
     public var experiment: ExperimentDraft? = nil

@@ -1,5 +1,6 @@
 import Foundation
 import SQLEngine
+import Telemetry
 import MediaStore
 
 extension CampaignStore {
@@ -16,8 +17,27 @@ extension CampaignStore {
     /// node sends, a service down or throttling), the rest
     /// is queued without waiting, as without `ahead`: nobody is left out of the inbox. A paced
     /// campaign (`ratePerMinute`) is queued whole, its pushes being spread over time anyway.
+    ///
+    /// While tracing is on, it is a span (`campaign.queue`) of the trace of the request that made
+    /// the campaign (docs/operations.md#traces), on whichever node queues it.
     public func queue(_ id: Int64, addressing: DeliveryAddressing, maxBatches: Int = .max, ahead: Int? = nil,
                       stalled: Duration = .seconds(15), batchQueued: @Sendable () -> Void = {}) async throws -> Campaign {
+        guard Telemetry.isTracing else {
+            return try await queueBatches(id, addressing: addressing, maxBatches: maxBatches, ahead: ahead, stalled: stalled, batchQueued: batchQueued)
+        }
+        let parent = try await database.read { db in try String.fetchOne(db, sql: "SELECT traceparent FROM campaigns WHERE id = ?", arguments: [id]) }
+        return try await Telemetry.traced("campaign.queue", parent: Telemetry.context(traceparent: parent)) { span in
+            span?.attributes["richpush.campaign"] = Int(id)
+            let campaign = try await queueBatches(id, addressing: addressing, maxBatches: maxBatches, ahead: ahead, stalled: stalled,
+                                                  batchQueued: batchQueued)
+            span?.attributes["richpush.recipients"] = campaign.recipients
+            span?.attributes["richpush.queued"] = campaign.queued
+            return campaign
+        }
+    }
+
+    private func queueBatches(_ id: Int64, addressing: DeliveryAddressing, maxBatches: Int, ahead: Int?, stalled: Duration,
+                              batchQueued: @Sendable () -> Void) async throws -> Campaign {
         precondition(ahead.map { $0 > 0 } ?? true, "ahead must be positive")
         try await prepare(id)
         let background = ahead != nil

@@ -109,12 +109,12 @@ public struct CampaignStore: Sendable {
             let inserted = try db.fetchOne(sql: """
                 INSERT INTO campaigns (audience, message, title, richType, payload, mode, createdBy, queuedBy, createdAt, app,
                                        sendAt, atLocalTime, onLocalDate, content, defaultLocale, leaseUntil, options, ratePerMinute, countedInStats, pushes,
-                                       localeNames, limits)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?, ?) RETURNING id
+                                       localeNames, limits, traceparent)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?, ?, ?) RETURNING id
                 """, arguments: [audience.stored, writer.message, writer.title, writer.richType, writer.media.id.hex,
                                  writer.mode.rawValue, admin, scheduled ? nil : Self.holder, now.timeIntervalSince1970, draft.app,
                                  sendAt, localTime, localDate, contentJSON, defaultLocale,
-                                 scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute, localeNames, draft.limits])
+                                 scheduled ? nil : db.now + Self.lease, writer.options.stored, draft.ratePerMinute, localeNames, draft.limits, draft.traceparent])
             let id: Int64 = inserted!["id"]
             try MediaIndex.addReference(db, id: writer.media.id, owner: "campaign:\(id)", now: now)
             if let experiment = draft.experiment, let experimentRules {

@@ -1,6 +1,7 @@
 import Foundation
 import MediaStore
 import SQLEngine
+import Telemetry
 
 /// What a push of the outbox is (docs/api.md#change-or-take-back-what-was-sent).
 public enum PushKind: Sendable, Equatable {
@@ -101,6 +102,9 @@ public struct DeliveryJob: Sendable {
         /// When the push's life ends, this machine's time: its notification's making (or its turn,
         /// in a paced campaign) plus `expiresIn`, or plus `nowOrNeverWindow` for `expiresIn` 0.
         public var expiresAt: Date? = Date().addingTimeInterval(Double(PushOptions.defaultExpiresIn))
+        /// The W3C `traceparent` of the request that queued it (docs/operations.md#traces), read by
+        /// the claim only while tracing is on: its span continues that trace.
+        public var traceparent: String? = nil
     }
 
     @usableFromInline
@@ -258,6 +262,7 @@ public struct OutboxStore: Sendable {
             var heldBack: Guardrails.HeldBack = []
             if let guardrails { (jobs, heldBack) = try guardrails.screen(db, jobs, now: now) }
             try Self.setUnreadBadges(db, &jobs)
+            if Telemetry.isTracing { try Self.setTraceparents(db, &jobs) }
             for chunk in jobs.map(\.id).sqlBatches() {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
                                arguments: [now + lease, holder.pid, holder.tag, db.idList(chunk)], cached: true)
@@ -326,6 +331,23 @@ public struct OutboxStore: Sendable {
             let count = min(unread[jobs[index].recipient ?? ""] ?? 0, PushOptions.maxBadge)
             jobs[index].payload = AlertPush.settingBadge(jobs[index].payload, to: count)
             jobs[index].content?.badge = count
+        }
+    }
+
+    /// docs/operations.md#traces: each campaign push carries its campaign's `traceparent` (the
+    /// request that made it), read for the batch in one query; only while tracing is on.
+    static func setTraceparents(_ db: SQLConnection, _ jobs: inout [DeliveryJob]) throws {
+        let campaigns = Array(Set(jobs.compactMap(\.campaignId))).sorted()
+        guard !campaigns.isEmpty else { return }
+        var parents: [Int64: String] = [:]
+        for chunk in campaigns.sqlBatches() {
+            for row in try db.fetchAll(sql: "SELECT id, traceparent FROM campaigns WHERE traceparent IS NOT NULL AND \(db.idIn("id"))",
+                                       arguments: [db.idList(chunk)]) {
+                parents[row["id"]] = row["traceparent"]
+            }
+        }
+        for index in jobs.indices {
+            if let campaign = jobs[index].campaignId, let parent = parents[campaign] { jobs[index].traceparent = parent }
         }
     }
 

@@ -139,6 +139,21 @@ public struct WebhookStore: Sendable {
         }
     }
 
+    /// The stored `traceparent` of each of `campaigns` that has one (docs/operations.md#traces):
+    /// a delivery of their events continues the trace of the request that made them.
+    public func traceparents(of campaigns: [Int64]) async throws -> [Int64: String] {
+        try await database.read { db in
+            var found: [Int64: String] = [:]
+            for chunk in campaigns.sqlBatches() {
+                for row in try db.fetchAll(sql: "SELECT id, traceparent FROM campaigns WHERE traceparent IS NOT NULL AND \(db.idIn("id"))",
+                                           arguments: [db.idList(chunk)]) {
+                    found[row["id"]] = row["traceparent"]
+                }
+            }
+            return found
+        }
+    }
+
     /// The receiver took events up to `last`: the cursor moves past them, failures are forgotten,
     /// and the webhook is due again at once, behind those that have waited longer (`claim`).
     public func delivered(_ webhook: Int64, through last: Int64, count: Int) async throws {

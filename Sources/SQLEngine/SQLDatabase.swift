@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import Telemetry
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -172,8 +173,23 @@ public final class SQLDatabase: Sendable {
         return SQLDatabase(dialect: .postgres, engine: .postgres(pool))
     }
 
-    /// Runs `body` in a read-only transaction: it sees one consistent snapshot.
+    /// Runs `body` in a read-only transaction: it sees one consistent snapshot. Inside a trace
+    /// (a request's, a push's) it is a span of it (docs/operations.md#traces).
     public func read<T: Sendable>(_ body: @escaping @Sendable (SQLConnection) throws -> T) async throws -> T {
+        guard Telemetry.isTracing, ServiceContext.current != nil else { return try await readUntraced(body) }
+        return try await transactionSpan("read") { try await readUntraced(body) }
+    }
+
+    /// A transaction's span: its engine and whether it reads or writes.
+    private func transactionSpan<T>(_ mode: String, _ body: () async throws -> T) async throws -> T {
+        try await Telemetry.traced("db.transaction", ofKind: .client) { span in
+            span?.attributes["db.system"] = dialect == .postgres ? "postgresql" : "sqlite"
+            span?.attributes["db.transaction.mode"] = mode
+            return try await body()
+        }
+    }
+
+    private func readUntraced<T: Sendable>(_ body: @escaping @Sendable (SQLConnection) throws -> T) async throws -> T {
         switch engine {
         case .sqlite(let pool):
             return try await pool.read { db in try body(SQLConnection(sqlite: db)) }
@@ -185,8 +201,14 @@ public final class SQLDatabase: Sendable {
     /// Runs `body` in a write transaction, committed when it returns and rolled back when it
     /// throws. On SQLite writers queue for the one write lock (taken at the start, so a
     /// writer in another process cannot make this one fail halfway).
+    /// Inside a trace it is a span of it (docs/operations.md#traces).
     public func write<T: Sendable>(isolation: SQLIsolation = .serializable,
                                    _ body: @escaping @Sendable (SQLConnection) throws -> T) async throws -> T {
+        guard Telemetry.isTracing, ServiceContext.current != nil else { return try await writeUntraced(isolation: isolation, body) }
+        return try await transactionSpan("write") { try await writeUntraced(isolation: isolation, body) }
+    }
+
+    private func writeUntraced<T: Sendable>(isolation: SQLIsolation, _ body: @escaping @Sendable (SQLConnection) throws -> T) async throws -> T {
         switch engine {
         case .sqlite(let pool):
             return try await pool.writeWithoutTransaction { db in

@@ -8,6 +8,7 @@ import NIOConcurrencyHelpers
 import PushDelivery
 import RichPushCore
 import RichPushServer
+import ServiceLifecycle
 
 struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     static let configuration = CommandConfiguration(
@@ -68,6 +69,9 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     @Option(help: ArgumentHelp("The app default's quiet hours in each user's time zone (docs/api.md#frequency-caps-and-quiet-hours): FROM-TO, then /delay (hold campaign pushes to the end, the default) or /drop, e.g. 22:00-08:00 or 21:30-07:00/drop (env RICHPUSH_QUIET_HOURS).",
                                valueName: "FROM-TO[/MODE]"))
     var quietHours: String = Environment.string("RICHPUSH_QUIET_HOURS") ?? ""
+    @Option(help: ArgumentHelp("Send OpenTelemetry traces over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 (docs/operations.md#traces); OTEL_EXPORTER_OTLP_ENDPOINT does the same, and the other OTEL_* variables apply. Off when neither is set.",
+                               valueName: "url"))
+    var otelEndpoint: String?
     /// `--frequency-cap` and `--quiet-hours`, read.
     private var defaultLimits: AppLimits {
         get throws {
@@ -168,14 +172,23 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         let data = try await dataOptions.open(limits: configuration.limits, announce: false)
         if created { logger.notice("created a new data directory", metadata: ["data": "\(dataOptions.directory)"]) }
         try providers.addSettings(to: &configuration)
+        // Traces, when a collector is named: on before anything is served.
+        let traces: [any Service]
+        do {
+            traces = try TraceExport.start(endpoint: otelEndpoint).map { [$0] } ?? []
+        } catch {
+            Terminal.error("error: traces (--otel-endpoint, OTEL_*): \(error)")
+            throw ExitCode(2)
+        }
+        if !traces.isEmpty { logger.notice("sending traces", metadata: ["endpoint": "\(otelEndpoint ?? ProcessInfo.processInfo.environment["OTEL_EXPORTER_OTLP_ENDPOINT"] ?? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")"]) }
         let app: RichPushApplication
         // One app: its provider as it is. Several: each push through its app's.
         if let (dispatcher, mirror) = providers.makeDispatcher(outbox: data.outbox, logger: logger) {
             app = try await buildApplication(configuration, dispatcher: dispatcher, mirror: mirror, data: data,
-                                             extraServices: [dispatcher], logger: logger)
+                                             extraServices: [dispatcher] + traces, logger: logger)
         } else {
             logger.warning("no push provider configured (--apns-key…, --fcm-service-account, --vapid-key… or --anh-connection-string…): pushes stay pending in the outbox")
-            app = try await buildApplication(configuration, data: data, logger: logger)
+            app = try await buildApplication(configuration, data: data, extraServices: traces, logger: logger)
         }
         // SIGTERM and SIGINT stop serve gracefully (ServiceLifecycle's handlers); StopSignals only
         // notes which one came, so that the log says how serve was asked to stop.

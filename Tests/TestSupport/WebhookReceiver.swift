@@ -3,7 +3,8 @@ import Foundation
 /// A webhook receiver nobody here wrote the checks of: Python's `http.server`, verifying each
 /// `X-RichPush-Signature` with Python's `hmac` as a receiver would, appending each event it takes
 /// to a JSON-lines file. While a file `fail` exists beside it, it answers 503; while `stall`
-/// exists, it holds each request 30 s. Each request is counted in `requests` as it arrives.
+/// exists, it holds each request 30 s. Each request is a line of `requests` as it arrives:
+/// `POST` and its `traceparent` header (`-` without).
 ///
 /// It unblocks SIGTERM first: a process spawned from the test process's threads inherits their
 /// signal mask, in which SIGTERM is blocked, so `Process.terminate()` left every receiver
@@ -16,7 +17,7 @@ port, directory, secret = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        with open(os.path.join(directory, "requests"), "a") as f: f.write("POST\n")
+        with open(os.path.join(directory, "requests"), "a") as f: f.write("POST " + self.headers.get("traceparent", "-") + "\n")
         if os.path.exists(os.path.join(directory, "stall")):
             time.sleep(30)
         if os.path.exists(os.path.join(directory, "fail")):

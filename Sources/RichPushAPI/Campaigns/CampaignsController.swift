@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import PushDelivery
 import RichPushCore
+import Telemetry
 
 /// Campaigns: sent, listed, shown and cancelled (`Endpoint.campaigns`).
 struct CampaignsController: Sendable {
@@ -41,6 +42,8 @@ struct CampaignsController: Sendable {
                                   ratePerMinute: request.ratePerMinute, limits: request.limits ?? true)
         // docs/api.md#ab-tests-and-conversions: variants, shares and the winner's rule (checked by the store, 400 naming the field).
         draft.experiment = try request.experiment
+        // docs/operations.md#traces: its queueing and pushes, on any node, continue this request's trace.
+        draft.traceparent = Telemetry.traceparent()
         let key = try idempotencyHeader.map { try IdempotencyKey(owner: admin.user, route: "POST /api/admin/campaigns", key: $0, body: bytes) }
         // The first pushes are queued before the answer (a small campaign whole), the rest in
         // the background as the sends go out: a million recipients answer in a second.
