@@ -88,7 +88,7 @@ struct AuditCLITests {
         }
         let audit = try await CLI.run(["audit", "--json", "--limit", "100", "--data", data])
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(audit.stdout.utf8)) as? [[String: Any]], "\(audit.stderr)")
-        #expect(rows.reversed().map { $0["action"] as? String ?? "" } == commands.map(\.action))
+        #expect(rows.reversed().map { $0["action"] as? String ?? "" } == commands.map { $0.action })
         #expect(rows.allSatisfy { $0["actorKind"] as? String == "cli" })
         #expect(rows.first { $0["action"] as? String == "campaign.cancel" }?["target"] as? String == "campaign:\(campaign)")
     }
