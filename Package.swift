@@ -238,7 +238,7 @@ let package = Package(
             // The console's and the Web Push demo's HTML, CSS and JavaScript, and the Mustache
             // templates the console fills in: compiled into the binary (PageFile), so that a
             // deployed `richpush` is one file.
-            resources: [.embedInCode("Pages/console-app.mustache"), .embedInCode("Pages/console-forbidden.mustache"), .embedInCode("Pages/console-signin.mustache"), .embedInCode("Pages/console.css"), .embedInCode("Pages/console.js"), .embedInCode("Pages/console-live-activities.js"), .embedInCode("Pages/console-ab-tests.js"), .embedInCode("Pages/webpush-demo.html"), .embedInCode("Pages/webpush-sw.js")],
+            resources: [.embedInCode("Pages/console-app.mustache"), .embedInCode("Pages/console-forbidden.mustache"), .embedInCode("Pages/console-signin.mustache"), .embedInCode("Pages/console.css"), .embedInCode("Pages/console.js"), .embedInCode("Pages/console-live-activities.js"), .embedInCode("Pages/console-ab-tests.js"), .embedInCode("Pages/console-audit.js"), .embedInCode("Pages/webpush-demo.html"), .embedInCode("Pages/webpush-sw.js")],
             swiftSettings: swiftSettings
         ),
         // Composition: the configuration, building the application from the stores, the API

@@ -26,8 +26,9 @@ extension MediaStore {
     /// Removes a name, or a blob with all its names.
     ///
     /// Given a name, the name goes; the blob goes too when nothing else names or references it.
-    /// Given an id, the blob and its names go, unless a notification references it.
-    public func remove(_ key: String) async throws -> Removal {
+    /// Given an id, the blob and its names go, unless a notification references it. `also` runs in
+    /// the same transaction, with the image's id (the audit log's entry).
+    public func remove(_ key: String, also: (@Sendable (SQLConnection, MediaID) throws -> Void)? = nil) async throws -> Removal {
         let directory = self.directory
         let remote = self.remote != nil
         return try await database.write { db in
@@ -44,6 +45,7 @@ extension MediaStore {
                 try Self.delete(db, item.id, directory: directory, remote: remote)
                 removal.deletedBlob = item.id
             }
+            try also?(db, item.id)
             return removal
         }
     }

@@ -86,7 +86,9 @@ public final class MediaStore: Sendable {
     // MARK: Ingest
 
     /// Reads, validates and stores the file at `path`; throws `MediaRejection` when refused.
-    public func ingest(file path: String, name: String? = nil) async throws -> IngestResult {
+    /// `also` runs in the transaction that records it, with its id (the audit log's entry).
+    public func ingest(file path: String, name: String? = nil,
+                       also: (@Sendable (SQLConnection, MediaID) throws -> Void)? = nil) async throws -> IngestResult {
         if let name { try MediaIndex.validateName(name) }
         let limit = limits.maxBytes
         let read = try await threadPool.runIfActive { try FileOps.readFile(path, limit: limit) }
@@ -94,18 +96,20 @@ public final class MediaStore: Sendable {
         case .tooLarge(let size):
             throw limits.checkSize(size)!
         case .bytes(let bytes):
-            return try await ingest(bytes: bytes, name: name)
+            return try await ingest(bytes: bytes, name: name, also: also)
         }
     }
 
     /// Validates and stores `bytes`; throws `MediaRejection` when refused, leaving nothing behind.
     /// `keepMetadata` overrides the store's limits (a copy between stores keeps every byte).
-    public func ingest(bytes: [UInt8], name: String? = nil, keepMetadata: Bool? = nil) async throws -> IngestResult {
+    /// `also` runs in the transaction that records it, with its id.
+    public func ingest(bytes: [UInt8], name: String? = nil, keepMetadata: Bool? = nil,
+                       also: (@Sendable (SQLConnection, MediaID) throws -> Void)? = nil) async throws -> IngestResult {
         if let name { try MediaIndex.validateName(name) }
         var limits = self.limits
         if let keepMetadata { limits.keepMetadata = keepMetadata }
         let prepared = try await Self.prepare(bytes, limits: limits)
-        var result = try await store(prepared.bytes, id: prepared.id, info: prepared.info, name: name)
+        var result = try await store(prepared.bytes, id: prepared.id, info: prepared.info, name: name, also: Self.bound(also, to: prepared.id))
         result.stripped = prepared.stripped
         return result
     }
@@ -147,8 +151,9 @@ public final class MediaStore: Sendable {
     ///
     /// `declaredLength` (a request's Content-Length) over the limit is refused before anything is
     /// read; a body that grows past the limit is refused as soon as it does. Nothing is left behind
-    /// on any refusal or error.
-    public func ingest(upload chunks: some AsyncSequence<ByteBuffer, any Error>, declaredLength: Int?, name: String? = nil) async throws -> IngestResult {
+    /// on any refusal or error. `also` runs in the transaction that records it, with its id.
+    public func ingest(upload chunks: some AsyncSequence<ByteBuffer, any Error>, declaredLength: Int?, name: String? = nil,
+                       also: (@Sendable (SQLConnection, MediaID) throws -> Void)? = nil) async throws -> IngestResult {
         if let name { try MediaIndex.validateName(name) }
         if let declaredLength, let rejection = limits.checkSize(declaredLength) { throw rejection }
         let path = "\(directory.tmpPath)/\(TmpName.prefix)\(tmpCounter.next()).upload.part"
@@ -180,7 +185,7 @@ public final class MediaStore: Sendable {
         if !prepared.stripped.isEmpty {
             // What is stored is the stripped image, written (and synced) anew; the streamed file
             // goes with the upload, never synced.
-            var result = try await store(prepared.bytes, id: prepared.id, info: prepared.info, name: name)
+            var result = try await store(prepared.bytes, id: prepared.id, info: prepared.info, name: name, also: Self.bound(also, to: prepared.id))
             result.stripped = prepared.stripped
             return result
         }
@@ -188,8 +193,14 @@ public final class MediaStore: Sendable {
         // The temp file becomes the blob on the file store (synced first); for a bucket it is only
         // read back for the PUT and removed.
         if remote == nil { try await threadPool.runIfActive { try file.sync() } }
-        if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name) }
-        return try await commit(id: id, size: size, info: info, tmpPath: path, name: name)
+        if let remote { return try await commitRemote(remote, id: id, bytes: bytes, info: info, name: name, also: Self.bound(also, to: id)) }
+        return try await commit(id: id, size: size, info: info, tmpPath: path, name: name, also: Self.bound(also, to: id))
+    }
+
+    /// `also` given the id it is about.
+    private static func bound(_ also: (@Sendable (SQLConnection, MediaID) throws -> Void)?, to id: MediaID) -> (@Sendable (SQLConnection) throws -> Void)? {
+        guard let also else { return nil }
+        return { db in try also(db, id) }
     }
 
     /// Stores the object (unless the bucket already has it) and records the row, agreeing with

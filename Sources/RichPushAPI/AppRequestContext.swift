@@ -18,6 +18,9 @@ public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     public var principal: Principal?
     /// The user whose credentials were verified.
     public var user: String? { principal?.user }
+    /// The console's admin a console route acts for (`ConsoleController`), whoever `principal`
+    /// is then: the audit log names them (docs/operations.md#audit-log).
+    var consoleAdmin: String?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)

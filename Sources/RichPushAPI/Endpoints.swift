@@ -6,7 +6,7 @@ import RichPushCore
 extension Endpoint {
     /// Every route of docs/api.md#http-api, §9–§11 and §14, in the order `/openapi.json` lists them.
     static let all: [Endpoint] = ops + media + registrations + webPush + notifications + sessions + campaigns + me + payloadLinks + insight + audiences
-        + segments + liveActivities + console + conversions
+        + segments + liveActivities + console + conversions + audit
 
     /// docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries: `Idempotency-Key` on the POSTs that create.
     static let idempotencyKey = APIParameter(name: "Idempotency-Key", location: .header,

@@ -20,6 +20,7 @@ package struct Rooms: Sendable {
     let segments: SegmentsController
     let liveActivities: LiveActivitiesController
     let console: ConsoleController
+    let audit: AuditController
 
     /// The stores a server's rooms share, and what answers from memory.
     package struct Parts: Sendable {
@@ -34,6 +35,8 @@ package struct Rooms: Sendable {
         package var campaignQueuer: CampaignQueuer
         package var liveActivities: LiveActivityStore
         package var deliveries: DeliveryStore
+        /// The audit log (docs/operations.md#audit-log): read by its route, written by the stores.
+        package var audit: AuditStore
         package var idempotency: IdempotencyStore
         package var links: PayloadLinks
         package var blobs: BlobCache
@@ -47,7 +50,7 @@ package struct Rooms: Sendable {
         /// The parts, named.
         package init(media: MediaStore, users: UserStore, sessions: SessionStore, registrations: RegistrationStore, topics: TopicStore,
                      segments: SegmentStore, notifications: NotificationStore, campaigns: CampaignStore, campaignQueuer: CampaignQueuer,
-                     liveActivities: LiveActivityStore, deliveries: DeliveryStore,
+                     liveActivities: LiveActivityStore, deliveries: DeliveryStore, audit: AuditStore,
                      idempotency: IdempotencyStore, links: PayloadLinks, blobs: BlobCache, payloadIndex: PayloadIndex, readMarks: ReadMarks,
                      authenticator: Authenticator, dispatcher: any PushDispatching, mirror: (any RegistrationMirror)?,
                      prometheus: PrometheusCollectorRegistry) {
@@ -62,6 +65,7 @@ package struct Rooms: Sendable {
             self.campaignQueuer = campaignQueuer
             self.liveActivities = liveActivities
             self.deliveries = deliveries
+            self.audit = audit
             self.idempotency = idempotency
             self.links = links
             self.blobs = blobs
@@ -103,10 +107,12 @@ package struct Rooms: Sendable {
         segments = segmentsRoom
         let liveActivitiesRoom = LiveActivitiesController(apps: settings.apps, activities: p.liveActivities, dispatcher: p.dispatcher)
         liveActivities = liveActivitiesRoom
+        let auditRoom = AuditController(audit: p.audit)
+        audit = auditRoom
         console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, sessionLifetime: settings.sessionLifetime,
                                     servedOverHTTPS: settings.servedOverHTTPS, authenticator: p.authenticator, sessions: p.sessions, media: p.media,
                                     users: p.users, registrations: p.registrations, notifications: p.notifications, campaigns: p.campaigns,
                                     segments: p.segments, deliveries: p.deliveries, mediaRoom: mediaRoom, devicesRoom: devicesRoom, campaignsRoom: campaignsRoom,
-                                    insightRoom: insightRoom, segmentsRoom: segmentsRoom, liveActivitiesRoom: liveActivitiesRoom)
+                                    insightRoom: insightRoom, segmentsRoom: segmentsRoom, liveActivitiesRoom: liveActivitiesRoom, auditRoom: auditRoom)
     }
 }

@@ -69,7 +69,8 @@ public struct APIKeyStore: Sendable {
     public static let prefix = "rpk_"
 
     /// Adds a key named `name` and returns it: the only time it is seen. 409 when the name is taken.
-    public func add(name: String, scope: APIKeyScope, app: String?, now: Date = Date()) async throws -> String {
+    /// `audit` records who did (`apikey.add`, with its scope and app; never the key).
+    public func add(name: String, scope: APIKeyScope, app: String?, now: Date = Date(), audit: AuditActor? = nil) async throws -> String {
         try Self.validateName(name)
         if let app { try AppName.validate(app) }
         var random = SystemRandomNumberGenerator()
@@ -80,6 +81,8 @@ public struct APIKeyStore: Sendable {
             }
             try db.execute(sql: "INSERT INTO api_keys (name, hash, scope, app, createdAt) VALUES (?, ?, ?, ?, ?)",
                            arguments: [name, Self.hash(key), scope.rawValue, app, now.timeIntervalSince1970])
+            try Audit.record(db, audit, "apikey.add", target: "apikey:\(name)",
+                             detail: ["scope": .string(scope.rawValue), "app": app.map(JSONValue.string) ?? .null])
         }
         return key
     }
@@ -93,7 +96,8 @@ public struct APIKeyStore: Sendable {
 
     /// Removes key `name` (404 when there is none) and moves the sessions epoch: every server
     /// drops its cached credentials of bearer tokens and looks the key up again, finding nothing.
-    public func remove(name: String) async throws {
+    /// `audit` records who did (`apikey.remove`).
+    public func remove(name: String, audit: AuditActor? = nil) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM api_keys WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no API key named \(name)") }
@@ -101,6 +105,7 @@ public struct APIKeyStore: Sendable {
             try db.execute(sql: "DELETE FROM idempotency_keys WHERE owner = ?", arguments: ["key:\(name)"])
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'sessionsEpoch'")
             try db.notify(DataChange.users.rawValue)
+            try Audit.record(db, audit, "apikey.remove", target: "apikey:\(name)")
         }
     }
 

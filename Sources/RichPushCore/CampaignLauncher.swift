@@ -59,15 +59,16 @@ public struct CampaignLauncher: Sendable {
     /// batches (or all of them), counts its progress, and hands the rest over. `created` is
     /// called once the campaign is recorded, before anything is queued (`richpush send` prints
     /// its id then). With `idempotency`, a key seen before answers `.replayed` and makes nothing.
+    /// `audit` is recorded with the campaign, in the transaction that creates it.
     ///
     /// The progress is counted before the rest is handed over, and the rest is handed over
     /// whatever the count does (a campaign left leased here would wait for its lease to lapse):
     /// a count that failed is thrown after the hand-off.
-    public func launch(_ draft: CampaignDraft, by creator: String, idempotency: IdempotencyKey? = nil,
+    public func launch(_ draft: CampaignDraft, by creator: String, idempotency: IdempotencyKey? = nil, audit: AuditActor? = nil,
                        created: (Campaign) -> Void = { _ in }) async throws -> Outcome {
         let campaign: Campaign
         do {
-            campaign = try await campaigns.create(draft, by: creator, idempotency: idempotency)
+            campaign = try await campaigns.create(draft, by: creator, idempotency: idempotency, audit: audit)
         } catch let replay as IdempotentReplay {
             return .replayed(replay)
         }

@@ -7,8 +7,8 @@ extension CampaignStore {
     /// as a new campaign's is (400/422 naming the field): recipients queued later get the new
     /// content, every inbox entry shows it, its pushes not yet sent carry it, and each device
     /// that got it gets a replacement. In one transaction. 404 for no such campaign, 409 for one
-    /// taken back.
-    public func change(_ id: Int64, _ change: ContentChange, now: Date = Date()) async throws -> (CampaignProgress, ChangeOutcome) {
+    /// taken back. `audit` records who did (`campaign.change`, with the fields changed).
+    public func change(_ id: Int64, _ change: ContentChange, now: Date = Date(), audit: AuditActor? = nil) async throws -> (CampaignProgress, ChangeOutcome) {
         guard !change.isEmpty else {
             throw CoreError(.invalid, "give at least one of title, message, payload, content or options to change")
         }
@@ -79,6 +79,7 @@ extension CampaignStore {
             }
             // Every node's index forgets the old image of each (it reads the new one when next asked).
             try NotificationStore.recordRemovals(db, outcome.repointed)
+            try Audit.record(db, audit, "campaign.change", target: "campaign:\(id)", detail: change.auditDetail)
             return (try Self.progress(db, campaign: campaign, countedUpTo: countedUpTo), outcome)
         }
     }
@@ -87,8 +88,9 @@ extension CampaignStore {
     /// is queued, pushes not yet sent are dropped, every inbox entry goes and its payload URLs
     /// answer 410, and each device that got it is sent a retraction (`Revisions.retract`),
     /// browsers showing `text` (default "This message was withdrawn") instead. In one
-    /// transaction. 404 for no such campaign, 409 for one already taken back.
-    public func retract(_ id: Int64, text: String? = nil, now: Date = Date()) async throws -> (CampaignProgress, RetractOutcome) {
+    /// transaction. 404 for no such campaign, 409 for one already taken back. `audit` records who
+    /// did (`campaign.retract`).
+    public func retract(_ id: Int64, text: String? = nil, now: Date = Date(), audit: AuditActor? = nil) async throws -> (CampaignProgress, RetractOutcome) {
         let text = try Revisions.retractedText(text)
         let countedUpTo = pendingCountedUpTo
         return try await database.write { db in
@@ -113,6 +115,7 @@ extension CampaignStore {
                 after = last
                 try Revisions.retract(db, batch, text: text, into: &outcome)
             }
+            try Audit.record(db, audit, "campaign.retract", target: "campaign:\(id)", detail: ["inboxes": .integer(Int64(outcome.inboxes))])
             return (try Self.progress(db, campaign: campaign, countedUpTo: countedUpTo), outcome)
         }
     }

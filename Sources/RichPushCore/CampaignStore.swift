@@ -35,8 +35,10 @@ public struct CampaignStore: Sendable {
     /// Records a campaign, refusing bad content (422) and unknown listed users (400). An
     /// unscheduled one is claimed for queueing by this process (call `queue`); a scheduled one
     /// waits for `runDue`. With `idempotency`, a key seen before answers with its campaign
-    /// (`IdempotentReplay`) and makes nothing.
-    public func create(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey? = nil, now: Date = Date()) async throws -> Campaign {
+    /// (`IdempotentReplay`) and makes nothing. `audit` records who did (`campaign.create`) in the
+    /// same transaction (its queueing, later, is the server's).
+    public func create(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey? = nil, now: Date = Date(),
+                       audit: AuditActor? = nil) async throws -> Campaign {
         let links = self.links, defaultImage = self.defaultImage
         // A repeat is answered before anything is checked again: its time may have passed since.
         if let idempotency, let resource = try await IdempotencyStore(database: database).resource(for: idempotency, now: now) {
@@ -122,6 +124,9 @@ public struct CampaignStore: Sendable {
                                        defaultLocale: defaultLocale, defaultImage: defaultImage, links: links, now: now)
             }
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
+            try Audit.record(db, audit, "campaign.create", target: "campaign:\(id)",
+                             detail: ["audience": .string(audience.summary), "app": draft.app.map(JSONValue.string) ?? .null,
+                                      "scheduled": .bool(scheduled), "abTest": .bool(draft.experiment != nil)])
             return Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
                             payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
                             app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
@@ -194,14 +199,16 @@ public struct CampaignStore: Sendable {
 
     /// Cancels campaign `id` (docs/api.md#scheduled-local-time-and-multilingual-campaigns-cancel-safe-retries): nothing more is queued; pushes not yet handed to a push
     /// service are dropped (those in flight finish); recipients who got nothing lose the inbox
-    /// entry; sent pushes stay sent. 404 for no such campaign, 409 for one already done.
-    public func cancel(_ id: Int64, now: Date = Date()) async throws -> CampaignProgress {
+    /// entry; sent pushes stay sent. 404 for no such campaign, 409 for one already done. `audit`
+    /// records who asked (`campaign.cancel`; `already` when it was cancelled before).
+    public func cancel(_ id: Int64, now: Date = Date(), audit: AuditActor? = nil) async throws -> CampaignProgress {
         try await database.write { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT * FROM campaigns WHERE id = ? \(lock)", arguments: [id]) else {
                 throw CoreError(.notFound, "no campaign \(id)")
             }
             var campaign = try Self.campaign(row)
+            try Audit.record(db, audit, "campaign.cancel", target: "campaign:\(id)", detail: ["already": .bool(campaign.cancelledAt != nil)])
             if campaign.cancelledAt == nil {
                 let progress = try Self.progress(db, campaign: campaign, countedUpTo: pendingCountedUpTo)
                 if progress.status == .done { throw CoreError(.conflict, "campaign \(id) is done: every push was sent, nothing is left to cancel") }

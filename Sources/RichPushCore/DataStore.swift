@@ -43,6 +43,8 @@ public final class DataStore: Sendable {
     public let settings: SettingsStore
     /// Live Activities, their tokens and pushes (docs/api.md#live-activities).
     public let liveActivities: LiveActivityStore
+    /// Who changed what, when (docs/operations.md#audit-log).
+    public let audit: AuditStore
     let database: SQLDatabase
     let directory: DataDirectory
 
@@ -96,6 +98,7 @@ public final class DataStore: Sendable {
         self.outbox = OutboxStore(database: database)
         self.settings = SettingsStore(database: database)
         self.liveActivities = LiveActivityStore(database: database)
+        self.audit = AuditStore(database: database)
     }
 
     /// Users, with password hashes of `cost` (tests and benchmarks use a low one).

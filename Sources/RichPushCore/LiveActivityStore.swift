@@ -147,8 +147,8 @@ public struct LiveActivityStore: Sendable {
 
     /// Starts an activity: stores it with its devices (each iOS device of the audience with a
     /// push-to-start token for its type, and each Android and web device) and queues each a
-    /// start push, in one transaction.
-    public func start(_ draft: LiveActivityDraft, by creator: String) async throws -> LiveActivityQueued {
+    /// start push, in one transaction. `audit` records who did (`liveactivity.start`).
+    public func start(_ draft: LiveActivityDraft, by creator: String, audit: AuditActor? = nil) async throws -> LiveActivityQueued {
         let id = Self.newID()
         return try await database.write { db in
             let now = db.now
@@ -199,6 +199,9 @@ public struct LiveActivityStore: Sendable {
             let event = try Self.insertEvent(db, activity: id, event: "start", timestamp: timestamp, priority: 10, payloads: payloads)
             try Self.queue(db, activity: id, app: draft.app, event: event, timestamp: timestamp,
                            pushes: targets.map { ($0.registration, $0.platform, $0.target) })
+            try Audit.record(db, audit, "liveactivity.start", target: "liveactivity:\(id)",
+                             detail: ["type": .string(draft.type), "app": .string(draft.app), "devices": .integer(Int64(targets.count)),
+                                      "broadcast": .bool(draft.channelId != nil)])
             return LiveActivityQueued(activity: try Self.read(db, id)!, devices: targets.count, timestamp: timestamp)
         }
     }
@@ -224,8 +227,9 @@ public struct LiveActivityStore: Sendable {
 
     /// Updates the activity on every device (`end` false) or ends it (`end` true), with a
     /// timestamp past every one given before, by the database's clock, whatever the node.
-    /// 404 when there is none, 409 when it ended or is over 8 hours old (an update).
-    public func change(_ id: String, _ change: LiveActivityChange, end: Bool) async throws -> LiveActivityQueued {
+    /// 404 when there is none, 409 when it ended or is over 8 hours old (an update). `audit`
+    /// records who did (`liveactivity.update`, `liveactivity.end`).
+    public func change(_ id: String, _ change: LiveActivityChange, end: Bool, audit: AuditActor? = nil) async throws -> LiveActivityQueued {
         try await database.write(isolation: .readCommitted) { db in
             let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
             guard let row = try db.fetchOne(sql: "SELECT * FROM live_activities WHERE id = ? \(lock)", arguments: [id]) else {
@@ -270,6 +274,8 @@ public struct LiveActivityStore: Sendable {
                 try db.execute(sql: "UPDATE activity_devices SET updateToken = NULL WHERE activityId = ?", arguments: [id])
             }
             activity = try Self.read(db, id)!
+            try Audit.record(db, audit, end ? "liveactivity.end" : "liveactivity.update", target: "liveactivity:\(id)",
+                             detail: ["pushes": .integer(Int64(pushes.count)), "timestamp": .integer(timestamp)])
             return LiveActivityQueued(activity: activity, devices: pushes.count, timestamp: timestamp)
         }
     }

@@ -37,7 +37,8 @@ extension NotificationStore {
     /// new one is (422 naming what is wrong): its inbox entry and payload URL show the new
     /// content, its pushes not yet sent carry it, and each device that got it gets a replacement.
     /// 404 for none, 409 for one taken back; a notification has no content per locale (400).
-    public func change(_ id: Int64, _ change: ContentChange, defaultImage: String, now: Date = Date())
+    /// `audit` records who did (`notification.change`, with the fields changed).
+    public func change(_ id: Int64, _ change: ContentChange, defaultImage: String, now: Date = Date(), audit: AuditActor? = nil)
         async throws -> (notification: RichNotification, richUrl: String?, outcome: ChangeOutcome) {
         guard !change.isEmpty else { throw CoreError(.invalid, "give at least one of title, message, payload or options to change") }
         guard change.locales == nil else {
@@ -64,6 +65,7 @@ extension NotificationStore {
                 try Self.recordRemovals(db, [id])
             }
             try Revisions.replace(db, [id], alertAgain: change.alertAgain, into: &outcome)
+            try Audit.record(db, audit, "notification.change", target: "notification:\(id)", detail: change.auditDetail)
             var after = before
             (after.message, after.title, after.payload) = (writer.message, writer.title, writer.media.id)
             return (after, richUrl, outcome)
@@ -73,8 +75,8 @@ extension NotificationStore {
     /// Takes notification `id` back (docs/api.md#change-or-take-back-what-was-sent): its pushes
     /// not yet sent are dropped, it leaves the inbox, its payload URL answers 410, and each
     /// device that got it is sent a retraction, a browser showing `text` instead. 404 for none,
-    /// 409 for one already taken back.
-    public func retract(_ id: Int64, text: String? = nil) async throws -> RetractOutcome {
+    /// 409 for one already taken back. `audit` records who did (`notification.retract`).
+    public func retract(_ id: Int64, text: String? = nil, audit: AuditActor? = nil) async throws -> RetractOutcome {
         let text = try Revisions.retractedText(text)
         return try await database.write { db in
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT retractedAt FROM notifications WHERE id = ?", arguments: [id]) else {
@@ -85,6 +87,7 @@ extension NotificationStore {
             }
             var outcome = RetractOutcome()
             try Revisions.retract(db, [id], text: text, into: &outcome)
+            try Audit.record(db, audit, "notification.retract", target: "notification:\(id)")
             return outcome
         }
     }

@@ -142,10 +142,11 @@ public struct NotificationStore: Sendable {
     /// all in one transaction (nothing is stored when anything is refused).
     ///
     /// Refuses an unknown payload (422) and a push over 4096 bytes (422).
-    /// `sender` (a user's or a key's name) is kept: who may change it or take it back.
+    /// `sender` (a user's or a key's name) is kept: who may change it or take it back. `audit`
+    /// records who made it (`notification.create`).
     public func create(for recipient: String, draft: NotificationDraft, defaultImage: String,
                        addressing: DeliveryAddressing = .perDevice, app: String? = nil, idempotency: IdempotencyKey? = nil,
-                       sender: String? = nil, now: Date = Date()) async throws -> CreatedNotification {
+                       sender: String? = nil, now: Date = Date(), audit: AuditActor? = nil) async throws -> CreatedNotification {
         let links = self.links
         return try await database.write { db in
             try IdempotencyKey.replayIfSeen(db, idempotency, now: now)
@@ -160,6 +161,8 @@ public struct NotificationStore: Sendable {
             }
             try MediaIndex.addReference(db, id: writer.media.id, owner: "notification:\(made.notification.id)", now: now)
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: made.notification.id, now: now) }
+            try Audit.record(db, audit, "notification.create", target: "notification:\(made.notification.id)",
+                             detail: ["to": .string(recipient), "app": app.map(JSONValue.string) ?? .null])
             return made
         }
     }

@@ -208,11 +208,13 @@ public struct RegistrationStore: Sendable {
         }
     }
 
-    /// Deletes `username`'s registration `id` (404 when there is none).
-    public func delete(id: String, for username: String) async throws {
+    /// Deletes `username`'s registration `id` (404 when there is none). `audit` records who did
+    /// (`registration.remove`: an admin removing a user's device in the console).
+    public func delete(id: String, for username: String, audit: AuditActor? = nil) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM registrations WHERE id = ? AND username = ?", arguments: [id, username])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no registration \(id) for user \(username)") }
+            try Audit.record(db, audit, "registration.remove", target: "registration:\(id)", detail: ["user": .string(username)])
         }
     }
 

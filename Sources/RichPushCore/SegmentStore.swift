@@ -38,9 +38,9 @@ public struct SegmentStore: Sendable {
 
     /// Saves `filter` as segment `name`, replacing one of that name (whose creator is kept). 400
     /// when the name is not one, or when the segments it names do not exist, name it back, or go
-    /// more than `maxReferenceDepth` deep.
+    /// more than `maxReferenceDepth` deep. `audit` records who did (`segment.put`, with the filter).
     @discardableResult
-    public func save(name: String, filter: SegmentFilter, by creator: String?, now: Date = Date()) async throws -> SavedSegment {
+    public func save(name: String, filter: SegmentFilter, by creator: String?, now: Date = Date(), audit: AuditActor? = nil) async throws -> SavedSegment {
         try Self.validateName(name)
         return try await database.write { db in
             _ = try Self.resolve(db, filter, path: "filter", saving: name)
@@ -49,6 +49,7 @@ public struct SegmentStore: Sendable {
                 ON CONFLICT (name) DO UPDATE SET filter = excluded.filter, updatedAt = excluded.updatedAt
                 """, arguments: [name, filter.text, creator, now.timeIntervalSince1970])
             let row = try SQLRow.fetchOne(db, sql: "SELECT createdBy FROM segments WHERE name = ?", arguments: [name])
+            try Audit.record(db, audit, "segment.put", target: "segment:\(name)", detail: ["filter": .string(String(filter.text.prefix(1000)))])
             return SavedSegment(name: name, filter: filter, createdBy: row.flatMap { $0["createdBy"] as String? }, updatedAt: now)
         }
     }
@@ -65,8 +66,9 @@ public struct SegmentStore: Sendable {
         }
     }
 
-    /// Removes segment `name`: 404 when there is none, 409 (naming them) when other segments name it.
-    public func remove(_ name: String) async throws {
+    /// Removes segment `name`: 404 when there is none, 409 (naming them) when other segments name
+    /// it. `audit` records who did (`segment.delete`).
+    public func remove(_ name: String, audit: AuditActor? = nil) async throws {
         try await database.write { db in
             guard try Self.find(db, name) != nil else { throw CoreError(.notFound, "no segment \(name)") }
             // Only filters that name a segment at all are read.
@@ -77,6 +79,7 @@ public struct SegmentStore: Sendable {
                 throw CoreError(.conflict, "segment \(name) is named by \(naming.prefix(10).joined(separator: ", "))\(naming.count > 10 ? " and \(naming.count - 10) more" : ""): change those first")
             }
             try db.execute(sql: "DELETE FROM segments WHERE name = ?", arguments: [name])
+            try Audit.record(db, audit, "segment.delete", target: "segment:\(name)")
         }
     }
 

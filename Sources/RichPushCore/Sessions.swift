@@ -37,8 +37,9 @@ public struct SessionStore: Sendable {
         self.database = database
     }
 
-    /// Creates a session for `username`, valid for `lifetime` seconds.
-    public func create(for username: String, lifetime: TimeInterval, now: Date = Date()) async throws -> Session {
+    /// Creates a session for `username`, valid for `lifetime` seconds. With `audit`, records it as
+    /// a console sign-in (`console.signin`: who and from where, never the token).
+    public func create(for username: String, lifetime: TimeInterval, now: Date = Date(), audit: AuditActor? = nil) async throws -> Session {
         var random = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &random) }
         let token = "rps_" + Base64URL.encode(bytes)
@@ -47,6 +48,7 @@ public struct SessionStore: Sendable {
             try db.execute(sql: "DELETE FROM sessions WHERE expiresAt < ?", arguments: [now.timeIntervalSince1970 - 86_400])
             try db.execute(sql: "INSERT INTO sessions (tokenHash, username, createdAt, expiresAt) VALUES (?, ?, ?, ?)",
                            arguments: [Self.hash(token), username, now.timeIntervalSince1970, expires.timeIntervalSince1970])
+            try Audit.record(db, audit, "console.signin", target: "user:\(username)")
         }
         return Session(token: token, username: username, expires: expires)
     }

@@ -46,6 +46,8 @@ extension DataStore {
         ("mirror_deletions", ["registrationId"], false),
         ("meta", ["key"], true),
         ("settings", ["key"], true),
+        // docs/operations.md#audit-log: the audit log goes with what it is about.
+        ("audit_log", ["id"], false),
     ]
 
     /// Copies everything this store holds into `target` (another engine, say PostgreSQL and a
@@ -104,7 +106,7 @@ extension DataStore {
             try db.execute(sql: "UPDATE deliveries SET leasedBy = NULL, leaseTag = NULL WHERE state = 'pending'")
             if db.dialect == .postgres {
                 // Ids were given explicitly: the identity sequences carry on after the largest.
-                for table in ["notifications", "deliveries", "campaigns", "events", "webhooks"] {
+                for table in ["notifications", "deliveries", "campaigns", "events", "webhooks", "audit_log"] {
                     try db.execute(sql: "SELECT setval(pg_get_serial_sequence('\(table)', 'id'), (SELECT COALESCE(max(id), 0) + 1 FROM \(table)), false)")
                 }
             }

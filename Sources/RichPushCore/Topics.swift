@@ -86,8 +86,8 @@ public struct TopicStore: Sendable {
     /// Adds `add` to `topic`'s followers and removes `remove`, in one transaction: all of it or,
     /// when anything is refused, none of it. 400 for a bad name, a user in both lists, more than
     /// `maxNamesPerChange` names, or names of no user (listed); 409 when a user to add follows
-    /// `maxPerUser` topics already.
-    public func change(topic: String, add: [String], remove: [String], now: Date = Date()) async throws -> Change {
+    /// `maxPerUser` topics already. `audit` records who did (`topic.subscribers`, with the names).
+    public func change(topic: String, add: [String], remove: [String], now: Date = Date(), audit: AuditActor? = nil) async throws -> Change {
         try Self.validateName(topic)
         guard add.count + remove.count <= Self.maxNamesPerChange else {
             throw CoreError(.invalid, "\(add.count + remove.count) names, at most \(Self.maxNamesPerChange) a call (added and removed together): split the change into several calls")
@@ -106,6 +106,9 @@ public struct TopicStore: Sendable {
             let added = try Self.add(db, users: adding, to: topic, now: now.timeIntervalSince1970)
             let removed = try Self.remove(db, users: removing, from: topic)
             let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM topics WHERE topic = ?", arguments: [topic]) ?? 0
+            try Audit.record(db, audit, "topic.subscribers", target: "topic:\(topic)",
+                             detail: ["added": .integer(Int64(added)), "removed": .integer(Int64(removed)),
+                                      "add": .array(adding.prefix(100).map(JSONValue.string)), "remove": .array(removing.prefix(100).map(JSONValue.string))])
             return Change(added: added, removed: removed, subscribers: count)
         }
     }

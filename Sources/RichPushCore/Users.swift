@@ -116,9 +116,9 @@ public struct UserStore: Sendable {
         return Bcrypt.verify(password, hash: normalized)
     }
 
-    /// Creates a user, or refuses when the name is taken.
+    /// Creates a user, or refuses when the name is taken; `audit` records who did (`user.add`).
     @discardableResult
-    public func add(name: String, password: String, admin: Bool = false) async throws -> User {
+    public func add(name: String, password: String, admin: Bool = false, audit: AuditActor? = nil) async throws -> User {
         try Self.validateName(name)
         try Self.validatePassword(password)
         let hash = Bcrypt.hash(password, cost: cost)
@@ -127,6 +127,7 @@ public struct UserStore: Sendable {
             guard try Self.insert(db, name: name, hash: hash, admin: admin, now: now) else {
                 throw CoreError(.conflict, "user '\(name)' already exists")
             }
+            try Audit.record(db, audit, "user.add", target: "user:\(name)", detail: ["admin": .bool(admin)])
             return User(name: name, admin: admin, createdAt: now)
         }
     }
@@ -183,8 +184,9 @@ public struct UserStore: Sendable {
     }
 
     /// Creates the accounts of `entries` in one transaction, skipping names that exist.
-    /// A given bcrypt hash is stored as it is; a given password is hashed here.
-    public func importUsers(_ entries: [UserImport.Entry]) async throws -> ImportSummary {
+    /// A given bcrypt hash is stored as it is; a given password is hashed here. `audit` records
+    /// who did (`user.import`, one entry per call, with the counts and the names imported).
+    public func importUsers(_ entries: [UserImport.Entry], audit: AuditActor? = nil) async throws -> ImportSummary {
         let hashed: [(UserImport.Entry, String)] = entries.map { entry in
             switch entry.secret {
             case .bcrypt(let hash): (entry, hash)
@@ -194,6 +196,7 @@ public struct UserStore: Sendable {
         let now = Date()
         return try await database.write { db in
             var summary = ImportSummary()
+            var imported: [JSONValue] = []
             for (entry, hash) in hashed {
                 if try Self.insert(db, name: entry.name, hash: hash, admin: entry.admin, now: now) {
                     if entry.timezone != nil || entry.locale != nil {
@@ -203,9 +206,14 @@ public struct UserStore: Sendable {
                         try db.execute(sql: "UPDATE users SET attributes = ? WHERE name = ?", arguments: [attributes, entry.name])
                     }
                     summary.imported += 1
+                    if imported.count < 100 { imported.append(.string(entry.name)) }
                 } else {
                     summary.skipped += 1
                 }
+            }
+            if !hashed.isEmpty {
+                try Audit.record(db, audit, "user.import", detail: ["imported": .integer(Int64(summary.imported)),
+                                                                    "skipped": .integer(Int64(summary.skipped)), "users": .array(imported)])
             }
             return summary
         }
@@ -272,27 +280,33 @@ public struct UserStore: Sendable {
     }
 
     /// Replaces `name`'s attributes with `attributes` (checked when they were made); 404 when
-    /// there is no such user. Returns them as stored.
+    /// there is no such user. Returns them as stored. `audit` records who did (`user.attributes`,
+    /// with the keys, not their values).
     @discardableResult
-    public func setAttributes(_ attributes: UserAttributes, for name: String) async throws -> UserAttributes {
+    public func setAttributes(_ attributes: UserAttributes, for name: String, audit: AuditActor? = nil) async throws -> UserAttributes {
         try await database.write { db in
             try db.execute(sql: "UPDATE users SET attributes = ? WHERE name = ?", arguments: [attributes.stored, name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
+            try Audit.record(db, audit, "user.attributes", target: "user:\(name)",
+                             detail: ["replaced": true, "keys": .array(attributes.values.keys.sorted().map(JSONValue.string))])
             return attributes
         }
     }
 
     /// Applies a merge patch (RFC 7396) to `name`'s attributes in one transaction: keys set,
     /// keys with null removed, the others kept; 400 when the result would have more than
-    /// `UserAttributes.maxCount`, 404 when there is no such user. Returns the result.
+    /// `UserAttributes.maxCount`, 404 when there is no such user. Returns the result. `audit`
+    /// records who did (`user.attributes`, with the keys patched, not their values).
     @discardableResult
-    public func mergeAttributes(_ patch: UserAttributes.Patch, for name: String) async throws -> UserAttributes {
+    public func mergeAttributes(_ patch: UserAttributes.Patch, for name: String, audit: AuditActor? = nil) async throws -> UserAttributes {
         try await database.write { db in
             guard let row = try SQLRow.fetchOne(db, sql: "SELECT attributes FROM users WHERE name = ?", arguments: [name]) else {
                 throw CoreError(.notFound, "no user '\(name)'")
             }
             let merged = try UserAttributes(stored: row["attributes"] as String?).merging(patch)
             try db.execute(sql: "UPDATE users SET attributes = ? WHERE name = ?", arguments: [merged.stored, name])
+            try Audit.record(db, audit, "user.attributes", target: "user:\(name)",
+                             detail: ["replaced": false, "keys": .array(patch.changes.keys.sorted().map(JSONValue.string))])
             return merged
         }
     }
@@ -318,16 +332,19 @@ public struct UserStore: Sendable {
     /// Removes a user, their attributes, device registrations, topics, sessions and
     /// notifications (with their pending pushes); cached credentials elsewhere are invalidated.
     /// A new account of the same name later starts with an empty inbox, no attributes and no topics.
-    public func remove(name: String) async throws {
+    /// `audit` records who did (`user.remove`).
+    public func remove(name: String, audit: AuditActor? = nil) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM users WHERE name = ?", arguments: [name])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no user '\(name)'") }
             try Self.removeEverything(db, of: name)
+            try Audit.record(db, audit, "user.remove", target: "user:\(name)")
         }
     }
 
-    /// Sets a new password and revokes every session of the user.
-    public func setPassword(name: String, password: String) async throws {
+    /// Sets a new password and revokes every session of the user; `audit` records who did
+    /// (`user.password`: that it changed, never the password or its hash).
+    public func setPassword(name: String, password: String, audit: AuditActor? = nil) async throws {
         try Self.validatePassword(password)
         let hash = Bcrypt.hash(password, cost: cost)
         try await database.write { db in
@@ -336,6 +353,7 @@ public struct UserStore: Sendable {
             try SessionStore.revokeAll(db, username: name)
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'usersEpoch'")
             try db.notify(DataChange.users.rawValue)
+            try Audit.record(db, audit, "user.password", target: "user:\(name)")
         }
     }
 

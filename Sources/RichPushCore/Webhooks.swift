@@ -67,8 +67,10 @@ public struct WebhookStore: Sendable {
     }
 
     /// Adds a webhook for `events` (every type when empty) signed with `secret`; its id. The URL
-    /// meets `validate(url:allowPrivate:)`.
-    public func add(url: String, events: [DeliveryEventType], secret: String, allowPrivate: Bool = false, now: Date = Date()) async throws -> Int64 {
+    /// meets `validate(url:allowPrivate:)`. `audit` records who did (`webhook.add`, with the
+    /// receiver's scheme and host and the events: never its path, which may be a secret itself, nor the secret).
+    public func add(url: String, events: [DeliveryEventType], secret: String, allowPrivate: Bool = false, now: Date = Date(),
+                    audit: AuditActor? = nil) async throws -> Int64 {
         try Self.validate(url: url, allowPrivate: allowPrivate)
         guard secret.utf8.count >= 16 else { throw CoreError(.invalid, "a webhook secret is at least 16 bytes") }
         let types = (events.isEmpty ? DeliveryEventType.allCases : events).map(\.rawValue)
@@ -77,7 +79,10 @@ public struct WebhookStore: Sendable {
             let start = try Int64.fetchOne(db, sql: "SELECT COALESCE(max(id), 0) FROM events") ?? 0
             let row = try db.fetchOne(sql: "INSERT INTO webhooks (url, events, secret, createdAt, cursor) VALUES (?, ?, ?, ?, ?) RETURNING id",
                                       arguments: [url, types.joined(separator: ","), secret, now.timeIntervalSince1970, start])
-            return row!["id"]
+            let id: Int64 = row!["id"]
+            try Audit.record(db, audit, "webhook.add", target: "webhook:\(id)",
+                             detail: ["receiver": .string(Self.origin(of: url)), "events": .array(types.map(JSONValue.string))])
+            return id
         }
     }
 
@@ -88,15 +93,24 @@ public struct WebhookStore: Sendable {
         }
     }
 
-    /// Removes webhook `id` (404 when there is none); its undelivered events go with it.
-    public func remove(id: Int64) async throws {
+    /// Removes webhook `id` (404 when there is none); its undelivered events go with it. `audit`
+    /// records who did (`webhook.remove`).
+    public func remove(id: Int64, audit: AuditActor? = nil) async throws {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM webhooks WHERE id = ?", arguments: [id])
             guard db.changesCount > 0 else { throw CoreError(.notFound, "no webhook \(id)") }
             // Events nobody will read any more.
             let oldest = try Int64.fetchOne(db, sql: "SELECT min(cursor) FROM webhooks")
             try db.execute(sql: "DELETE FROM events WHERE id <= ?", arguments: [oldest ?? Int64.max])
+            try Audit.record(db, audit, "webhook.remove", target: "webhook:\(id)")
         }
+    }
+
+    /// A receiver's scheme and host (and port), for the audit log: its path, query and user
+    /// info stay out (a receiver's URL path is often a secret of its own).
+    static func origin(of url: String) -> String {
+        guard let parts = URLComponents(string: url), let scheme = parts.scheme, let host = parts.host else { return "?" }
+        return "\(scheme)://\(host)" + (parts.port.map { ":\($0)" } ?? "")
     }
 
     /// A batch to deliver: a webhook due now that nobody leases, leased to `holder` for

@@ -84,7 +84,7 @@ public func buildApplication(
         allowPrivatePushEndpoints: configuration.allowPrivatePushEndpoints, notificationsPerMinute: configuration.notificationsPerMinute,
         opensPerMinute: configuration.opensPerMinute)
     let rooms = try Rooms(.init(media: media, users: users, sessions: sessions, registrations: registrations, topics: data.topics,
-                                segments: data.segments, notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, liveActivities: data.liveActivities, deliveries: data.deliveries,
+                                segments: data.segments, notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, liveActivities: data.liveActivities, deliveries: data.deliveries, audit: data.audit,
                                 idempotency: data.idempotency, links: links, blobs: blobs, payloadIndex: payloadIndex, readMarks: readMarks, authenticator: authenticator,
                                 dispatcher: dispatcher, mirror: mirror, prometheus: prometheus),
                           settings: apiSettings)
@@ -139,7 +139,8 @@ public func buildApplication(
                    campaignQueuer,
                    CampaignResumer(campaigns: campaigns, queuer: campaignQueuer, idempotency: data.idempotency, dispatcher: dispatcher, clock: configuration.scheduleClock,
                                    interval: configuration.scheduleInterval, logger: logger),
-                   OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger)]
+                   OutboxGauge(deliveries: data.deliveries, interval: configuration.outboxGaugeInterval, logger: logger),
+                   AuditPruner(audit: data.audit, days: configuration.auditDays, interval: configuration.auditPruneInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
             + metricsListener,

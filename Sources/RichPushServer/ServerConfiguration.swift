@@ -119,6 +119,10 @@ public struct ServerConfiguration: Sendable {
     /// (`--allow-private-webhooks`, for receivers on this machine or a private network); else
     /// https to host names whose every address is public, checked at each delivery (docs/security.md).
     public var allowPrivateWebhooks = false
+    /// How many days the audit log keeps an entry (`--audit-days`, docs/operations.md#audit-log),
+    /// and how often older ones are removed.
+    public var auditDays = AuditStore.defaultRetentionDays
+    public var auditPruneInterval: Duration = .seconds(3600)
 
     /// The defaults of docs/configuration.md#commands.
     public init() {}

@@ -35,7 +35,7 @@ struct APIKeysCommand: AsyncParsableCommand {
             if let app { try await Self.checkApp(app, settings: data.settings) }
             let keys = data.apiKeys
             do {
-                let key = try await keys.add(name: name, scope: scope, app: app)
+                let key = try await keys.add(name: name, scope: scope, app: app, audit: AuditActor.cli())
                 print(key)
                 Terminal.error("added API key \(name) (scope \(scope.rawValue)\(app.map { ", app \($0)" } ?? "")): it is shown this once; keep it secret")
             } catch let error as CoreError {
@@ -97,7 +97,7 @@ struct APIKeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                try await dataOptions.open().apiKeys.remove(name: name)
+                try await dataOptions.open().apiKeys.remove(name: name, audit: AuditActor.cli())
             } catch let error as CoreError {
                 Terminal.error("error: \(error.message)")
                 throw ExitCode(1)

@@ -55,7 +55,7 @@ struct CampaignsCommand: AsyncParsableCommand {
         func run() async throws {
             let data = try await dataOptions.open()
             do {
-                let progress = try await data.campaigns(links: nil, defaultImage: "logo.png").cancel(id)
+                let progress = try await data.campaigns(links: nil, defaultImage: "logo.png").cancel(id, audit: AuditActor.cli())
                 print("campaign \(id) cancelled: \(progress.sent) sent, \(progress.failed) failed before it was")
             } catch let error as CoreError {
                 Terminal.error("error: \(error.message)")

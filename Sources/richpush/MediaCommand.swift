@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import MediaStore
 import NIOConcurrencyHelpers
+import RichPushCore
 
 #if canImport(Glibc)
 import Glibc
@@ -96,6 +97,8 @@ extension MediaCommand {
             let progress = Progress(total: files.count, enabled: Terminal.stderrIsTerminal && files.count > 1)
             let name = self.name
             let command = self
+            // docs/operations.md#audit-log: each image stored, in the transaction that records it.
+            let audit = Audit.media(AuditActor.cli(), "media.add", name: name)
             // Results are printed in input order, each as soon as it and all before it are done.
             let sink = OrderedSink { index, result in
                 progress.clear()
@@ -105,7 +108,7 @@ extension MediaCommand {
             }
             await Concurrently.forEach(count: allFiles.count, width: max(2, ProcessInfo.processInfo.activeProcessorCount * 2)) { index in
                 let result: Result<IngestResult, any Error>
-                do { result = .success(try await store.ingest(file: allFiles[index], name: name)) }
+                do { result = .success(try await store.ingest(file: allFiles[index], name: name, also: audit)) }
                 catch { result = .failure(error) }
                 sink.deliver(index, result) { progress.advance(bytes: (try? result.get().item.size) ?? 0) }
             }
@@ -222,7 +225,7 @@ extension MediaCommand {
         func run() async throws {
             let store = try await dataOptions.openMediaStore()
             do {
-                let removal = try await store.remove(key)
+                let removal = try await store.remove(key, also: Audit.media(AuditActor.cli(), "media.remove", name: MediaID(key) == nil ? key : nil))
                 if let name = removal.name { print("removed name \(name)") }
                 if let id = removal.deletedBlob { print("removed \(id.hex)") }
             } catch let error as MediaStoreError {
@@ -255,8 +258,13 @@ extension MediaCommand {
         var grace: TimeInterval = 24 * 3600
 
         func run() async throws {
-            let store = try await dataOptions.openMediaStore()
-            let report = try await store.collectGarbage(grace: grace)
+            let data = try await dataOptions.open()
+            let report = try await data.media.collectGarbage(grace: grace)
+            if !report.removed.isEmpty {
+                // docs/operations.md#audit-log: several transactions of the media store's, so one entry after them.
+                try await data.audit.record(AuditEntry(AuditActor.cli(), "media.gc", detail: ["removed": .integer(Int64(report.removed.count)),
+                                                                                               "freedBytes": .integer(Int64(report.freedBytes))]))
+            }
             for id in report.removed { print("removed \(id.hex)") }
             print("\(counted(report.removed.count, "blob")) and \(counted(report.orphansRemoved, "orphan file")) removed, \(counted(report.freedBytes, "byte")) freed")
         }

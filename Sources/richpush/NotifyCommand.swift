@@ -28,7 +28,8 @@ struct NotifyCommand: AsyncParsableCommand {
             }
             let links = try await urlOptions.links(data)
             let created = try await data.notifications(links: links).create(
-                for: user, draft: NotificationDraft(message: message, payload: payload, title: title, mode: mode), defaultImage: defaultImage)
+                for: user, draft: NotificationDraft(message: message, payload: payload, title: title, mode: mode), defaultImage: defaultImage,
+                audit: AuditActor.cli())
             let n = created.notification
             var object: [String: any Sendable] = ["id": n.id, "message": n.message, "richType": n.richType, "payload": n.payload.hex,
                                                   "read": n.read, "mode": n.mode.rawValue]

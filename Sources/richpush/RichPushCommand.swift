@@ -24,7 +24,8 @@ struct RichPushCommand: AsyncParsableCommand {
         version: RichPushBuild.version,
         subcommands: [ServeCommand.self, MediaCommand.self, UsersCommand.self, NotifyCommand.self, SendCommand.self, DeliveriesCommand.self,
                       KeysCommand.self, SandboxCommand.self, FCMSandboxCommand.self, WebPushSandboxCommand.self, HealthcheckCommand.self,
-                      MigrateCommand.self, WebPushEncryptCommand.self, APIKeysCommand.self, CampaignsCommand.self, ScheduleBenchmarkCommand.self, WebhooksCommand.self]
+                      MigrateCommand.self, WebPushEncryptCommand.self, APIKeysCommand.self, CampaignsCommand.self, ScheduleBenchmarkCommand.self, WebhooksCommand.self,
+                      AuditCommand.self]
     )
 }
 

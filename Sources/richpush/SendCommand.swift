@@ -114,7 +114,7 @@ struct SendCommand: AsyncParsableCommand {
                                       locales: locales, defaultLocale: defaultLocale, limits: limits)
             // Every batch queued here: the CLI has no background queuer to hand the rest to.
             let launcher = CampaignLauncher(campaigns: campaigns, addressing: .perDevice)
-            let outcome = try await launcher.launch(draft, by: by) { created in
+            let outcome = try await launcher.launch(draft, by: by, audit: AuditActor.cli()) { created in
                 // Said as soon as it is recorded, before a large audience is queued.
                 Terminal.out(String(created.id))
                 if let schedule = created.schedule {
@@ -209,7 +209,10 @@ struct KeysCommand: AsyncParsableCommand {
             }
             let data = try await dataOptions.open()
             defer { data.close() }
-            print("rotated the payload key in \(try await data.rotatePayloadKey())")
+            let place = try await data.rotatePayloadKey()
+            // docs/operations.md#audit-log: a file (or a setting) of its own, so in a transaction of its own.
+            try await data.audit.record(AuditEntry(AuditActor.cli(), "payloadkey.rotate"))
+            print("rotated the payload key in \(place)")
         }
     }
 }

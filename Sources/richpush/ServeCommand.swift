@@ -28,6 +28,8 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     var notificationsPerMinute: Int = Environment.int("RICHPUSH_NOTIFICATIONS_PER_MINUTE") ?? 60
     @Option(help: "Opens one client address may report a minute (POST /p/TOKEN/opened needs no credentials); past it, 429 with Retry-After; 0 turns the limit off (env RICHPUSH_OPENS_PER_MINUTE).")
     var opensPerMinute: Int = Environment.int("RICHPUSH_OPENS_PER_MINUTE") ?? 600
+    @Option(help: "How many days the audit log keeps who changed what (docs/operations.md#audit-log); older entries are removed hourly (env RICHPUSH_AUDIT_DAYS).")
+    var auditDays: Int = Environment.int("RICHPUSH_AUDIT_DAYS") ?? AuditStore.defaultRetentionDays
     @Option(help: "Address to listen on (env RICHPUSH_HOST).")
     var host: String = Environment.string("RICHPUSH_HOST") ?? "127.0.0.1"
     @Option(help: "Port to listen on (env RICHPUSH_PORT).")
@@ -115,6 +117,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         guard notificationsPerMinute >= 0 else { throw ValidationError("--notifications-per-minute must be 0 (off) or more") }
         guard opensPerMinute >= 0 else { throw ValidationError("--opens-per-minute must be 0 (off) or more") }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
+        guard auditDays >= 1 else { throw ValidationError("--audit-days (env RICHPUSH_AUDIT_DAYS) must be at least 1") }
         guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
     }
 
@@ -144,6 +147,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         configuration.metricsPort = metricsPortValue
         configuration.notificationsPerMinute = notificationsPerMinute
         configuration.opensPerMinute = opensPerMinute
+        configuration.auditDays = auditDays
         configuration.maxConnections = maxConnections
         configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
         configuration.publicURL = urlOptions.publicUrl

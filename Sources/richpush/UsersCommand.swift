@@ -28,7 +28,7 @@ struct UsersCommand: AsyncParsableCommand {
             let password = try Terminal.password(for: name, fromStdin: passwordStdin)
             let users = try await dataOptions.open().users
             do {
-                try await users.add(name: name, password: password, admin: admin)
+                try await users.add(name: name, password: password, admin: admin, audit: AuditActor.cli())
             } catch let error as CoreError {
                 Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
@@ -70,7 +70,7 @@ struct UsersCommand: AsyncParsableCommand {
             var bad = 0
             var batch: [UserImport.Entry] = []
             func flush() async throws {
-                let done = try await users.importUsers(batch)
+                let done = try await users.importUsers(batch, audit: AuditActor.cli())
                 summary.imported += done.imported
                 summary.skipped += done.skipped
                 batch.removeAll(keepingCapacity: true)
@@ -105,7 +105,7 @@ struct UsersCommand: AsyncParsableCommand {
             let password = try Terminal.password(for: name, fromStdin: passwordStdin)
             let users = try await dataOptions.open().users
             do {
-                try await users.setPassword(name: name, password: password)
+                try await users.setPassword(name: name, password: password, audit: AuditActor.cli())
             } catch let error as CoreError {
                 Terminal.error("error: \(error.message)")
                 throw ExitCode(1)
@@ -145,7 +145,7 @@ struct UsersCommand: AsyncParsableCommand {
         func run() async throws {
             let users = try await dataOptions.open().users
             do {
-                try await users.remove(name: name)
+                try await users.remove(name: name, audit: AuditActor.cli())
             } catch let error as CoreError {
                 Terminal.error("error: \(error.message)")
                 throw ExitCode(1)

@@ -62,7 +62,8 @@ struct WebhooksCommand: AsyncParsableCommand {
                 try WebhookStore.validate(url: url, allowPrivate: allowPrivateWebhooks)
                 try await OutboundPolicy.webhooks(allowPrivate: allowPrivateWebhooks,
                                                   overrideHint: "webhooks add \(WebhookStore.allowPrivateFlag)").check(url)
-                let id = try await dataOptions.open().webhooks.add(url: url, events: types, secret: secret, allowPrivate: allowPrivateWebhooks)
+                let id = try await dataOptions.open().webhooks.add(url: url, events: types, secret: secret, allowPrivate: allowPrivateWebhooks,
+                                                                   audit: AuditActor.cli())
                 print(id)
                 if generated { Terminal.error("signing secret (shown this once): \(secret)") }
                 if allowPrivateWebhooks {
@@ -112,7 +113,7 @@ struct WebhooksCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                try await dataOptions.open().webhooks.remove(id: id)
+                try await dataOptions.open().webhooks.remove(id: id, audit: AuditActor.cli())
             } catch let error as CoreError {
                 Terminal.error("error: \(error.message)")
                 throw ExitCode(1)

@@ -23,11 +23,11 @@ struct AudiencesController: Sendable {
     }
 
     func replaceMyAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        try await replace(request, of: try context.requireUser())
+        try await replace(request, of: try context.requireUser(), audit: nil) // a user's own: not audited
     }
 
     func mergeMyAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        try await merge(request, of: try context.requireUser())
+        try await merge(request, of: try context.requireUser(), audit: nil)
     }
 
     func showAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
@@ -35,29 +35,29 @@ struct AudiencesController: Sendable {
     }
 
     func replaceAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        try await replace(request, of: try context.parameters.require("name"))
+        try await replace(request, of: try context.parameters.require("name"), audit: context.auditActor(request))
     }
 
     func mergeAttributes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        try await merge(request, of: try context.parameters.require("name"))
+        try await merge(request, of: try context.parameters.require("name"), audit: context.auditActor(request))
     }
 
     private func show(of name: String) async throws -> Response {
         try JSONResponse.encode(UserAttributesBody(attributes: try await users.attributes(of: name)))
     }
 
-    private func replace(_ request: Request, of name: String) async throws -> Response {
+    private func replace(_ request: Request, of name: String, audit: AuditActor?) async throws -> Response {
         let body = try await RequestBody.collect(request, upTo: Self.attributesBodyLimit, what: "an attributes body")
         let replacement = try RequestBody.decode(UserAttributesBody.self, from: Data(body.readableBytesView), shape: Self.attributesShape)
-        let stored = try await users.setAttributes(replacement.attributes, for: name)
+        let stored = try await users.setAttributes(replacement.attributes, for: name, audit: audit)
         return try JSONResponse.encode(UserAttributesBody(attributes: stored))
     }
 
-    private func merge(_ request: Request, of name: String) async throws -> Response {
+    private func merge(_ request: Request, of name: String, audit: AuditActor?) async throws -> Response {
         let body = try await RequestBody.collect(request, upTo: Self.attributesBodyLimit, what: "an attributes patch")
         let patch = try RequestBody.decode(UserAttributesPatchBody.self, from: Data(body.readableBytesView),
                                            shape: "{\"attributes\":{\"key\":<string, number, true, false, or null to remove it>,…}}")
-        let merged = try await users.mergeAttributes(patch.attributes, for: name)
+        let merged = try await users.mergeAttributes(patch.attributes, for: name, audit: audit)
         return try JSONResponse.encode(UserAttributesBody(attributes: merged))
     }
 
@@ -87,7 +87,7 @@ struct AudiencesController: Sendable {
         guard add.count + remove.count <= TopicStore.maxNamesPerChange else {
             throw Problem(.contentTooLarge, "\(add.count + remove.count) names, at most \(TopicStore.maxNamesPerChange) a call (added and removed together): split the change into several calls")
         }
-        let result = try await topics.change(topic: topic, add: add, remove: remove)
+        let result = try await topics.change(topic: topic, add: add, remove: remove, audit: context.auditActor(request))
         return try JSONResponse.encode(TopicSubscribersResponse(topic: topic, added: result.added, removed: result.removed,
                                                                 subscribers: result.subscribers))
     }

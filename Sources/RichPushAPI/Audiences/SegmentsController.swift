@@ -17,7 +17,7 @@ struct SegmentsController: Sendable {
         try SegmentStore.validateName(name)
         let body = try await RequestBody.collect(request, upTo: Self.bodyLimit, what: "a segment body")
         let segment = try RequestBody.decode(SegmentBody.self, from: Data(body.readableBytesView), shape: "{\"filter\":{…}}")
-        let saved = try await segments.save(name: name, filter: segment.filter, by: principal.user)
+        let saved = try await segments.save(name: name, filter: segment.filter, by: principal.user, audit: context.auditActor(request))
         return try JSONResponse.encode(SegmentResponse(saved))
     }
 
@@ -32,7 +32,7 @@ struct SegmentsController: Sendable {
     func remove(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let name = try context.parameters.require("name")
         try SegmentStore.validateName(name)
-        try await segments.remove(name)
+        try await segments.remove(name, audit: context.auditActor(request))
         return Response(status: .noContent)
     }
 

@@ -23,6 +23,7 @@ struct CampaignsController: Sendable {
 
     func createCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let admin = try context.requirePrincipal()
+        let audit = context.auditActor(request)
         let idempotencyHeader = request.headers[HTTPField.Name("Idempotency-Key")!]
         let body = try await RequestBody.collect(request, upTo: Self.campaignBodyLimit, what: "a campaign body")
         let bytes = Data(body.readableBytesView)
@@ -51,7 +52,7 @@ struct CampaignsController: Sendable {
         let launcher = CampaignLauncher(campaigns: campaigns, addressing: dispatcher.addressing, maxBatches: queuer.firstBatches,
                                         handOff: { queuer.finish($0) }, outboxChanged: { dispatcher.outboxChanged() })
         let launch: CampaignLauncher.Launch
-        switch try await launcher.launch(draft, by: admin.user, idempotency: key) {
+        switch try await launcher.launch(draft, by: admin.user, idempotency: key, audit: audit) {
         case .launched(let launched): launch = launched
         case .replayed(let replay): return try await campaignReplay(replay, key: key!)
         }
@@ -105,7 +106,7 @@ struct CampaignsController: Sendable {
     /// it created (docs/security.md).
     func cancelCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try await revisable(context, verb: "cancels")
-        let progress = try await campaigns.cancel(id)
+        let progress = try await campaigns.cancel(id, audit: context.auditActor(request))
         let by = context.principal?.user ?? ""
         context.logger.notice("campaign cancelled", metadata: ["campaign": "\(id)", "sent": "\(progress.sent)", "by": "\(by)"])
         return try JSONResponse.encode(CampaignResponse(progress))
@@ -136,7 +137,7 @@ struct CampaignsController: Sendable {
         if let count = asked.content?.locales.count, count > Campaign.maxLocales {
             throw Problem(.contentTooLarge, "content has \(count) locales; a campaign has at most \(Campaign.maxLocales)")
         }
-        let (progress, outcome) = try await campaigns.change(id, asked.change)
+        let (progress, outcome) = try await campaigns.change(id, asked.change, audit: context.auditActor(request))
         payloadIndex.remove(outcome.repointed)
         dispatcher.outboxChanged()
         context.logger.notice("campaign changed", metadata: ["campaign": "\(id)", "notifications": "\(outcome.notifications)",
@@ -150,7 +151,7 @@ struct CampaignsController: Sendable {
     func retractCampaign(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try await revisable(context, verb: "takes back")
         let asked = try await RetractRequest.read(request)
-        let (progress, outcome) = try await campaigns.retract(id, text: asked.retractedText)
+        let (progress, outcome) = try await campaigns.retract(id, text: asked.retractedText, audit: context.auditActor(request))
         payloadIndex.remove(outcome.retracted)
         dispatcher.outboxChanged()
         context.logger.notice("campaign retracted", metadata: ["campaign": "\(id)", "inboxes": "\(outcome.inboxes)", "cancelled": "\(outcome.cancelled)",

@@ -39,6 +39,8 @@ struct ConsoleController: Sendable {
     let segmentsRoom: SegmentsController
     /// Lists, starts, shows, updates and ends Live Activities.
     let liveActivitiesRoom: LiveActivitiesController
+    /// Reads the audit log (the console's Audit log panel).
+    let auditRoom: AuditController
 
     /// The principal of the console's session cookie; nil without a live session.
     func consolePrincipal(_ request: Request) async -> Principal? {
@@ -91,7 +93,9 @@ struct ConsoleController: Sendable {
                                 headers: HTTPFields(problem.headers.filter { $0.name == .retryAfter }))
         }
         guard principal.admin else { return Console.html(Console.forbiddenPage(user: principal.user), status: .forbidden) }
-        let session = try await sessions.create(for: principal.user, lifetime: sessionLifetime)
+        // docs/operations.md#audit-log: who signed in, and from where (never the password or the token).
+        let session = try await sessions.create(for: principal.user, lifetime: sessionLifetime,
+                                                audit: context.auditActor(request, name: principal.user, kind: AuditActor.Kind.console))
         authenticator.remember(session: session.token, of: Principal(user: principal.user, admin: true), expires: session.expires)
         // Secure when this server speaks HTTPS, its public URL is https://, or a trusted proxy
         // (`--trusted-proxy`) says the client used HTTPS; anyone else's X-Forwarded-Proto is ignored.
@@ -128,6 +132,7 @@ struct ConsoleController: Sendable {
     func consoleUpload(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         var context = context
         context.principal = try await consoleAdmin(request) // an admin may name what it uploads
+        context.consoleAdmin = context.principal?.user
         return try await mediaRoom.uploadMedia(request, context)
     }
 
@@ -197,7 +202,9 @@ struct ConsoleController: Sendable {
     private func asAdmin(_ request: Request, _ context: AppRequestContext,
                          _ route: (Request, AppRequestContext) async throws -> Response) async throws -> Response {
         var context = context
-        context.principal = try await consoleAdmin(request)
+        let admin = try await consoleAdmin(request)
+        context.principal = admin
+        context.consoleAdmin = admin.user
         return try await route(request, context)
     }
 
@@ -303,13 +310,20 @@ struct ConsoleController: Sendable {
     /// `DELETE /console/api/registrations/{id}?user=`: removes a device, as its owner's
     /// `DELETE /api/register/{id}` does.
     func consoleRemoveDevice(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        _ = try await consoleAdmin(request)
+        let admin = try await consoleAdmin(request)
         guard let owner: String = request.uri.queryParameters.get("user").map({ String($0) }) else {
             throw Problem(.badRequest, "name the device's owner: ?user=NAME")
         }
         var context = context
         context.principal = Principal(user: owner, admin: false)
+        context.consoleAdmin = admin.user // the audit log names the admin, not the owner
         return try await devicesRoom.deleteRegistration(request, context)
+    }
+
+    /// `GET /console/api/audit?actor=&action=&since=&limit=&before=`: the audit log, newest first,
+    /// as `GET /api/admin/audit` answers it (the console's Audit log panel).
+    func consoleAudit(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        try await asAdmin(request, context, auditRoom.list)
     }
 
     /// `GET /console/api/segments`: the saved segments, as `GET /api/admin/segments` lists them.

@@ -215,6 +215,17 @@ extension Endpoint {
                              404: .problem("No such user."), 422: .problem("A template does not parse: the detail names the field and where, as POST /api/admin/campaigns does.")]) { rooms, r, c in
             try await rooms.console.consolePreview(r, c)
         },
+        Endpoint(method: .get, path: "/console/api/audit", access: .open,
+                 summary: "The console's Audit log panel: who changed what, newest first, as GET /api/admin/audit answers it.",
+                 parameters: [.query("actor", .string, "Only this actor's."), .query("action", .string, "Only this action, or every action of a kind (campaign)."),
+                              .query("since", JSONSchema.integer.with { $0.minimum = 0; $0.maximum = 100_000_000_000 }, "Only entries since then (seconds since 1970)."),
+                              .query("limit", JSONSchema.integer.with { $0.minimum = 1; $0.maximum = 500 }, "At most this many (default 50)."),
+                              .query("before", .integer, "Only entries with smaller ids (the next page).")],
+                 responses: [200: .jsonArray(of: AuditEntryResponse.self, "As GET /api/admin/audit lists them."),
+                             400: .problem("since, limit or before is not valid."), 401: .problem("No console session."),
+                             403: .problem("The session is not an admin's.")]) { rooms, r, c in
+            try await rooms.console.consoleAudit(r, c)
+        },
         Endpoint(method: .get, path: "/console/media/{sha256}", access: .open, summary: "An image for the console's grid (the session cookie instead of credentials).",
                  parameters: imageParameters(.path("sha256", mediaID, "The media id."), variants: true),
                  responses: imageResponses(notFound: "No such media.", variants: true).merging([401: .problem("No console session."),

@@ -10,9 +10,9 @@ import Mustache
 /// the server there with its name, rather than serving a blank page.
 enum ConsolePages {
     static let css = PageFile.text("console", "css")
-    /// The console's script: its panels', then the A/B tests' parts of the campaign panels, and
-    /// the Live Activities panel's (files of their own), in one inline script.
-    static let script = ["console", "console-ab-tests", "console-live-activities"].map { PageFile.text($0, "js") }.joined(separator: "\n")
+    /// The console's script: its panels', then the A/B tests' parts of the campaign panels, the
+    /// Live Activities panel's and the audit log's (files of their own), in one inline script.
+    static let script = ["console", "console-ab-tests", "console-live-activities", "console-audit"].map { PageFile.text($0, "js") }.joined(separator: "\n")
     static let signIn = PageFile.template("console-signin")
     static let forbidden = PageFile.template("console-forbidden")
     static let app = PageFile.template("console-app")

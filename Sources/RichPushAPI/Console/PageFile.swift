@@ -25,6 +25,7 @@ package enum PageFile {
         "console.js": PackageResources.console_js,
         "console-live-activities.js": PackageResources.console_live_activities_js,
         "console-ab-tests.js": PackageResources.console_ab_tests_js,
+        "console-audit.js": PackageResources.console_audit_js,
         "webpush-demo.html": PackageResources.webpush_demo_html,
         "webpush-sw.js": PackageResources.webpush_sw_js,
     ]

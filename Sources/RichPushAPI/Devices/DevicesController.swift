@@ -71,7 +71,9 @@ struct DevicesController: Sendable {
 
     func deleteRegistration(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
-        try await registrations.delete(id: id, for: try context.requireUser())
+        // docs/operations.md#audit-log: an admin removing a user's device in the console; a device's own removal is not audited.
+        let audit = context.consoleAdmin == nil ? nil : context.auditActor(request)
+        try await registrations.delete(id: id, for: try context.requireUser(), audit: audit)
         if let mirror {
             do { try await mirror.delete(registrationID: id) } catch {
                 context.logger.warning("registration deleted here but not in the hub", metadata: ["id": "\(id)", "error": "\(error)"])

@@ -76,7 +76,7 @@ struct LiveActivitiesController: Sendable {
         }
         let queued: LiveActivityQueued
         do {
-            queued = try await activities.start(draft, by: caller.user)
+            queued = try await activities.start(draft, by: caller.user, audit: context.auditActor(request))
         } catch {
             // Refused or not stored: its channel goes back to APNs rather than staying unused.
             if let channel = draft.channelId {
@@ -117,7 +117,7 @@ struct LiveActivitiesController: Sendable {
         if let priority = asked.priority, priority != 5 && priority != 10 { throw Problem(.badRequest, "priority must be 5 or 10") }
         let change = LiveActivityChange(contentState: asked.contentState?.text, alert: try asked.alert?.checked("alert"),
                                         staleDate: asked.staleDate?.date, priority: asked.priority, dismissAt: asked.dismissAt?.date)
-        let queued = try await activities.change(id, change, end: end)
+        let queued = try await activities.change(id, change, end: end, audit: context.auditActor(request))
         dispatcher.outboxChanged()
         context.logger.info(end ? "live activity ended" : "live activity updated",
                             metadata: ["activity": "\(id)", "pushes": "\(queued.devices)", "timestamp": "\(queued.timestamp)"])

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import MediaStore
 import Resilience
+import RichPushCore
 
 /// Uploads and serves images (`Endpoint.media`); the other rooms serve theirs through it.
 struct MediaController: Sendable {
@@ -31,9 +32,11 @@ struct MediaController: Sendable {
                           headers: [.retryAfter: "1"])
         }
         defer { uploads.leave(key: uploader) }
+        // docs/operations.md#audit-log: an admin's or a key's upload, with the name it gives, in the transaction that records it.
+        let audit = Audit.media(context.auditActor(request), "media.add", name: name.map { String($0) })
         let result: IngestResult
         do {
-            result = try await media.ingest(upload: request.body, declaredLength: declared, name: name)
+            result = try await media.ingest(upload: request.body, declaredLength: declared, name: name, also: audit)
         } catch let rejection as MediaRejection {
             Metric.ingest(rejection.kind.rawValue)
             throw rejection

@@ -52,7 +52,8 @@ struct NotificationsController: Sendable {
         let created: CreatedNotification
         do {
             created = try await notifications.create(for: recipient, draft: draft, defaultImage: defaultImage,
-                                                     addressing: dispatcher.addressing, app: app, idempotency: key, sender: caller.user)
+                                                     addressing: dispatcher.addressing, app: app, idempotency: key, sender: caller.user,
+                                                     audit: context.auditActor(request))
         } catch let replay as IdempotentReplay {
             var id = replay.resource
             if id == nil, let key { id = try await idempotency.resource(for: key) }
@@ -166,7 +167,7 @@ struct NotificationsController: Sendable {
         let id = try await revisable(context)
         let body = try await RequestBody.collect(request, upTo: 64 * 1024, what: "a notification change")
         let asked = try RequestBody.decode(ContentChangeRequest.self, from: Data(body.readableBytesView), shape: ContentChangeRequest.shape)
-        let (n, richUrl, outcome) = try await notifications.change(id, asked.change, defaultImage: defaultImage)
+        let (n, richUrl, outcome) = try await notifications.change(id, asked.change, defaultImage: defaultImage, audit: context.auditActor(request))
         payloadIndex.remove(outcome.repointed)
         dispatcher.outboxChanged()
         return try JSONResponse.encode(NotificationChangeResponse(id: n.id, message: n.message, title: n.title, payload: n.payload.hex, richUrl: richUrl,
@@ -178,7 +179,7 @@ struct NotificationsController: Sendable {
     func retractNotification(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let id = try await revisable(context)
         let asked = try await RetractRequest.read(request)
-        let outcome = try await notifications.retract(id, text: asked.retractedText)
+        let outcome = try await notifications.retract(id, text: asked.retractedText, audit: context.auditActor(request))
         payloadIndex.remove(outcome.retracted)
         dispatcher.outboxChanged()
         return try JSONResponse.encode(RetractResponse(outcome))

@@ -191,4 +191,3 @@ $("la-end").addEventListener("click", async () => {
 $("la-refresh").addEventListener("click", loadActivities);
 new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) loadActivities(); }).observe($("live-activities"));
 document.addEventListener("visibilitychange", () => { if (!document.hidden) loadActivities(); });
-let searchAsked = 0;

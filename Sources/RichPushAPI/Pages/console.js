@@ -525,6 +525,7 @@ async function cancelFromList(id, button) {
 $("campaigns-refresh").addEventListener("click", loadCampaigns);
 new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) loadCampaigns(); }).observe($("campaigns"));
 document.addEventListener("visibilitychange", () => { if (!document.hidden) loadCampaigns(); });
+let searchAsked = 0; // before the first search below runs (the scripts after this one are read after it)
 async function searchUsers() {
   const asked = ++searchAsked;
   const { ok, json } = await call("GET", "/console/api/users?q=" + encodeURIComponent($("user-search").value.trim()));
