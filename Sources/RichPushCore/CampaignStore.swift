@@ -37,6 +37,14 @@ public struct CampaignStore: Sendable {
     /// waits for `runDue`. With `idempotency`, a key seen before answers with its campaign
     /// (`IdempotentReplay`) and makes nothing.
     public func create(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey? = nil, now: Date = Date()) async throws -> Campaign {
+        try await record(draft, by: admin, idempotency: idempotency, now: now, inspect: nil)
+    }
+
+    /// `create`, or with `inspect` a dry run's first half (docs/api.md#dry-runs): the campaign is
+    /// checked and recorded in the transaction as `create` records it, then `inspect` reads what
+    /// it would do, and its answer is thrown as `DryRunRollback`, which rolls everything back.
+    func record(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey?, now: Date,
+                inspect: (@Sendable (SQLConnection, Campaign) throws -> DryRun)?) async throws -> Campaign {
         let links = self.links, defaultImage = self.defaultImage
         // A repeat is answered before anything is checked again: its time may have passed since.
         if let idempotency, let resource = try await IdempotencyStore(database: database).resource(for: idempotency, now: now) {
@@ -122,10 +130,12 @@ public struct CampaignStore: Sendable {
                                        defaultLocale: defaultLocale, defaultImage: defaultImage, links: links, now: now)
             }
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
-            return Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
-                            payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
-                            app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
-                            defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0, limits: draft.limits)
+            let campaign = Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
+                                    payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
+                                    app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
+                                    defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0, limits: draft.limits)
+            if let inspect { throw DryRunRollback(result: try inspect(db, campaign)) }
+            return campaign
         }
     }
 
