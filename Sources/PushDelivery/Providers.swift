@@ -224,6 +224,13 @@ public struct FCMProvider: PushProvider {
     public var platform: String { "fcm" }
 
     public func deliver(_ job: DeliveryJob) async -> (DeliveryOutcome, timestamp: Date?) {
+        guard let body = Self.message(for: job, life: job.sendingLife) else { return (.failed(reason: "the push has no content for FCM", prune: false), nil) }
+        return (await client.send(body), nil)
+    }
+
+    /// The body `job` goes to FCM as, living `life` seconds (what a dry run shows,
+    /// docs/api.md#dry-runs); nil for a push with no content for FCM.
+    public static func message(for job: DeliveryJob, life: Int) -> Data? {
         if let activity = job.activity {
             // docs/api.md#live-activities: a data message the app renders, each newer one replacing
             // the one before while the device is offline (the activity's collapse key), high
@@ -236,19 +243,17 @@ public struct FCMProvider: PushProvider {
                     data[key] = String(decoding: json, as: UTF8.self)
                 } else { data[key] = "\(value)" }
             }
-            return (await client.send(FCMClient.message(token: job.target, data: data, notification: nil, collapseKey: activity.id,
-                                                        mode: activity.priority == 10 ? .alert : .silent, ttl: job.sendingLife)), nil)
+            return FCMClient.message(token: job.target, data: data, notification: nil, collapseKey: activity.id,
+                                     mode: activity.priority == 10 ? .alert : .silent, ttl: life)
         }
-        guard let content = job.content else { return (.failed(reason: "the push has no content for FCM", prune: false), nil) }
+        guard let content = job.content else { return nil }
         // Android shows a notification image only up to 1 MB: the push variant (docs/configuration.md#the-media-store).
         let image = content.richUrl.map { $0 + ($0.contains("?") ? "&" : "?") + "variant=push" }
         let notification = job.mode == .alert ? (title: content.title, body: content.message, image: image) : nil
-        let life = job.sendingLife
         // The collapse id is the Android notification's tag, never a collapse key: FCM keeps every
         // notification for an offline device, where it would keep only four keys (docs/security.md).
-        return (await client.send(FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
-                                                    collapseID: job.alertCollapseID, mode: job.mode, options: job.options, badge: content.badge,
-                                                    ttl: life)), nil)
+        return FCMClient.message(token: job.target, data: content.fcmData, notification: notification,
+                                 collapseID: job.alertCollapseID, mode: job.mode, options: job.options, badge: content.badge, ttl: life)
     }
 
     public func shutdown() async {
@@ -281,17 +286,23 @@ public struct WebPushProvider: PushProvider {
             // Not pruned: a stored handle that no longer reads is this server's problem, not the browser's.
             return (.failed(reason: "the registration's handle is not a PushSubscription", prune: false), nil)
         }
-        let life = job.sendingLife
+        guard let message = Self.message(for: job) else { return (.failed(reason: "the push has no content for Web Push", prune: false), nil) }
+        let outcome = await client.send(Array(message.plaintext), to: subscription, ttl: job.sendingLife, urgency: message.urgency, topic: message.topic)
+        return (outcome, nil)
+    }
+
+    /// What `job` goes to a browser as (what a dry run shows, docs/api.md#dry-runs): the message
+    /// before it is encrypted, its `Urgency` and its `Topic`; nil for a push with no content for Web Push.
+    public static func message(for job: DeliveryJob) -> (plaintext: Data, urgency: WebPushClient.Urgency, topic: String?)? {
         if let activity = job.activity {
             // docs/api.md#live-activities: one notification per activity, replaced by its Topic and tag.
-            return (await client.send(Array(activity.twin), to: subscription, ttl: life, urgency: activity.priority == 10 ? .high : .normal,
-                                      topic: activity.id), nil)
+            let urgency: WebPushClient.Urgency = activity.priority == 10 ? .high : .normal
+            return (plaintext: activity.twin, urgency: urgency, topic: activity.id)
         }
-        guard let content = job.content else { return (.failed(reason: "the push has no content for Web Push", prune: false), nil) }
+        guard let content = job.content else { return nil }
         let high = job.mode == .alert && job.options.priority != .normal
-        let outcome = await client.send(Array(content.webPushPlaintext), to: subscription, ttl: life,
-                                        urgency: high ? .high : .normal, topic: job.collapseID)
-        return (outcome, nil)
+        let urgency: WebPushClient.Urgency = high ? .high : .normal
+        return (plaintext: content.webPushPlaintext, urgency: urgency, topic: job.collapseID)
     }
 
     public func shutdown() async {

@@ -158,7 +158,7 @@ enum OpenAPIDocument {
         SessionResponse.self, CampaignRequest.self, CampaignResponse.self, ProblemDetails.self, WebPushKeyResponse.self, MeUpdate.self,
         UserAttributesBody.self, UserAttributesPatchBody.self, TopicsResponse.self, TopicSubscribersChange.self, TopicSubscribersResponse.self,
         SegmentBody.self, ContentChangeRequest.self, RetractRequest.self, PushToStartTokenBody.self, LiveActivityStartRequest.self,
-        ActivityTokenBody.self, LiveActivityChangeRequest.self, EventRequest.self, AuditEntryResponse.self,
+        ActivityTokenBody.self, LiveActivityChangeRequest.self, EventRequest.self, AuditEntryResponse.self, DryRunResponse.self,
     ] }
 
     static func name(of type: any Decodable.Type) -> String { String(describing: type) }

@@ -39,6 +39,15 @@ public struct CampaignStore: Sendable {
     /// same transaction (its queueing, later, is the server's).
     public func create(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey? = nil, now: Date = Date(),
                        audit: AuditActor? = nil) async throws -> Campaign {
+        try await record(draft, by: admin, idempotency: idempotency, now: now, audit: audit, inspect: nil)
+    }
+
+    /// `create`, or with `inspect` a dry run's first half (docs/api.md#dry-runs): the campaign is
+    /// checked and recorded in the transaction as `create` records it, then `inspect` reads what
+    /// it would do, and its answer is thrown as `DryRunRollback`, which rolls everything back
+    /// (the audit row with it: a dry run changes nothing).
+    func record(_ draft: CampaignDraft, by admin: String, idempotency: IdempotencyKey?, now: Date, audit: AuditActor? = nil,
+                inspect: (@Sendable (SQLConnection, Campaign) throws -> DryRun)?) async throws -> Campaign {
         let links = self.links, defaultImage = self.defaultImage
         // A repeat is answered before anything is checked again: its time may have passed since.
         if let idempotency, let resource = try await IdempotencyStore(database: database).resource(for: idempotency, now: now) {
@@ -124,13 +133,15 @@ public struct CampaignStore: Sendable {
                                        defaultLocale: defaultLocale, defaultImage: defaultImage, links: links, now: now)
             }
             if let idempotency { try IdempotencyKey.record(db, idempotency, resource: id, now: now) }
+            let campaign = Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
+                                    payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
+                                    app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
+                                    defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0, limits: draft.limits)
+            if let inspect { throw DryRunRollback(result: try inspect(db, campaign)) }
             try Audit.record(db, audit, "campaign.create", target: "campaign:\(id)",
                              detail: ["audience": .string(audience.summary), "app": draft.app.map(JSONValue.string) ?? .null,
                                       "scheduled": .bool(scheduled), "abTest": .bool(draft.experiment != nil)])
-            return Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
-                            payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
-                            app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
-                            defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0, limits: draft.limits)
+            return campaign
         }
     }
 

@@ -157,34 +157,7 @@ public struct LiveActivityStore: Sendable {
             let payloads = try Self.payloads(activity: id, event: "start", timestamp: timestamp, type: draft.type, attributes: draft.attributes,
                                              contentState: draft.contentState, alert: draft.alert, staleDate: draft.staleDate,
                                              relevanceScore: draft.relevanceScore, channel: draft.channelId)
-            // The audience a page of 500 users at a time: its devices, each iOS one through its
-            // push-to-start token for the type (not its device token); past `maxDevices` it stops.
-            var targets: [(registration: String, platform: String, target: String)] = []
-            var cursor = ""
-            var exhausted = false
-            while !exhausted {
-                let page = try CampaignStore.nextRecipients(db, draft.audience, after: cursor, limit: 500)
-                (cursor, exhausted) = (page.cursor, page.exhausted || page.names.isEmpty)
-                let devices = try CampaignStore.devices(db, of: page.names, audience: draft.audience, app: draft.app, sparse: true)
-                let found = page.names.flatMap { devices[$0] ?? [] }.compactMap { device in
-                    device.registration.map { (registration: $0, platform: device.platform ?? "apns", target: device.target) }
-                }
-                let ios = found.filter { $0.platform == "apns" }.map(\.registration)
-                var startTokens: [String: String] = [:]
-                for chunk in ios.sqlBatches(of: 500) {
-                    for row in try db.fetchAll(sql: "SELECT registrationId, token FROM activity_start_tokens WHERE type = ? AND registrationId IN (\(sqlPlaceholders(chunk.count)))",
-                                               arguments: SQLArguments([draft.type as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
-                        startTokens[row["registrationId"]] = row["token"]
-                    }
-                }
-                targets += found.compactMap { device in
-                    guard device.platform == "apns" else { return device }
-                    return startTokens[device.registration].map { (device.registration, device.platform, $0) }
-                }
-                guard targets.count <= Self.maxDevices else {
-                    throw CoreError(.tooLarge, "the audience has over \(Self.maxDevices) devices; one activity starts on at most that many (a broadcast's updates reach any number)")
-                }
-            }
+            let targets = try Self.startTargets(db, draft).targets
             try db.execute(sql: """
                 INSERT INTO live_activities (id, type, app, state, channelId, attributes, contentState, staleDate, devices, updates, failures,
                                              lastTimestamp, createdAt, createdBy)
@@ -204,6 +177,58 @@ public struct LiveActivityStore: Sendable {
                                       "broadcast": .bool(draft.channelId != nil)])
             return LiveActivityQueued(activity: try Self.read(db, id)!, devices: targets.count, timestamp: timestamp)
         }
+    }
+
+    /// One device a start goes to: an iOS device through its push-to-start token for the type,
+    /// an Android or web device through its handle.
+    struct StartTarget: Sendable {
+        var user: String
+        var registration: String
+        var platform: String
+        var target: String
+    }
+
+    /// The devices a start of `draft` goes to, its audience read a page of 500 users at a time:
+    /// each iOS device through its push-to-start token for the type (not its device token; those
+    /// without one are counted in `withoutToken`), each Android and web device; 413 past `maxDevices`.
+    static func startTargets(_ db: SQLConnection, _ draft: LiveActivityDraft) throws -> (targets: [StartTarget], withoutToken: Int) {
+        var targets: [StartTarget] = []
+        var withoutToken = 0
+        var cursor = ""
+        var exhausted = false
+        while !exhausted {
+            let page = try CampaignStore.nextRecipients(db, draft.audience, after: cursor, limit: 500)
+            (cursor, exhausted) = (page.cursor, page.exhausted || page.names.isEmpty)
+            let devices = try CampaignStore.devices(db, of: page.names, audience: draft.audience, app: draft.app, sparse: true)
+            let found: [StartTarget] = page.names.flatMap { name in
+                (devices[name] ?? []).compactMap { device in
+                    device.registration.map { StartTarget(user: name, registration: $0, platform: device.platform ?? "apns", target: device.target) }
+                }
+            }
+            let ios = found.filter { $0.platform == "apns" }.map(\.registration)
+            var startTokens: [String: String] = [:]
+            for chunk in ios.sqlBatches(of: 500) {
+                for row in try db.fetchAll(sql: "SELECT registrationId, token FROM activity_start_tokens WHERE type = ? AND registrationId IN (\(sqlPlaceholders(chunk.count)))",
+                                           arguments: SQLArguments([draft.type as any SQLValueConvertible] + chunk.map { $0 as any SQLValueConvertible })) {
+                    startTokens[row["registrationId"]] = row["token"]
+                }
+            }
+            for device in found {
+                guard device.platform == "apns" else {
+                    targets.append(device)
+                    continue
+                }
+                guard let token = startTokens[device.registration] else {
+                    withoutToken += 1
+                    continue
+                }
+                targets.append(StartTarget(user: device.user, registration: device.registration, platform: device.platform, target: token))
+            }
+            guard targets.count <= Self.maxDevices else {
+                throw CoreError(.tooLarge, "the audience has over \(Self.maxDevices) devices; one activity starts on at most that many (a broadcast's updates reach any number)")
+            }
+        }
+        return (targets, withoutToken)
     }
 
     /// The activity `id` as a caller may see it: nil when there is none, or when `app` is given

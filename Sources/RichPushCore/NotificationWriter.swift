@@ -248,9 +248,10 @@ struct NotificationWriter {
         }
     }
 
-    /// The push of notification `id` to `targets`, measured.
-    private func make(id: Int64, targets: [PushTarget]) -> MadePush {
-        let richUrl = links?.url(notification: id, payload: media.id, now: now)
+    /// The push of notification `id` to `targets`, measured. With `placeholder`, its payload URL is
+    /// a dry run's (`DryRun.placeholderURL`, of a signed one's length): nothing is signed.
+    private func make(id: Int64, targets: [PushTarget], placeholder: Bool = false) -> MadePush {
+        let richUrl = placeholder ? links.map(DryRun.placeholderURL) : links?.url(notification: id, payload: media.id, now: now)
         let push: Data = switch mode {
         case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
         case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!, options: options).encoded()
@@ -264,6 +265,40 @@ struct NotificationWriter {
             webBytes = content.webPushPlaintext.count
         }
         return MadePush(bytes: push, richUrl: richUrl, apnsBytes: largest, webBytes: webBytes)
+    }
+
+    /// Refuses (422) what `insert` would refuse for notification `id` to `targets`, writing
+    /// nothing: a dry run's check (docs/api.md#dry-runs).
+    func checkFits(id: Int64, targets: [PushTarget]) throws {
+        if oversize == .refuse, let refusal = Self.refusal(make(id: id, targets: targets, placeholder: true)) { throw refusal }
+    }
+
+    /// Notification `id`'s push to `target` as the outbox would hand it to a provider, made
+    /// without writing or signing anything: a dry run's sample (docs/api.md#dry-runs), its payload
+    /// URL `DryRun.placeholderURL`. With the reason it would be failed for as it is queued, when
+    /// it is over its platform's size.
+    func sample(id: Int64, recipient: String, target: PushTarget) -> (job: DeliveryJob, failure: String?) {
+        let made = make(id: id, targets: [target], placeholder: true)
+        var failure: String?
+        if !made.fits(target) {
+            switch oversize {
+            case .refuse: failure = Self.refusal(made)?.message
+            case .fail:
+                if let reasons = try? failures(made, targets: [target]), let reason = reasons.first { failure = reason }
+            }
+        }
+        var job = DeliveryJob(id: 0, notificationId: id, registrationId: target.registration, target: target.target, payload: made.bytes, mode: mode,
+                              pushId: "", platform: target.platform,
+                              content: PushContent(id: id, message: message, title: title, richType: richType, richUrl: made.richUrl, options: options))
+        job.app = target.app
+        job.campaignId = campaignId
+        job.image = media.id
+        job.recipient = recipient
+        job.options = options
+        // As the outbox's claim reckons it: the life counts from the making.
+        let lifetime = options.lifetime
+        job.expiresAt = now.addingTimeInterval(lifetime == 0 ? DeliveryJob.nowOrNeverWindow : Double(lifetime))
+        return (job, failure)
     }
 
     /// 422 past APNs' 4,096 bytes, or past Web Push's 3,993 when a target is a browser; nil when it fits.

@@ -105,6 +105,9 @@ struct CampaignRequest: Codable, Sendable {
     var testShare: Double?
     var holdout: Double?
     var winner: WinnerRequest?
+    /// docs/api.md#dry-runs: true answers 200 with the reach and sample pushes, checked as a send
+    /// is, and stores, queues and sends nothing (an `Idempotency-Key` is neither looked up nor kept).
+    var dryRun: Bool?
 }
 
 extension CampaignRequest: SchemaRefining {

@@ -28,7 +28,7 @@ struct CampaignsController: Sendable {
         let body = try await RequestBody.collect(request, upTo: Self.campaignBodyLimit, what: "a campaign body")
         let bytes = Data(body.readableBytesView)
         let request = try RequestBody.decode(CampaignRequest.self, from: bytes,
-                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"} or {\"segment\":\"name\"} or {\"filter\":{…}},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\",\"limits\"}")
+                                             shape: "{\"audience\":{\"all\":true} or {\"users\":[names]} or {\"tags\":\"expression\"} or {\"segment\":\"name\"} or {\"filter\":{…}},\"message\",\"title\",\"payload\",\"richType\",\"mode\",\"app\",\"sendAt\",\"localTime\",\"localDate\",\"content\",\"defaultLocale\",\"options\",\"badge\",\"ratePerMinute\",\"limits\",\"dryRun\"}")
         let content = NotificationDraft(message: request.message, richType: request.richType ?? NotificationDraft.defaultRichType,
                                         payload: request.payload, title: request.title, mode: request.mode ?? .alert,
                                         options: PushOptions.with(request.options, badge: request.badge))
@@ -46,6 +46,8 @@ struct CampaignsController: Sendable {
         // docs/operations.md#traces: its queueing and pushes, on any node, continue this request's trace.
         draft.traceparent = Telemetry.traceparent()
         let key = try idempotencyHeader.map { try IdempotencyKey(owner: admin.user, route: "POST /api/admin/campaigns", key: $0, body: bytes) }
+        // docs/api.md#dry-runs: checked as a send is; nothing is stored, queued or sent, and the key is neither looked up nor kept.
+        if request.dryRun == true { return try await dryRun(draft, by: admin.user) }
         // The first pushes are queued before the answer (a small campaign whole), the rest in
         // the background as the sends go out: a million recipients answer in a second.
         let dispatcher = self.dispatcher, queuer = campaignQueuer

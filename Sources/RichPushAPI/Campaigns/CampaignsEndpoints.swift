@@ -10,6 +10,7 @@ extension Endpoint {
                                              description: "audience holds exactly one of all (true), users, tags, segment (a saved segment's name, read now) or filter (docs/api.md#segments)."),
                  keys: .send,
                  responses: [
+                     200: .json(DryRunResponse.self, "A dry run (\"dryRun\":true, docs/api.md#dry-runs): the reach per app and platform and up to 3 recipients' pushes per platform; nothing was stored, queued or sent."),
                      202: APIResponse.json(CampaignResponse.self, "Queued: the first 5,000 recipients (a smaller campaign whole); the rest follows in the background as the sends go out, counted in its progress.",
                                            headers: ["Location": "The campaign's progress."])
                          .linking("Progress", to: "getApiAdminCampaignsId", parameter: "id", from: "id"),

@@ -65,6 +65,8 @@ struct LiveActivitiesController: Sendable {
         var draft = LiveActivityDraft(type: type, audience: try asked.audience.audience, app: app, attributes: asked.attributes?.text ?? "{}",
                                       contentState: asked.contentState.text,
                                       alert: alert, staleDate: asked.staleDate?.date, relevanceScore: asked.relevanceScore)
+        // docs/api.md#dry-runs: checked as a start is; nothing is stored or sent, and no channel is made.
+        if asked.dryRun == true { return try JSONResponse.encode(DryRunResponse(try await activities.dryRun(draft, broadcast: asked.broadcast == true))) }
         if asked.broadcast == true {
             do {
                 draft.channelId = try await dispatcher.createChannel(app: app)

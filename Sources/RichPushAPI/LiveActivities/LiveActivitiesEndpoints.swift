@@ -32,6 +32,7 @@ extension Endpoint {
                                              description: "audience as a campaign's; alert.title required; broadcast: updates through an APNs broadcast channel (iOS 18)."),
                  keys: .send,
                  responses: [
+                     200: .json(DryRunResponse.self, "A dry run (\"dryRun\":true, docs/api.md#dry-runs): the devices it would start on and up to 3 start pushes per platform; nothing was stored or sent, and no broadcast channel made."),
                      202: APIResponse.json(LiveActivityQueuedResponse.self, "Started: a start push queued per device (devices: 0 when none has a token for the type).",
                                            headers: ["Location": "The activity."])
                          .linking("Activity", to: "getApiLiveActivitiesId", parameter: "id", from: "id"),

@@ -103,8 +103,11 @@ struct LiveActivityStartRequest: Codable, Sendable {
     var app: String?
     /// Updates through an APNs broadcast channel (iOS 18).
     var broadcast: Bool?
+    /// docs/api.md#dry-runs: true answers 200 with the devices and their start pushes, checked as
+    /// a start is, and stores and sends nothing (a broadcast makes no channel).
+    var dryRun: Bool?
 
-    static let shape = "{\"type\",\"audience\":{…as campaigns},\"attributes\":{…},\"contentState\":{…},\"alert\":{\"title\",\"body\"},\"staleDate\",\"relevanceScore\",\"app\",\"broadcast\"}"
+    static let shape = "{\"type\",\"audience\":{…as campaigns},\"attributes\":{…},\"contentState\":{…},\"alert\":{\"title\",\"body\"},\"staleDate\",\"relevanceScore\",\"app\",\"broadcast\",\"dryRun\"}"
 }
 
 /// The body of `PUT /api/live-activities/{id}/tokens`.

@@ -20,6 +20,9 @@ struct NotificationRequest: Codable, Sendable {
     /// docs/api.md#options-badges-and-paced-sends: each platform's options, and the badge (`"unread"` or a number).
     var options: PushOptions?
     var badge: PushOptions.Badge?
+    /// docs/api.md#dry-runs: true answers 200 with the recipient's devices and their pushes,
+    /// checked as a send is, and stores, queues and sends nothing.
+    var dryRun: Bool?
 
     func draft(defaultMode: PushMode) -> NotificationDraft {
         NotificationDraft(message: message, richType: richType, payload: payload, title: title, mode: mode ?? defaultMode,

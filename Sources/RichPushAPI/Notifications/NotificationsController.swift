@@ -41,11 +41,15 @@ struct NotificationsController: Sendable {
         }
         let body = try await request.body.collect(upTo: 64 * 1024)
         let bytes = Data(body.readableBytesView)
+        // docs/api.md#dry-runs: checked as a send is; nothing is stored, queued or sent, the
+        // Idempotency-Key is neither looked up nor kept, and no share of the rate limit is spent.
+        let asked = try? Self.parseDraft(bytes)
+        if let asked, asked.dryRun { return try await dryRun(asked, bytes: bytes, idempotencyHeader: idempotencyHeader, caller: caller) }
         // A repeat is answered first: it makes nothing, so it costs no share of the limit.
         let key = try idempotencyHeader.map { try IdempotencyKey(owner: sender, route: "POST /api/notifications", key: $0, body: bytes) }
         if let key, let id = try await idempotency.resource(for: key) { return try await notificationReplay(id) }
         if caller.apiKey == nil { try limit(sender, "\(sender) has created \(notificationRate.perMinute) notifications") }
-        let (draft, to, requestedApp) = try Self.parseDraft(bytes)
+        let (draft, to, requestedApp, _) = try asked ?? Self.parseDraft(bytes)
         let app = try apps.appAllowed(requestedApp, for: caller)
         let recipient = try await recipient(to, for: caller)
         if caller.apiKey != nil { try limit("to:" + recipient, "\(recipient) has been sent \(notificationRate.perMinute) notifications by API keys") }
@@ -83,22 +87,22 @@ struct NotificationsController: Sendable {
 
     /// Empty body, a JSON string (the message), or `{"message","richType","payload","title","mode"}`.
     /// The body of `POST /api/notifications`: the draft, its recipient (`to`) and its app, when named.
-    static func parseDraft(_ body: Data) throws -> (NotificationDraft, to: String?, app: String?) {
-        let shape = "{\"message\",\"richType\",\"payload\",\"title\",\"mode\",\"to\",\"app\"}"
+    static func parseDraft(_ body: Data) throws -> (NotificationDraft, to: String?, app: String?, dryRun: Bool) {
+        let shape = "{\"message\",\"richType\",\"payload\",\"title\",\"mode\",\"to\",\"app\",\"dryRun\"}"
         let body = body.starts(with: [0xEF, 0xBB, 0xBF]) ? body.dropFirst(3) : body // a UTF-8 byte order mark
         let text = body.drop { [0x20, 0x09, 0x0A, 0x0D].contains($0) }
-        if text.isEmpty { return (NotificationDraft(), nil, nil) }
+        if text.isEmpty { return (NotificationDraft(), nil, nil, false) }
         if text.first == UInt8(ascii: "\"") {
             guard let message = try? JSONDecoder().decode(String.self, from: body) else {
                 throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or \(shape)")
             }
-            return (NotificationDraft(message: message), nil, nil)
+            return (NotificationDraft(message: message), nil, nil, false)
         }
         guard text.first == UInt8(ascii: "{") else {
             throw Problem(.badRequest, "the body must be empty, a JSON string (the message), or \(shape)")
         }
         let request = try RequestBody.decode(NotificationRequest.self, from: body, shape: shape)
-        return (request.draft(defaultMode: .silent), request.to, request.app)
+        return (request.draft(defaultMode: .silent), request.to, request.app, request.dryRun ?? false)
     }
 
     /// Who a notification is for: the caller, or `to` when an admin or an API key names another

@@ -12,6 +12,7 @@ extension Endpoint {
                  ]))], description: "Empty (every default), a JSON string (the message), or an object; keys in any case."),
                  keys: .send,
                  responses: [
+                     200: .json(DryRunResponse.self, "A dry run (\"dryRun\":true, docs/api.md#dry-runs): the recipient's devices per app and platform and their pushes; nothing was stored, queued or sent."),
                      201: APIResponse.json(NotificationCreated.self, "Created and queued.")
                          .linking("FetchPayload", to: "getApiNotificationsId", parameter: "id", from: "id")
                          .linking("PayloadHeaders", to: "headApiNotificationsId", parameter: "id", from: "id"),
