@@ -58,6 +58,7 @@ struct TracesCLITests {
         collector.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         collector.arguments = ["python3", Fixtures.packageRoot.appendingPathComponent("scripts/otlp-receiver.py").path, String(otlpPort), spansFile.path]
         collector.standardOutput = FileHandle.nullDevice
+        collector.standardError = FileHandle.nullDevice
         try collector.run()
         defer { collector.terminate() }
         let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
@@ -101,6 +102,10 @@ struct TracesCLITests {
         #expect(try await eventually(within: 30) {
             ((try? String(contentsOf: hooks.appendingPathComponent("requests"), encoding: .utf8)) ?? "").contains("-\(traceID)-")
         })
+        // The delivery's span ends once its outcome is recorded, after the receiver answered: exported within the next batch.
+        #expect(try await eventually(within: 15) {
+            ((try? String(contentsOf: spansFile, encoding: .utf8)) ?? "").contains(#""name": "webhook delivery""#)
+        })
         // Stopped gracefully, each node exports what it still holds.
         for process in [a, b] { process.terminate() }
         await waitForExit(a)
@@ -129,7 +134,8 @@ struct TracesCLITests {
         #expect(pushAttributes.allSatisfy { $0["push.status"] as? String == "sent" && ($0["apns.id"] as? String)?.count == 36 })
         #expect(Set(pushAttributes.compactMap { $0["apns.id"] as? String }).count == Self.deviceCount)
         // The webhook delivery is a child of the request too.
-        #expect(named("webhook delivery").contains { $0["parentSpanId"] as? String == requestSpan })
+        #expect(named("webhook delivery").contains { $0["parentSpanId"] as? String == requestSpan },
+                "\(spans.filter { $0["name"] as? String == "webhook delivery" })")
         // Nothing of the trace is an orphan: every parent is the caller's span or a span of the trace.
         let ids = Set(trace.compactMap { $0["spanId"] as? String })
         #expect(trace.allSatisfy { span in (span["parentSpanId"] as? String).map { $0 == callerSpan || ids.contains($0) } ?? false })
