@@ -9,6 +9,8 @@ package struct APISettings: Sendable {
     package var publicMedia: Bool
     /// The image a notification or campaign without one shows.
     package var defaultImage: String
+    /// docs/operations.md#traces: a trace viewer's URL with `{traceId}` in it (`serve --trace-url`); nil: no link.
+    package var traceURL: String? = nil
     /// How long a session (API or console) lasts, in seconds.
     package var sessionLifetime: TimeInterval
     /// The server is reached over HTTPS (`--tls-cert`, or an `https://` `--public-url`).

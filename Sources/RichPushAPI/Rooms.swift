@@ -109,7 +109,7 @@ package struct Rooms: Sendable {
         liveActivities = liveActivitiesRoom
         let auditRoom = AuditController(audit: p.audit)
         audit = auditRoom
-        console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, sessionLifetime: settings.sessionLifetime,
+        console = ConsoleController(apps: settings.apps, defaultImage: settings.defaultImage, traceURL: settings.traceURL, sessionLifetime: settings.sessionLifetime,
                                     servedOverHTTPS: settings.servedOverHTTPS, authenticator: p.authenticator, sessions: p.sessions, media: p.media,
                                     users: p.users, registrations: p.registrations, notifications: p.notifications, campaigns: p.campaigns,
                                     segments: p.segments, deliveries: p.deliveries, mediaRoom: mediaRoom, devicesRoom: devicesRoom, campaignsRoom: campaignsRoom,

@@ -104,6 +104,14 @@ public struct Campaign: Sendable, Equatable {
     public var retractedAt: Date? = nil
     /// Whether its apps' frequency caps and quiet hours apply (docs/api.md#frequency-caps-and-quiet-hours).
     public var limits = true
+    /// The W3C `traceparent` of the request that made it, while tracing was on (docs/operations.md#traces).
+    public var traceparent: String? = nil
+
+    /// The trace id of `traceparent` (`00-TRACEID-SPANID-FLAGS`): the trace that follows the campaign.
+    public var traceId: String? {
+        guard let parts = traceparent?.split(separator: "-"), parts.count == 4, parts[1].count == 32 else { return nil }
+        return String(parts[1])
+    }
 
     /// The most pushes a minute a pace may ask for (a million: beyond it, pacing is moot).
     public static let maxRatePerMinute = 1_000_000

@@ -136,7 +136,8 @@ public struct CampaignStore: Sendable {
             let campaign = Campaign(id: id, audience: audience, message: writer.message, title: writer.title, richType: writer.richType,
                                     payload: writer.media.id, mode: writer.mode, createdBy: admin, createdAt: now, recipients: 0, devices: 0, queued: false,
                                     app: draft.app, schedule: finalSchedule, locales: finalLocales, localeNames: finalLocales.keys.sorted(),
-                                    defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0, limits: draft.limits)
+                                    defaultLocale: defaultLocale, options: writer.options, ratePerMinute: draft.ratePerMinute, pushes: 0, limits: draft.limits,
+                                    traceparent: draft.traceparent)
             if let inspect { throw DryRunRollback(result: try inspect(db, campaign)) }
             try Audit.record(db, audit, "campaign.create", target: "campaign:\(id)",
                              detail: ["audience": .string(audience.summary), "app": draft.app.map(JSONValue.string) ?? .null,
@@ -365,7 +366,7 @@ public struct CampaignStore: Sendable {
     static let shownColumns = """
         id, audience, message, title, richType, payload, mode, createdBy, createdAt, recipients, devices, queued, app, sendAt,
         atLocalTime, onLocalDate, defaultLocale, cancelledAt, options, ratePerMinute, paceNextAt, pushes, countedInStats,
-        localeNames, CASE WHEN localeNames IS NULL THEN content END AS content, changedAt, retractedAt, limits
+        localeNames, CASE WHEN localeNames IS NULL THEN content END AS content, changedAt, retractedAt, limits, traceparent
         """
 
     /// A row's schedule (`sendAt`, or `atLocalTime` with `onLocalDate`).
@@ -393,6 +394,6 @@ public struct CampaignStore: Sendable {
                         paceNextAt: (row["paceNextAt"] as Double?).map(Date.init(timeIntervalSince1970:)), pushes: row["pushes"],
                         changedAt: (row["changedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
                         retractedAt: (row["retractedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
-                        limits: (row["limits"] as Int?) != 0)
+                        limits: (row["limits"] as Int?) != 0, traceparent: row["traceparent"])
     }
 }

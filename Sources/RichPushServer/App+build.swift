@@ -76,13 +76,14 @@ public func buildApplication(
     let accessLog = AccessLog(fraction: configuration.accessLog, logger: Logger(label: "richpush.access"))
     let clientAddresses = ClientAddressResolver(trustedProxies: configuration.trustedProxies)
     let apps = AppCatalog(profiles: configuration.apps, defaultVAPIDKey: configuration.vapidPublicKey)
-    let apiSettings = APISettings(
+    var apiSettings = APISettings(
         apps: apps, publicMedia: configuration.publicMedia, defaultImage: configuration.defaultImage,
         sessionLifetime: configuration.sessionLifetime,
         servedOverHTTPS: configuration.tlsCertificatePath != nil || configuration.publicURL?.lowercased().hasPrefix("https://") == true,
         metricsOnOwnPort: configuration.metricsPort != nil, maxConcurrentUploads: configuration.maxConcurrentUploads,
         allowPrivatePushEndpoints: configuration.allowPrivatePushEndpoints, notificationsPerMinute: configuration.notificationsPerMinute,
         opensPerMinute: configuration.opensPerMinute)
+    apiSettings.traceURL = configuration.traceURL
     let rooms = try Rooms(.init(media: media, users: users, sessions: sessions, registrations: registrations, topics: data.topics,
                                 segments: data.segments, notifications: notifications, campaigns: campaigns, campaignQueuer: campaignQueuer, liveActivities: data.liveActivities, deliveries: data.deliveries, audit: data.audit,
                                 idempotency: data.idempotency, links: links, blobs: blobs, payloadIndex: payloadIndex, readMarks: readMarks, authenticator: authenticator,

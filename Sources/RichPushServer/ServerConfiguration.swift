@@ -49,6 +49,9 @@ public struct ServerConfiguration: Sendable {
     public var payloadURLLifetime: Double = 7 * 86_400
     /// The base of payload URLs, as devices reach this server; nil for `http://<host>:<port>`.
     public var publicURL: String?
+    /// docs/operations.md#traces: a trace viewer's URL with `{traceId}` in it (`serve --trace-url`):
+    /// the console links a campaign to its trace there; nil for no link.
+    public var traceURL: String?
     /// Seconds a connection may sit with no request in flight before it is closed.
     public var idleTimeout: Double = 60
     /// Seconds a request head may take to arrive, from its first byte (slow heads are an attack).

@@ -74,6 +74,9 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     @Option(help: ArgumentHelp("Send OpenTelemetry traces over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 (docs/operations.md#traces); OTEL_EXPORTER_OTLP_ENDPOINT does the same, and the other OTEL_* variables apply. Off when neither is set.",
                                valueName: "url"))
     var otelEndpoint: String?
+    @Option(help: ArgumentHelp("A trace viewer's URL with {traceId} in it, e.g. http://grafana:3000/explore?left=… or http://jaeger:16686/trace/{traceId}: the console links each campaign made while tracing was on to its trace (env RICHPUSH_TRACE_URL).",
+                               valueName: "url"))
+    var traceUrl: String = Environment.string("RICHPUSH_TRACE_URL") ?? ""
     /// `--frequency-cap` and `--quiet-hours`, read.
     private var defaultLimits: AppLimits {
         get throws {
@@ -114,6 +117,11 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
             guard metricsPort != port else { throw ValidationError("--metrics-port must differ from --port") }
         }
         _ = try defaultLimits
+        if !traceUrl.isEmpty {
+            guard traceUrl.contains("{traceId}"), traceUrl.hasPrefix("http://") || traceUrl.hasPrefix("https://") else {
+                throw ValidationError("--trace-url (env RICHPUSH_TRACE_URL) must be an http(s) URL with {traceId} in it, e.g. http://jaeger:16686/trace/{traceId}")
+            }
+        }
         guard notificationsPerMinute >= 0 else { throw ValidationError("--notifications-per-minute must be 0 (off) or more") }
         guard opensPerMinute >= 0 else { throw ValidationError("--opens-per-minute must be 0 (off) or more") }
         guard sessionTtl >= 60 else { throw ValidationError("--session-ttl must be at least 60s") }
@@ -151,6 +159,7 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         configuration.maxConnections = maxConnections
         configuration.payloadURLLifetime = urlOptions.payloadUrlTtl
         configuration.publicURL = urlOptions.publicUrl
+        configuration.traceURL = traceUrl.isEmpty ? nil : traceUrl
         logOptions.bootstrap()
         let logger = Logger(label: "richpush")
         if let warning = ConfigFile.unreadWarning { logger.warning("\(warning)") }

@@ -98,6 +98,8 @@ struct TracesCLITests {
         #expect(try await eventually(within: 60) {
             try await http(portA, "GET", "/api/admin/campaigns/\(id)", auth: root).contains(#""status":"done""#)
         })
+        // The campaign names its trace, for the console's link (serve --trace-url).
+        #expect(try await http(portB, "GET", "/api/admin/campaigns/\(id)", auth: root).contains(#""traceId":"\#(traceID)""#))
         // The campaign.done webhook, with the trace's traceparent.
         #expect(try await eventually(within: 30) {
             ((try? String(contentsOf: hooks.appendingPathComponent("requests"), encoding: .utf8)) ?? "").contains("-\(traceID)-")

@@ -61,7 +61,8 @@ struct DryRunTests {
     @Test("a campaign to 10,003 users: the exact reach by app and platform, 3 samples per platform rendered as the real send renders them, every table's rows as they were, no push, and its Idempotency-Key neither kept nor replayed", arguments: StoreEngine.all)
     func campaignToTenThousand(engine: StoreEngine) async throws {
         try await PlatformDeliveryTests().withPlatforms { apns, fcm, web, vapid, platforms in
-            try await TestServer.run(engine: engine, { $0.allowPrivatePushEndpoints = true }, provider: platforms) { s in
+            // Importing 10,000 users on a busy machine may outlast the test client's idle connection (60 s by default).
+            try await TestServer.run(engine: engine, { $0.allowPrivatePushEndpoints = true; $0.idleTimeout = 900 }, provider: platforms) { s in
                 let people = try await ExperimentTests.users(s, 10_000)
                 // The first two also have an Android phone, the third a browser.
                 let fcmTokens = [fcm.register(), fcm.register()]

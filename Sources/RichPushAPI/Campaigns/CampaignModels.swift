@@ -308,6 +308,8 @@ struct CampaignResponse: Codable, Sendable {
     var expectedEnd: String?
     /// docs/api.md#frequency-caps-and-quiet-hours: false when sent past frequency caps and quiet hours.
     var limits: Bool
+    /// docs/operations.md#traces: the W3C trace id of the request that made it, when tracing was on.
+    var traceId: String?
     /// docs/api.md#ab-tests-and-conversions: its A/B test, its phase and winner; absent without one.
     var experiment: CampaignExperimentResponse?
 
@@ -350,6 +352,7 @@ struct CampaignResponse: Codable, Sendable {
         ratePerMinute = c.ratePerMinute
         expectedEnd = progress.expectedEnd.map { $0.formatted(.iso8601) }
         limits = c.limits
+        traceId = c.traceId
         experiment = progress.experiment.map(CampaignExperimentResponse.init)
     }
 }

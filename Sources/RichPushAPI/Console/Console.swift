@@ -98,8 +98,10 @@ enum Console {
     /// `csrf-token` meta tag (the script sends it as `X-CSRF-Token`) and in the sign-out form.
     /// The server's default image (`--default-image`, by name) goes in `default-image`: the
     /// image picker starts on it.
-    static func appPage(user: String, csrf: String, defaultImage: String) -> String {
-        let values: [String: String] = ["css": ConsolePages.css, "script": ConsolePages.script, "user": user, "csrf": csrf, "defaultImage": defaultImage]
+    /// A trace viewer's URL (`--trace-url`) goes in `trace-url`, empty without one.
+    static func appPage(user: String, csrf: String, defaultImage: String, traceURL: String? = nil) -> String {
+        let values: [String: String] = ["css": ConsolePages.css, "script": ConsolePages.script, "user": user, "csrf": csrf, "defaultImage": defaultImage,
+                                        "traceURL": traceURL ?? ""]
         return ConsolePages.app.render(values)
     }
 }

@@ -11,6 +11,8 @@ struct ConsoleController: Sendable {
     let apps: AppCatalog
     /// The image a campaign without one shows (`serve --default-image`).
     let defaultImage: String
+    /// A trace viewer's URL with `{traceId}` (`serve --trace-url`): a campaign's page links to its trace.
+    let traceURL: String?
     /// How long a console session lasts, in seconds.
     let sessionLifetime: TimeInterval
     /// The server is reached over HTTPS (`--tls-cert`, or an `https://` `--public-url`): its
@@ -69,7 +71,7 @@ struct ConsoleController: Sendable {
             return Console.html(Console.signInPage(error: nil))
         }
         guard principal.admin else { return Console.html(Console.forbiddenPage(user: principal.user), status: .forbidden) }
-        return Console.html(Console.appPage(user: principal.user, csrf: Console.csrfToken(for: token), defaultImage: defaultImage))
+        return Console.html(Console.appPage(user: principal.user, csrf: Console.csrfToken(for: token), defaultImage: defaultImage, traceURL: traceURL))
     }
 
     /// `POST /console/session`: the sign-in form.

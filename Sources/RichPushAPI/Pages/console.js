@@ -2,6 +2,8 @@
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 // The server's default image, by name (--default-image): the image picker starts on it.
 const defaultImage = document.querySelector('meta[name="default-image"]').content;
+// A trace viewer's URL with {traceId} (serve --trace-url), empty without: a campaign made while tracing was on links to its trace.
+const traceURL = document.querySelector('meta[name="trace-url"]').content;
 const $ = (id) => document.getElementById(id);
 function text(tag, content, className) { const e = document.createElement(tag); e.textContent = content; if (className) e.className = className; return e; }
 async function call(method, path, body, type) {
@@ -302,6 +304,8 @@ async function watch(id) {
         + (c.ratePerMinute ? ", " + c.ratePerMinute + " a minute" + (c.expectedEnd ? ", until about " + new Date(c.expectedEnd).toLocaleTimeString() : "") : "")
         + (c.changed && c.status !== "retracted" ? ", changed " + new Date(c.changed).toLocaleString() : "");
       $("cancel").hidden = !(c.status === "scheduled" || c.status === "sending");
+      $("trace-link").hidden = !(traceURL && c.traceId);
+      if (traceURL && c.traceId) $("trace-view").href = traceURL.replace("{traceId}", encodeURIComponent(c.traceId));
       watched = c;
       $("edit").hidden = $("withdraw").hidden = !changeable(c);
       if (!changeable(c)) closeChanges(false);
