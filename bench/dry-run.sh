@@ -61,21 +61,6 @@ sqlite_file="$work/data-sqlite/richpush.sqlite"
 database_of() { [ "$1" = sqlite ] && echo "sqlite:$sqlite_file" || echo "postgres://richpush@127.0.0.1:$pgport/richpush"; }
 body='{"audience":{"all":true},"title":"Hello {{user.name}}","message":"What a dry run shows","dryRun":true}'
 
-start_serve() { # ENGINE
-    "$rp" serve --data "data-$1" --database "$(database_of "$1")" --port $port --log-level warning 2>> "serve-$1.log" &
-    serve_pid=$!
-    for _ in $(seq 1 600); do
-        if curl -fs "http://127.0.0.1:$port/health" >/dev/null; then
-            curl -fsS -u "admin:$password" "http://127.0.0.1:$port/api/admin/campaigns" >/dev/null
-            return 0
-        fi
-        kill -0 "$serve_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "serve ($1) did not start (see $work/serve-$1.log)" >&2
-    return 1
-}
-stop_serve() { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }
 
 # dry_run -> "status seconds": one dry run, its answer in answer.json.
 dry_run() {
@@ -109,7 +94,7 @@ for engine in $engines; do
     t0=$(now)
     if [ "$engine" = sqlite ]; then insert_devices sqlite "$n" "$sqlite_file"; else insert_devices postgres "$n" richpush; fi
     echo "$engine: $n users and devices inserted in $(echo "$(now) - $t0" | bc -l | xargs printf %.1f) s" >&2
-    start_serve "$engine"
+    start_serve "$engine" /api/admin/campaigns
     times=""
     for round in $(seq 1 "$rounds"); do
         read -r status seconds <<< "$(dry_run)"

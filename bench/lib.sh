@@ -105,3 +105,23 @@ INSERT INTO registrations (id, username, platform, handle, tags, createdAt, upda
             -c "VACUUM ANALYZE users" -c "VACUUM ANALYZE registrations"
     fi
 }
+
+# start_serve ENGINE WARMUP: `richpush serve` ($rp) on data-ENGINE and the database database_of
+# ENGINE names, on $port, logging warnings to serve-ENGINE.log; once /health answers, one GET of
+# WARMUP as admin:$password, so that the admin's bcrypt (cost 12) is checked before anything is
+# timed (later calls hit the cache). Its pid in serve_pid; stop_serve stops it.
+start_serve() {
+    "$rp" serve --data "data-$1" --database "$(database_of "$1")" --port "$port" --log-level warning 2>> "serve-$1.log" &
+    serve_pid=$!
+    for _ in $(seq 1 600); do
+        if curl -fs "http://127.0.0.1:$port/health" >/dev/null; then
+            curl -fsS -u "admin:$password" "http://127.0.0.1:$port$2" >/dev/null
+            return 0
+        fi
+        kill -0 "$serve_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "serve ($1) did not start (see $work/serve-$1.log)" >&2
+    return 1
+}
+stop_serve() { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }

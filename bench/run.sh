@@ -5,7 +5,8 @@
 # files (bench/s3.sh), the PostgreSQL outbox vs SQLite's (bench/engines.sh), HTTPS vs nginx
 # (bench/https.sh), the engines stopped and frozen under a server (bench/faults.sh),
 # richpush-bench vs wrk, and campaigns to 10k, 100k and a million on each engine
-# (bench/million.sh, about 25 minutes; quick: 10k against 100k), each alternating against its
+# (bench/million.sh, about 25 minutes; quick: 10k against 100k), a dry run over 10,000 users
+# (bench/dry-run.sh) and campaigns with tracing off and on (bench/traces.sh), each alternating against its
 # reference in one run, then prints the figures and ratios. Paste the table into BENCHMARKS.md
 # with the machine it ran on.
 #
@@ -29,5 +30,7 @@ bench/https.sh 3 5 50000 > "$out/https.txt"
 bench/faults.sh 2 > "$out/faults.txt"
 bench/loadtool.sh "$rounds" "$seconds" > "$out/loadtool.txt"
 bench/million.sh "${million[@]}" 2>&1 | grep -E "^(sqlite|postgres): " > "$out/million.txt"
+bench/dry-run.sh 10000 > "$out/dry-run.txt"
+bench/traces.sh 10000 3 > "$out/traces.txt"
 echo "# RichPush benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2}')"
-for part in ingest http fanout broadcast s3 engines https faults loadtool million; do echo; cat "$out/$part.txt"; done
+for part in ingest http fanout broadcast s3 engines https faults loadtool million dry-run traces; do echo; cat "$out/$part.txt"; done

@@ -224,22 +224,6 @@ engine_query() {
     else psql_ -At -c "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" -c "$2" -c "COMMIT"; fi
 }
 
-start_serve() { # ENGINE
-    "$rp" serve --data "data-$1" --database "$(database_of "$1")" --port $port --log-level warning 2>> "serve-$1.log" &
-    serve_pid=$!
-    for _ in $(seq 1 600); do
-        if curl -fs "http://127.0.0.1:$port/health" >/dev/null; then
-            # The admin's bcrypt (cost 12) once, before anything is timed: later calls hit the cache.
-            curl -fsS -u "admin:$password" "http://127.0.0.1:$port/api/admin/segments" >/dev/null
-            return 0
-        fi
-        kill -0 "$serve_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "serve ($1) did not start (see $work/serve-$1.log)" >&2
-    return 1
-}
-stop_serve() { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }
 
 # count SEGMENT -> "seconds users devices": one GET …/count.
 count() {
@@ -282,7 +266,7 @@ failed=0
 for engine in $engines; do
     if [ "$engine" = postgres ]; then start_postgres "$work" $pgport; fi
     load "$engine"
-    start_serve "$engine"
+    start_serve "$engine" /api/admin/segments
     for segment in "${segments[@]}"; do
         status=$(curl -sS -o saved.json -w '%{http_code}' -u "admin:$password" -X PUT -H 'Content-Type: application/json' \
             -d "{\"filter\":${filters[$segment]}}" "http://127.0.0.1:$port/api/admin/segments/$segment")

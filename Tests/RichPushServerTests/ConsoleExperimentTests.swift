@@ -4,7 +4,9 @@ import HTTPTypes
 import PushDelivery
 import PushTestSupport
 @testable import RichPushCore
+import RichPushServer
 import RichPushTestSupport
+import SQLEngine
 import Testing
 
 /// SPEC §28 in a real browser: the console's campaign view shows an A/B test's variants side by
@@ -98,6 +100,7 @@ struct ConsoleExperimentTests {
         seen["stats"], seen["rows"] = agreed(tested)
         seen["facts"] = facts()
         seen["counts"] = {k: text("count-" + k) for k in ("capped", "delayed")}
+        seen["trace"] = driver.find_element(By.ID, "trace-view").get_attribute("href") if driver.find_element(By.ID, "trace-link").is_displayed() else None
         seen["funnel"] = text("funnel")
         # A phone-sized screen: nothing wider than the window.
         seen["overflow"] = driver.execute_script(
@@ -212,7 +215,8 @@ struct ConsoleExperimentTests {
     func experiment() async throws {
         guard try await ConsoleBrowser.isAvailable() else { return }
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            // docs/operations.md#traces: with --trace-url, a campaign made while tracing was on links to its trace.
+            try await TestServer.run({ $0.traceURL = "http://traces.example/trace/{traceId}" }, provider: APNsProvider(client: try apns.client())) { s in
                 // 40 users, each with an iPhone (the password is the name, as TestServer.basic takes it).
                 let users = s.data.users(cost: 4)
                 let names = (0..<40).map { "tester\($0)" }
@@ -243,6 +247,11 @@ struct ConsoleExperimentTests {
                 let plain = try #require(plainBody["id"] as? Int)
                 #expect(try await eventually { try await s.campaignStatus(plain)["status"] as? String == "done" })
 
+                // As the request that made it would have left it, had tracing been on (the test process keeps it off).
+                try await s.database.write { db in
+                    try db.execute(sql: "UPDATE campaigns SET traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' WHERE id = ?",
+                                   arguments: [tested])
+                }
                 let dir = try Fixtures.tempDirectory()
                 defer { try? FileManager.default.removeItem(at: dir) }
                 let shots = dir.appendingPathComponent("shots")
@@ -279,6 +288,7 @@ struct ConsoleExperimentTests {
                 #expect(facts["test-lift"] == (holdoutUsers > 0 ? "+0.0 points" : "—"), "\(facts)")
                 #expect(testUsers + holdoutUsers <= 40, "\(stats)")
                 // capped and delayed, here and for the campaign that is no test, as the API counts them.
+                #expect(seen["trace"] as? String == "http://traces.example/trace/0af7651916cd43dd8448eb211c80319c", "\(String(describing: seen["trace"]))")
                 let counts = seen["counts"] as? [String: String] ?? [:]
                 #expect(stats["capped"] is Int && stats["delayed"] is Int, "\(stats)")
                 #expect(counts["capped"] == Self.shown(stats["capped"]) && counts["delayed"] == Self.shown(stats["delayed"]), "\(counts) for \(stats)")
