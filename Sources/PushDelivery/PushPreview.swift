@@ -17,7 +17,11 @@ public struct PushPreview: Sendable {
         let life = job.remainingLife(now: now) ?? 0
         switch platform {
         case "fcm":
-            body = FCMProvider.message(for: job, life: life) ?? Data()
+            // The device's registration token is a credential of sorts (whoever holds it can push to
+            // the phone through the app's project): shown as x's of its length, so the size is real.
+            var shown = job
+            shown.target = String(repeating: "x", count: job.target.count)
+            body = FCMProvider.message(for: shown, life: life) ?? Data()
             headers = [:]
         case "web":
             let message = WebPushProvider.message(for: job)

@@ -49,7 +49,10 @@ extension CampaignStore {
         while true {
             // In the background, a shutdown stops queueing between batches, waiting or not.
             if background { try Task.checkCancellation() }
-            if let limit = ahead, !(try await waitForSends(of: id, below: limit, stalled: stalled)) { ahead = nil }
+            // Polled every 50 ms while the sends catch up: outside the campaign's trace (docs/operations.md#traces).
+            if let limit = ahead, !(try await ServiceContext.$current.withValue(nil) { try await waitForSends(of: id, below: limit, stalled: stalled) }) {
+                ahead = nil
+            }
             let (campaign, made) = try await queueBatch(id, addressing: addressing)
             if !made.isEmpty { onQueued?(made) }
             batches += 1

@@ -43,9 +43,13 @@ extension Guardrails {
 
         // Quiet hours first: a push held to their end is counted against the cap when it goes.
         var people: [String: (zone: String?, quiet: String?)] = [:]
-        if someoneQuiet || limited.contains(where: { apps[jobs[$0].app]?.quietHours != nil }) {
+        let appQuiet = limited.contains(where: { apps[jobs[$0].app]?.quietHours != nil })
+        if someoneQuiet || appQuiet {
+            // Every recipient's zone when an app has quiet hours; else only those with their own
+            // (the index of users who set them), however many users the batch has.
+            let only = appQuiet ? "" : "quietHours IS NOT NULL AND"
             for chunk in Array(Set(limited.map { jobs[$0].recipient! })).sorted().sqlBatches() {
-                for row in try SQLRow.fetchAll(db, sql: "SELECT name, timezone, quietHours FROM users WHERE name IN (\(sqlPlaceholders(chunk.count)))",
+                for row in try SQLRow.fetchAll(db, sql: "SELECT name, timezone, quietHours FROM users WHERE \(only) name IN (\(sqlPlaceholders(chunk.count)))",
                                                arguments: SQLArguments(Array(chunk))) {
                     people[row["name"]] = (row["timezone"], row["quietHours"])
                 }
@@ -61,7 +65,8 @@ extension Guardrails {
                 switch quiet.mode {
                 case .delay:
                     // Spread by user over the first minutes; never past the push's life (it then fails `expired`).
-                    var until = end.timeIntervalSince1970 + Double(Self.stableHash(job.recipient!) % UInt64(Self.spread))
+                    // Never due before now: a push found in quiet hours again at once would be claimed in a loop.
+                    var until = max(end.timeIntervalSince1970, now + 1) + Double(Self.stableHash(job.recipient!) % UInt64(Self.spread))
                     if let expires = job.expiresAt { until = min(until, expires.timeIntervalSince1970 + (now - Date().timeIntervalSince1970) + 1) }
                     delayed.append((index, until))
                 case .drop:

@@ -109,8 +109,9 @@ public struct QuietHours: Sendable, Equatable {
     ///
     /// Wall-clock time, daylight saving included: a 22:00–08:00 window on the night clocks go
     /// back lasts 11 hours, on the night they go forward 9. A `to` the clocks skip (02:30 on a
-    /// spring-forward night) ends the window at the instant that reading would have had (03:30);
-    /// a `to` they show twice ends it the first time (as Python's `zoneinfo` reads fold 0).
+    /// spring-forward night) ends the window at the instant that reading would have had (03:30,
+    /// as Python's `zoneinfo` reads fold 0); a `to` they show twice ends it the first time after
+    /// `instant` (the second, for an instant in the repeated hour past the first).
     public func end(containing instant: Date, in zone: TimeZone) -> Date? {
         let local = Self.wallClock(instant, zone)
         let second = (local.hour ?? 0) * 3_600 + (local.minute ?? 0) * 60 + (local.second ?? 0)
@@ -119,7 +120,8 @@ public struct QuietHours: Sendable, Equatable {
         guard inside else { return nil }
         // Past midnight: a window entered this evening ends tomorrow morning.
         let days = start > stop && second >= start ? 1 : 0
-        return Self.instant(year: local.year, month: local.month, day: local.day, plusDays: days, hour: to.hour, minute: to.minute, zone)
+        return Self.instant(year: local.year, month: local.month, day: local.day, plusDays: days, hour: to.hour, minute: to.minute, zone,
+                            after: instant)
     }
 
     private static let utc: Calendar = {
@@ -134,18 +136,21 @@ public struct QuietHours: Sendable, Equatable {
         return utc.dateComponents([.year, .month, .day, .hour, .minute, .second], from: shifted)
     }
 
-    /// The first instant whose wall-clock reading in `zone` is the given one, `plusDays` after the
-    /// date; for a reading the zone skips, the instant it names at the offset before the skip.
-    static func instant(year: Int?, month: Int?, day: Int?, plusDays: Int, hour: Int, minute: Int, _ zone: TimeZone) -> Date {
+    /// The first instant after `after` whose wall-clock reading in `zone` is the given one,
+    /// `plusDays` after the date (the last such instant when none is after); for a reading the
+    /// zone skips, the instant it names at the offset before the skip.
+    static func instant(year: Int?, month: Int?, day: Int?, plusDays: Int, hour: Int, minute: Int, _ zone: TimeZone,
+                        after: Date = .distantPast) -> Date {
         let midnight = utc.date(from: DateComponents(year: year, month: month, day: day))!.timeIntervalSince1970
         let naive = midnight + Double(plusDays * 86_400 + hour * 3_600 + minute * 60)
         // The offsets in force half a day either side cover any transition near the reading.
+        let bound = after.timeIntervalSince1970
         let before = zone.secondsFromGMT(for: Date(timeIntervalSince1970: naive - 43_200))
-        let after = zone.secondsFromGMT(for: Date(timeIntervalSince1970: naive + 43_200))
-        let fits = [before, after].map { naive - Double($0) }.filter { candidate in
+        let later = zone.secondsFromGMT(for: Date(timeIntervalSince1970: naive + 43_200))
+        let fits = [before, later].map { naive - Double($0) }.filter { candidate in
             Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: candidate))) == naive - candidate
         }
-        return Date(timeIntervalSince1970: fits.min() ?? naive - Double(before))
+        return Date(timeIntervalSince1970: fits.filter { $0 > bound }.min() ?? fits.max() ?? naive - Double(before))
     }
 }
 

@@ -36,6 +36,8 @@ extension DataStore {
         ("idempotency_keys", ["owner", "route", "key"], false),
         ("campaign_stats", ["campaignId", "minute", "platform"], false),
         ("campaign_failures", ["campaignId", "reason"], false),
+        // docs/api.md#frequency-caps-and-quiet-hours: each user's campaign sends within their caps' windows.
+        ("frequency_windows", ["userName", "app"], false),
         // docs/api.md#ab-tests-and-conversions: A/B tests, their members and counts, conversions.
         ("campaign_experiments", ["campaignId"], false),
         ("campaign_members", ["campaignId", "userName"], false),

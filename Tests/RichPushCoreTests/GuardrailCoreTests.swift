@@ -24,7 +24,7 @@ struct GuardrailCoreTests {
 
     static func epoch(_ text: String) -> Double { try! Date(text, strategy: .iso8601).timeIntervalSince1970 }
 
-    @Test("a window's end in wall-clock time across both daylight-saving changes of America/New_York, a skipped and a repeated to included, as zoneinfo reads it")
+    @Test("a window's end in wall-clock time across both daylight-saving changes of America/New_York, a skipped and a repeated to included, as zoneinfo reads it (a repeated to: the first after the instant)")
     func windowsAgainstZoneinfo() throws {
         let zone = "America/New_York"
         let windows = [("22:00", "08:00"), ("01:00", "01:30"), ("00:30", "02:30"), ("23:00", "01:15"), ("09:00", "17:00")]
@@ -54,6 +54,12 @@ struct GuardrailCoreTests {
                 == Self.epoch("2026-11-01T13:00:00Z"))
         #expect(overnight.end(containing: Date(timeIntervalSince1970: Self.epoch("2026-03-08T03:00:00Z")), in: timeZone)?.timeIntervalSince1970
                 == Self.epoch("2026-03-08T12:00:00Z"))
+        // 01:10 the second time (EST, after the clocks went back): the window ends at the 01:30 still to come, never one past.
+        let repeated = try QuietHours("01:00-01:30")
+        #expect(repeated.end(containing: Date(timeIntervalSince1970: Self.epoch("2026-11-01T06:10:00Z")), in: timeZone)?.timeIntervalSince1970
+                == Self.epoch("2026-11-01T06:30:00Z"))
+        #expect(repeated.end(containing: Date(timeIntervalSince1970: Self.epoch("2026-11-01T05:10:00Z")), in: timeZone)?.timeIntervalSince1970
+                == Self.epoch("2026-11-01T05:30:00Z"))
     }
 
     @Test("caps, periods and windows as written; bad ones refused naming the field")
