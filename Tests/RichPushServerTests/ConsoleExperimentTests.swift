@@ -216,7 +216,8 @@ struct ConsoleExperimentTests {
         guard try await ConsoleBrowser.isAvailable() else { return }
         try await RunningSandbox.with { apns in
             // docs/operations.md#traces: with --trace-url, a campaign made while tracing was on links to its trace.
-            try await TestServer.run({ $0.traceURL = "http://traces.example/trace/{traceId}" }, provider: APNsProvider(client: try apns.client())) { s in
+            // The browser's part may outlast the test client's idle connection (60 s by default) on a machine busy with the whole suite.
+            try await TestServer.run({ $0.traceURL = "http://traces.example/trace/{traceId}"; $0.idleTimeout = 900 }, provider: APNsProvider(client: try apns.client())) { s in
                 // 40 users, each with an iPhone (the password is the name, as TestServer.basic takes it).
                 let users = s.data.users(cost: 4)
                 let names = (0..<40).map { "tester\($0)" }

@@ -156,7 +156,8 @@ struct ConsoleLiveActivityTests {
     func startUpdateEnd() async throws {
         guard try await ConsoleBrowser.isAvailable() else { return }
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            // The browser's part may outlast the test client's idle connection (60 s by default) on a machine busy with the whole suite.
+            try await TestServer.run({ $0.idleTimeout = 900 }, provider: APNsProvider(client: try apns.client())) { s in
                 // alice's iPhone; bob's too, which has no push-to-start token and is not in the audience.
                 let registration = try await s.registerDevice(tokenA, as: "alice")
                 _ = try await s.registerDevice(tokenB, as: "bob")

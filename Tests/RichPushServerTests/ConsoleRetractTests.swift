@@ -113,7 +113,8 @@ struct ConsoleRetractTests {
     func editThenWithdraw() async throws {
         guard try await ConsoleBrowser.isAvailable() else { return }
         try await RunningSandbox.with { apns in
-            try await TestServer.run(provider: APNsProvider(client: try apns.client())) { s in
+            // The browser's part may outlast the test client's idle connection (60 s by default) on a machine busy with the whole suite.
+            try await TestServer.run({ $0.idleTimeout = 900 }, provider: APNsProvider(client: try apns.client())) { s in
                 // Two iPhones of alice's and one of bob's get the campaign.
                 _ = try await s.registerDevice(tokenA, as: "alice")
                 _ = try await s.registerDevice(tokenB, as: "alice")
