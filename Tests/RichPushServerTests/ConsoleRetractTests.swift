@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import PushDelivery
 import PushTestSupport
+import RichPushServer
 import RichPushTestSupport
 import Testing
 
