@@ -170,7 +170,9 @@ extension RichPushApplication {
                 if bound == nil { try await Task.sleep(for: .milliseconds(10)) }
             }
             guard let bound else { throw CancellationError() }
-            let client = TestClient(host: "localhost", port: bound, configuration: .init(timeout: .seconds(20)))
+            // Generous: on two cores busy with the whole suite an answer has taken over 20 s (a request that
+            // must time out is made with `rawExchange`, which has its own deadline).
+            let client = TestClient(host: "localhost", port: bound, configuration: .init(timeout: .seconds(120)))
             client.connect()
             do {
                 let value = try await body(LiveClient(client: client, port: bound))
