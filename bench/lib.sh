@@ -125,3 +125,23 @@ start_serve() {
     return 1
 }
 stop_serve() { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }
+
+# use_engines: for a script that runs on each of $engines in $work: $pg (PostgreSQL's bin
+# directory) and $as_pg (runuser as postgres when root) when $engines names postgres, and, on
+# exit, serve ($serve_pid) and the cluster in $work/pg stopped, and $work removed after a run that
+# succeeded (KEEP_WORK=1 keeps it).
+use_engines() {
+    serve_pid='' pg='' as_pg=''
+    if [[ " $engines " == *" postgres "* ]]; then
+        pg=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+        if [ "$(id -u)" = 0 ]; then as_pg="runuser -u postgres --"; chown postgres "$work"; fi
+    fi
+    trap engines_cleanup EXIT
+}
+engines_cleanup() {
+    local status=$?
+    if [ -n "$serve_pid" ]; then kill "$serve_pid" 2>/dev/null || true; fi
+    if [ -n "$pg" ]; then $as_pg "$pg/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true; fi
+    wait 2>/dev/null || true
+    if [ "$status" -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$work"; else echo "work files kept in $work" >&2; fi
+}

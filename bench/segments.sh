@@ -57,19 +57,7 @@ swift build -c release --product richpush >&2
 rp="$(swift build -c release --show-bin-path)/richpush"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
-serve_pid='' pg='' as_pg=''
-if [[ " $engines " == *" postgres "* ]]; then
-    pg=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-    if [ "$(id -u)" = 0 ]; then as_pg="runuser -u postgres --"; chown postgres "$work"; fi
-fi
-cleanup() {
-    local status=$?
-    if [ -n "$serve_pid" ]; then kill "$serve_pid" 2>/dev/null || true; fi
-    if [ -n "$pg" ]; then $as_pg "$pg/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true; fi
-    wait 2>/dev/null || true
-    if [ "$status" -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then rm -rf "$work"; else echo "work files kept in $work" >&2; fi
-}
-trap cleanup EXIT
+use_engines  # bench/lib.sh: PostgreSQL's tools when $engines names it, and the cleanup on exit
 
 sqlite_file="$work/data-sqlite/richpush.sqlite"
 postgres_url="postgres://richpush@127.0.0.1:$pgport/richpush"
