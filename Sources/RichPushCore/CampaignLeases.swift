@@ -40,6 +40,23 @@ extension CampaignStore {
         }
     }
 
+    /// Marks done the campaigns wholly queued with nothing left pending that are not marked yet
+    /// (a claim that failed their last pushes, `capped` or `dropped`, finishes them after its
+    /// commit; a process that stopped in between leaves them to this); returns their ids.
+    @discardableResult
+    public func finishStragglers() async throws -> [Int64] {
+        try await database.write(isolation: .readCommitted) { db in
+            let open = try Int64.fetchAll(db, sql: """
+                SELECT id FROM campaigns c WHERE queued = 1 AND doneAt IS NULL AND cancelledAt IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.campaignId = c.id AND d.state = 'pending')
+                """)
+            guard !open.isEmpty else { return [] }
+            try Insight.finishCampaigns(db, Set(open), now: db.now)
+            return try Int64.fetchAll(db, sql: "SELECT id FROM campaigns WHERE doneAt IS NOT NULL AND \(db.idIn("id"))",
+                                      arguments: [db.idList(open)])
+        }
+    }
+
     /// Queues campaigns left half-queued by processes that died; returns their ids. (Scheduled
     /// campaigns are `runDue`'s: a node's lease on them lapses when it dies.) With `handOff`,
     /// each is leased and handed to it to queue instead (the server's `CampaignQueuer`).

@@ -5,6 +5,14 @@ extension Guardrails {
     /// What a screen held back: each push's app and what it became, for metrics once committed.
     typealias HeldBack = [(app: String, outcome: Outcome)]
 
+    /// What a screen did: the pushes to send now, those held back, and the campaigns that may
+    /// have ended with a push failed (`capped`, `dropped`), to be finished once the claim commits.
+    struct Screened {
+        var jobs: [DeliveryJob]
+        var heldBack: HeldBack = []
+        var mayHaveEnded: Set<Int64> = []
+    }
+
     /// Screens pushes just claimed, in the claim's transaction (docs/api.md#frequency-caps-and-quiet-hours),
     /// and returns those to send now.
     ///
@@ -22,16 +30,21 @@ extension Guardrails {
     ///
     /// Costs nothing where no app has limits and no user set quiet hours (one probe of an index
     /// that holds only users who did), and nothing for a batch without campaign pushes.
-    func screen(_ db: SQLConnection, _ jobs: [DeliveryJob], now: Double) throws -> (jobs: [DeliveryJob], heldBack: HeldBack) {
+    ///
+    /// A campaign whose last pushes it fails is not marked done here: that takes the campaign's
+    /// row, which a cancel takes before the pushes the claim holds (a deadlock on PostgreSQL).
+    /// The caller finishes `mayHaveEnded` after the claim commits; `finishStragglers` mends a
+    /// process that stopped in between.
+    func screen(_ db: SQLConnection, _ jobs: [DeliveryJob], now: Double) throws -> Screened {
         let candidates = jobs.indices.filter { index in
             let job = jobs[index]
             guard job.campaignId != nil, job.recipient != nil, job.activity == nil, job.kind == .original else { return false }
             return job.options.interruptionLevel != .timeSensitive && job.options.interruptionLevel != .critical
         }
-        guard !candidates.isEmpty else { return (jobs, []) }
+        guard !candidates.isEmpty else { return Screened(jobs: jobs) }
         let appLimited = candidates.contains { apps[jobs[$0].app] != nil }
         let someoneQuiet = try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE quietHours IS NOT NULL LIMIT 1", cached: true) != nil
-        guard appLimited || someoneQuiet else { return (jobs, []) }
+        guard appLimited || someoneQuiet else { return Screened(jobs: jobs) }
         let campaigns = Array(Set(candidates.compactMap { jobs[$0].campaignId })).sorted()
         var unlimited = Set<Int64>()
         for chunk in campaigns.sqlBatches() {
@@ -39,7 +52,7 @@ extension Guardrails {
                                                    arguments: [db.idList(chunk)], cached: true))
         }
         let limited = candidates.filter { !unlimited.contains(jobs[$0].campaignId!) && jobs[$0].remainingLife() != nil }
-        guard !limited.isEmpty else { return (jobs, []) }
+        guard !limited.isEmpty else { return Screened(jobs: jobs) }
 
         // Quiet hours first: a push held to their end is counted against the cap when it goes.
         var people: [String: (zone: String?, quiet: String?)] = [:]
@@ -112,9 +125,9 @@ extension Guardrails {
             }
         }
         try Insight.record(db, happenings, now: now)
-        try Insight.finishCampaigns(db, Set(capped.compactMap { jobs[$0].campaignId } + dropped.compactMap { jobs[$0].campaignId }), now: now)
         let held = Set(delayed.map(\.index) + capped + dropped)
-        return (jobs.indices.filter { !held.contains($0) }.map { jobs[$0] }, heldBack)
+        return Screened(jobs: jobs.indices.filter { !held.contains($0) }.map { jobs[$0] }, heldBack: heldBack,
+                        mayHaveEnded: Set((capped + dropped).compactMap { jobs[$0].campaignId }))
     }
 
     /// The indices among `counted` over their app's cap, counting the others in `frequency_windows`.

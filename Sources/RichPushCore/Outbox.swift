@@ -221,12 +221,12 @@ public struct OutboxStore: Sendable {
         let now = database.now()
         let only = platforms.map { "AND (" + Self.condition(sends: $0) + ")" } ?? ""
         let guardrails = self.guardrails
-        let (claimed, heldBack) = try await database.write(isolation: .readCommitted) { db -> ([DeliveryJob], Guardrails.HeldBack) in
+        let (claimed, screened) = try await database.write(isolation: .readCommitted) { db -> ([DeliveryJob], Guardrails.Screened?) in
             let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
             // Live Activities' pushes first: an update is worth seconds (one probe of an index when none waits).
             let activities = try LiveActivityStore.claim(db, limit: limit, now: now, lease: lease, holder: holder, only: only)
             let limit = limit - activities.count
-            guard limit > 0 else { return (activities, []) }
+            guard limit > 0 else { return (activities, nil) }
             let rows = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
                        n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, n.payload, r.updatedAt AS registrationUpdatedAt,
@@ -259,18 +259,26 @@ public struct OutboxStore: Sendable {
                 return job
             }
             // Caps and quiet hours hold some back (docs/api.md#frequency-caps-and-quiet-hours), in this transaction.
-            var heldBack: Guardrails.HeldBack = []
-            if let guardrails { (jobs, heldBack) = try guardrails.screen(db, jobs, now: now) }
+            var screened: Guardrails.Screened?
+            if let guardrails {
+                screened = try guardrails.screen(db, jobs, now: now)
+                jobs = screened!.jobs
+            }
             try Self.setUnreadBadges(db, &jobs)
             if Telemetry.isTracing { try Self.setTraceparents(db, &jobs) }
             for chunk in jobs.map(\.id).sqlBatches() {
                 try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
                                arguments: [now + lease, holder.pid, holder.tag, db.idList(chunk)], cached: true)
             }
-            return (activities + jobs, heldBack)
+            return (activities + jobs, screened)
         }
+        guard let screened else { return claimed }
         if let report = guardrails?.onHeldBack {
-            for (app, outcome) in heldBack { report(app, outcome) }
+            for (app, outcome) in screened.heldBack { report(app, outcome) }
+        }
+        if !screened.mayHaveEnded.isEmpty {
+            // After the claim's commit, holding no push: see `Guardrails.screen`.
+            try await database.write(isolation: .readCommitted) { db in try Insight.finishCampaigns(db, screened.mayHaveEnded, now: db.now) }
         }
         return claimed
     }

@@ -210,6 +210,8 @@ struct CampaignResumer: Service {
                 do {
                     let resumed = try await campaigns.resumeUnfinished(addressing: dispatcher.addressing, handOff: queuer.finish) { dispatcher.outboxChanged() }
                     if !resumed.isEmpty { logger.notice("queueing campaigns left half-queued by a process that stopped", metadata: ["campaigns": "\(resumed)"]) }
+                    let finished = try await campaigns.finishStragglers()
+                    if !finished.isEmpty { logger.notice("marked done campaigns a stopped process left unmarked", metadata: ["campaigns": "\(finished)"]) }
                     try await idempotency.expire()
                 } catch {
                     logger.error("cannot resume campaigns", metadata: ["error": "\(error)"])
