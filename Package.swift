@@ -60,6 +60,7 @@ let package = Package(
         .target(name: "CImageCodecs", dependencies: ["CPNG", "CJPEG", "CGIF"], linkerSettings: [.linkedLibrary("gif")]),
         // Linux epoll for the load tool's threads (Glibc's module does not carry it).
         .target(name: "CEpoll"),
+        .target(name: "CTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Sealed memory files, which the fast path's answers over plain HTTP sendfile(2) from.
         .target(name: "CMemoryFile"),
         // Deadlines' partner: a circuit breaker per dependency, and the error a 503 is made from.
@@ -298,9 +299,12 @@ let package = Package(
             name: "BenchKit",
             dependencies: [
                 "CEpoll",
+                "CTLS",
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,5 +1,6 @@
 import Atomics
 import CEpoll
+import CTLS
 import Glibc
 import HeapModule
 import Histogram
@@ -11,52 +12,65 @@ import Histogram
 /// socket has more, and a response ends, and is timed, when its last byte has been read and
 /// framed. Same system calls per response as wrk, so that the two tools load a server alike.
 ///
+/// Over TLS (OpenSSL, as wrk and h2load) a connection first completes its handshake, driven by
+/// the same events. Over HTTP/2 (`EpollWorker+HTTP2.swift`) a connection keeps `streams`
+/// requests open, as h2load's `-m`. With `newConnection`, each request has its own connection,
+/// and its latency runs from the connection's start.
+///
 /// Every method runs on the worker's own thread; `requests` and `errors` are the only state
 /// another thread reads while it runs.
 final class EpollWorker: @unchecked Sendable {
     let requests = ManagedAtomic<Int>(0)
     let errors = ManagedAtomic<Int>(0)
-    private(set) var stats = LoadResult()
+    var stats = LoadResult()
 
-    private let address: SocketAddress
-    private let request: [UInt8]
-    private let deadline: UInt64
-    private let interval: UInt64?
+    let plan: LoadPlan
+    let deadline: UInt64
+    let interval: UInt64?
     private let timeout: UInt64
-    private var connections: [Connection]
-    private var timers = Heap<Timer>()
-    private var statusCounts = [Int](repeating: 0, count: 1000)
+    var connections: [Connection]
+    var timers = Heap<Timer>()
+    var statusCounts = [Int](repeating: 0, count: 1000)
     private var epollFD: Int32 = -1
-    private static let readSize = 8 * 1024
+    /// A setup error that every connection would meet (a certificate not trusted, no h2): the run stops with it.
+    private var fatal: LoadError?
+    /// HTTP/2 events of the read being handled.
+    var http2Events: [HTTP2Event] = []
+    static let readSize = 8 * 1024
     private static let retryDelay: UInt64 = 10_000_000
 
-    init(address: SocketAddress, request: [UInt8], expectsBody: Bool, connections: Int, deadline: UInt64,
-         interval: UInt64?, firstIntended: (Int) -> UInt64, timeout: Double) {
-        self.address = address
-        self.request = request
+    init(plan: LoadPlan, connections: Int, deadline: UInt64, interval: UInt64?, firstIntended: (Int) -> UInt64, timeout: Double) {
+        self.plan = plan
         self.deadline = deadline
         self.interval = interval
         self.timeout = UInt64(timeout * 1e9)
-        self.connections = (0..<connections).map { Connection(nextIntended: firstIntended($0), expectsBody: expectsBody) }
+        self.connections = (0..<connections).map { Connection(nextIntended: firstIntended($0), expectsBody: plan.expectsBody) }
     }
 
-    /// Runs until the deadline, then closes every connection. Throws only when the thread cannot
-    /// set up at all (no `epoll` instance).
+    /// Runs until the deadline, then closes every connection. Throws when the thread cannot set
+    /// up (no `epoll` instance) or meets an error no connection would get past.
     func run() throws(LoadError) {
         epollFD = cepoll_create()
         guard epollFD >= 0 else { throw LoadError("epoll_create1 failed: \(String(cString: strerror(errno)))") }
         defer {
-            for index in connections.indices where connections[index].fd >= 0 { close(connections[index].fd) }
+            for index in connections.indices where connections[index].fd >= 0 { closeConnection(index) }
             close(epollFD)
         }
-        for index in connections.indices { connect(index) }
+        let now = MonotonicClock.now
+        for index in connections.indices {
+            if plan.newConnection, interval != nil, connections[index].nextIntended > now {
+                scheduleConnect(index)
+            } else {
+                connect(index)
+            }
+        }
         let capacity = connections.count + 8
         let events = UnsafeMutableBufferPointer<cepoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readSize, alignment: 4096)
         defer { buffer.deallocate() }
         var nextTimeoutCheck = MonotonicClock.now + 100_000_000
-        while true {
+        while fatal == nil {
             let now = MonotonicClock.now
             if now >= deadline { break }
             while let due = timers.min, due.time <= now { fire(timers.removeMin()) }
@@ -79,6 +93,15 @@ final class EpollWorker: @unchecked Sendable {
                     connectFinished(index)
                     continue
                 }
+                if connections[index].handshaking {
+                    handshake(index)
+                    continue
+                }
+                if let http2 = connections[index].http2 {
+                    if event.events & UInt32(CEPOLL_IN | CEPOLL_ERR | CEPOLL_HUP) != 0 { readHTTP2(index, http2, buffer: buffer) }
+                    if event.events & out != 0, connections[index].generation == generation { flush(index) }
+                    continue
+                }
                 if event.events & UInt32(CEPOLL_IN | CEPOLL_ERR | CEPOLL_HUP) != 0 {
                     readAll(index, buffer: buffer)
                 }
@@ -89,17 +112,30 @@ final class EpollWorker: @unchecked Sendable {
             requests.store(stats.requests, ordering: .relaxed)
             errors.store(stats.errors, ordering: .relaxed)
         }
+        if let fatal { throw fatal }
         for (status, count) in statusCounts.enumerated() where count > 0 { stats.statuses[status] = count }
     }
 
     // MARK: Connections
 
-    private func connect(_ index: Int) {
-        let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    func connect(_ index: Int) {
+        let now = MonotonicClock.now
+        if plan.newConnection {
+            // The request is this connection's: it starts now, or at its turn in an open loop.
+            var intended = now
+            if let interval {
+                intended = connections[index].nextIntended
+                connections[index].nextIntended += interval
+            }
+            connections[index].intended = intended
+            connections[index].sent = now
+        }
+        connections[index].since = now
+        let fd = socket(plan.address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return connectFailed(index) }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        let result = address.withSockaddr { Glibc.connect(fd, $0, $1) }
+        let result = plan.address.withSockaddr { Glibc.connect(fd, $0, $1) }
         if result != 0 && errno != EINPROGRESS {
             close(fd)
             return connectFailed(index)
@@ -107,8 +143,9 @@ final class EpollWorker: @unchecked Sendable {
         connections[index].generation &+= 1
         connections[index].fd = fd
         connections[index].connecting = true
+        connections[index].registered = 0
         connections[index].parser.reset()
-        register(index, add: true, events: out)
+        register(index, events: out)
     }
 
     private func connectFinished(_ index: Int) {
@@ -120,48 +157,173 @@ final class EpollWorker: @unchecked Sendable {
             return connectFailed(index)
         }
         connections[index].connecting = false
-        readyForNext(index, now: MonotonicClock.now)
+        if let tls = plan.tls {
+            guard let session = ctls_new(tls.pointer, fd, plan.serverName, nil) else {
+                closeConnection(index)
+                return connectFailed(index)
+            }
+            connections[index].tls = session
+            connections[index].handshaking = true
+            return handshake(index)
+        }
+        established(index)
     }
 
-    private func connectFailed(_ index: Int) {
+    /// The TLS handshake's next step, when the socket is ready for it.
+    private func handshake(_ index: Int) {
+        guard let session = connections[index].tls else { return }
+        switch ctls_handshake(session) {
+        case 1:
+            connections[index].handshaking = false
+            if plan.isHTTP2, ctls_is_h2(session) == 0 {
+                fatal = LoadError("\(plan.serverName) did not agree to HTTP/2 by ALPN (it offers HTTP/1.1 only over TLS): drop --http2")
+                return
+            }
+            established(index)
+        case Int32(CTLS_WANT_READ):
+            register(index, events: inOnly)
+        case Int32(CTLS_WANT_WRITE):
+            register(index, events: out)
+        default:
+            var text = [CChar](repeating: 0, count: 256)
+            ctls_error(session, &text, text.count)
+            let reason = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if reason.hasPrefix("certificate verify failed") {
+                fatal = LoadError("TLS handshake with \(plan.serverName) failed: \(reason) (trust its certificate with --ca FILE, or skip the check with --insecure)")
+                return
+            }
+            if reason.contains("wrong version number") || reason.contains("packet length too long") {
+                fatal = LoadError("TLS handshake with \(plan.serverName) failed: \(reason) (does the server speak plain HTTP? try http://)")
+                return
+            }
+            closeConnection(index)
+            connectFailed(index)
+        }
+    }
+
+    /// Connected (and through TLS): the first request goes.
+    private func established(_ index: Int) {
+        let now = MonotonicClock.now
+        if plan.isHTTP2 {
+            startHTTP2(index, now: now)
+        } else if plan.newConnection {
+            connections[index].inFlightTarget = plan.nextTarget()
+            connections[index].wantsWrite = true
+            register(index, events: inOut)
+        } else {
+            readyForNext(index, now: now)
+        }
+    }
+
+    func connectFailed(_ index: Int) {
         stats.connectErrors += 1
         timers.insert(Timer(time: MonotonicClock.now + Self.retryDelay, index: index, generation: connections[index].generation))
         connections[index].retrying = true
     }
 
-    private func closeConnection(_ index: Int) {
-        close(connections[index].fd)
+    func closeConnection(_ index: Int) {
+        if let session = connections[index].tls {
+            ctls_free(session)
+            connections[index].tls = nil
+        }
+        if connections[index].fd >= 0 { close(connections[index].fd) }
         connections[index].fd = -1
         connections[index].generation &+= 1
         connections[index].connecting = false
+        connections[index].handshaking = false
         connections[index].wantsWrite = false
         connections[index].inFlight = false
         connections[index].written = 0
+        connections[index].http2 = nil
+        connections[index].registered = 0
     }
 
-    private func reconnect(_ index: Int) {
+    func reconnect(_ index: Int) {
         closeConnection(index)
         connect(index)
     }
 
-    private let inOnly = UInt32(CEPOLL_IN), out = UInt32(CEPOLL_OUT), inOut = UInt32(CEPOLL_IN | CEPOLL_OUT)
+    /// `newConnection`: this connection's request is done; the next one's connection opens now,
+    /// or at its turn in an open loop.
+    func nextConnection(_ index: Int) {
+        closeConnection(index)
+        if interval != nil, connections[index].nextIntended > MonotonicClock.now {
+            scheduleConnect(index)
+        } else {
+            connect(index)
+        }
+    }
 
-    private func register(_ index: Int, add: Bool, events: UInt32) {
+    private func scheduleConnect(_ index: Int) {
+        timers.insert(Timer(time: connections[index].nextIntended, index: index, generation: connections[index].generation))
+        connections[index].retrying = true
+    }
+
+    let inOnly = UInt32(CEPOLL_IN), out = UInt32(CEPOLL_OUT), inOut = UInt32(CEPOLL_IN | CEPOLL_OUT)
+
+    /// Asks `epoll` for `events` on the connection's socket (a system call only when they change).
+    func register(_ index: Int, events: UInt32) {
+        guard connections[index].registered != events else { return }
+        let add = connections[index].registered == 0
+        connections[index].registered = events
         _ = cepoll_set(epollFD, connections[index].fd, add ? 1 : 0, events, UInt64(connections[index].generation) << 32 | UInt64(index))
     }
 
-    // MARK: Requests
+    // MARK: Transport
+
+    /// Reads into `buffer`: the bytes read (> 0), 0 at the end of the stream, `wouldBlock`, or `broken`.
+    func receive(_ index: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        if let session = connections[index].tls {
+            let count = Int(ctls_read(session, buffer.baseAddress, Int32(buffer.count)))
+            switch count {
+            case 1...: return count
+            case Int(CTLS_WANT_READ), Int(CTLS_WANT_WRITE): return Self.wouldBlock
+            case Int(CTLS_CLOSED): return 0
+            default: return Self.broken
+            }
+        }
+        let count = read(connections[index].fd, buffer.baseAddress, buffer.count)
+        if count >= 0 { return count }
+        return errno == EAGAIN || errno == EINTR ? Self.wouldBlock : Self.broken
+    }
+
+    /// Writes `count` bytes from `bytes`: how many went (over TLS, all or none), `wouldBlock`, or `broken`.
+    func transmit(_ index: Int, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+        if let session = connections[index].tls {
+            let sent = Int(ctls_write(session, bytes, Int32(count)))
+            switch sent {
+            case 1...: return sent
+            case Int(CTLS_WANT_READ), Int(CTLS_WANT_WRITE): return Self.wouldBlock
+            default: return Self.broken
+            }
+        }
+        let sent = send(connections[index].fd, bytes, count, Int32(MSG_NOSIGNAL))
+        if sent >= 0 { return sent }
+        return errno == EAGAIN || errno == EINTR ? Self.wouldBlock : Self.broken
+    }
+
+    static let wouldBlock = -1, broken = -2
+
+    /// Whether the socket may hold more after a read of `count` bytes (as wrk: a read that filled
+    /// the buffer and bytes still waiting). TLS keeps records of its own: read until it would block.
+    func mayHaveMore(_ index: Int, after count: Int, of size: Int) -> Bool {
+        if connections[index].tls != nil { return true }
+        return count == size && cepoll_pending(connections[index].fd) > 0
+    }
+
+    // MARK: HTTP/1.1 requests
 
     /// The connection is free: ask `epoll` to say when it can write, now (closed loop) or when
     /// the next request is due (open loop).
     private func readyForNext(_ index: Int, now: UInt64) {
+        connections[index].inFlightTarget = plan.nextTarget()
         if interval != nil, connections[index].nextIntended > now {
             timers.insert(Timer(time: connections[index].nextIntended, index: index, generation: connections[index].generation))
-            register(index, add: false, events: inOnly)
+            register(index, events: inOnly)
             return
         }
         connections[index].wantsWrite = true
-        register(index, add: false, events: inOut)
+        register(index, events: inOut)
     }
 
     private func fire(_ timer: Timer) {
@@ -169,56 +331,57 @@ final class EpollWorker: @unchecked Sendable {
         if connections[timer.index].retrying {
             connections[timer.index].retrying = false
             connect(timer.index)
-        } else if connections[timer.index].fd >= 0, !connections[timer.index].inFlight {
+        } else if connections[timer.index].http2 != nil {
+            openStreams(timer.index, now: MonotonicClock.now)
+            flush(timer.index)
+        } else if connections[timer.index].fd >= 0, !connections[timer.index].inFlight, !connections[timer.index].handshaking {
             connections[timer.index].wantsWrite = true
-            register(timer.index, add: false, events: inOut)
+            register(timer.index, events: inOut)
         }
     }
 
     private func write(_ index: Int) {
-        if connections[index].written == 0 {
+        if connections[index].written == 0, !connections[index].inFlight {
             let now = MonotonicClock.now
-            var intended = now
-            if let interval {
-                intended = connections[index].nextIntended
-                connections[index].nextIntended += interval
+            if !plan.newConnection {
+                var intended = now
+                if let interval {
+                    intended = connections[index].nextIntended
+                    connections[index].nextIntended += interval
+                }
+                connections[index].intended = intended
+                connections[index].sent = now
             }
-            connections[index].intended = intended
-            connections[index].sent = now
             connections[index].inFlight = true
         }
-        let fd = connections[index].fd
         let offset = connections[index].written
-        let sent = request.withUnsafeBytes { bytes in
-            send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+        let sent = plan.http1[connections[index].inFlightTarget].withUnsafeBytes { bytes in
+            transmit(index, bytes.baseAddress! + offset, bytes.count - offset)
         }
-        if sent < 0 {
-            if errno == EAGAIN || errno == EINTR { return }
-            return failed(index)
-        }
+        if sent == Self.wouldBlock { return }
+        if sent == Self.broken { return failed(index) }
         connections[index].written += sent
-        if connections[index].written == request.count {
+        if connections[index].written == plan.http1[connections[index].inFlightTarget].count {
             connections[index].written = 0
             connections[index].wantsWrite = false
-            register(index, add: false, events: inOnly)
+            register(index, events: inOnly)
         }
     }
 
     /// Reads until the socket is empty, framing responses as they end.
     private func readAll(_ index: Int, buffer: UnsafeMutableRawBufferPointer) {
-        let fd = connections[index].fd
         while true {
-            let count = read(fd, buffer.baseAddress, buffer.count)
+            let count = receive(index, into: buffer)
             let now = MonotonicClock.now
-            if count < 0 {
-                if errno == EAGAIN || errno == EINTR { return }
+            if count == Self.wouldBlock { return }
+            if count == Self.broken {
                 failed(index)
                 return
             }
             if count == 0 {
                 if let completion = connections[index].parser.connectionClosed() {
                     responseEnded(index, completion, at: now)
-                    reconnect(index)
+                    plan.newConnection ? nextConnection(index) : reconnect(index)
                 } else {
                     failed(index)
                 }
@@ -242,6 +405,10 @@ final class EpollWorker: @unchecked Sendable {
                     return
                 }
                 responseEnded(index, completion, at: now)
+                if plan.newConnection {
+                    nextConnection(index)
+                    return
+                }
                 // A server may answer before it has read the whole request (a 413, say); the
                 // rest of that request cannot go on the same connection.
                 if !completion.keepAlive || connections[index].written != 0 {
@@ -251,47 +418,80 @@ final class EpollWorker: @unchecked Sendable {
                 readyForNext(index, now: now)
             }
             // As wrk does: go on while a read filled the buffer and the socket has more.
-            if count < buffer.count || cepoll_pending(fd) <= 0 { return }
+            if !mayHaveMore(index, after: count, of: buffer.count) { return }
         }
     }
 
     private func responseEnded(_ index: Int, _ completion: ResponseParser.Completion, at end: UInt64) {
         guard connections[index].inFlight else { return }
         connections[index].inFlight = false
+        record(status: completion.status, intended: connections[index].intended, end: end)
+    }
+
+    /// Counts a response that ended at `end` (only within the run).
+    func record(status: Int, intended: UInt64, end: UInt64) {
         guard end <= deadline else { return }
         stats.requests += 1
-        statusCounts[min(completion.status, statusCounts.count - 1)] += 1
-        _ = stats.latency.record(max(1, (end - connections[index].intended) / 1000))
+        statusCounts[min(max(status, 0), statusCounts.count - 1)] += 1
+        _ = stats.latency.record(max(1, (end &- intended) / 1000))
     }
 
     /// The connection broke (an error, a close, or bytes that are not a response to our request).
     private func failed(_ index: Int) {
         if connections[index].inFlight || !connections[index].parser.isIdle { stats.readErrors += 1 }
-        reconnect(index)
+        if plan.newConnection {
+            nextConnection(index)
+        } else {
+            reconnect(index)
+        }
     }
 
     private func checkTimeouts(_ now: UInt64) {
-        for index in connections.indices where connections[index].inFlight && now - connections[index].sent > timeout {
-            stats.timeouts += 1
-            reconnect(index)
+        for index in connections.indices where connections[index].fd >= 0 {
+            if let http2 = connections[index].http2 {
+                let late = http2.streams.filter { now - $0.sent > timeout }.count
+                guard late > 0 else { continue }
+                stats.timeouts += late
+            } else if connections[index].inFlight || plan.newConnection || connections[index].connecting || connections[index].handshaking {
+                // A request unanswered, or a connection (and its handshake) not made, in time.
+                let since = connections[index].inFlight ? connections[index].sent : connections[index].since
+                guard now - since > timeout else { continue }
+                stats.timeouts += 1
+            } else {
+                continue
+            }
+            plan.newConnection ? nextConnection(index) : reconnect(index)
         }
     }
 }
 
 /// One connection's state.
-private struct Connection {
+struct Connection {
     var fd: Int32 = -1
     /// Bumped at every (re)connect and close, so that stale events and timers are ignored.
     var generation: UInt32 = 0
+    /// The events `epoll` watches for (0: not in the set).
+    var registered: UInt32 = 0
     var connecting = false
+    var handshaking = false
     var retrying = false
+    /// When the connection started (for a connect or handshake that never ends).
+    var since: UInt64 = 0
+    /// The OpenSSL session over TLS.
+    var tls: UnsafeMutableRawPointer?
+    /// The HTTP/2 connection's state, over HTTP/2.
+    var http2: HTTP2Connection?
     /// EPOLLOUT is registered: the next request (or the rest of it) goes out when writable.
     var wantsWrite = false
     var inFlight = false
+    /// HTTP/1.1: the target of the request in flight (or next).
+    var inFlightTarget = 0
     var written = 0
     var intended: UInt64 = 0
     var sent: UInt64 = 0
     var nextIntended: UInt64
+    /// HTTP/2, open loop: the time the connection's timer is set for.
+    var timerAt: UInt64 = 0
     var parser = ResponseParser()
 
     init(nextIntended: UInt64, expectsBody: Bool) {
@@ -301,7 +501,7 @@ private struct Connection {
 }
 
 /// When a connection waiting for its next open-loop request or a reconnect is due.
-private struct Timer: Comparable {
+struct Timer: Comparable {
     var time: UInt64
     var index: Int
     var generation: UInt32

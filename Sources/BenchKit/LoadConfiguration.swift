@@ -2,10 +2,13 @@ import Foundation
 
 /// What to load and how (docs/operations.md#load-tool).
 public struct LoadConfiguration: Sendable {
-    /// `http://host[:port]/path?query` (plain HTTP/1.1 keep-alive).
+    /// `http` or `https`.
+    public var scheme: String
     public var host: String
     public var port: Int
-    public var target: String
+    /// The request targets (path and query), each request the next one, in turn: one, or
+    /// `--urls`' lines.
+    public var targets: [String]
     public var method: String = "GET"
     public var headers: [(String, String)] = []
     public var body: [UInt8]?
@@ -18,24 +21,75 @@ public struct LoadConfiguration: Sendable {
     public var rate: Double?
     /// Seconds after which an unanswered request counts as a timeout.
     public var timeout: Double = 5
+    /// HTTP/2: by ALPN over TLS, by prior knowledge over plain HTTP.
+    public var http2 = false
+    /// Concurrent HTTP/2 streams per connection (`--streams`).
+    public var streams = 1
+    /// A new connection (and TLS handshake, never resumed) per request, as a phone's first fetch.
+    public var newConnection = false
+    /// HTTPS without checking the server's certificate.
+    public var insecure = false
+    /// HTTPS trusting the certificates of this PEM file (else the system's store).
+    public var caFile: String?
 
-    /// Parses `url` (http only).
+    /// The first (or only) target.
+    public var target: String { targets[0] }
+    public var isTLS: Bool { scheme == "https" }
+
+    /// Parses `url`: `http://` or `https://host[:port]/path?query`.
     public init(url: String) throws {
-        guard let components = URLComponents(string: url), components.scheme == "http", let host = components.host, !host.isEmpty else {
-            throw LoadError("'\(url)' is not an http:// URL (richpush-bench speaks plain HTTP/1.1)")
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.host, !host.isEmpty else {
+            throw LoadError("'\(url)' is not an http:// or https:// URL")
         }
+        self.scheme = scheme
         // An IPv6 literal comes back in its brackets on some platforms; the resolver wants it bare.
         self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        self.port = components.port ?? 80
-        var target = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-        if let query = components.percentEncodedQuery { target += "?" + query }
-        self.target = target
+        self.port = components.port ?? (scheme == "https" ? 443 : 80)
+        self.targets = [Self.target(of: components)]
     }
 
-    /// The `Host` header: the port only when it is not 80, an IPv6 address in brackets.
+    /// `--urls`: one path (`/media/x`) or URL of this origin a line, blank lines skipped, as
+    /// h2load's `-i`. Without a URL argument (`base` nil) the first line must be a URL, and names
+    /// the origin.
+    public init(urls text: String, base: String?) throws {
+        let lines = text.split(whereSeparator: \.isNewline).enumerated()
+            .map { (number: $0.offset + 1, text: $0.element.trimmingCharacters(in: .whitespaces)) }
+            .filter { !$0.text.isEmpty }
+        guard let first = lines.first else { throw LoadError("--urls names no path or URL (one a line)") }
+        guard let base = base ?? (first.text.hasPrefix("/") ? nil : first.text) else {
+            throw LoadError("--urls line \(first.number): '\(first.text)' is a path, so give the server's URL as well (richpush-bench --urls FILE https://host:port)")
+        }
+        self = try LoadConfiguration(url: base)
+        targets = try lines.map { line in
+            if line.text.hasPrefix("/") {
+                guard !line.text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw LoadError("--urls line \(line.number): '\(line.text)' contains a space or control character") }
+                return line.text
+            }
+            guard let other = try? LoadConfiguration(url: line.text) else {
+                throw LoadError("--urls line \(line.number): '\(line.text)' is neither a path (/…) nor an http(s):// URL")
+            }
+            guard other.scheme == scheme, other.host == host, other.port == port else {
+                throw LoadError("--urls line \(line.number): '\(line.text)' is not on \(origin) (every request goes to one server)")
+            }
+            return other.target
+        }
+    }
+
+    private static func target(of components: URLComponents) -> String {
+        var target = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        if let query = components.percentEncodedQuery { target += "?" + query }
+        return target
+    }
+
+    /// `scheme://host[:port]`.
+    public var origin: String { "\(scheme)://\(hostHeader)" }
+
+    /// The `Host` header (`:authority`): the port only when it is not the scheme's, an IPv6
+    /// address in brackets.
     public var hostHeader: String {
         let name = host.contains(":") ? "[\(host)]" : host
-        return port == 80 ? name : "\(name):\(port)"
+        return port == (isTLS ? 443 : 80) ? name : "\(name):\(port)"
     }
 
     /// `--header 'Name: value'`.

@@ -2,8 +2,9 @@ import Atomics
 import CEpoll
 import Foundation
 
-/// Drives HTTP/1.1 keep-alive load: `connections` spread over `threads` threads, each
-/// connection one request at a time, for `duration`.
+/// Drives load: `connections` spread over `threads` threads for `duration`, each connection one
+/// HTTP/1.1 request at a time (keep-alive, or a connection per request) or `streams` HTTP/2
+/// streams at a time, over plain TCP or TLS.
 ///
 /// Each thread drives its connections from its own `epoll` set, as wrk does (see
 /// `EpollWorker`). Closed loop: a connection writes its next request when `epoll` next reports
@@ -17,8 +18,9 @@ public enum LoadGenerator {
                            onSecond: (@Sendable (Int, Int, Int) -> Void)? = nil) async throws -> LoadResult {
         guard configuration.connections > 0, configuration.threads > 0 else { throw LoadError("--connections and --threads must be positive") }
         if let rate = configuration.rate, rate <= 0 { throw LoadError("--rate must be positive") }
+        guard configuration.streams > 0 else { throw LoadError("--streams must be positive") }
         let address = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
-        let request = PreparedRequest(configuration)
+        let plan = try LoadPlan(configuration, address: address)
         let threads = min(configuration.threads, configuration.connections)
         let start = MonotonicClock.now
         let end = start + UInt64(configuration.duration * 1e9)
@@ -31,7 +33,7 @@ public enum LoadGenerator {
             let count = (configuration.connections - assigned) / (threads - thread)
             let first = assigned
             workers.append(EpollWorker(
-                address: address, request: request.bytes, expectsBody: request.expectsBody, connections: count, deadline: end,
+                plan: plan, connections: count, deadline: end,
                 interval: interval, firstIntended: { local in
                     start + (interval.map { $0 * UInt64(first + local) / UInt64(configuration.connections) } ?? 0)
                 }, timeout: configuration.timeout))
@@ -102,31 +104,5 @@ final class WorkerThreads: @unchecked Sendable {
             waiter = continuation
             lock.unlock()
         }
-    }
-}
-
-/// The request, serialized once.
-struct PreparedRequest: Sendable {
-    let bytes: [UInt8]
-    /// False for HEAD, whose responses carry no body.
-    let expectsBody: Bool
-
-    init(_ configuration: LoadConfiguration) {
-        let method = configuration.method.uppercased()
-        var headers: [(String, String)] = [
-            ("Host", configuration.hostHeader),
-            ("User-Agent", "richpush-bench"),
-        ]
-        func replaceOrAdd(_ name: String, _ value: String) {
-            headers.removeAll { $0.0.lowercased() == name.lowercased() }
-            headers.append((name, value))
-        }
-        for (name, value) in configuration.headers { replaceOrAdd(name, value) }
-        if let body = configuration.body { replaceOrAdd("Content-Length", String(body.count)) }
-        var text = "\(method) \(configuration.target) HTTP/1.1\r\n"
-        for (name, value) in headers { text += "\(name): \(value)\r\n" }
-        text += "\r\n"
-        bytes = Array(text.utf8) + (configuration.body ?? [])
-        expectsBody = method != "HEAD"
     }
 }

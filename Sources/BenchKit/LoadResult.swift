@@ -68,9 +68,13 @@ public struct LoadResult: Sendable {
             while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
             return String(format: "%.2f%@", value, units[unit])
         }
-        let mode = configuration.rate.map { String(format: "open loop at %.0f req/s", $0) } ?? "closed loop"
+        var mode = configuration.rate.map { String(format: "open loop at %.0f req/s", $0) } ?? "closed loop"
+        let streams = configuration.newConnection ? 1 : configuration.streams
+        mode += configuration.http2 ? ", HTTP/2 with \(streams) \(streams == 1 ? "stream" : "streams") a connection" : ", HTTP/1.1"
+        if configuration.newConnection { mode += ", a new connection per request" }
+        let targets = configuration.targets.count == 1 ? configuration.target : "\(configuration.target) (and \(configuration.targets.count - 1) more, in turn)"
         var lines = [
-            "Running \(String(format: "%.1f", configuration.duration))s test @ http://\(configuration.host):\(configuration.port)\(configuration.target)",
+            "Running \(String(format: "%.1f", configuration.duration))s test @ \(configuration.origin)\(targets)",
             "  \(configuration.threads) threads and \(configuration.connections) connections, \(mode)",
             String(format: "  Latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms",
                    milliseconds(50), milliseconds(90), milliseconds(99), milliseconds(99.9), maxMilliseconds),

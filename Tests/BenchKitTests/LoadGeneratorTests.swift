@@ -11,7 +11,15 @@ import Testing
 /// `/status/<code>`, closes the connection without answering every `closeEvery`-th request on
 /// `/flaky`, and counts what it did.
 final class TestHTTPServer: Sendable {
-    struct Counts { var requests = 0; var closes = 0; var byStatus: [Int: Int] = [:] }
+    struct Counts {
+        var requests = 0
+        var closes = 0
+        var byStatus: [Int: Int] = [:]
+        /// Connections accepted.
+        var connections = 0
+        /// The first 1,000 requests' targets, in the order they ended.
+        var paths: [String] = []
+    }
     let counts = NIOLockedValueBox(Counts())
     let closeEvery: Int
     private let channel: any Channel
@@ -24,7 +32,8 @@ final class TestHTTPServer: Sendable {
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                counts.withLockedValue { $0.connections += 1 }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(Responder(counts: counts, closeEvery: closeEvery, sequence: box))
                 }
@@ -66,7 +75,11 @@ final class TestHTTPServer: Sendable {
                 var code = 200
                 if path.hasPrefix("/status/"), let c = Int(path.dropFirst(8)) { code = c }
                 if path == "/mixed" { code = sequence.withLockedValue { $0 += 1; return $0 } % 3 == 0 ? 404 : 200 }
-                counts.withLockedValue { $0.requests += 1; $0.byStatus[code, default: 0] += 1 }
+                counts.withLockedValue {
+                    $0.requests += 1
+                    $0.byStatus[code, default: 0] += 1
+                    if $0.paths.count < 1000 { $0.paths.append(path) }
+                }
                 var headers = HTTPHeaders()
                 // /chunked: no length, two body parts, so NIO frames the body in chunks.
                 if path != "/chunked" { headers.add(name: "Content-Length", value: "5") }
@@ -250,7 +263,10 @@ struct LoadGeneratorTests {
         try c.addHeader("Authorization: Basic YTpi")
         #expect(c.target == "/api/media?x=1" && c.port == 8080)
         #expect(c.headers.first! == ("Authorization", "Basic YTpi"))
-        #expect(throws: LoadError.self) { try LoadConfiguration(url: "https://x/") }
+        #expect(throws: LoadError.self) { try LoadConfiguration(url: "ftp://x/") }
+        let secure = try LoadConfiguration(url: "https://x/")
+        #expect(secure.isTLS && secure.port == 443 && secure.hostHeader == "x")
+        #expect(try LoadConfiguration(url: "https://x:8443/").hostHeader == "x:8443")
         #expect(throws: LoadError.self) { try c.addHeader("X-Smuggle: a\r\nGET /other HTTP/1.1") }
         #expect(c.hostHeader == "localhost:8080")
         let v6 = try LoadConfiguration(url: "http://[::1]:9000/")
@@ -258,5 +274,56 @@ struct LoadGeneratorTests {
         #expect(try LoadConfiguration(url: "http://example.com/").hostHeader == "example.com")
         #expect(try LoadConfiguration.parseDuration("500ms") == 0.5)
         #expect(try LoadConfiguration.parseDuration("2m") == 120)
+    }
+
+    @Test("--urls: paths and URLs of one server, each request the next line in turn; a URL of another server, a path with no server, an empty file: errors naming the line")
+    func urlList() async throws {
+        let parsed = try LoadConfiguration(urls: "https://h:8443/a\n\n  /b?x=1\nhttps://h:8443/c\n", base: nil)
+        #expect(parsed.targets == ["/a", "/b?x=1", "/c"] && parsed.isTLS && parsed.port == 8443 && parsed.host == "h")
+        #expect(try LoadConfiguration(urls: "/x\n/y\n", base: "http://h/").targets == ["/x", "/y"])
+        #expect(throws: LoadError.self) { try LoadConfiguration(urls: "/x\n", base: nil) }
+        #expect(throws: LoadError.self) { try LoadConfiguration(urls: "\n \n", base: "http://h/") }
+        do {
+            _ = try LoadConfiguration(urls: "/x\nhttp://other/y\n", base: "http://h/")
+            Issue.record("another server's URL was taken")
+        } catch let error as LoadError {
+            #expect(error.description.contains("line 2") && error.description.contains("http://h"), "\(error)")
+        }
+        #expect(throws: LoadError.self) { try LoadConfiguration(urls: "/x y\n", base: "http://h/") }
+
+        // One connection: the server sees the lines in the file's order, over and over.
+        let (result, paths) = try await unstarved({ $0.1.count >= 9 }) {
+            let server = try await TestHTTPServer()
+            var c = try LoadConfiguration(urls: "/status/200\n/status/201\n/status/202\n", base: "http://127.0.0.1:\(server.port)")
+            c.duration = 0.5
+            c.connections = 1
+            c.threads = 1
+            let result = try await LoadGenerator.run(c)
+            try await server.stop()
+            return (result, server.counts.withLockedValue { $0.paths })
+        }
+        #expect(result.errors == 0)
+        #expect(paths.count >= 9)
+        let expected = ["/status/200", "/status/201", "/status/202"]
+        #expect(paths.enumerated().allSatisfy { $0.element == expected[$0.offset % 3] }, "\(paths.prefix(12))")
+        #expect(Set(result.statuses.keys) == [200, 201, 202])
+    }
+
+    @Test("--new-connection: one connection per request (the server accepts as many connections as it answers requests), and no error")
+    func newConnectionPerRequest() async throws {
+        let (result, counts) = try await unstarved({ $0.0.requests > 20 }) {
+            let server = try await TestHTTPServer()
+            var c = try configuration(server, "/status/200", duration: 1, connections: 4)
+            c.newConnection = true
+            let result = try await LoadGenerator.run(c)
+            try await Task.sleep(for: .milliseconds(200))
+            try await server.stop()
+            return (result, server.counts.withLockedValue { $0 })
+        }
+        #expect(result.requests > 20)
+        #expect(result.errors == 0, "\(result.connectErrors) \(result.readErrors) \(result.timeouts)")
+        // Those in flight at the end were accepted and answered but not counted by the run.
+        #expect(counts.connections >= result.requests && counts.connections <= result.requests + 8, "\(counts.connections) for \(result.requests)")
+        #expect(counts.requests >= result.requests && counts.requests <= counts.connections)
     }
 }

@@ -15,6 +15,39 @@ func curl(_ arguments: [String]) async throws -> (status: Int32, output: String)
 
 @Suite("serve --tls-cert --tls-key: HTTPS, HTTP/2 and HTTP/1.1 by ALPN (SPEC §14)")
 struct HTTPSCLITests {
+    @Test("richpush-bench over HTTPS against serve (SPEC §30): HTTP/2 by ALPN with 10 streams, HTTP/1.1, a new connection per request, --urls in turn: every answer a 200, no error; a certificate it was not told to trust stops it naming --ca and --insecure")
+    func loadToolOverTLS() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try prepareNodeDirectory(dir)
+        let port = freePort()
+        let server = try startProcess(["serve", "--port", String(port), "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--demo-auth"],
+                                      cwd: dir, log: dir.appendingPathComponent("serve.log"))
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(port))
+        let bench = CLI.executable.deletingLastPathComponent().appendingPathComponent("richpush-bench").path
+        let id = MediaID(hashing: try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))).hex
+        let urls = dir.appendingPathComponent("urls.txt")
+        try "/health\n/media/\(id)\nhttps://127.0.0.1:\(port)/health\n".write(to: urls, atomically: true, encoding: .utf8)
+        let common = ["--json", "--threads", "1", "--connections", "4", "--duration", "1s", "--timeout", "30s",
+                      "--header", "Authorization: Basic YWxpY2U6YWxpY2U=", "--urls", urls.path, "https://127.0.0.1:\(port)"]
+        let cert = dir.appendingPathComponent("cert.pem").path
+        for mode in [["--http2", "--streams", "10"], [], ["--new-connection"], ["--http2", "--new-connection"]] {
+            let run = try await onOwnThread { try runCapturing(bench, mode + ["--ca", cert] + common) }
+            #expect(run.status == 0, "\(mode): \(run.output)")
+            let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(mode): \(run.output)")
+            #expect((object["requests"] as? Int ?? 0) > 0, "\(mode): \(line)")
+            #expect(object["errors"] as? Int == 0, "\(mode): \(line)")
+            #expect((object["status"] as? [String: Int]).map { Array($0.keys) } == ["200"], "\(mode): \(line)")
+        }
+        let untrusted = try await onOwnThread { try runCapturing(bench, ["--http2"] + common) }
+        #expect(untrusted.status != 0 && untrusted.output.contains("certificate verify failed")
+                && untrusted.output.contains("--ca FILE") && untrusted.output.contains("--insecure"), "\(untrusted.output)")
+        let insecure = try await onOwnThread { try runCapturing(bench, ["--insecure", "--duration", "0.3s", "--connections", "1", "https://127.0.0.1:\(port)/health"]) }
+        #expect(insecure.status == 0 && insecure.output.contains("Requests/sec:"), "\(insecure.output)")
+    }
+
     @Test("curl gets the same answers over HTTP/2 and HTTP/1.1 (the image's second GET from the fast path), payload URLs say https, plain HTTP gets nothing")
     func https() async throws {
         let dir = try Fixtures.tempDirectory()

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Is richpush-bench as trustworthy as wrk and h2load over HTTPS and HTTP/2 (SPEC §30, issue #51)?
+# Each pair loads the same nginx (nginx-light, one worker, the same ECDSA P-256 certificate)
+# serving media/logo.png, one client thread each, alternating ROUNDS times; medians reported,
+# with richpush-bench's figure as a ratio of its peer's (target: requests/s within 5%).
+#
+#   https-h1     wrk -t1 -c32                      richpush-bench -c32 --insecure https://…
+#   h2-tls       h2load -t1 -c32 -m10 (ALPN h2)    richpush-bench -c32 --http2 --streams 10 --insecure
+#   h2c          h2load -t1 -c32 -m10 http://…     richpush-bench -c32 --http2 --streams 10 http://…
+#                (prior knowledge, an nginx port that speaks only h2)
+#   urls-h2      h2load -i FILE (100 paths)        richpush-bench --urls FILE (the same 100)
+#   new-conn     wrk -t1 -c32 -H 'Connection: close'   richpush-bench -c32 --new-connection
+#   new-tls      the same over TLS, to an nginx that neither caches sessions nor issues tickets,
+#                so every handshake of both tools is a full one (wrk would otherwise resume)
+#
+# h2load prints no percentiles: for the HTTP/2 pairs the mean latency is compared; for wrk's, p50.
+#
+# Usage: bench/loadtool-peers.sh [ROUNDS] [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+seconds=${2:-5}
+work=$(realpath -m "${BENCH_WORK:-bench/work}")/loadtool-peers
+source bench/lib.sh
+install_missing nginx:nginx-light wrk:wrk h2load:nghttp2-client
+swift build -c release --product richpush-bench >&2
+bench="$(swift build -c release --show-bin-path)/richpush-bench"
+rm -rf "$work" && mkdir -p "$work"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 2 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+tls="ssl_protocols TLSv1.2 TLSv1.3; ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem;"
+start_nginx "$work/nginx" 18521 media/logo.png \
+    "listen 127.0.0.1:18522 ssl http2; listen 127.0.0.1:18523 http2; $tls ssl_session_cache shared:SSL:1m; location / { try_files \$uri /logo.png; }"
+main_pid=$nginx_pid
+start_nginx "$work/nginx-full" 18524 media/logo.png "listen 127.0.0.1:18525 ssl; $tls ssl_session_cache off; ssl_session_tickets off;"
+full_pid=$nginx_pid
+trap 'kill $main_pid $full_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+for i in $(seq 1 100); do echo "/logo.png?n=$i"; done > "$work/paths.txt"
+sed 's|^|https://127.0.0.1:18522|' "$work/paths.txt" > "$work/uris.txt"
+
+# Columns: pair tool req/s latency(ms) errors
+rb() { # PAIR ARGS... -> one line
+    local pair=$1; shift
+    "$bench" --threads 1 --duration "${seconds}s" --json "$@" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+bad = r["errors"] + sum(n for s, n in r["status"].items() if not s.startswith("2"))
+print(sys.argv[1], "richpush-bench", r["requestsPerSecond"], r["latency"]["p50"], bad, sep=" ")' "$pair"
+}
+rbmean() { # the same with the mean latency (compared with h2load's)
+    local pair=$1; shift
+    "$bench" --threads 1 --duration "${seconds}s" --latency "$@" | awk -v pair="$pair" '
+        /^Requests\/sec:/ { rps = $2 } /Latency distribution/ { mean = $4; gsub(/[()ms]/, "", mean) }
+        /Non-2xx/ { e += $5 } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 }
+        END { printf "%s richpush-bench %.0f %.3f %d\n", pair, rps, mean, e }'
+}
+wrk1() { # PAIR ARGS...
+    local pair=$1; shift
+    wrk -t1 -d"${seconds}s" --latency "$@" | awk -v pair="$pair" '
+        function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+        /Requests\/sec:/ { rps = $2 } /^ +50%/ { p50 = ms($2) } /Non-2xx/ { e += $NF } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 + $10 }
+        END { printf "%s wrk %.0f %.3f %d\n", pair, rps, p50, e }'
+}
+h2l() { # PAIR ARGS...
+    local pair=$1; shift
+    h2load -t1 -D "$seconds" "$@" | awk -v pair="$pair" '
+        function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+        /^finished in/ { rps = $4 + 0 } /succeeded,/ { e += $10 + $12 + $14 } /^status codes:/ { e += $5 + $7 + $9 } /^time for request:/ { mean = ms($6) }
+        END { printf "%s h2load %.0f %.3f %d\n", pair, rps, mean, e }'
+}
+: > "$work/results.txt"
+for round in $(seq 1 "$rounds"); do
+    {
+        wrk1 https-h1 -c32 https://127.0.0.1:18522/logo.png;                 rb https-h1 --connections 32 --insecure https://127.0.0.1:18522/logo.png
+        h2l h2-tls -c32 -m10 https://127.0.0.1:18522/logo.png;               rbmean h2-tls --connections 32 --http2 --streams 10 --insecure https://127.0.0.1:18522/logo.png
+        h2l h2c -c32 -m10 http://127.0.0.1:18523/logo.png;                   rbmean h2c --connections 32 --http2 --streams 10 http://127.0.0.1:18523/logo.png
+        h2l urls-h2 -c32 -m10 -i "$work/uris.txt";                           rbmean urls-h2 --connections 32 --http2 --streams 10 --insecure --urls "$work/uris.txt"
+        wrk1 new-conn -c32 -H 'Connection: close' http://127.0.0.1:18521/logo.png; rb new-conn --connections 32 --new-connection http://127.0.0.1:18521/logo.png
+        wrk1 new-tls -c32 -H 'Connection: close' https://127.0.0.1:18525/logo.png; rb new-tls --connections 32 --new-connection --insecure https://127.0.0.1:18525/logo.png
+    } | tee -a "$work/results.txt" >&2
+done
+col() { awk -v p="$1" -v t="$2" -v c="$3" '$1 == p && $2 == t {print $c}' "$work/results.txt" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+errs() { awk -v p="$1" '$1 == p {s += $5} END {print s + 0}' "$work/results.txt"; }
+printf '%-9s %-7s %10s %10s %8s %8s %8s %7s\n' pair peer "peer r/s" "rb r/s" "ratio" "peer ms" "rb ms" errors
+for pair in https-h1 h2-tls h2c urls-h2 new-conn new-tls; do
+    peer=$(awk -v p="$pair" '$1 == p && $2 != "richpush-bench" {print $2; exit}' "$work/results.txt")
+    printf '%-9s %-7s %10.0f %10.0f %8.3f %8.3f %8.3f %7d\n' "$pair" "$peer" "$(col "$pair" "$peer" 3)" "$(col "$pair" richpush-bench 3)" \
+        "$(echo "$(col "$pair" richpush-bench 3) / $(col "$pair" "$peer" 3)" | bc -l)" "$(col "$pair" "$peer" 4)" "$(col "$pair" richpush-bench 4)" "$(errs "$pair")"
+done
+echo "(medians of $rounds alternating rounds of ${seconds}s, one client thread each, nginx one worker; latency: p50 against wrk, mean against h2load)"
