@@ -304,10 +304,11 @@ final class EpollWorker: @unchecked Sendable {
 
     static let wouldBlock = -1, broken = -2
 
-    /// Whether the socket may hold more after a read of `count` bytes (as wrk: a read that filled
-    /// the buffer and bytes still waiting). TLS keeps records of its own: read until it would block.
+    /// Whether to read again after a read of `count` bytes, as wrk: a read that filled the buffer
+    /// with bytes still waiting on the socket, or over TLS, bytes of a record OpenSSL already
+    /// holds (what is still on the socket, level-triggered `epoll` reports again).
     func mayHaveMore(_ index: Int, after count: Int, of size: Int) -> Bool {
-        if connections[index].tls != nil { return true }
+        if let session = connections[index].tls { return ctls_pending(session) > 0 }
         return count == size && cepoll_pending(connections[index].fd) > 0
     }
 

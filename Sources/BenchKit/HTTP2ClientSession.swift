@@ -116,8 +116,8 @@ struct HTTP2Request: Sendable {
         var authority = authority
         var fields: [(String, String)] = []
         fields.reserveCapacity(headers.count + 1)
-        for (name, value) in headers {
-            let name = name.lowercased()
+        for (rawName, value) in headers {
+            let name = rawName.lowercased()
             switch name {
             case "host":
                 if authority.isEmpty { authority = value }
@@ -227,8 +227,10 @@ enum HTTP2Event: Equatable, Sendable {
 struct HTTP2ProtocolError: Error, CustomStringConvertible {
     /// The RFC 9113 error code a GOAWAY would carry.
     let code: UInt32
+    /// The code's name and what was wrong, in words.
     let description: String
 
+    /// An error with `code`, described in `words`.
     init(_ code: UInt32, _ words: String) {
         self.code = code
         description = "\(HTTP2Wire.ErrorCode.name(code)): \(words)"
@@ -632,6 +634,7 @@ struct HTTP2ClientSession: Sendable {
         }
     }
 
+    /// Adds a HEADERS or CONTINUATION fragment to the header block, within its bound.
     private mutating func appendHeaderFragment(_ fragment: UnsafeRawBufferPointer) throws(HTTP2ProtocolError) {
         guard headerBlock.readableBytes + fragment.count <= Self.maxHeaderBytes else {
             throw HTTP2ProtocolError(HTTP2Wire.ErrorCode.protocolError, "a header block over \(Self.maxHeaderBytes) bytes")
@@ -782,11 +785,13 @@ struct HTTP2ClientSession: Sendable {
         stream & 1 == 0 || stream > lastOpenedID
     }
 
+    /// Where the open stream `id` is in `streams`, if it is open.
     private func streamIndex(_ id: UInt32) -> Int? {
         for index in streams.indices where streams[index].id == id { return index }
         return nil
     }
 
+    /// Forgets an open stream, and its body if not all sent.
     private mutating func removeStream(at index: Int) {
         if streams[index].body != nil { streamsWithPendingData -= 1 }
         streams.remove(at: index)
@@ -865,6 +870,7 @@ struct HTTP2ClientSession: Sendable {
         } while offset < block.count
     }
 
+    /// Appends a frame header: length (24 bits), type, flags, stream id.
     private static func appendFrameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32, to out: inout [UInt8]) {
         out.append(UInt8(truncatingIfNeeded: length >> 16))
         out.append(UInt8(truncatingIfNeeded: length >> 8))
@@ -874,22 +880,26 @@ struct HTTP2ClientSession: Sendable {
         appendUInt32(stream, to: &out)
     }
 
+    /// Appends one setting of a SETTINGS payload.
     private static func appendSetting(_ identifier: UInt16, _ value: UInt32, to out: inout [UInt8]) {
         out.append(UInt8(truncatingIfNeeded: identifier >> 8))
         out.append(UInt8(truncatingIfNeeded: identifier))
         appendUInt32(value, to: &out)
     }
 
+    /// Appends a WINDOW_UPDATE frame (stream 0: the connection's window).
     private static func appendWindowUpdate(stream: UInt32, increment: Int, to out: inout [UInt8]) {
         appendFrameHeader(length: 4, type: HTTP2Wire.FrameType.windowUpdate, flags: 0, stream: stream, to: &out)
         appendUInt32(UInt32(increment), to: &out)
     }
 
+    /// Appends an RST_STREAM frame.
     private static func appendRSTStream(stream: UInt32, code: UInt32, to out: inout [UInt8]) {
         appendFrameHeader(length: 4, type: HTTP2Wire.FrameType.rstStream, flags: 0, stream: stream, to: &out)
         appendUInt32(code, to: &out)
     }
 
+    /// Appends `value`, big-endian.
     private static func appendUInt32(_ value: UInt32, to out: inout [UInt8]) {
         out.append(UInt8(truncatingIfNeeded: value >> 24))
         out.append(UInt8(truncatingIfNeeded: value >> 16))

@@ -21,7 +21,7 @@ void *ctls_context_new(int insecure, const char *ca_file, const unsigned char *a
     SSL_CTX *context = SSL_CTX_new(TLS_client_method());
     if (!context) { last_error(error, error_size); return NULL; }
     SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
-    SSL_CTX_set_mode(context, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_mode(context, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     // Sessions are offered only where the caller asks (ctls_new's resume), as wrk does.
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     if (insecure) {
@@ -97,6 +97,8 @@ int ctls_is_h2(void *ssl) {
     SSL_get0_alpn_selected((SSL *)ssl, &protocol, &length);
     return length == 2 && memcmp(protocol, "h2", 2) == 0;
 }
+
+int ctls_pending(void *ssl) { return SSL_pending((SSL *)ssl); }
 
 int ctls_resumed(void *ssl) { return SSL_session_reused((SSL *)ssl); }
 

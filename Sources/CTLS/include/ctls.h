@@ -34,6 +34,8 @@ int ctls_read(void *ssl, void *buffer, int size);
 int ctls_write(void *ssl, const void *buffer, int size);
 /// Whether the handshake settled on `h2` by ALPN.
 int ctls_is_h2(void *ssl);
+/// Bytes of a record already read and decrypted, waiting for ctls_read.
+int ctls_pending(void *ssl);
 /// Whether the handshake resumed a session.
 int ctls_resumed(void *ssl);
 /// The session to offer the next connection (free with ctls_session_free), or NULL.
