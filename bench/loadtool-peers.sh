@@ -22,7 +22,7 @@ rounds=${1:-5}
 seconds=${2:-5}
 work=$(realpath -m "${BENCH_WORK:-bench/work}")/loadtool-peers
 source bench/lib.sh
-install_missing nginx:nginx-light wrk:wrk h2load:nghttp2-client
+install_missing nginx:nginx-light wrk:wrk h2load:nghttp2-client /usr/bin/time:time
 swift build -c release --product richpush-bench >&2
 bench="$(swift build -c release --show-bin-path)/richpush-bench"
 rm -rf "$work" && mkdir -p "$work"
@@ -35,56 +35,70 @@ main_pid=$nginx_pid
 start_nginx "$work/nginx-full" 18524 media/logo.png "listen 127.0.0.1:18525 ssl; $tls ssl_session_cache off; ssl_session_tickets off;"
 full_pid=$nginx_pid
 trap 'kill $main_pid $full_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+# nginx on the first core, each client on the second: on two cores, a process the scheduler moves
+# between them (or that shares one with the other) moves its figure by 10-20% from run to run.
+for pid in $main_pid $full_pid $(pgrep -P "$main_pid") $(pgrep -P "$full_pid"); do taskset -pc 0 "$pid" >/dev/null; done
+pin="/usr/bin/time -f %U+%S -o $work/cpu taskset -c 1"
+# µs of the client's CPU per request: from /usr/bin/time's user+system seconds and the run's req/s.
+cpu_per_request() { echo "($(cat "$work/cpu")) * 1000000 / ($1 * $seconds)" | bc -l; }
 for i in $(seq 1 100); do echo "/logo.png?n=$i"; done > "$work/paths.txt"
 sed 's|^|https://127.0.0.1:18522|' "$work/paths.txt" > "$work/uris.txt"
 
 # Columns: pair tool req/s latency(ms) errors
 rb() { # PAIR ARGS... -> one line
     local pair=$1; shift
-    "$bench" --threads 1 --duration "${seconds}s" --json "$@" | python3 -c '
+    $pin "$bench" --threads 1 --duration "${seconds}s" --json "$@" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 bad = r["errors"] + sum(n for s, n in r["status"].items() if not s.startswith("2"))
-print(sys.argv[1], "richpush-bench", r["requestsPerSecond"], r["latency"]["p50"], bad, sep=" ")' "$pair"
+print(sys.argv[1], "richpush-bench", r["requestsPerSecond"], r["latency"]["p50"], bad, sep=" ")' "$pair" > "$work/line"
+    echo "$(cat "$work/line") $(cpu_per_request "$(awk '{print $3}' "$work/line")")"
 }
 rbmean() { # the same with the mean latency (compared with h2load's)
     local pair=$1; shift
-    "$bench" --threads 1 --duration "${seconds}s" --latency "$@" | awk -v pair="$pair" '
+    $pin "$bench" --threads 1 --duration "${seconds}s" --latency "$@" | awk -v pair="$pair" '
         /^Requests\/sec:/ { rps = $2 } /Latency distribution/ { mean = $4; gsub(/[()ms]/, "", mean) }
         /Non-2xx/ { e += $5 } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 }
-        END { printf "%s richpush-bench %.0f %.3f %d\n", pair, rps, mean, e }'
+        END { printf "%s richpush-bench %.0f %.3f %d\n", pair, rps, mean, e }' > "$work/line"
+    echo "$(cat "$work/line") $(cpu_per_request "$(awk '{print $3}' "$work/line")")"
 }
 wrk1() { # PAIR ARGS...
     local pair=$1; shift
-    wrk -t1 -d"${seconds}s" --latency "$@" | awk -v pair="$pair" '
+    $pin wrk -t1 -d"${seconds}s" --latency "$@" | awk -v pair="$pair" '
         function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
         /Requests\/sec:/ { rps = $2 } /^ +50%/ { p50 = ms($2) } /Non-2xx/ { e += $NF } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 + $10 }
-        END { printf "%s wrk %.0f %.3f %d\n", pair, rps, p50, e }'
+        END { printf "%s wrk %.0f %.3f %d\n", pair, rps, p50, e }' > "$work/line"
+    echo "$(cat "$work/line") $(cpu_per_request "$(awk '{print $3}' "$work/line")")"
 }
 h2l() { # PAIR ARGS...
     local pair=$1; shift
-    h2load -t1 -D "$seconds" "$@" | awk -v pair="$pair" '
+    $pin h2load -t1 -D "$seconds" "$@" | awk -v pair="$pair" '
         function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
         /^finished in/ { rps = $4 + 0 } /succeeded,/ { e += $10 + $12 + $14 } /^status codes:/ { e += $5 + $7 + $9 } /^time for request:/ { mean = ms($6) }
-        END { printf "%s h2load %.0f %.3f %d\n", pair, rps, mean, e }'
+        END { printf "%s h2load %.0f %.3f %d\n", pair, rps, mean, e }' > "$work/line"
+    echo "$(cat "$work/line") $(cpu_per_request "$(awk '{print $3}' "$work/line")")"
 }
 : > "$work/results.txt"
+pairs=${PAIRS:-https-h1 h2-tls h2c urls-h2 new-conn new-tls}
+want() { [[ " $pairs " == *" $1 "* ]]; }
 for round in $(seq 1 "$rounds"); do
     {
-        wrk1 https-h1 -c32 https://127.0.0.1:18522/logo.png;                 rb https-h1 --connections 32 --insecure https://127.0.0.1:18522/logo.png
-        h2l h2-tls -c32 -m10 https://127.0.0.1:18522/logo.png;               rbmean h2-tls --connections 32 --http2 --streams 10 --insecure https://127.0.0.1:18522/logo.png
-        h2l h2c -c32 -m10 http://127.0.0.1:18523/logo.png;                   rbmean h2c --connections 32 --http2 --streams 10 http://127.0.0.1:18523/logo.png
-        h2l urls-h2 -c32 -m10 -i "$work/uris.txt";                           rbmean urls-h2 --connections 32 --http2 --streams 10 --insecure --urls "$work/uris.txt"
-        wrk1 new-conn -c32 -H 'Connection: close' http://127.0.0.1:18521/logo.png; rb new-conn --connections 32 --new-connection http://127.0.0.1:18521/logo.png
-        wrk1 new-tls -c32 -H 'Connection: close' https://127.0.0.1:18525/logo.png; rb new-tls --connections 32 --new-connection --insecure https://127.0.0.1:18525/logo.png
+        if want https-h1; then wrk1 https-h1 -c32 https://127.0.0.1:18522/logo.png;                 rb https-h1 --connections 32 --insecure https://127.0.0.1:18522/logo.png; fi
+        if want h2-tls; then h2l h2-tls -c32 -m10 https://127.0.0.1:18522/logo.png;               rbmean h2-tls --connections 32 --http2 --streams 10 --insecure https://127.0.0.1:18522/logo.png; fi
+        if want h2c; then h2l h2c -c32 -m10 http://127.0.0.1:18523/logo.png;                   rbmean h2c --connections 32 --http2 --streams 10 http://127.0.0.1:18523/logo.png; fi
+        if want urls-h2; then h2l urls-h2 -c32 -m10 -i "$work/uris.txt";                           rbmean urls-h2 --connections 32 --http2 --streams 10 --insecure --urls "$work/uris.txt"; fi
+        if want new-conn; then wrk1 new-conn -c32 -H 'Connection: close' http://127.0.0.1:18521/logo.png; rb new-conn --connections 32 --new-connection http://127.0.0.1:18521/logo.png; fi
+        if want new-tls; then wrk1 new-tls -c32 -H 'Connection: close' https://127.0.0.1:18525/logo.png; rb new-tls --connections 32 --new-connection --insecure https://127.0.0.1:18525/logo.png; fi
     } | tee -a "$work/results.txt" >&2
 done
 col() { awk -v p="$1" -v t="$2" -v c="$3" '$1 == p && $2 == t {print $c}' "$work/results.txt" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 errs() { awk -v p="$1" '$1 == p {s += $5} END {print s + 0}' "$work/results.txt"; }
-printf '%-9s %-7s %10s %10s %8s %8s %8s %7s\n' pair peer "peer r/s" "rb r/s" "ratio" "peer ms" "rb ms" errors
-for pair in https-h1 h2-tls h2c urls-h2 new-conn new-tls; do
+printf '%-9s %-7s %10s %10s %8s %8s %8s %9s %9s %7s\n' pair peer "peer r/s" "rb r/s" "ratio" "peer ms" "rb ms" "peer µs/r" "rb µs/r" errors
+for pair in $pairs; do
     peer=$(awk -v p="$pair" '$1 == p && $2 != "richpush-bench" {print $2; exit}' "$work/results.txt")
-    printf '%-9s %-7s %10.0f %10.0f %8.3f %8.3f %8.3f %7d\n' "$pair" "$peer" "$(col "$pair" "$peer" 3)" "$(col "$pair" richpush-bench 3)" \
-        "$(echo "$(col "$pair" richpush-bench 3) / $(col "$pair" "$peer" 3)" | bc -l)" "$(col "$pair" "$peer" 4)" "$(col "$pair" richpush-bench 4)" "$(errs "$pair")"
+    printf '%-9s %-7s %10.0f %10.0f %8.3f %8.3f %8.3f %9.1f %9.1f %7d\n' "$pair" "$peer" "$(col "$pair" "$peer" 3)" "$(col "$pair" richpush-bench 3)" \
+        "$(echo "$(col "$pair" richpush-bench 3) / $(col "$pair" "$peer" 3)" | bc -l)" "$(col "$pair" "$peer" 4)" "$(col "$pair" richpush-bench 4)" \
+        "$(col "$pair" "$peer" 6)" "$(col "$pair" richpush-bench 6)" "$(errs "$pair")"
 done
-echo "(medians of $rounds alternating rounds of ${seconds}s, one client thread each, nginx one worker; latency: p50 against wrk, mean against h2load)"
+echo "(medians of $rounds alternating rounds of ${seconds}s; nginx one worker on the first core, each client one thread on the second;"
+echo " latency: p50 against wrk, mean against h2load; µs/r: the client's own CPU per request)"

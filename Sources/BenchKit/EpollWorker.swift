@@ -447,16 +447,20 @@ final class EpollWorker: @unchecked Sendable {
         }
     }
 
+    /// Counts and drops what waited longer than the timeout. `now` is the loop's, taken before
+    /// this round's timers fired: a request or connection they started is younger than zero.
     private func checkTimeouts(_ now: UInt64) {
+        let timeout = self.timeout
+        func late(_ since: UInt64) -> Bool { now > since && now - since > timeout }
         for index in connections.indices where connections[index].fd >= 0 {
             if let http2 = connections[index].http2 {
-                let late = http2.streams.filter { now - $0.sent > timeout }.count
-                guard late > 0 else { continue }
-                stats.timeouts += late
+                let expired = http2.streams.filter { late($0.sent) }.count
+                guard expired > 0 else { continue }
+                stats.timeouts += expired
             } else if connections[index].inFlight || plan.newConnection || connections[index].connecting || connections[index].handshaking {
                 // A request unanswered, or a connection (and its handshake) not made, in time.
                 let since = connections[index].inFlight ? connections[index].sent : connections[index].since
-                guard now - since > timeout else { continue }
+                guard late(since) else { continue }
                 stats.timeouts += 1
             } else {
                 continue

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Where a campaign's push costs `serve` its CPU (issue #51): one node on ENGINE (sqlite, or
+# postgres on a cluster this script starts) with N users, a device each, sending to the APNs
+# sandbox; one campaign to warm up, then one under `perf record` (call graphs by frame pointer)
+# of `serve`. Prints `serve`'s CPU per push for both campaigns, and perf's top functions (self
+# time, then with children) for the second; the raw profile stays in $work/perf.data.
+#
+# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+n=${1:-50000}
+engines=${2:-sqlite}
+engine=$engines
+work=$(realpath -m "${BENCH_WORK:-bench/work}")/profile
+port=18770
+sandbox_port=22770
+pgport=25770
+password=admin-password
+source bench/lib.sh
+python3 -c 'import cryptography' 2>/dev/null || pip install --quiet cryptography
+command -v perf >/dev/null || install_missing perf:linux-perf
+swift build -c release --product richpush >&2
+rp="$(swift build -c release --show-bin-path)/richpush"
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+KEEP_WORK=1
+use_engines
+trap 'kill ${sandbox_pid:-} 2>/dev/null || true; engines_cleanup' EXIT
+database_of() { [ "$1" = postgres ] && echo "postgres://richpush@127.0.0.1:$pgport/richpush" || echo ""; }
+[ "$engine" = postgres ] && start_postgres "$work" "$pgport"
+start_apns_sandbox "$rp" $sandbox_port
+echo "$password" | "$rp" users add admin --admin --password-stdin --data "data-$engine" ${pg:+--database "$(database_of "$engine")"} >/dev/null
+if [ "$engine" = postgres ]; then insert_devices postgres "$n"; else insert_devices sqlite "$n" "$work/data-sqlite/richpush.sqlite"; fi
+"$rp" serve --data "data-$engine" ${pg:+--database "$(database_of "$engine")"} --port "$port" --log-level warning \
+    --apns-key AuthKey.p8 --apns-key-id KEY1234567 --apns-team-id TEAM123456 --apns-topic com.example.app \
+    --apns-env "https://127.0.0.1:$sandbox_port" --push-ca apns-sandbox-cert.pem 2>> serve.log &
+serve_pid=$!
+for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+curl -fs -u "admin:$password" "http://127.0.0.1:$port/api/admin/campaigns" >/dev/null
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+campaign() { # one alert campaign to all N, waited for; prints serve's µs of CPU per push
+    local c0; c0=$(cpu_ticks "$serve_pid")
+    python3 - "$port" "$n" "$password" <<'PY'
+import base64, http.client, json, sys, time
+port, n, password = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+h = {"Authorization": "Basic " + base64.b64encode(("admin:" + password).encode()).decode(), "Content-Type": "application/json"}
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+c.request("POST", "/api/admin/campaigns", json.dumps({"audience": {"all": True}, "title": "Profiled", "message": "m"}), h)
+r = c.getresponse(); created = json.loads(r.read()); assert r.status == 202, created
+while True:
+    c.request("GET", "/api/admin/campaigns/%d" % created["id"], headers=h); p = json.loads(c.getresponse().read())
+    if p["sent"] + p["failed"] >= n: break
+    time.sleep(0.2)
+assert p["failed"] == 0, p
+PY
+    python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$c0" "$(cpu_ticks "$serve_pid")" "$hz" "$n"
+}
+echo "warm-up campaign: serve $(campaign) µs a push" >&2
+perf record -F 1999 -g -p "$serve_pid" -o perf.data 2>/dev/null &
+perf_pid=$!
+sleep 1
+echo "profiled campaign: serve $(campaign) µs a push (perf running)" >&2
+kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true
+perf report -i perf.data --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -50
+echo "--- with children"
+perf report -i perf.data --children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep '%' | head -60
