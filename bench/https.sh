@@ -25,6 +25,13 @@
 #    would: a resumption is then an abbreviated handshake with no key exchange at all, which is
 #    what nginx's figure was before it was given TLS 1.3.
 #
+# 6. richpush-bench (SPEC §30) beside h2load and wrk on the same targets: HTTP/2 with
+#    --streams 10 and --requests N (h2load -c32 -m10 -n N), and a new TLS connection per fetch
+#    (--new-connection --requests FRESH over --urls), where every handshake is a full one (it
+#    offers no session: a phone's very first fetch), unlike wrk's resumptions in 3.
+# 7. The fetch storm over HTTP/2: STORM fetches (default 10,000) over 500 new TLS connections at
+#    once, by h2load (-c500 -n STORM) and by richpush-bench (--connections 500 --requests STORM).
+#
 # RichPush runs one event loop (as bench/http.sh), matching nginx's single worker: on 2 cores
 # the load generator needs the other one.
 #
@@ -40,6 +47,8 @@ rp_port=18490
 source bench/lib.sh
 install_missing nginx:nginx-light wrk:wrk h2load:nghttp2-client
 swift build -c release --product richpush >&2
+swift build -c release --product richpush-bench >&2
+bench="$(swift build -c release --show-bin-path)/richpush-bench"
 rp="$(swift build -c release --show-bin-path)/richpush"
 rm -rf "$work" && mkdir -p "$work"
 
@@ -94,6 +103,28 @@ h1new() { # NAME BASE PATHS -> "name fetches/s"
         END { if (other > 0) print name ": " other " answers not a 200 of the image" > "/dev/stderr"; printf "%s %.0f\n", name, rps }'
 }
 
+rbjson() { # NAME -> "name rps", from richpush-bench --json on stdin; errors and non-2xx on stderr
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+bad = r["errors"] + sum(n for s, n in r["status"].items() if not s.startswith("2"))
+if bad: print("richpush-bench: %d errors or non-2xx answers" % bad, file=sys.stderr)
+print(sys.argv[1], "%.0f" % r["requestsPerSecond"])' "$1"
+}
+h2rb() { # NAME URL -> "name rps"
+    "$bench" --threads 1 --connections 32 --http2 --streams 10 --requests "$n" --ca "$work/cert.pem" --json "$2" | rbjson "$1"
+}
+newrb() { # NAME BASE PATHS -> "name fetches/s", a full handshake each
+    "$bench" --threads 1 --connections 32 --new-connection --requests "$fresh" --ca "$work/cert.pem" --urls "$3" --json "$2" | rbjson "$1"
+}
+storm=${STORM:-10000}
+storm() { # NAME URL -> "name fetches/s": h2load's, then richpush-bench's line
+    h2load -c500 -n "$storm" "$2" | awk -v name="$1" '
+        /^finished in/ { gsub(/,/, ""); rps = $4 } /^requests:/ { failed = $10; errored = $12 }
+        END { if (failed + errored > 0) print "h2load: " failed " failed, " errored " errored" > "/dev/stderr"; printf "%s %.0f\n", name, rps }'
+    "$bench" --threads 1 --connections 500 --http2 --requests "$storm" --ca "$work/cert.pem" --json "$2" | rbjson "rb$1"
+}
+
 results="$work/results.txt"
 : > "$results"
 for round in $(seq 1 "$rounds"); do
@@ -106,6 +137,9 @@ for round in $(seq 1 "$rounds"); do
         h1new "new-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
         OPENSSL_CONF="$work/phones.cnf" h1new "phones-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
         OPENSSL_CONF="$work/tls12.cnf" h1new "tls12-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+        h2rb "h2rb-$who" "$url" | tee -a "$results" >&2
+        newrb "newrb-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+        storm "storm-$who" "$url" | tee -a "$results" >&2
     done
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -117,4 +151,9 @@ printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, h2load -c32 -m10 (req/s)" "$(col h
 printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection per fetch (fetches/s)" "$(col new-nginx 2)" "$(col new-richpush 2)" "$(echo "$(col new-richpush 2) / $(col new-nginx 2)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "the same, phones' cipher order (fetches/s)" "$(col phones-nginx 2)" "$(col phones-richpush 2)" "$(echo "$(col phones-richpush 2) / $(col phones-nginx 2)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "the same, a TLS 1.2 client (fetches/s)" "$(col tls12-nginx 2)" "$(col tls12-richpush 2)" "$(echo "$(col tls12-richpush 2) / $(col tls12-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, richpush-bench -c32 --streams 10" "$(col h2rb-nginx 2)" "$(col h2rb-richpush 2)" "$(echo "$(col h2rb-richpush 2) / $(col h2rb-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection, full handshake (rb)" "$(col newrb-nginx 2)" "$(col newrb-richpush 2)" "$(echo "$(col newrb-richpush 2) / $(col newrb-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "storm: $storm over 500 new h2 conns, h2load" "$(col storm-nginx 2)" "$(col storm-richpush 2)" "$(echo "$(col storm-richpush 2) / $(col storm-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "the same storm, richpush-bench" "$(col rbstorm-nginx 2)" "$(col rbstorm-richpush 2)" "$(echo "$(col rbstorm-richpush 2) / $(col rbstorm-nginx 2)" | bc -l)"
+echo "load tools beside each other (the same server, same run): richpush-bench / h2load, HTTP/2 -c32 -m10: nginx $(echo "$(col h2rb-nginx 2) / $(col h2-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col h2rb-richpush 2) / $(col h2-richpush 2)" | bc -l | cut -c1-5); storm: nginx $(echo "$(col rbstorm-nginx 2) / $(col storm-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col rbstorm-richpush 2) / $(col storm-richpush 2)" | bc -l | cut -c1-5)"
 echo "peak RSS of serve: $(awk '/^VmHWM/ { printf "%.1f MiB", $2 / 1024 }' /proc/$rp_pid/status)"

@@ -56,7 +56,8 @@ extension EpollWorker {
                 intended = due
                 connections[index].nextIntended += interval
             }
-            let id = http2.session.open(plan.http2[plan.nextTarget()], into: &http2.outbound)
+            guard let target = plan.nextTarget() else { return }
+            let id = http2.session.open(plan.http2[target], into: &http2.outbound)
             http2.streams.append(HTTP2Connection.Stream(id: id, intended: intended, sent: now))
             http2.opened += 1
         }

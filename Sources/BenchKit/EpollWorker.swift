@@ -111,9 +111,19 @@ final class EpollWorker: @unchecked Sendable {
             }
             requests.store(stats.requests, ordering: .relaxed)
             errors.store(stats.errors, ordering: .relaxed)
+            if plan.exhausted, !busy { break }
         }
         if let fatal { throw fatal }
         for (status, count) in statusCounts.enumerated() where count > 0 { stats.statuses[status] = count }
+    }
+
+    /// Whether a request of this thread is still open or waiting to be written (or, with
+    /// `newConnection`, its connection being made).
+    private var busy: Bool {
+        connections.contains { connection in
+            connection.inFlight || connection.wantsWrite || !(connection.http2?.streams.isEmpty ?? true)
+                || (plan.newConnection && connection.fd >= 0 && (connection.connecting || connection.handshaking))
+        }
     }
 
     // MARK: Connections
@@ -207,7 +217,8 @@ final class EpollWorker: @unchecked Sendable {
         if plan.isHTTP2 {
             startHTTP2(index, now: now)
         } else if plan.newConnection {
-            connections[index].inFlightTarget = plan.nextTarget()
+            guard let target = plan.nextTarget() else { return closeConnection(index) }
+            connections[index].inFlightTarget = target
             connections[index].wantsWrite = true
             register(index, events: inOut)
         } else {
@@ -247,6 +258,7 @@ final class EpollWorker: @unchecked Sendable {
     /// or at its turn in an open loop.
     func nextConnection(_ index: Int) {
         closeConnection(index)
+        if plan.exhausted { return }
         if interval != nil, connections[index].nextIntended > MonotonicClock.now {
             scheduleConnect(index)
         } else {
@@ -317,7 +329,12 @@ final class EpollWorker: @unchecked Sendable {
     /// The connection is free: ask `epoll` to say when it can write, now (closed loop) or when
     /// the next request is due (open loop).
     private func readyForNext(_ index: Int, now: UInt64) {
-        connections[index].inFlightTarget = plan.nextTarget()
+        guard let target = plan.nextTarget() else {
+            // --requests are all out: the connection idles until the run ends.
+            register(index, events: inOnly)
+            return
+        }
+        connections[index].inFlightTarget = target
         if interval != nil, connections[index].nextIntended > now {
             timers.insert(Timer(time: connections[index].nextIntended, index: index, generation: connections[index].generation))
             register(index, events: inOnly)
@@ -433,6 +450,7 @@ final class EpollWorker: @unchecked Sendable {
     func record(status: Int, intended: UInt64, end: UInt64) {
         guard end <= deadline else { return }
         stats.requests += 1
+        stats.lastResponse = max(stats.lastResponse, end)
         statusCounts[min(max(status, 0), statusCounts.count - 1)] += 1
         _ = stats.latency.record(max(1, (end &- intended) / 1000))
     }

@@ -27,6 +27,9 @@ public struct LoadConfiguration: Sendable {
     public var streams = 1
     /// A new connection (and TLS handshake, never resumed) per request, as a phone's first fetch.
     public var newConnection = false
+    /// `--requests`: the run ends once this many requests are answered (or fail), as h2load's
+    /// `-n`; `duration` is then a cap.
+    public var requests: Int?
     /// HTTPS without checking the server's certificate.
     public var insecure = false
     /// HTTPS trusting the certificates of this PEM file (else the system's store).

@@ -42,10 +42,12 @@ public enum LoadGenerator {
         let finished = WorkerThreads(workers)
         var second = 1
         var last = (requests: 0, errors: 0)
-        while MonotonicClock.now < end {
+        // Once a second the counts so far; in between, every 50 ms, whether --requests are all done.
+        while MonotonicClock.now < end, !finished.allEnded {
             let next = min(end, start + UInt64(second) * 1_000_000_000)
             let now = MonotonicClock.now
-            if next > now { try await Task.sleep(nanoseconds: next - now) }
+            if next > now { try await Task.sleep(nanoseconds: min(next - now, 50_000_000)) }
+            guard MonotonicClock.now >= next else { continue }
             let current = workers.reduce((0, 0)) { ($0.0 + $1.requests.load(ordering: .relaxed), $0.1 + $1.errors.load(ordering: .relaxed)) }
             if next == start + UInt64(second) * 1_000_000_000 {
                 onSecond?(second, current.0 - last.requests, current.1 - last.errors)
@@ -56,7 +58,9 @@ public enum LoadGenerator {
         try await finished.wait()
         var result = LoadResult()
         for worker in workers { result.merge(worker.stats) }
-        result.seconds = Double(end - start) / 1e9
+        // With --requests done before the cap, the run lasted until its last response.
+        let ended = configuration.requests != nil && result.lastResponse > start ? min(end, result.lastResponse) : end
+        result.seconds = Double(ended - start) / 1e9
         return result
     }
 }
@@ -67,6 +71,13 @@ final class WorkerThreads: @unchecked Sendable {
     private var remaining: Int
     private var failure: LoadError?
     private var waiter: CheckedContinuation<Void, any Error>?
+
+    /// Every worker has returned.
+    var allEnded: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return remaining == 0
+    }
 
     init(_ workers: [EpollWorker]) {
         remaining = workers.count

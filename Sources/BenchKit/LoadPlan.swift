@@ -18,6 +18,8 @@ final class LoadPlan: @unchecked Sendable {
     let tls: TLSContext?
     /// The name the TLS handshake offers (SNI) and checks the certificate against.
     let serverName: String
+    /// `--requests`: how many requests the run makes in all, or nil for as many as its duration allows.
+    let limit: Int?
     private let next = ManagedAtomic<Int>(0)
 
     init(_ configuration: LoadConfiguration, address: SocketAddress) throws(LoadError) {
@@ -28,6 +30,7 @@ final class LoadPlan: @unchecked Sendable {
         newConnection = configuration.newConnection
         expectsBody = method != "HEAD"
         serverName = configuration.host
+        limit = configuration.requests
         if configuration.http2 {
             http1 = []
             http2 = configuration.targets.map {
@@ -41,11 +44,17 @@ final class LoadPlan: @unchecked Sendable {
         tls = configuration.isTLS ? try TLSContext(insecure: configuration.insecure, caFile: configuration.caFile, http2: configuration.http2) : nil
     }
 
-    /// The index of the next request's target: every thread's requests take the targets in turn.
-    func nextTarget() -> Int {
+    /// The index of the next request's target (every thread's requests take the targets in
+    /// turn), or nil once `limit` requests have been issued.
+    func nextTarget() -> Int? {
+        let issued = next.loadThenWrappingIncrement(ordering: .relaxed) & Int.max
+        if let limit, issued >= limit { return nil }
         let count = max(http1.count, http2.count)
-        return count == 1 ? 0 : (next.loadThenWrappingIncrement(ordering: .relaxed) & Int.max) % count
+        return count == 1 ? 0 : issued % count
     }
+
+    /// Every request of `limit` has been issued.
+    var exhausted: Bool { limit.map { next.load(ordering: .relaxed) >= $0 } ?? false }
 
     static func http1Request(_ configuration: LoadConfiguration, method: String, target: String) -> [UInt8] {
         var headers: [(String, String)] = [

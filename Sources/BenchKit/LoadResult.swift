@@ -17,6 +17,9 @@ public struct LoadResult: Sendable {
     /// Latencies in microseconds (from each request's intended start).
     public var latency = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
 
+    /// When the last response counted ended (monotonic nanoseconds).
+    var lastResponse: UInt64 = 0
+
     public init() {}
 
     public var errors: Int { connectErrors + readErrors + timeouts }
@@ -36,6 +39,7 @@ public struct LoadResult: Sendable {
         readErrors += other.readErrors
         timeouts += other.timeouts
         bytes += other.bytes
+        lastResponse = max(lastResponse, other.lastResponse)
         statuses.merge(other.statuses, uniquingKeysWith: +)
         latency.add(other.latency)
     }
@@ -74,7 +78,8 @@ public struct LoadResult: Sendable {
         if configuration.newConnection { mode += ", a new connection per request" }
         let targets = configuration.targets.count == 1 ? configuration.target : "\(configuration.target) (and \(configuration.targets.count - 1) more, in turn)"
         var lines = [
-            "Running \(String(format: "%.1f", configuration.duration))s test @ \(configuration.origin)\(targets)",
+            (configuration.requests.map { "Running \($0) requests (at most \(String(format: "%.1f", configuration.duration))s)" }
+                ?? "Running \(String(format: "%.1f", configuration.duration))s test") + " @ \(configuration.origin)\(targets)",
             "  \(configuration.threads) threads and \(configuration.connections) connections, \(mode)",
             String(format: "  Latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms",
                    milliseconds(50), milliseconds(90), milliseconds(99), milliseconds(99.9), maxMilliseconds),

@@ -18,7 +18,8 @@ struct RichPushBench: AsyncParsableCommand {
             """)
 
     @Option(help: "Open connections.") var connections = 64
-    @Option(help: "How long to run (e.g. 10s, 500ms, 2m).") var duration = "10s"
+    @Option(help: "How long to run (e.g. 10s, 500ms, 2m; default 10s, or 10m as the cap of --requests).") var duration: String?
+    @Option(help: "Stop once this many requests are answered (as h2load's -n; with --urls, its line count takes each line once).") var requests: Int?
     @Option(help: "Event-loop threads (default: one per core).") var threads = ProcessInfo.processInfo.activeProcessorCount
     @Option(help: "Total requests per second (open loop).") var rate: Double?
     @Option(name: .customLong("header"), help: "A request header, 'Name: value' (repeatable).") var headers: [String] = []
@@ -54,7 +55,9 @@ struct RichPushBench: AsyncParsableCommand {
             if (insecure || ca != nil) && !configuration.isTLS { throw LoadError("--insecure and --ca are for https:// URLs") }
             guard streams > 0 else { throw LoadError("--streams must be positive") }
             if streams > 1 && !http2 { throw LoadError("--streams is for HTTP/2: add --http2 (HTTP/1.1 sends one request at a time on a connection)") }
-            configuration.duration = try LoadConfiguration.parseDuration(duration)
+            configuration.duration = try LoadConfiguration.parseDuration(duration ?? (requests == nil ? "10s" : "10m"))
+            if let requests, requests <= 0 { throw LoadError("--requests must be positive") }
+            configuration.requests = requests
             configuration.timeout = try LoadConfiguration.parseDuration(timeout)
             for header in headers { try configuration.addHeader(header) }
         } catch let error as LoadError {

@@ -326,4 +326,27 @@ struct LoadGeneratorTests {
         #expect(counts.connections >= result.requests && counts.connections <= result.requests + 8, "\(counts.connections) for \(result.requests)")
         #expect(counts.requests >= result.requests && counts.requests <= counts.connections)
     }
+
+    @Test("--requests: exactly that many requests reach the server, over kept-alive connections, new ones (one each) and HTTP/1.1's --urls lines each once; the run ends with its last answer, not at --duration")
+    func requestLimit() async throws {
+        for newConnection in [false, true] {
+            let server = try await TestHTTPServer()
+            var c = try LoadConfiguration(urls: (0..<7).map { "/status/200?n=\($0)" }.joined(separator: "\n"), base: "http://127.0.0.1:\(server.port)")
+            c.duration = 60
+            c.connections = 3
+            c.threads = 2
+            c.requests = 7
+            c.newConnection = newConnection
+            let result = try await LoadGenerator.run(c)
+            try await Task.sleep(for: .milliseconds(200))
+            try await server.stop()
+            let counts = server.counts.withLockedValue { $0 }
+            #expect(result.requests == 7 && result.errors == 0, "new connection \(newConnection): \(result.requests) requests, \(result.connectErrors) \(result.readErrors) \(result.timeouts) errors, \(result.statuses), server \(server.counts.withLockedValue { $0 })")
+            #expect(counts.requests == 7 && Set(counts.paths).count == 7, "\(counts.paths)")
+            #expect(result.seconds < 30, "\(result.seconds)")
+            // One more: the resolver's probe of the address. And a connection may open just as
+            // another takes the last request: it closes unused.
+            if newConnection { #expect((8...10).contains(counts.connections)) } else { #expect(counts.connections <= 4) }
+        }
+    }
 }

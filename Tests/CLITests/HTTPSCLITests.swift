@@ -15,7 +15,7 @@ func curl(_ arguments: [String]) async throws -> (status: Int32, output: String)
 
 @Suite("serve --tls-cert --tls-key: HTTPS, HTTP/2 and HTTP/1.1 by ALPN (SPEC §14)")
 struct HTTPSCLITests {
-    @Test("richpush-bench over HTTPS against serve (SPEC §30): HTTP/2 by ALPN with 10 streams, HTTP/1.1, a new connection per request, --urls in turn: every answer a 200, no error; a certificate it was not told to trust stops it naming --ca and --insecure")
+    @Test("richpush-bench over HTTPS against serve (SPEC §30): HTTP/2 by ALPN with 10 streams, HTTP/1.1, a new connection per request, --urls in turn, --requests exactly: every answer a 200, no error; a certificate it was not told to trust stops it naming --ca and --insecure")
     func loadToolOverTLS() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -32,12 +32,13 @@ struct HTTPSCLITests {
         let common = ["--json", "--threads", "1", "--connections", "4", "--duration", "1s", "--timeout", "30s",
                       "--header", "Authorization: Basic YWxpY2U6YWxpY2U=", "--urls", urls.path, "https://127.0.0.1:\(port)"]
         let cert = dir.appendingPathComponent("cert.pem").path
-        for mode in [["--http2", "--streams", "10"], [], ["--new-connection"], ["--http2", "--new-connection"]] {
+        for mode in [["--http2", "--streams", "10"], [], ["--new-connection"], ["--http2", "--new-connection"], ["--http2", "--streams", "10", "--requests", "50"]] {
             let run = try await onOwnThread { try runCapturing(bench, mode + ["--ca", cert] + common) }
             #expect(run.status == 0, "\(mode): \(run.output)")
             let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(mode): \(run.output)")
             #expect((object["requests"] as? Int ?? 0) > 0, "\(mode): \(line)")
+            if mode.contains("--requests") { #expect(object["requests"] as? Int == 50, "\(mode): \(line)") }
             #expect(object["errors"] as? Int == 0, "\(mode): \(line)")
             #expect((object["status"] as? [String: Int]).map { Array($0.keys) } == ["200"], "\(mode): \(line)")
         }
