@@ -32,7 +32,9 @@ public struct TLSSetup: Sendable {
 
     /// TLS with the PEM `certificate` chain and `key`; a handshake must be done within
     /// `handshakeTimeout` seconds, and a closing connection waits `closeWait` seconds for its peer.
-    public init(certificate: String, key: String, handshakeTimeout: Double, closeWait: Double) throws {
+    /// Session tickets are encrypted with `ticketKeys` (`--tls-ticket-keys`, shared by the nodes
+    /// behind one name); without them, with a key BoringSSL makes for this process alone.
+    public init(certificate: String, key: String, handshakeTimeout: Double, closeWait: Double, ticketKeys: TLSTicketKeys? = nil) throws {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
@@ -40,7 +42,9 @@ public struct TLSSetup: Sendable {
         tls.minimumTLSVersion = .tlsv12
         closeNotifyWait = .nanoseconds(Int64(closeWait * 1e9))
         tls.shutdownTimeout = closeNotifyWait
-        context = try NIOSSLContext(configuration: tls)
+        let context = try NIOSSLContext(configuration: tls)
+        try ticketKeys?.install(on: context)
+        self.context = context
         self.handshakeTimeout = .nanoseconds(Int64(handshakeTimeout * 1e9))
     }
 }

@@ -100,10 +100,24 @@ public func buildApplication(
     let settings = data.settings
     let appNames = apps.names
     let startLogger = logger
+    // docs/operations.md#several-nodes-behind-one-name: session tickets under keys every node
+    // shares, looked at again every `tlsTicketKeysCheckInterval`.
+    let ticketKeys: TLSTicketKeys?
+    if let path = configuration.tlsTicketKeysPath, configuration.tlsCertificatePath != nil {
+        ticketKeys = try TLSTicketKeys(path: path)
+    } else {
+        ticketKeys = nil
+    }
     let tls = try configuration.tlsCertificatePath.flatMap { certificate in
         try configuration.tlsKeyPath.map {
-            try TLSSetup(certificate: certificate, key: $0, handshakeTimeout: configuration.tlsHandshakeTimeout, closeWait: configuration.tlsCloseWait)
+            try TLSSetup(certificate: certificate, key: $0, handshakeTimeout: configuration.tlsHandshakeTimeout, closeWait: configuration.tlsCloseWait,
+                         ticketKeys: ticketKeys)
         }
+    }
+    var ticketKeysReloader: [any Service] = []
+    if let ticketKeys, tls != nil {
+        logger.info("TLS session tickets are encrypted with the first key of the file, and opened with any of its keys", metadata: ticketKeys.metadata)
+        ticketKeysReloader = [TLSTicketKeysReloader(keys: ticketKeys, interval: configuration.tlsTicketKeysCheckInterval, logger: logger)]
     }
     let secure = tls != nil
     let epochs = authenticator.epochWatcher(payloadKey: payloadKey, logger: logger)
@@ -120,6 +134,8 @@ public func buildApplication(
         [MetricsListener.service(host: configuration.host, port: $0, registry: prometheus, eventLoopGroup: eventLoopGroup,
                                  logger: logger)]
     } ?? []
+    // The edge's own services: the metrics listener, the ticket keys' reloader.
+    let edgeServices = metricsListener + ticketKeysReloader
     return RichPushApplication(
         responder: router.buildResponder(),
         routes: router.routes.map { "\($0.method) \($0.path)" },
@@ -144,7 +160,7 @@ public func buildApplication(
                    AuditPruner(audit: data.audit, days: configuration.auditDays, interval: configuration.auditPruneInterval, logger: logger)]
             + (data.changes().map { [ChangeListener(changes: $0, epochs: epochs, dispatcher: dispatcher)] } ?? [])
             + (mirror.map { [MirrorReconciler(registrations: registrations, mirror: $0, logger: logger)] } ?? []) + extraServices
-            + metricsListener,
+            + edgeServices,
         eventLoopGroup: eventLoopGroup,
         logger: logger,
         running: { channel in

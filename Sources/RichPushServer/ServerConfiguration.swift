@@ -33,6 +33,12 @@ public struct ServerConfiguration: Sendable {
     public var tlsCertificatePath: String?
     /// `--tls-key`: its private key (PEM).
     public var tlsKeyPath: String?
+    /// `--tls-ticket-keys`: the session-ticket keys every node shares, so that a TLS session
+    /// resumes on any of them (`TLSTicketKeys`, docs/operations.md#several-nodes-behind-one-name);
+    /// nil for a key of this process alone. Used only with `tlsCertificatePath`.
+    public var tlsTicketKeysPath: String?
+    /// How often that file is looked at for a change (the hidden `--tls-ticket-keys-check`, for tests).
+    public var tlsTicketKeysCheckInterval: Duration = .seconds(10)
     /// The share of requests written to the access log (`--access-log`): 0 off, 1 all.
     public var accessLog: Double = 0
     /// How log lines are written (`--log-format`).

@@ -49,9 +49,18 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
     var tlsCert: String?
     @Option(help: ArgumentHelp("The certificate's private key (PEM) (env RICHPUSH_TLS_KEY).", valueName: "pem"))
     var tlsKey: String?
+    @Option(help: ArgumentHelp("Session-ticket keys every node shares, so that a TLS session resumes on any (docs/operations.md#several-nodes-behind-one-name): one a line, base64 of 80 random bytes, the first encrypting; re-read when the file changes; with --tls-cert (env RICHPUSH_TLS_TICKET_KEYS).",
+                               valueName: "file"))
+    var tlsTicketKeys: String?
+    // Hidden: the tests look at the file every second.
+    @Option(help: ArgumentHelp("How often the --tls-ticket-keys file is looked at for a change, e.g. 1s (env RICHPUSH_TLS_TICKET_KEYS_CHECK).",
+                               visibility: .hidden),
+            transform: Duration.parse)
+    var tlsTicketKeysCheck: TimeInterval = Environment.duration("RICHPUSH_TLS_TICKET_KEYS_CHECK", default: 10)
     /// `--tls-cert`, else its variable (an optional flag's default cannot be read from the environment).
     private var certificatePath: String? { tlsCert ?? Environment.string("RICHPUSH_TLS_CERT") }
     private var keyPath: String? { tlsKey ?? Environment.string("RICHPUSH_TLS_KEY") }
+    private var ticketKeysPath: String? { tlsTicketKeys ?? Environment.string("RICHPUSH_TLS_TICKET_KEYS") }
     @OptionGroup var logOptions: LogOptions
     @Option(help: "Log each request at info: off, on, or the fraction of requests to log, e.g. 0.01 (env RICHPUSH_ACCESS_LOG).")
     var accessLog: String = Environment.string("RICHPUSH_ACCESS_LOG") ?? "off"
@@ -105,6 +114,18 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         }
         // Before anything is opened or created: a missing, unreadable or swapped file is named.
         if let certificatePath, let keyPath { try TLSFiles.check(certificate: certificatePath, key: keyPath) }
+        if let ticketKeysPath {
+            guard certificatePath != nil else {
+                throw ValidationError("--tls-ticket-keys goes with --tls-cert and --tls-key (env RICHPUSH_TLS_TICKET_KEYS, RICHPUSH_TLS_CERT): session tickets are TLS's")
+            }
+            try PathArgument.check(ticketKeysPath, "--tls-ticket-keys")
+            do {
+                _ = try TLSTicketKeys(path: ticketKeysPath)
+            } catch {
+                throw ValidationError("--tls-ticket-keys (env RICHPUSH_TLS_TICKET_KEYS): \(error)")
+            }
+        }
+        guard tlsTicketKeysCheck > 0 else { throw ValidationError("--tls-ticket-keys-check must be more than 0") }
         guard AccessLog.fraction(accessLog) != nil else {
             throw ValidationError("--access-log (env RICHPUSH_ACCESS_LOG) '\(accessLog)' is not off, on or a fraction in (0, 1]")
         }
@@ -145,6 +166,8 @@ struct ServeCommand: AsyncParsableCommand, LogsConfigWarnings {
         configuration.limits = limitOptions.limits
         configuration.tlsCertificatePath = certificatePath
         configuration.tlsKeyPath = keyPath
+        configuration.tlsTicketKeysPath = ticketKeysPath
+        configuration.tlsTicketKeysCheckInterval = .milliseconds(Int64(tlsTicketKeysCheck * 1000))
         configuration.logLevel = logOptions.level
         configuration.logFormat = logOptions.format
         configuration.accessLog = AccessLog.fraction(accessLog) ?? 0
