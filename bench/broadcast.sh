@@ -8,6 +8,8 @@
 #    the campaign's progress, polled every 0.25 s, says all are sent), next to h2load sending N pushes to the same sandbox
 #    with a signed provider token, the alert headers and the campaign's own payload bytes
 #    (-c 1 -m 100, as bench/fanout.sh). 2 x ROUNDS alternating rounds. Target >= 0.8.
+#    Beside h2load, richpush-bench sends the same N pushes the same way (--http2 --connections 1
+#    --streams 100 --urls --requests N --method POST --body-file), its req/s a row of its own.
 # 2. First fetches: N payload fetches, each path once and each over a new connection
 #    (wrk -t1 with bench/paths.lua): (a) the campaign's richUrls, no credentials; (b)
 #    GET /api/notifications/<richId> with the recipient's Bearer session (sessions made before,
@@ -50,6 +52,8 @@ install_missing h2load:nghttp2-client wrk:wrk nginx:nginx-light bc:bc
 python3 -c 'import cryptography' 2>/dev/null || pip install --quiet cryptography
 python3 -c 'import bcrypt' 2>/dev/null || pip install --quiet bcrypt
 swift build -c release --product richpush >&2
+swift build -c release --product richpush-bench >&2
+bench="$(swift build -c release --show-bin-path)/richpush-bench"
 rp="$(swift build -c release --show-bin-path)/richpush"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
@@ -242,10 +246,16 @@ sys.stdout.write(json.dumps(push, separators=(",", ":"), ensure_ascii=False))' >
     echo "$serve0 $serve1 $sandbox0 $sandbox1 $h2load0 $h2load1 $sandbox2 $sandbox3" |
         awk -v n="$n" '{printf "%.0f %.0f %.0f %.0f\n", ($2-$1)*1e6/n, ($4-$3)*1e6/n, ($6-$5)*1e6/n, ($8-$7)*1e6/n}' >> cpu.txt
     h2_rate=$(echo "$h2" | awk '/^finished in/ {gsub(",", ""); print $4}')
-    printf 'fan-out %d: campaign %s, %d recipients, %d sent, %d failed in %.2f s: richpush %.0f pushes/s, h2load %.0f req/s; CPU µs per push: %s\n' \
-        "$k" "$cid" "$recipients" "$sent" "$failed" "$seconds" "$rp_rate" "$h2_rate" \
+    # richpush-bench (SPEC §30) sends the same N pushes the same way, beside h2load's figure.
+    rb_rate=$("$bench" --http2 --connections 1 --streams 100 --threads 1 --requests "$n" --urls uris.txt --method POST \
+        --body-file payload.json --header "authorization: bearer $jwt" --header "apns-topic: com.example.app" \
+        --header "apns-push-type: alert" --header "apns-priority: 10" --header "apns-expiration: $expiration" \
+        --header "apns-id: $h2_id" --header "content-type: application/json" --insecure --json |
+        python3 -c 'import json, sys; r = json.load(sys.stdin); assert r["errors"] == 0 and r["status"] == {"200": r["requests"]}, r; print(r["requestsPerSecond"])')
+    printf 'fan-out %d: campaign %s, %d recipients, %d sent, %d failed in %.2f s: richpush %.0f pushes/s, h2load %.0f req/s, richpush-bench %.0f req/s; CPU µs per push: %s\n' \
+        "$k" "$cid" "$recipients" "$sent" "$failed" "$seconds" "$rp_rate" "$h2_rate" "$rb_rate" \
         "$(tail -n 1 cpu.txt | awk '{printf "serve %d + sandbox %d, h2load %d + sandbox %d", $1, $2, $3, $4}')" >&2
-    echo "$rp_rate $h2_rate" >> fanout.txt
+    echo "$rp_rate $h2_rate $rb_rate" >> fanout.txt
 done
 payload_bytes=$(stat -c %s payload.json)
 rss_n=$(hwm_kib)
@@ -374,6 +384,7 @@ nginx_rps=$(col nginx)
 mib() { echo "$1 / 1024" | bc -l; }
 printf '%-66s %12s\n' "alert campaign to $n devices ($((n + 1)) recipients) via the APNs sandbox" "pushes/s"
 printf '%-66s %12.0f\n' "h2load, 1 connection, 100 streams, the same ${payload_bytes}-byte alert" "$h2_med"
+printf '%-66s %12.0f\n' "richpush-bench, the same (--http2 --streams 100 --urls --requests $n)" "$(awk '{print $3}' fanout.txt | median)"
 printf '%-66s %12.0f\n' "richpush: POST /api/admin/campaigns -> sent = $n" "$rp_med"
 printf 'ratio richpush/h2load: %.2f (target >= 0.8); medians of %d alternating rounds; deliveries failed: %d\n' \
     "$(echo "$rp_med / $h2_med" | bc -l)" "$campaigns" "$failed_total"
