@@ -17,6 +17,8 @@ final class HTTP2Connection {
     var retryLength = 0
     /// Requests opened on this connection.
     var opened = 0
+    /// Waiting in the worker's `flushQueue`.
+    var flushQueued = false
 
     init() {
         outbound.reserveCapacity(16 * 1024)
@@ -109,14 +111,35 @@ extension EpollWorker {
                     http2.streams.remove(at: position)
                 }
             }
-            if !mayHaveMore(index, after: count, of: buffer.count) { break }
+            // Over TLS, on until OpenSSL would block, as h2load reads: what a round reads ends
+            // every response it can, and their next requests go out in one write.
+            if connections[index].tls == nil, !mayHaveMore(index, after: count, of: buffer.count) { break }
         }
         if http2.session.finished || (plan.newConnection && http2.opened > 0 && http2.streams.isEmpty) {
             // GOAWAY and nothing left open, or this connection's one request is done.
             return plan.newConnection ? nextConnection(index) : reconnect(index)
         }
         openStreams(index, now: MonotonicClock.now)
-        flush(index)
+        flushLater(index)
+    }
+
+    /// Writes the connection's requests once this round's events are handled: a round's requests
+    /// on a connection go out in one write, as h2load's do (its write watcher runs after the
+    /// loop's reads), not one write per response that ended.
+    func flushLater(_ index: Int) {
+        guard let http2 = connections[index].http2, !http2.flushQueued else { return }
+        http2.flushQueued = true
+        flushQueue.append(index)
+    }
+
+    /// Writes what `flushLater` queued.
+    func flushQueued() {
+        for index in flushQueue {
+            guard let http2 = connections[index].http2, http2.flushQueued else { continue }
+            http2.flushQueued = false
+            flush(index)
+        }
+        flushQueue.removeAll(keepingCapacity: true)
     }
 
     /// The connection broke: its open requests are errors.

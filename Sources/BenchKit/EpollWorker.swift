@@ -36,6 +36,8 @@ final class EpollWorker: @unchecked Sendable {
     private var fatal: LoadError?
     /// HTTP/2 events of the read being handled.
     var http2Events: [HTTP2Event] = []
+    /// HTTP/2 connections with requests to write once this round's events are handled.
+    var flushQueue: [Int] = []
     static let readSize = 8 * 1024
     private static let retryDelay: UInt64 = 10_000_000
 
@@ -109,6 +111,7 @@ final class EpollWorker: @unchecked Sendable {
                     write(index)
                 }
             }
+            flushQueued()
             requests.store(stats.requests, ordering: .relaxed)
             errors.store(stats.errors, ordering: .relaxed)
             if plan.exhausted, !busy { break }

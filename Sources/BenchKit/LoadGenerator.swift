@@ -21,6 +21,9 @@ public enum LoadGenerator {
         guard configuration.streams > 0 else { throw LoadError("--streams must be positive") }
         let address = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
         let plan = try LoadPlan(configuration, address: address)
+        // OpenSSL writes to its sockets without MSG_NOSIGNAL (a close_notify to a server that has
+        // closed, say): a broken pipe must be an error, not the end of the process (as wrk does).
+        if configuration.isTLS { signal(SIGPIPE, SIG_IGN) }
         let threads = min(configuration.threads, configuration.connections)
         let start = MonotonicClock.now
         let end = start + UInt64(configuration.duration * 1e9)
