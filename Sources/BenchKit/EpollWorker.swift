@@ -133,16 +133,8 @@ final class EpollWorker: @unchecked Sendable {
 
     func connect(_ index: Int) {
         let now = MonotonicClock.now
-        if plan.newConnection {
-            // The request is this connection's: it starts now, or at its turn in an open loop.
-            var intended = now
-            if let interval {
-                intended = connections[index].nextIntended
-                connections[index].nextIntended += interval
-            }
-            connections[index].intended = intended
-            connections[index].sent = now
-        }
+        // The request is this connection's: it starts now, or at its turn in an open loop.
+        if plan.newConnection { stampRequest(index, now: now) }
         connections[index].since = now
         let fd = socket(plan.address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return connectFailed(index) }
@@ -361,18 +353,21 @@ final class EpollWorker: @unchecked Sendable {
         }
     }
 
+    /// Stamps the connection's request: intended now (closed loop) or at its turn (open loop, the
+    /// next turn then one interval later), sent now.
+    private func stampRequest(_ index: Int, now: UInt64) {
+        var intended = now
+        if let interval {
+            intended = connections[index].nextIntended
+            connections[index].nextIntended += interval
+        }
+        connections[index].intended = intended
+        connections[index].sent = now
+    }
+
     private func write(_ index: Int) {
         if connections[index].written == 0, !connections[index].inFlight {
-            let now = MonotonicClock.now
-            if !plan.newConnection {
-                var intended = now
-                if let interval {
-                    intended = connections[index].nextIntended
-                    connections[index].nextIntended += interval
-                }
-                connections[index].intended = intended
-                connections[index].sent = now
-            }
+            if !plan.newConnection { stampRequest(index, now: MonotonicClock.now) }
             connections[index].inFlight = true
         }
         let offset = connections[index].written

@@ -15,16 +15,23 @@ func curl(_ arguments: [String]) async throws -> (status: Int32, output: String)
 
 @Suite("serve --tls-cert --tls-key: HTTPS, HTTP/2 and HTTP/1.1 by ALPN (SPEC §14)")
 struct HTTPSCLITests {
-    @Test("richpush-bench over HTTPS against serve (SPEC §30): HTTP/2 by ALPN with 10 streams, HTTP/1.1, a new connection per request, --urls in turn, --requests exactly: every answer a 200, no error; a certificate it was not told to trust stops it naming --ca and --insecure")
-    func loadToolOverTLS() async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
+    /// `serve --tls-cert --tls-key --demo-auth` in `dir` (a node directory: the logo, a new
+    /// certificate), listening once this returns.
+    static func startServe(in dir: URL) async throws -> (process: Process, port: Int) {
         try prepareNodeDirectory(dir)
         let port = freePort()
         let server = try startProcess(["serve", "--port", String(port), "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--demo-auth"],
                                       cwd: dir, log: dir.appendingPathComponent("serve.log"))
-        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))
+        return (server, port)
+    }
+
+    @Test("richpush-bench over HTTPS against serve (SPEC §30): HTTP/2 by ALPN with 10 streams, HTTP/1.1, a new connection per request, --urls in turn, --requests exactly: every answer a 200, no error; a certificate it was not told to trust stops it naming --ca and --insecure")
+    func loadToolOverTLS() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (server, port) = try await Self.startServe(in: dir)
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         let bench = CLI.executable.deletingLastPathComponent().appendingPathComponent("richpush-bench").path
         let id = MediaID(hashing: try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))).hex
         let urls = dir.appendingPathComponent("urls.txt")
@@ -53,12 +60,8 @@ struct HTTPSCLITests {
     func https() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try prepareNodeDirectory(dir)
-        let port = freePort()
-        let server = try startProcess(["serve", "--port", String(port), "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--demo-auth"],
-                                      cwd: dir, log: dir.appendingPathComponent("serve.log"))
+        let (server, port) = try await Self.startServe(in: dir)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(port))
         let base = "https://127.0.0.1:\(port)"
         let cert = dir.appendingPathComponent("cert.pem").path
         let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
