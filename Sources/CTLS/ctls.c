@@ -68,9 +68,14 @@ static int result(SSL *ssl, int value) {
     case SSL_ERROR_WANT_WRITE: return CTLS_WANT_WRITE;
     case SSL_ERROR_ZERO_RETURN: return CTLS_CLOSED;
     case SSL_ERROR_SYSCALL:
-        // An EOF without close_notify (many servers close so) ends the stream as a close.
+        // An EOF without close_notify (many servers close so) ends the stream as a close. After
+        // it, or any fatal error, SSL_shutdown must not be called (its manual): ctls_free then
+        // sends nothing.
+        SSL_set_quiet_shutdown(ssl, 1);
         return ERR_peek_error() == 0 ? CTLS_CLOSED : CTLS_ERROR;
-    default: return CTLS_ERROR;
+    default:
+        SSL_set_quiet_shutdown(ssl, 1);
+        return CTLS_ERROR;
     }
 }
 
@@ -107,7 +112,8 @@ void *ctls_session(void *ssl) { return SSL_get1_session((SSL *)ssl); }
 void ctls_session_free(void *session) { SSL_SESSION_free((SSL_SESSION *)session); }
 
 void ctls_free(void *ssl) {
-    SSL_shutdown((SSL *)ssl);
+    // A session whose handshake never finished has nothing to close.
+    if (SSL_is_init_finished((SSL *)ssl)) SSL_shutdown((SSL *)ssl);
     SSL_free((SSL *)ssl);
     ERR_clear_error();
 }
