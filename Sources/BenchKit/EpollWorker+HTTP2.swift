@@ -29,6 +29,9 @@ final class HTTP2Connection {
 /// HTTP/2 (`--http2`): each connection keeps `streams` requests open, as h2load's `-m`; a
 /// response ends, and is timed, with its stream's END_STREAM.
 extension EpollWorker {
+    /// Bytes a connection may have waiting to be written before the server is deemed hostile.
+    static let maxOutbound = 4 << 20
+
     func startHTTP2(_ index: Int, now: UInt64) {
         let http2 = HTTP2Connection()
         connections[index].http2 = http2
@@ -87,7 +90,9 @@ extension EpollWorker {
 
     /// Reads until the socket is empty, ending the streams whose responses end.
     func readHTTP2(_ index: Int, _ http2: HTTP2Connection, buffer: UnsafeMutableRawBufferPointer) {
-        while true {
+        // At most 1 MB an event: a server that sends without pause must not starve the thread's
+        // other connections and timers (level-triggered epoll reports the rest again).
+        for _ in 0..<(1 << 20) / Self.readSize {
             let count = receive(index, into: buffer)
             if count == Self.wouldBlock { break }
             if count <= 0 { return failedHTTP2(index) }
@@ -99,6 +104,9 @@ extension EpollWorker {
             } catch {
                 return failedHTTP2(index)
             }
+            // Replies (PING and SETTINGS acknowledgements) pile up only while the server does not
+            // read: a server that floods them while not reading is dropped.
+            if http2.outbound.count - http2.outboundSent > Self.maxOutbound { return failedHTTP2(index) }
             for event in http2Events {
                 switch event {
                 case .response(let stream, let status):

@@ -164,8 +164,9 @@ final class EpollWorker: @unchecked Sendable {
         connections[index].connecting = false
         if let tls = plan.tls {
             guard let session = ctls_new(tls.pointer, fd, plan.serverName, nil) else {
-                closeConnection(index)
-                return connectFailed(index)
+                // Never a certificate left unchecked: a host the check cannot take stops the run.
+                fatal = LoadError("cannot check a certificate against '\(plan.serverName)' (a name or an address OpenSSL does not read): use the server's name or a plain address, or --insecure")
+                return
             }
             connections[index].tls = session
             connections[index].handshaking = true
@@ -242,6 +243,7 @@ final class EpollWorker: @unchecked Sendable {
         connections[index].written = 0
         connections[index].http2 = nil
         connections[index].registered = 0
+        connections[index].timerAt = 0
     }
 
     func reconnect(_ index: Int) {
@@ -324,12 +326,8 @@ final class EpollWorker: @unchecked Sendable {
     /// The connection is free: ask `epoll` to say when it can write, now (closed loop) or when
     /// the next request is due (open loop).
     private func readyForNext(_ index: Int, now: UInt64) {
-        guard let target = plan.nextTarget() else {
-            // --requests are all out: the connection idles until the run ends.
-            register(index, events: inOnly)
-            return
-        }
-        connections[index].inFlightTarget = target
+        // --requests all out: the connection idles until the run ends.
+        guard !plan.exhausted else { return register(index, events: inOnly) }
         if interval != nil, connections[index].nextIntended > now {
             timers.insert(Timer(time: connections[index].nextIntended, index: index, generation: connections[index].generation))
             register(index, events: inOnly)
@@ -367,7 +365,16 @@ final class EpollWorker: @unchecked Sendable {
 
     private func write(_ index: Int) {
         if connections[index].written == 0, !connections[index].inFlight {
-            if !plan.newConnection { stampRequest(index, now: MonotonicClock.now) }
+            if !plan.newConnection {
+                // The target is taken as the request starts (a new connection's, as it was made):
+                // one taken while waiting for its turn would be lost when --requests run out.
+                guard let target = plan.nextTarget() else {
+                    connections[index].wantsWrite = false
+                    return register(index, events: inOnly)
+                }
+                connections[index].inFlightTarget = target
+                stampRequest(index, now: MonotonicClock.now)
+            }
             connections[index].inFlight = true
         }
         let offset = connections[index].written
@@ -473,6 +480,8 @@ final class EpollWorker: @unchecked Sendable {
                 let expired = http2.streams.filter { late($0.sent) }.count
                 guard expired > 0 else { continue }
                 stats.timeouts += expired
+                // The others go down with the connection.
+                stats.readErrors += http2.streams.count - expired
             } else if connections[index].inFlight || plan.newConnection || connections[index].connecting || connections[index].handshaking {
                 // A request unanswered, or a connection (and its handshake) not made, in time.
                 let since = connections[index].inFlight ? connections[index].sent : connections[index].since

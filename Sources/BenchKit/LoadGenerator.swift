@@ -62,7 +62,7 @@ public enum LoadGenerator {
         var result = LoadResult()
         for worker in workers { result.merge(worker.stats) }
         // With --requests done before the cap, the run lasted until its last response.
-        let ended = configuration.requests != nil && result.lastResponse > start ? min(end, result.lastResponse) : end
+        let ended = configuration.requests == nil ? end : min(end, result.lastResponse > start ? result.lastResponse : MonotonicClock.now)
         result.seconds = Double(ended - start) / 1e9
         return result
     }

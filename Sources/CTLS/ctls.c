@@ -21,6 +21,9 @@ void *ctls_context_new(int insecure, const char *ca_file, const unsigned char *a
     SSL_CTX *context = SSL_CTX_new(TLS_client_method());
     if (!context) { last_error(error, error_size); return NULL; }
     SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
+    // OpenSSL 3 reports an EOF without close_notify as an error; many servers close so, and a
+    // response that runs to the close ends there (SSL_ERROR_ZERO_RETURN with this option).
+    SSL_CTX_set_options(context, SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_mode(context, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     // Sessions are offered only where the caller asks (ctls_new's resume), as wrk does.
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
@@ -51,11 +54,10 @@ void *ctls_new(void *context, int fd, const char *host, void *resume) {
         int literal = strchr(host, ':') != NULL || (strspn(host, "0123456789.") == strlen(host));
         if (!literal) SSL_set_tlsext_host_name(ssl, host);
         if (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) {
-            if (literal) {
-                X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
-            } else {
-                SSL_set1_host(ssl, host);
-            }
+            // A name or address the check cannot take fails the connection: it never goes
+            // unchecked.
+            int named = literal ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) : SSL_set1_host(ssl, host);
+            if (named != 1) { SSL_free(ssl); return NULL; }
         }
     }
     if (resume) SSL_set_session(ssl, (SSL_SESSION *)resume);
@@ -67,13 +69,9 @@ static int result(SSL *ssl, int value) {
     case SSL_ERROR_WANT_READ: return CTLS_WANT_READ;
     case SSL_ERROR_WANT_WRITE: return CTLS_WANT_WRITE;
     case SSL_ERROR_ZERO_RETURN: return CTLS_CLOSED;
-    case SSL_ERROR_SYSCALL:
-        // An EOF without close_notify (many servers close so) ends the stream as a close. After
-        // it, or any fatal error, SSL_shutdown must not be called (its manual): ctls_free then
-        // sends nothing.
-        SSL_set_quiet_shutdown(ssl, 1);
-        return ERR_peek_error() == 0 ? CTLS_CLOSED : CTLS_ERROR;
     default:
+        // SSL_ERROR_SYSCALL (a reset, say) or SSL_ERROR_SSL. After a fatal error SSL_shutdown
+        // must not be called (its manual): ctls_free then sends nothing.
         SSL_set_quiet_shutdown(ssl, 1);
         return CTLS_ERROR;
     }

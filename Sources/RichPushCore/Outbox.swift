@@ -277,8 +277,10 @@ public struct OutboxStore: Sendable {
             for (app, outcome) in screened.heldBack { report(app, outcome) }
         }
         if !screened.mayHaveEnded.isEmpty {
-            // After the claim's commit, holding no push: see `Guardrails.screen`.
-            try await database.write(isolation: .readCommitted) { db in try Insight.finishCampaigns(db, screened.mayHaveEnded, now: db.now) }
+            // After the claim's commit, holding no push: see `Guardrails.screen`. The pushes are
+            // claimed whatever happens here: a failure leaves the campaigns to every node's
+            // sweep (`finishStragglers`), not the claim undone.
+            _ = try? await database.write(isolation: .readCommitted) { db in try Insight.finishCampaigns(db, screened.mayHaveEnded, now: db.now) }
         }
         return claimed
     }

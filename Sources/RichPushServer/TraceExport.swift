@@ -6,6 +6,10 @@ import Tracing
 
 /// docs/operations.md#traces: OpenTelemetry traces over OTLP/HTTP (protobuf), with swift-otel.
 public enum TraceExport {
+    /// How long one export may take, retries included, unless `OTEL_BSP_EXPORT_TIMEOUT` or
+    /// `OTEL_EXPORTER_OTLP_TIMEOUT` say otherwise.
+    public static let exportTimeout: Duration = .seconds(5)
+
     /// When `endpoint` (`serve --otel-endpoint`) or `OTEL_EXPORTER_OTLP_ENDPOINT` (or
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) names a collector: bootstraps swift-otel's tracer as
     /// the process's instrument, turns spans on (`Telemetry`) and returns the service that
@@ -14,10 +18,6 @@ public enum TraceExport {
     /// `OTEL_TRACES_SAMPLER` and its argument, `OTEL_BSP_*`) apply as OpenTelemetry defines them,
     /// and win over `--otel-endpoint` where both are set. Logs and metrics stay RichPush's own.
     /// Call at most once per process.
-    /// How long one export may take, retries included, unless `OTEL_BSP_EXPORT_TIMEOUT` or
-    /// `OTEL_EXPORTER_OTLP_TIMEOUT` say otherwise.
-    public static let exportTimeout: Duration = .seconds(5)
-
     public static func start(endpoint: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> (any Service)? {
         let named = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].contains { !(environment[$0] ?? "").isEmpty }
         guard endpoint != nil || named else { return nil }
