@@ -10,7 +10,9 @@ import NIOHTTPTypesHTTP2
 ///
 /// Hummingbird's HTTP/2 channel wraps every stream in an async channel, yields it to the
 /// connection's task and gives it a task of its own before its request is read, so even a
-/// request answered from memory crosses to the cooperative pool and back. Here each stream's
+/// request answered from memory crosses to the cooperative pool and back. Here a plain GET the
+/// hot routes answer, its request one HEADERS frame, is answered at the connection's frame level
+/// (`H2FrameFastPath`) and gets no channel at all. Any other stream's
 /// pipeline is built synchronously (the HTTP types codec, the body rate, `H2FastPathHandler`),
 /// and a stream gets its async channel and task (Hummingbird's `handleHTTP`, the router) only
 /// when the fast path passes its request on (`StreamHandoff`). A stream answered from memory
@@ -37,12 +39,13 @@ public struct FastPathHTTP2Connection<Routes: HotRoutes>: Sendable {
     func configure(_ channel: any Channel, logger: Logger,
                    handOff: @escaping @Sendable (NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>) -> Void) throws {
         let fastPath = self.fastPath, bodyRate = self.bodyRate, idleTimeout = self.idleTimeout
-        // The inline multiplexer tells only a delegate of streams opening and closing.
-        let graceful = HTTP2GracefulClose()
-        let counter = HTTP2GracefulClose.StreamCounter(NIOLoopBound(graceful, eventLoop: channel.eventLoop))
-        _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-            mode: .server, connectionConfiguration: .init(), streamConfiguration: .init(), streamDelegate: counter
-        ) { stream in
+        // NIOHTTP2's connection handler, then the multiplexer as a handler of its own, so that
+        // `H2FrameFastPath` between them can answer a stream before it has a channel.
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()))
+        try sync.addHandler(HTTP2GracefulClose())
+        try sync.addHandler(H2FrameFastPath(fastPath: fastPath))
+        try sync.addHandler(HTTP2StreamMultiplexer(mode: .server, channel: channel) { stream in
             stream.eventLoop.makeCompletedFuture {
                 let pipeline = stream.pipeline.syncOperations
                 try pipeline.addHandler(HTTP2FramePayloadToHTTPServerCodec())
@@ -52,8 +55,7 @@ public struct FastPathHTTP2Connection<Routes: HotRoutes>: Sendable {
                 try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
                 try pipeline.addHandler(StreamHandoff(handOff: handOff))
             }
-        }
-        try channel.pipeline.syncOperations.addHandler(graceful)
+        })
     }
 }
 
@@ -101,8 +103,8 @@ final class StreamHandoff: ChannelInboundHandler, RemovableChannelHandler {
 
 /// On a graceful shutdown, tells the client no new stream will be served (GOAWAY, naming the
 /// last stream it opened) and closes the connection once every open stream is done; at once if
-/// none is. Sits after the HTTP/2 handler; the multiplexer's stream delegate (`StreamCounter`)
-/// tells it of streams opening and closing. A stream that never ends is closed by its own idle
+/// none is. Sits after the HTTP/2 handler, whose events tell it of every stream opening and
+/// closing, those answered at the frame level too. A stream that never ends is closed by its own idle
 /// timeout (`HTTPConnectionStateHandler`, which also closes idle streams on the shutdown).
 ///
 /// A client that closes its side of the connection (TCP FIN without TLS's close_notify, as
@@ -116,14 +118,6 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
-
-    /// The HTTP/2 handler's stream delegate, on the connection's event loop.
-    struct StreamCounter: NIOHTTP2StreamDelegate {
-        let handler: NIOLoopBound<HTTP2GracefulClose>
-        init(_ handler: NIOLoopBound<HTTP2GracefulClose>) { self.handler = handler }
-        func streamCreated(_ id: HTTP2StreamID, channel: any Channel) { handler.value.created(id) }
-        func streamClosed(_ id: HTTP2StreamID, channel: any Channel) { handler.value.closed() }
-    }
 
     private var open = 0
     private var lastStream = HTTP2StreamID(0)
@@ -165,6 +159,11 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
+        case let created as NIOHTTP2StreamCreatedEvent:
+            self.created(created.streamID)
+        case is StreamClosedEvent:
+            context.fireUserInboundEventTriggered(event)
+            return closed()
         case ChannelEvent.inputClosed:
             inputClosed = true
             if open == 0 { finish(context) }

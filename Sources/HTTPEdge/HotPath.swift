@@ -70,6 +70,14 @@ public final class HotPath<Routes: HotRoutes>: Sendable {
         return routes.answer(uri: path, authorization: authorization, memo: &memo, recheck: &recheck)
     }
 
+    /// The answer to an HTTP/2 request read from its header block (`H2FrameFastPath`) if it can
+    /// be given from memory now; nil sends the request on to its stream.
+    func answer(_ request: HotRequest) -> HotAnswer? {
+        var memo: Routes.Memo?
+        var recheck: Routes.Recheck?
+        return routes.answer(uri: request.path, authorization: request.authorization, memo: &memo, recheck: &recheck)
+    }
+
     /// Marks `answer` for the access log when it is one the log samples: its URI and the client
     /// (`--trusted-proxy` decides whether `forwardedFor`, read only then, names it).
     func sample(_ answer: inout HotAnswer, uri: String?, peer: @autoclosure () -> String?, forwardedFor: @autoclosure () -> [String]) {

@@ -56,6 +56,41 @@ struct HTTPSCLITests {
         #expect(insecure.status == 0 && insecure.output.contains("Requests/sec:"), "\(insecure.output)")
     }
 
+    @Test("hyper-h2 (a peer nobody here wrote) gets a hot image whole over HTTP/2 however it asks: through a 4,096-byte stream window it grants frame by frame, twenty GETs written at once, after resetting a stream mid-answer, with its request ended by an empty DATA frame; a cold GET between them is the router's, and the connection is never sent GOAWAY")
+    func hotStreamsOverHTTP2() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (server, port) = try await Self.startServe(in: dir)
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+        let id = MediaID(hashing: logo).hex
+        let script = Fixtures.packageRoot.appendingPathComponent("scripts/h2-hot.py").path
+        let run = try await onOwnThread {
+            try runCapturing("/usr/bin/env", ["python3", script, String(port), dir.appendingPathComponent("cert.pem").path,
+                                              "/media/\(id)", "Basic YWxpY2U6YWxpY2U="])
+        }
+        #expect(run.status == 0, "\(run.output)")
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any], "\(run.output)")
+        func whole(_ answer: Any?) -> Bool {
+            guard let answer = answer as? [String: Any], let headers = answer["headers"] as? [String: String] else { return false }
+            return answer["status"] as? Int == 200 && answer["sha256"] as? String == id && headers["content-type"] == "image/png"
+                && headers["content-length"] == String(logo.count) && headers["server"] == "RichPush" && headers["date"] != nil
+        }
+        let window = result["window"] as? [String: Any]
+        #expect(whole(window) && (window?["frames"] as? Int ?? 0) >= 13, "\(String(describing: window))")
+        let burst = result["burst"] as? [Any] ?? []
+        #expect(burst.count == 20 && burst.allSatisfy(whole), "\(burst)")
+        let reset = result["reset"] as? [String: Any]
+        #expect(reset?["first_frames"] as? Int == 1 && whole(reset?["after"]), "\(String(describing: reset))")
+        #expect(whole(result["split"]), "\(String(describing: result["split"]))")
+        #expect((result["cold"] as? [String: Any])?["status"] as? Int == 200, "\(String(describing: result["cold"]))")
+        #expect(result["goaway"] as? Bool == false)
+        // Answered from memory, nearly all (24 hot GETs; the first may be the router's, and on a loaded machine a check falling due sends one more there).
+        let metrics = try await curl(["--cacert", dir.appendingPathComponent("cert.pem").path, "https://127.0.0.1:\(port)/metrics"])
+        let h2 = metrics.output.split(separator: "\n").first { $0.hasPrefix("richpush_memory_answers_total{protocol=\"h2\"}") }
+        #expect(h2.flatMap { Double($0.split(separator: " ").last ?? "") }.map { $0 >= 20 } == true, "\(String(describing: h2))")
+    }
+
     @Test("curl gets the same answers over HTTP/2 and HTTP/1.1 (the image's second GET from the fast path), payload URLs say https, plain HTTP gets nothing")
     func https() async throws {
         let dir = try Fixtures.tempDirectory()

@@ -1,0 +1,134 @@
+import HTTPTypes
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// On an HTTP/2 connection, between NIOHTTP2's connection handler and its stream multiplexer:
+/// answers a stream whose whole request is one `HEADERS` frame (a plain `GET`, `END_STREAM` set)
+/// from `HotPath` when it can, with a `HEADERS` and a `DATA` frame written on the connection, so
+/// the stream never gets a child channel, a pipeline or a task (issue #51: NIOHTTP2's child
+/// channel per stream was 40% of `serve`'s time in a fetch storm of new connections). Anything
+/// else, and every frame of a stream not answered here, goes on to the multiplexer unchanged;
+/// a stream's own `H2FastPathHandler` still answers a hot request whose end came in a later frame.
+///
+/// NIOHTTP2's connection handler keeps every stream's state, flow control included, so an answer
+/// larger than the stream's window waits in its buffer for the client's window updates, as a
+/// child channel's would. Frames and events for a stream answered here (window updates, a reset,
+/// its opening and closing) stop here until it is closed: the multiplexer never knew the stream
+/// and would take them for a protocol error. `HTTP2GracefulClose`, before this handler, still
+/// counts every stream.
+final class H2FrameFastPath<Routes: HotRoutes>: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias InboundOut = HTTP2Frame
+    typealias OutboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private let fastPath: HotPath<Routes>
+    /// Streams answered here that NIOHTTP2 has not yet closed.
+    private var answered: Set<HTTP2StreamID> = []
+    /// Answers written since the last flush: flushed once at the end of the read.
+    private var unflushed = false
+
+    init(fastPath: HotPath<Routes>) {
+        self.fastPath = fastPath
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if !answered.isEmpty, answered.contains(frame.streamID) { return }
+        if case .headers(let headers) = frame.payload, headers.endStream, frame.streamID != .rootStream,
+           let request = HotRequest(headers.headers), var answer = fastPath.answer(request) {
+            let start = NIODeadline.now().uptimeNanoseconds
+            fastPath.sample(&answer, uri: request.path, peer: context.channel.remoteAddress?.ipAddress,
+                            forwardedFor: headers.headers["x-forwarded-for"])
+            answered.insert(frame.streamID)
+            write(answer, on: frame.streamID, context: context)
+            fastPath.record(answer, since: start, EdgeMetric.memoryAnswersH2)
+            return
+        }
+        context.fireChannelRead(data)
+    }
+
+    private func write(_ answer: HotAnswer, on stream: HTTP2StreamID, context: ChannelHandlerContext) {
+        let fields = answer.body.fields(answer.style)
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(fields.count + 3)
+        headers.add(name: ":status", value: "200")
+        for field in fields where field.name != .date && field.name != .server {
+            let indexing: HPACKIndexing = switch field.indexingStrategy {
+            case .avoid: .nonIndexable
+            case .disallow: .neverIndexed
+            default: .indexable
+            }
+            headers.add(name: field.name.canonicalName, value: field.value, indexing: indexing)
+        }
+        headers.add(name: "date", value: HTTPDate.value())
+        headers.add(name: "server", value: "RichPush")
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))), promise: nil)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(answer.body.bytes), endStream: true)))),
+                      promise: nil)
+        unflushed = true
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if unflushed {
+            unflushed = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if !answered.isEmpty {
+            if let closed = event as? StreamClosedEvent, answered.remove(closed.streamID) != nil { return }
+            if let created = event as? NIOHTTP2StreamCreatedEvent, answered.contains(created.streamID) { return }
+            if let window = event as? NIOHTTP2WindowUpdatedEvent, answered.contains(window.streamID) { return }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A stream error on a stream answered here (a reset the client caused) is not the multiplexer's.
+        if !answered.isEmpty, let streamError = error as? NIOHTTP2Errors.StreamError, answered.contains(streamError.streamID) { return }
+        context.fireErrorCaught(error)
+    }
+}
+
+/// What `HotPath` reads of an HTTP/2 request, straight from its header block: the request only
+/// when it is as plain as the hot routes take (one `:method` of `GET`, one `:scheme`, one `:path`,
+/// no other pseudo-field; the router gets anything else, as it did through the HTTP types codec).
+struct HotRequest {
+    /// `:path`.
+    let path: String
+    /// The one `authorization` field; nil when none was sent.
+    let authorization: String?
+
+    /// Nil when the request is not a plain GET the hot routes may answer: conditional, ranged,
+    /// with two `authorization` fields, or any pseudo-field out of the ordinary.
+    init?(_ headers: HPACKHeaders) {
+        var method: String?, scheme: String?, path: String?, authority = 0
+        var authorization: String?
+        for (name, value, _) in headers {
+            if name.utf8.first == UInt8(ascii: ":") {
+                switch name {
+                case ":method": guard method == nil else { return nil }; method = value
+                case ":scheme": guard scheme == nil else { return nil }; scheme = value
+                case ":path": guard path == nil else { return nil }; path = value
+                case ":authority": authority += 1; guard authority == 1 else { return nil }
+                default: return nil
+                }
+                continue
+            }
+            switch name {
+            case "range", "if-range", "if-none-match": return nil
+            case "authorization":
+                guard authorization == nil else { return nil } // two are the router's to refuse
+                authorization = value
+            default: continue
+            }
+        }
+        guard method == "GET", scheme != nil, let path, path.utf8.first == UInt8(ascii: "/") else { return nil }
+        self.path = path
+        self.authorization = authorization
+    }
+}
