@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPTypes
 import NIOCore
 import NIOHPACK
@@ -15,8 +16,13 @@ import NIOHTTP2
 /// larger than the stream's window waits in its buffer for the client's window updates, as a
 /// child channel's would. Frames and events for a stream answered here (window updates, a reset,
 /// its opening and closing) stop here until it is closed: the multiplexer never knew the stream
-/// and would take them for a protocol error. `HTTP2GracefulClose`, before this handler, still
-/// counts every stream.
+/// and would report them as frames for no stream it has. `HTTP2GracefulClose`, before this
+/// handler, still counts every stream.
+///
+/// A stream answered here has the deadline a stream channel's idle timeout gave it: one whose
+/// answer is still held by a window the client never opens is reset (`CANCEL`) after
+/// `patience`, so it holds neither its body nor a graceful shutdown for longer. An answer NIOHTTP2
+/// refuses to write resets its stream (`INTERNAL_ERROR`) rather than leave the client waiting.
 final class H2FrameFastPath<Routes: HotRoutes>: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias InboundOut = HTTP2Frame
@@ -24,26 +30,32 @@ final class H2FrameFastPath<Routes: HotRoutes>: ChannelDuplexHandler, RemovableC
     typealias OutboundOut = HTTP2Frame
 
     private let fastPath: HotPath<Routes>
-    /// Streams answered here that NIOHTTP2 has not yet closed.
-    private var answered: Set<HTTP2StreamID> = []
+    /// How long an answered stream may stay open (the streams' idle timeout).
+    private let patience: TimeAmount
+    /// Streams answered here that NIOHTTP2 has not yet closed, with when they were answered.
+    private var answered: [HTTP2StreamID: NIODeadline] = [:]
     /// Answers written since the last flush: flushed once at the end of the read.
     private var unflushed = false
+    /// The look for answers held past `patience`, while some answer is still open after a read.
+    private var sweep: Scheduled<Void>?
 
-    init(fastPath: HotPath<Routes>) {
+    init(fastPath: HotPath<Routes>, patience: TimeAmount) {
         self.fastPath = fastPath
+        self.patience = patience
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        if !answered.isEmpty, answered.contains(frame.streamID) { return }
+        if !answered.isEmpty, answered[frame.streamID] != nil { return }
         if case .headers(let headers) = frame.payload, headers.endStream, frame.streamID != .rootStream,
            let request = HotRequest(headers.headers), var answer = fastPath.answer(request) {
             let start = NIODeadline.now().uptimeNanoseconds
             fastPath.sample(&answer, uri: request.path, peer: context.channel.remoteAddress?.ipAddress,
                             forwardedFor: headers.headers["x-forwarded-for"])
-            answered.insert(frame.streamID)
+            answered[frame.streamID] = context.eventLoop.now
             write(answer, on: frame.streamID, context: context)
             fastPath.record(answer, since: start, EdgeMetric.memoryAnswersH2)
+            EdgeMetric.frameAnswersH2.increment()
             return
         }
         context.fireChannelRead(data)
@@ -75,21 +87,61 @@ final class H2FrameFastPath<Routes: HotRoutes>: ChannelDuplexHandler, RemovableC
             unflushed = false
             context.flush()
         }
+        // NIOHTTP2 has written what the windows allow by now: an answer still open waits for the client.
+        if !answered.isEmpty && sweep == nil { scheduleSweep(context) }
         context.fireChannelReadComplete()
+    }
+
+    private func scheduleSweep(_ context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        sweep = context.eventLoop.scheduleTask(in: patience) {
+            let (handler, context) = bound.value
+            handler.sweep = nil
+            handler.resetOverdue(context)
+        }
+    }
+
+    /// Resets every stream answered longer than `patience` ago and still open.
+    private func resetOverdue(_ context: ChannelHandlerContext) {
+        let due = context.eventLoop.now - patience
+        let overdue = answered.filter { $0.value <= due }.map(\.key)
+        for stream in overdue {
+            answered[stream] = nil
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.cancel))), promise: nil)
+        }
+        if !overdue.isEmpty { context.flush() }
+        if !answered.isEmpty { scheduleSweep(context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        sweep?.cancel()
+        sweep = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        sweep?.cancel()
+        sweep = nil
+        answered.removeAll()
+        context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if !answered.isEmpty {
-            if let closed = event as? StreamClosedEvent, answered.remove(closed.streamID) != nil { return }
-            if let created = event as? NIOHTTP2StreamCreatedEvent, answered.contains(created.streamID) { return }
-            if let window = event as? NIOHTTP2WindowUpdatedEvent, answered.contains(window.streamID) { return }
+            if let closed = event as? StreamClosedEvent, answered.removeValue(forKey: closed.streamID) != nil { return }
+            if let created = event as? NIOHTTP2StreamCreatedEvent, answered[created.streamID] != nil { return }
+            if let window = event as? NIOHTTP2WindowUpdatedEvent, answered[window.streamID] != nil { return }
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A stream error on a stream answered here (a reset the client caused) is not the multiplexer's.
-        if !answered.isEmpty, let streamError = error as? NIOHTTP2Errors.StreamError, answered.contains(streamError.streamID) { return }
+        // An answer NIOHTTP2 would not write (a field it refuses): the stream is reset, not left
+        // waiting, and the error is not the multiplexer's.
+        if !answered.isEmpty, let streamError = error as? NIOHTTP2Errors.StreamError, answered[streamError.streamID] != nil {
+            answered[streamError.streamID] = nil
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: streamError.streamID, payload: .rstStream(.internalError))), promise: nil)
+            return
+        }
         context.fireErrorCaught(error)
     }
 }

@@ -44,7 +44,8 @@ public struct FastPathHTTP2Connection<Routes: HotRoutes>: Sendable {
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()))
         try sync.addHandler(HTTP2GracefulClose())
-        try sync.addHandler(H2FrameFastPath(fastPath: fastPath))
+        let (seconds, attoseconds) = idleTimeout.components
+        try sync.addHandler(H2FrameFastPath(fastPath: fastPath, patience: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)))
         try sync.addHandler(HTTP2StreamMultiplexer(mode: .server, channel: channel) { stream in
             stream.eventLoop.makeCompletedFuture {
                 let pipeline = stream.pipeline.syncOperations
@@ -171,9 +172,13 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
         case is ChannelShouldQuiesceEvent:
             guard !quiescing else { return }
             quiescing = true
-            if open == 0 { return finish(context) }
-            context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
-            return
+            if open == 0 {
+                finish(context)
+            } else {
+                context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+            }
+            // On to the multiplexer, which passes it to every stream channel: a stream between
+            // requests closes at once (`HTTPConnectionStateHandler`).
         default:
             break
         }

@@ -31,6 +31,7 @@ enum MetricCatalog {
         "richpush_outbox_pending": "Pushes waiting in the outbox (due or retrying), by platform; sampled from the database every few seconds.",
         "richpush_payload_fetches_total": "Payloads served to devices, by route: /api/notifications/{id} (with credentials) or /p/{token} (a payload URL).",
         "richpush_memory_answers_total": "Requests answered from memory on the event loop (a cached image or payload) instead of through the router, by protocol: http/1.1 or h2.",
+        "richpush_h2_frame_answers_total": "HTTP/2 requests answered from memory at the connection's frame level, with no stream channel (also in richpush_memory_answers_total{protocol=\"h2\"}).",
         "richpush_http1_handoffs_total": "HTTP/1.1 connections that needed the full pipeline (a request other than a plain GET of a cached image or payload).",
         "richpush_build_info": "The running build; always 1, the version in the labels.",
         "richpush_dependency_up": "Whether a dependency answers (1) or its circuit breaker is refusing calls (0), by dependency: database, blobs, hub.",

@@ -15,7 +15,7 @@ struct H2FrameFastPathTests {
     private func channel() throws -> EmbeddedChannel {
         let hotPath = HotPath(routes: TableRoutes(["a": "alpha"]), accessLog: AccessLog(fraction: 0, logger: Logger(label: "test")))
         let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(H2FrameFastPath(fastPath: hotPath))
+        try channel.pipeline.syncOperations.addHandler(H2FrameFastPath(fastPath: hotPath, patience: .seconds(30)))
         return channel
     }
 
@@ -70,6 +70,41 @@ struct H2FrameFastPathTests {
         #expect(try channel.readInbound(as: HTTP2Frame.self)?.streamID == .rootStream)
         channel.pipeline.fireChannelReadComplete()
         #expect(try channel.readOutbound(as: HTTP2Frame.self) == nil)
+        _ = try channel.finish()
+    }
+
+    @Test("an answer still open (its window never opened) is reset with CANCEL once the patience has passed, and only then; an answer NIOHTTP2 refuses to write resets its stream with INTERNAL_ERROR instead of leaving it open")
+    func deadlines() throws {
+        let hotPath = HotPath(routes: TableRoutes(["a": "alpha"]), accessLog: AccessLog(fraction: 0, logger: Logger(label: "test")))
+        let loop = EmbeddedEventLoop()
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandler(H2FrameFastPath(fastPath: hotPath, patience: .seconds(30)))
+        try channel.writeInbound(get("/hot/a", stream: 1))
+        channel.pipeline.fireChannelReadComplete()
+        #expect(try channel.readOutbound(as: HTTP2Frame.self) != nil && channel.readOutbound(as: HTTP2Frame.self) != nil)
+        loop.advanceTime(by: .seconds(29))
+        #expect(try channel.readOutbound(as: HTTP2Frame.self) == nil)
+        loop.advanceTime(by: .seconds(2))
+        let reset = try #require(try channel.readOutbound(as: HTTP2Frame.self))
+        guard case .rstStream(let code) = reset.payload else { Issue.record("not RST_STREAM: \(reset)"); return }
+        #expect(reset.streamID == 1 && code == .cancel)
+        // A stream closed in time is not reset.
+        try channel.writeInbound(get("/hot/a", stream: 3))
+        channel.pipeline.fireChannelReadComplete()
+        _ = try channel.readOutbound(as: HTTP2Frame.self)
+        _ = try channel.readOutbound(as: HTTP2Frame.self)
+        channel.pipeline.fireUserInboundEventTriggered(StreamClosedEvent(streamID: 3, reason: nil))
+        loop.advanceTime(by: .seconds(61))
+        #expect(try channel.readOutbound(as: HTTP2Frame.self) == nil)
+        // NIOHTTP2 refusing the answer's frames.
+        try channel.writeInbound(get("/hot/a", stream: 5))
+        channel.pipeline.fireChannelReadComplete()
+        _ = try channel.readOutbound(as: HTTP2Frame.self)
+        _ = try channel.readOutbound(as: HTTP2Frame.self)
+        channel.pipeline.fireErrorCaught(NIOHTTP2Errors.streamError(streamID: 5, baseError: NIOHTTP2Errors.noSuchStream(streamID: 5)))
+        let refused = try #require(try channel.readOutbound(as: HTTP2Frame.self))
+        guard case .rstStream(let refusedCode) = refused.payload else { Issue.record("not RST_STREAM: \(refused)"); return }
+        #expect(refused.streamID == 5 && refusedCode == .internalError)
         _ = try channel.finish()
     }
 }
