@@ -52,6 +52,22 @@ struct LoadToolPeerTests {
         return (process, port)
     }
 
+    /// Runs `body` with nghttpd serving a prepared directory (`prepare`) over TLS or h2c: the
+    /// directory, the port and the logo's bytes. Without nghttpd it returns, or fails when
+    /// `RICHPUSH_REQUIRE_ENGINES=1`.
+    static func withNghttpd(tls: Bool, _ body: (URL, Int, [UInt8]) async throws -> Void) async throws {
+        guard let nghttpd = Self.nghttpd else {
+            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1", "nghttpd is not installed (apt-get install nghttp2-server)")
+            return
+        }
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let logo = try Self.prepare(dir)
+        let (server, port) = try await Self.startNghttpd(nghttpd, in: dir, tls: tls)
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        try await body(dir, port, logo)
+    }
+
     /// `richpush-bench --json --threads 1 --timeout 30s arguments…` to completion; its JSON object (its output's last line).
     static func bench(_ arguments: [String]) async throws -> [String: Any] {
         let bench = CLI.executable.deletingLastPathComponent().appendingPathComponent("richpush-bench").path
@@ -95,43 +111,29 @@ struct LoadToolPeerTests {
 
     @Test("h2c by prior knowledge (--http2 over http://): 2 connections of 10 streams get exactly --requests 200 whole 200s; --urls alternating a file nghttpd has with one it has not gets 200s and 404s, 100 in all, no error")
     func h2c() async throws {
-        guard let nghttpd = Self.nghttpd else {
-            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1", "nghttpd is not installed (apt-get install nghttp2-server)")
-            return
+        try await Self.withNghttpd(tls: false) { dir, port, logo in
+            let streams = ["--http2", "--connections", "2", "--streams", "10"]
+
+            let plain = try await Self.bench(streams + ["--requests", "200", "http://127.0.0.1:\(port)/logo.png"])
+            Self.check(plain, "h2c", requests: 200, expected: ["200": 200], logo: logo.count)
+
+            let urls = dir.appendingPathComponent("urls.txt")
+            try "/logo.png\n/missing.png\n".write(to: urls, atomically: true, encoding: .utf8)
+            let mixed = try await Self.bench(streams + ["--requests", "100", "--urls", urls.path, "http://127.0.0.1:\(port)"])
+            Self.check(mixed, "h2c --urls", requests: 100, expected: ["200": nil, "404": nil], logo: logo.count)
         }
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let logo = try Self.prepare(dir)
-        let (server, port) = try await Self.startNghttpd(nghttpd, in: dir, tls: false)
-        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        let streams = ["--http2", "--connections", "2", "--streams", "10"]
-
-        let plain = try await Self.bench(streams + ["--requests", "200", "http://127.0.0.1:\(port)/logo.png"])
-        Self.check(plain, "h2c", requests: 200, expected: ["200": 200], logo: logo.count)
-
-        let urls = dir.appendingPathComponent("urls.txt")
-        try "/logo.png\n/missing.png\n".write(to: urls, atomically: true, encoding: .utf8)
-        let mixed = try await Self.bench(streams + ["--requests", "100", "--urls", urls.path, "http://127.0.0.1:\(port)"])
-        Self.check(mixed, "h2c --urls", requests: 100, expected: ["200": nil, "404": nil], logo: logo.count)
     }
 
     @Test("h2 by ALPN over TLS, nghttpd's self-signed certificate trusted by --ca (for 127.0.0.1): 2 connections of 10 streams get exactly --requests 200 whole 200s, and --new-connection (a handshake a request) exactly 20, no error")
     func tls() async throws {
-        guard let nghttpd = Self.nghttpd else {
-            #expect(ProcessInfo.processInfo.environment["RICHPUSH_REQUIRE_ENGINES"] != "1", "nghttpd is not installed (apt-get install nghttp2-server)")
-            return
+        try await Self.withNghttpd(tls: true) { dir, port, logo in
+            let target = ["--ca", dir.appendingPathComponent("cert.pem").path, "https://127.0.0.1:\(port)/logo.png"]
+
+            let streams = try await Self.bench(["--http2", "--connections", "2", "--streams", "10", "--requests", "200"] + target)
+            Self.check(streams, "h2", requests: 200, expected: ["200": 200], logo: logo.count)
+
+            let fresh = try await Self.bench(["--http2", "--new-connection", "--requests", "20"] + target)
+            Self.check(fresh, "h2 --new-connection", requests: 20, expected: ["200": 20], logo: logo.count)
         }
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let logo = try Self.prepare(dir)
-        let (server, port) = try await Self.startNghttpd(nghttpd, in: dir, tls: true)
-        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        let target = ["--ca", dir.appendingPathComponent("cert.pem").path, "https://127.0.0.1:\(port)/logo.png"]
-
-        let streams = try await Self.bench(["--http2", "--connections", "2", "--streams", "10", "--requests", "200"] + target)
-        Self.check(streams, "h2", requests: 200, expected: ["200": 200], logo: logo.count)
-
-        let fresh = try await Self.bench(["--http2", "--new-connection", "--requests", "20"] + target)
-        Self.check(fresh, "h2 --new-connection", requests: 20, expected: ["200": 20], logo: logo.count)
     }
 }
