@@ -230,6 +230,52 @@ struct HTTP2ConnectionTests {
             #expect(received.frameTypes.contains(1) && received.frameTypes.contains(0), "stream 1's answer was cut: \(received.frameTypes)")
         }
     }
+
+    @Test("a hot GET answered at the frame level whose window the client never opens (INITIAL_WINDOW_SIZE 0) is reset at the idle timeout, though PINGs keep its connection alive; then the graceful shutdown ends")
+    func stalledFrameAnswer() async throws {
+        let logo = try Fixtures.bytes(Fixtures.media.appendingPathComponent("logo.png"))
+        let received = Received()
+        let start = NIOLockedValueBox<Date?>(nil)
+        try await TLSFixtures.runServer({ $0.idleTimeout = 2; $0.publicMedia = true }) { s in
+            let id = try await s.data.media.ingest(bytes: logo).item.id.hex
+            let port = try #require(s.client.port)
+            // The preface, SETTINGS (INITIAL_WINDOW_SIZE `window`, or none), and stream 1: a whole
+            // `GET /media/<id>` (END_STREAM and END_HEADERS; HPACK's static entries 2 and 7, :path as a literal).
+            func request(window: UInt8?) -> ByteBuffer {
+                var preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+                preface.writeBytes(window.map { [0, 0, 6, 4, 0, 0, 0, 0, 0, 0x00, 0x04, 0, 0, 0, $0] } ?? [0, 0, 0, 4, 0, 0, 0, 0, 0])
+                let path = Array("/media/\(id)".utf8)
+                let block: [UInt8] = [0x82, 0x87, 0x04, UInt8(path.count)] + path
+                preface.writeBytes([0, 0, UInt8(block.count), 1, 0x05, 0, 0, 0, 1] + block)
+                return preface
+            }
+            // A first connection reads the image whole: it is cached, and the next GET is answered from memory.
+            let warm = Received()
+            let first = try await TLSFixtures.connect(port: port, protocols: ["h2"], above: warm)
+            try await first.writeAndFlush(request(window: nil))
+            #expect(try await eventually(within: 10) { warm.frameTypes.contains(0) }, "no DATA for the first GET: \(warm.frameTypes)")
+            try? await first.close()
+            let channel = try await TLSFixtures.connect(port: port, protocols: ["h2"], above: received)
+            try await channel.writeAndFlush(request(window: 0))
+            #expect(try await eventually(within: 10) { received.frameTypes.contains(1) }, "no HEADERS for stream 1: \(received.frameTypes)")
+            // A PING every 300 ms: the connection is never idle, only the stream is.
+            let pinging = Task {
+                var ping = ByteBuffer()
+                ping.writeBytes([0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+                while !Task.isCancelled && channel.isActive {
+                    try? await channel.writeAndFlush(ping)
+                    try? await Task.sleep(for: .milliseconds(300))
+                }
+            }
+            defer { pinging.cancel() }
+            #expect(try await eventually(within: 15) { received.frameTypes.contains(3) }, "stream 1 was not reset: \(received.frameTypes)")
+            #expect(!received.frameTypes.contains(0), "DATA through a closed window: \(received.frameTypes)")
+            #expect(channel.isActive, "the connection, kept alive, was closed instead")
+            start.withLockedValue { $0 = Date() }
+        }
+        let stopped = Date().timeIntervalSince(try #require(start.withLockedValue { $0 }))
+        #expect(stopped < 10, "the server took \(stopped) s to stop")
+    }
 }
 
 /// The types of the HTTP/2 frames a client connection receives.
