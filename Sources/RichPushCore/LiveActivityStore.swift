@@ -378,7 +378,7 @@ public struct LiveActivityStore: Sendable {
             var values: [any SQLValueConvertible] = []
             for push in chunk {
                 values += [event, activity, push.registration ?? "", push.registration, push.platform, app, push.target, timestamp,
-                           UUID().uuidString.lowercased(), now, now, now]
+                           RandomUUIDs.string().lowercased(), now, now, now]
             }
             try db.execute(sql: """
                 INSERT INTO activity_pushes (eventId, activityId, lane, registrationId, platform, app, target, timestamp, state, attempts,

@@ -110,7 +110,7 @@ struct NotificationWriter {
             try db.execute(sql: """
                 INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt)
                 VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
-                """, arguments: [id, campaignId, target.registration, target.target, target.platform, target.app, UUID().uuidString,
+                """, arguments: [id, campaignId, target.registration, target.target, target.platform, target.app, RandomUUIDs.string(),
                                  due, due, time, time],
                     cached: true)
         }
@@ -161,6 +161,8 @@ struct NotificationWriter {
                 """) ?? 0
             ids = (1...Int64(entries.count)).map { last + $0 }
         }
+        // Every push's id (its apns-id), drawn together.
+        var pushIDs = RandomUUIDs.strings(entries.reduce(0) { $0 + $1.targets.count }).makeIterator()
         var created: [CreatedNotification] = []
         var notificationRows: [[SQLValue]] = []
         var deliveryRows: [[SQLValue]] = []
@@ -182,7 +184,7 @@ struct NotificationWriter {
                     continue
                 }
                 let delivery: [any SQLValueConvertible] = [id, writer.campaignId, target.registration, target.target, target.platform, target.app, "pending",
-                                                           UUID().uuidString, due, due, time, time]
+                                                           pushIDs.next() ?? RandomUUIDs.string(), due, due, time, time]
                 deliveryRows.append(delivery.map(\.sqlValue))
             }
             created.append(writer.made(id: id, recipient: entry.name, push: made.bytes, richUrl: made.richUrl, targets: entry.targets))
@@ -217,7 +219,7 @@ struct NotificationWriter {
     private func failedRow(id: Int64, target: PushTarget, due: Double, reason: String) -> [SQLValue] {
         let time = now.timeIntervalSince1970
         let values: [any SQLValueConvertible] = [id, campaignId, target.registration, target.target, target.platform, target.app, "failed", reason,
-                                                 UUID().uuidString, due, due, time, time]
+                                                 RandomUUIDs.string(), due, due, time, time]
         return values.map(\.sqlValue)
     }
 

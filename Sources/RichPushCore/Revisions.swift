@@ -127,7 +127,7 @@ enum Revisions {
         /// `due`: at once, or, while a push to it is on its way, once that push is recorded
         /// (`waitsForInFlight`).
         func row(_ kind: PushKind, due: Double, now: Double, extra: String? = nil) -> [SQLValue] {
-            let values: [any SQLValueConvertible] = [notification, campaign, registration, target, platform, app, UUID().uuidString,
+            let values: [any SQLValueConvertible] = [notification, campaign, registration, target, platform, app, RandomUUIDs.string(),
                                                      max(due, leaseEnd.map { $0 + 1 } ?? due), due, now, now, kind.stored,
                                                      leaseEnd == nil ? nil : waitsForInFlight, extra]
             return values.map(\.sqlValue)
