@@ -55,17 +55,48 @@ public struct AlertPush: Sendable, Equatable {
 
     /// The JSON bytes.
     public func encoded() -> Data {
-        var json = "{\"aps\":\(aps.json),\"richId\":\(Self.quote(richId))," +
-            "\"richMessage\":\(Self.quote(richMessage)),\"richType\":\(Self.quote(richType)),\"richUrl\":\(Self.quote(richUrl))"
-        if let actions = options.actions, !actions.isEmpty { json += ",\"richActions\":\(Self.actions(actions))" }
-        return Data((json + "}").utf8)
+        Template(title: title, message: richMessage, richType: richType, options: options).encoded(richId: richId, richUrl: richUrl)
     }
 
     /// The push's `aps`: the alert, its options and a fixed badge (an unread count is added per device).
     public var aps: APS {
+        Self.aps(title: title, message: richMessage, options: options)
+    }
+
+    static func aps(title: String?, message: String, options: PushOptions) -> APS {
         var fixedBadge: Int?
         if case .count(let badge)? = options.badge { fixedBadge = badge }
-        return APS.alertPush(title: title, body: richMessage, options: options, badge: fixedBadge)
+        return APS.alertPush(title: title, body: message, options: options, badge: fixedBadge)
+    }
+
+    /// An alert push's JSON around the two things that differ from one recipient to the next of
+    /// the same words (their notification's id and payload URL): written once for a campaign's
+    /// words in each locale, and each recipient's push is three strings joined with those two
+    /// (issue #51: `aps` and the quoted words were written again for every recipient).
+    /// `AlertPush.encoded()` is made through it, so the two cannot differ.
+    public struct Template: Sendable {
+        /// `{"aps":…,"richId":`
+        private let head: String
+        /// `,"richMessage":…,"richType":…,"richUrl":`
+        private let middle: String
+        /// `,"richActions":[…]}` or `}`
+        private let tail: String
+
+        /// The template for `title`, `message`, `richType` and `options`.
+        public init(title: String?, message: String, richType: String, options: PushOptions) {
+            head = "{\"aps\":\(AlertPush.aps(title: title, message: message, options: options).json),\"richId\":"
+            middle = ",\"richMessage\":\(AlertPush.quote(message)),\"richType\":\(AlertPush.quote(richType)),\"richUrl\":"
+            if let actions = options.actions, !actions.isEmpty {
+                tail = ",\"richActions\":\(AlertPush.actions(actions))}"
+            } else {
+                tail = "}"
+            }
+        }
+
+        /// The push of notification `richId` (its id as text) with `richUrl`.
+        public func encoded(richId: String, richUrl: String) -> Data {
+            Data((head + AlertPush.quote(richId) + middle + AlertPush.quote(richUrl) + tail).utf8)
+        }
     }
 
     /// `payload` (an APNs push RichPush made, which begins `{"aps":{`) with `aps.badge` set to

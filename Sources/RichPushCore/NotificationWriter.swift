@@ -27,6 +27,9 @@ struct NotificationWriter {
     let now: Date
     /// What is done with a push over its platform's size.
     var oversize = Oversize.refuse
+    /// The alert push's JSON around each recipient's id and payload URL (alert mode), made once
+    /// for these words.
+    private var alertTemplate: AlertPush.Template?
 
     /// One recipient for `insert(_:_:pace:)`: the writer of their words, their name, their targets.
     typealias Entry = (writer: NotificationWriter, name: String, targets: [PushTarget])
@@ -56,6 +59,11 @@ struct NotificationWriter {
         self.links = links
         self.campaignId = campaignId
         self.now = now
+        alertTemplate = Self.template(mode: mode, title: title, message: message, richType: richType, options: options)
+    }
+
+    private static func template(mode: PushMode, title: String?, message: String, richType: String, options: PushOptions) -> AlertPush.Template? {
+        mode == .alert ? AlertPush.Template(title: title, message: message, richType: richType, options: options) : nil
     }
 
     /// This writer with other words: a recipient's rendered templates
@@ -68,6 +76,7 @@ struct NotificationWriter {
         copy.title = title.flatMap { $0.isEmpty ? nil : $0 }
         copy.message = message
         copy.options = options
+        copy.alertTemplate = Self.template(mode: mode, title: copy.title, message: message, richType: richType, options: options)
         return copy
     }
 
@@ -256,7 +265,9 @@ struct NotificationWriter {
         let richUrl = placeholder ? links.map(DryRun.placeholderURL) : links?.url(notification: id, payload: media.id, now: now)
         let push: Data = switch mode {
         case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
-        case .alert: AlertPush(id: id, title: title, message: message, richType: richType, richUrl: richUrl!, options: options).encoded()
+        case .alert:
+            (alertTemplate ?? AlertPush.Template(title: title, message: message, richType: richType, options: options))
+                .encoded(richId: String(id), richUrl: richUrl!)
         }
         // An unread count is set per device at send time: room is kept for the largest.
         let largest = options.badge == .unread ? AlertPush.settingBadge(push, to: PushOptions.maxBadge).count : push.count
