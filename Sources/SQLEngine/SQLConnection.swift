@@ -142,13 +142,13 @@ extension SQLRow {
 extension SQLValueConvertible {
     /// The first column of every row (rows whose value is NULL or of another kind are left out);
     /// `cached` as for `SQLConnection.fetchAll`.
-    public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> [Self] {
+    @inlinable public static func fetchAll(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> [Self] {
         try db.fetchAll(sql: sql, arguments: arguments, cached: cached).compactMap { $0.values.first.flatMap(Self.fromSQL) }
     }
 
     /// The first column of the first row, or nil when there is none or it is NULL; `cached` as
     /// for `SQLConnection.fetchAll`.
-    public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> Self? {
+    @inlinable public static func fetchOne(_ db: SQLConnection, sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> Self? {
         try db.fetchAll(sql: sql, arguments: arguments, cached: cached).first?.values.first.flatMap(Self.fromSQL)
     }
 }

@@ -22,8 +22,8 @@ public protocol SQLValueConvertible: Sendable {
 }
 
 extension Int64: SQLValueConvertible {
-    public var sqlValue: SQLValue { .integer(self) }
-    public static func fromSQL(_ value: SQLValue) -> Int64? {
+    @inlinable public var sqlValue: SQLValue { .integer(self) }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> Int64? {
         switch value {
         case .integer(let value): value
         case .real(let value): Int64(exactly: value)
@@ -33,23 +33,23 @@ extension Int64: SQLValueConvertible {
 }
 
 extension Int: SQLValueConvertible {
-    public var sqlValue: SQLValue { .integer(Int64(self)) }
-    public static func fromSQL(_ value: SQLValue) -> Int? { Int64.fromSQL(value).map(Int.init) }
+    @inlinable public var sqlValue: SQLValue { .integer(Int64(self)) }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> Int? { Int64.fromSQL(value).map(Int.init) }
 }
 
 extension Int32: SQLValueConvertible {
-    public var sqlValue: SQLValue { .integer(Int64(self)) }
-    public static func fromSQL(_ value: SQLValue) -> Int32? { Int64.fromSQL(value).flatMap { Int32(exactly: $0) } }
+    @inlinable public var sqlValue: SQLValue { .integer(Int64(self)) }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> Int32? { Int64.fromSQL(value).flatMap { Int32(exactly: $0) } }
 }
 
 extension Bool: SQLValueConvertible {
-    public var sqlValue: SQLValue { .integer(self ? 1 : 0) }
-    public static func fromSQL(_ value: SQLValue) -> Bool? { Int64.fromSQL(value).map { $0 != 0 } }
+    @inlinable public var sqlValue: SQLValue { .integer(self ? 1 : 0) }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> Bool? { Int64.fromSQL(value).map { $0 != 0 } }
 }
 
 extension Double: SQLValueConvertible {
-    public var sqlValue: SQLValue { .real(self) }
-    public static func fromSQL(_ value: SQLValue) -> Double? {
+    @inlinable public var sqlValue: SQLValue { .real(self) }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> Double? {
         switch value {
         case .real(let value): value
         case .integer(let value): Double(value)
@@ -59,32 +59,32 @@ extension Double: SQLValueConvertible {
 }
 
 extension String: SQLValueConvertible {
-    public var sqlValue: SQLValue { .text(self) }
-    public static func fromSQL(_ value: SQLValue) -> String? {
+    @inlinable public var sqlValue: SQLValue { .text(self) }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> String? {
         if case .text(let value) = value { return value }
         return nil
     }
 }
 
 extension Data: SQLValueConvertible {
-    public var sqlValue: SQLValue { .blob(self) }
-    public static func fromSQL(_ value: SQLValue) -> Data? {
+    @inlinable public var sqlValue: SQLValue { .blob(self) }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> Data? {
         if case .blob(let value) = value { return value }
         return nil
     }
 }
 
 extension Optional: SQLValueConvertible where Wrapped: SQLValueConvertible {
-    public var sqlValue: SQLValue { self?.sqlValue ?? .null }
-    public static func fromSQL(_ value: SQLValue) -> Wrapped?? {
+    @inlinable public var sqlValue: SQLValue { self?.sqlValue ?? .null }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> Wrapped?? {
         if case .null = value { return .some(nil) }
         return Wrapped.fromSQL(value).map { .some($0) }
     }
 }
 
 extension SQLValue: SQLValueConvertible {
-    public var sqlValue: SQLValue { self }
-    public static func fromSQL(_ value: SQLValue) -> SQLValue? { value }
+    @inlinable public var sqlValue: SQLValue { self }
+    @inlinable public static func fromSQL(_ value: SQLValue) -> SQLValue? { value }
 }
 
 /// The values bound to a statement's `?` placeholders, in order.
@@ -112,7 +112,7 @@ public struct SQLArguments: Sendable, ExpressibleByArrayLiteral {
 public struct SQLRow: Sendable {
     /// The row's values, in column order.
     public let values: [SQLValue]
-    let columns: SQLColumns
+    @usableFromInline let columns: SQLColumns
 
     init(values: [SQLValue], columns: SQLColumns) {
         self.values = values
@@ -121,13 +121,13 @@ public struct SQLRow: Sendable {
 
     /// The value of `column` (a programming error when there is no such column or its value
     /// has another type, as with GRDB).
-    public subscript<T: SQLValueConvertible>(_ column: String) -> T {
+    @inlinable public subscript<T: SQLValueConvertible>(_ column: String) -> T {
         guard let index = columns.index(of: column) else { preconditionFailure("no column '\(column)' in \(columns.names)") }
         return self[index]
     }
 
     /// The value at `index`.
-    public subscript<T: SQLValueConvertible>(_ index: Int) -> T {
+    @inlinable public subscript<T: SQLValueConvertible>(_ index: Int) -> T {
         guard let value = T.fromSQL(values[index]) else {
             preconditionFailure("column \(columns.names[index]) holds \(values[index]), not \(T.self)")
         }
@@ -142,8 +142,8 @@ public struct SQLRow: Sendable {
 }
 
 /// Column names of a result, shared by its rows.
-final class SQLColumns: Sendable {
-    let names: [String]
+@usableFromInline final class SQLColumns: Sendable {
+    @usableFromInline let names: [String]
     private let lookup: [String: Int]
 
     init(_ names: [String]) {
@@ -161,7 +161,7 @@ final class SQLColumns: Sendable {
         self.lookup = lookup
     }
 
-    func index(of name: String) -> Int? {
+    @usableFromInline func index(of name: String) -> Int? {
         if let index = lookup[name] { return index }
         return lookup[name.lowercased()]
     }
