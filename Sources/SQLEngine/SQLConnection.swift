@@ -46,7 +46,7 @@ public final class SQLConnection {
         switch backend {
         case .sqlite(let db):
             let statement = cached ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
-            try statement.execute(arguments: StatementArguments(arguments))
+            try statement.run(arguments.values)
             changesCount = db.changesCount
         case .postgres(let session):
             changesCount = try session.execute(sql, arguments.values)
@@ -68,9 +68,7 @@ public final class SQLConnection {
         case .sqlite(let db):
             let statement = cached ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
             let columns = SQLColumns(statement.columnNames)
-            return try GRDB.Row.fetchAll(statement, arguments: StatementArguments(arguments)).map { row in
-                SQLRow(values: row.databaseValues.map(\.sqlValue), columns: columns)
-            }
+            return try statement.rows(arguments.values).map { SQLRow(values: $0, columns: columns) }
         case .postgres(let session):
             return try session.query(sql, arguments.values)
         }
