@@ -183,18 +183,19 @@ struct NotificationWriter {
             let made = writer.make(id: id, targets: entry.targets)
             let failing = try writer.failures(made, targets: entry.targets)
             let dues = entry.targets.map { _ in pace?.next() ?? time }
-            let fields: [any SQLValueConvertible] = [id, entry.name, writer.message, writer.title, writer.richType, writer.media.id.hex, writer.mode.rawValue,
-                                                     writer.campaignId, made.bytes, made.richUrl, max(time, dues.min() ?? time), writer.options.stored]
-            notificationRows.append(fields.map(\.sqlValue))
+            // Each value converted where its type is known (an array of `any SQLValueConvertible` boxes each one).
+            notificationRows.append([id.sqlValue, entry.name.sqlValue, writer.message.sqlValue, writer.title.sqlValue, writer.richType.sqlValue,
+                                     writer.media.id.hex.sqlValue, writer.mode.rawValue.sqlValue, writer.campaignId.sqlValue, made.bytes.sqlValue,
+                                     made.richUrl.sqlValue, max(time, dues.min() ?? time).sqlValue, writer.options.stored.sqlValue])
             for ((target, due), failure) in zip(zip(entry.targets, dues), failing) {
                 if let failure {
                     failedRows.append(writer.failedRow(id: id, target: target, due: due, reason: failure))
                     happenings.append(writer.failed(id: id, recipient: entry.name, target: target, reason: failure))
                     continue
                 }
-                let delivery: [any SQLValueConvertible] = [id, writer.campaignId, target.registration, target.target, target.platform, target.app, "pending",
-                                                           pushIDs.next() ?? RandomUUIDs.string(), due, due, time, time]
-                deliveryRows.append(delivery.map(\.sqlValue))
+                deliveryRows.append([id.sqlValue, writer.campaignId.sqlValue, target.registration.sqlValue, target.target.sqlValue,
+                                     target.platform.sqlValue, target.app.sqlValue, .text("pending"),
+                                     (pushIDs.next() ?? RandomUUIDs.string()).sqlValue, due.sqlValue, due.sqlValue, time.sqlValue, time.sqlValue])
             }
             created.append(writer.made(id: id, recipient: entry.name, push: made.bytes, richUrl: made.richUrl, targets: entry.targets))
         }

@@ -20,9 +20,17 @@ extension GRDB.Statement {
         try bind(values)
         defer { unbind() }
         var rows: [[SQLValue]] = []
+        let columns = CInt(columnCount)
+        // GRDB's cursor steps the statement; each row's columns are read where it stands (a
+        // `Row`'s values would come with their column names, a string each).
         let cursor = try GRDB.Row.fetchCursor(self)
-        while let row = try cursor.next() {
-            rows.append(row.databaseValues.map(\.sqlValue))
+        while try cursor.next() != nil {
+            var row: [SQLValue] = []
+            row.reserveCapacity(Int(columns))
+            for index in 0..<columns {
+                row.append(DatabaseValue(sqliteStatement: sqliteStatement, index: index).sqlValue)
+            }
+            rows.append(row)
         }
         return rows
     }
