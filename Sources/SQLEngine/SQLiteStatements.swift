@@ -37,6 +37,10 @@ extension GRDB.Statement {
 
     /// Resets the statement and binds `values`, which must be as many as its placeholders.
     private func bind(_ values: [SQLValue]) throws {
+        // GRDB drops a statement whose step failed from its cache, so a reset here finds no
+        // error to report; should one ever be left, it is dropped here rather than crash the
+        // `try!` reset inside `setUncheckedArguments`.
+        _ = sqlite3_reset(sqliteStatement)
         setUncheckedArguments(StatementArguments()) // resets it and clears the last bindings
         let placeholders = Int(sqlite3_bind_parameter_count(sqliteStatement))
         guard values.count == placeholders else {
@@ -53,6 +57,7 @@ extension GRDB.Statement {
             case .blob(let blob): blob.bind(to: sqliteStatement, at: index)
             }
             guard code == SQLITE_OK else {
+                unbind() // the copies bound so far
                 throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot bind argument \(index)", sql: sql)
             }
         }
