@@ -113,14 +113,17 @@ final class H2FrameFastPath<Routes: HotRoutes>: ChannelDuplexHandler, RemovableC
         if !answered.isEmpty { scheduleSweep(context) }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    private func stopSweep() {
         sweep?.cancel()
         sweep = nil
     }
 
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stopSweep()
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
-        sweep?.cancel()
-        sweep = nil
+        stopSweep()
         answered.removeAll()
         context.fireChannelInactive()
     }
@@ -155,6 +158,12 @@ struct HotRequest {
     /// The one `authorization` field; nil when none was sent.
     let authorization: String?
 
+    /// The request for `path` with `authorization`.
+    init(path: String, authorization: String?) {
+        self.path = path
+        self.authorization = authorization
+    }
+
     /// Nil when the request is not a plain GET the hot routes may answer: conditional, ranged,
     /// with two `authorization` fields, or any pseudo-field out of the ordinary.
     init?(_ headers: HPACKHeaders) {
@@ -180,7 +189,6 @@ struct HotRequest {
             }
         }
         guard method == "GET", scheme != nil, let path, path.utf8.first == UInt8(ascii: "/") else { return nil }
-        self.path = path
-        self.authorization = authorization
+        self.init(path: path, authorization: authorization)
     }
 }

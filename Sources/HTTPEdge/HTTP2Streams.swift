@@ -44,8 +44,7 @@ public struct FastPathHTTP2Connection<Routes: HotRoutes>: Sendable {
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()))
         try sync.addHandler(HTTP2GracefulClose())
-        let (seconds, attoseconds) = idleTimeout.components
-        try sync.addHandler(H2FrameFastPath(fastPath: fastPath, patience: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)))
+        try sync.addHandler(H2FrameFastPath(fastPath: fastPath, patience: TimeAmount(idleTimeout)))
         try sync.addHandler(HTTP2StreamMultiplexer(mode: .server, channel: channel) { stream in
             stream.eventLoop.makeCompletedFuture {
                 let pipeline = stream.pipeline.syncOperations

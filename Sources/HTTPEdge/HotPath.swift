@@ -65,9 +65,7 @@ public final class HotPath<Routes: HotRoutes>: Sendable {
             default: continue
             }
         }
-        var memo: Routes.Memo?
-        var recheck: Routes.Recheck?
-        return routes.answer(uri: path, authorization: authorization, memo: &memo, recheck: &recheck)
+        return answer(HotRequest(path: path, authorization: authorization))
     }
 
     /// The answer to an HTTP/2 request read from its header block (`H2FrameFastPath`) if it can

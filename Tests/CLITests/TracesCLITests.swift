@@ -32,18 +32,7 @@ struct TracesCLITests {
                                              environment: shared.processEnvironment)
         defer { setup.close() }
         let names = (0..<Self.deviceCount).map { String(format: "t%05d", $0) }
-        _ = try await setup.users(cost: 4).importUsers([.init(name: "root", secret: .password("rootpw"), admin: true)]
-                                                       + names.map { .init(name: $0, secret: .password("pw"), admin: false) })
-        try await setup.database.write { db in
-            for chunk in names.sqlBatches(of: 200) {
-                try db.execute(sql: "INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES "
-                               + Array(repeating: "(?, ?, 'apns', ?, ?, 0, 0)", count: chunk.count).joined(separator: ", "),
-                               arguments: SQLArguments(chunk.flatMap { name -> [any SQLValueConvertible] in
-                                   ["reg-\(name)", name, SHA256.hash(data: Data(name.utf8)).map { String(format: "%02x", $0) }.joined(),
-                                    "[\"username:\(name)\"]"]
-                               }))
-            }
-        }
+        try await seedUsersWithDevices(setup, names)
         let secret = "a webhook secret of 32 bytes...."
         let hooks = dir.appendingPathComponent("hooks")
         try FileManager.default.createDirectory(at: hooks, withIntermediateDirectories: true)
@@ -141,5 +130,24 @@ struct TracesCLITests {
         // Nothing of the trace is an orphan: every parent is the caller's span or a span of the trace.
         let ids = Set(trace.compactMap { $0["spanId"] as? String })
         #expect(trace.allSatisfy { span in (span["parentSpanId"] as? String).map { $0 == callerSpan || ids.contains($0) } ?? false })
+    }
+}
+
+/// `root` (password `rootpw`, an admin) and `names` (password `pw`), each with one APNs device
+/// registered as the API would register it (a token from the name's SHA-256, the tag
+/// `username:<name>`), written straight into `store`: a campaign's audience without a thousand
+/// API calls.
+func seedUsersWithDevices(_ store: DataStore, _ names: [String]) async throws {
+    _ = try await store.users(cost: 4).importUsers([.init(name: "root", secret: .password("rootpw"), admin: true)]
+                                                   + names.map { .init(name: $0, secret: .password("pw"), admin: false) })
+    try await store.database.write { db in
+        for chunk in names.sqlBatches(of: 200) {
+            try db.execute(sql: "INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES "
+                           + Array(repeating: "(?, ?, 'apns', ?, ?, 0, 0)", count: chunk.count).joined(separator: ", "),
+                           arguments: SQLArguments(chunk.flatMap { name -> [any SQLValueConvertible] in
+                               ["reg-\(name)", name, SHA256.hash(data: Data(name.utf8)).map { String(format: "%02x", $0) }.joined(),
+                                "[\"username:\(name)\"]"]
+                           }))
+        }
     }
 }

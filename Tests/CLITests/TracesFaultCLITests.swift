@@ -40,17 +40,7 @@ struct TracesFaultCLITests {
         let data = dir.appendingPathComponent("data")
         let setup = try await DataStore.open(path: data.path)
         let names = (0..<300).map { String(format: "c%05d", $0) }
-        _ = try await setup.users(cost: 4).importUsers([.init(name: "root", secret: .password("rootpw"), admin: true)]
-                                                       + names.map { .init(name: $0, secret: .password("pw"), admin: false) })
-        try await setup.database.write { db in
-            for chunk in names.sqlBatches(of: 200) {
-                try db.execute(sql: "INSERT INTO registrations (id, username, platform, handle, tags, createdAt, updatedAt) VALUES "
-                               + Array(repeating: "(?, ?, 'apns', ?, '[]', 0, 0)", count: chunk.count).joined(separator: ", "),
-                               arguments: SQLArguments(chunk.flatMap { name -> [any SQLValueConvertible] in
-                                   ["reg-\(name)", name, String(repeating: "0", count: 56) + name.dropFirst().padding(toLength: 8, withPad: "0", startingAt: 0)]
-                               }))
-            }
-        }
+        try await seedUsersWithDevices(setup, names)
         setup.close()
 
         var stalled: Int32 = -1
