@@ -23,6 +23,15 @@ struct ConsoleCLITests {
     base, shots, photo, bad = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     seen = {}
 
+    def settled(read):
+        """Reads what the page shows, again if a list was redrawn under the read (a stale element)."""
+        for _ in range(50):
+            try:
+                return read()
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        return read()
+
     def browser():
         return chromium()
 
@@ -36,18 +45,18 @@ struct ConsoleCLITests {
     try:
         driver.set_page_load_timeout(30)
         driver.get(base + "/console")
-        seen["signInForm"] = len(driver.find_elements(By.ID, "password")) == 1
+        seen["signInForm"] = settled(lambda: len(driver.find_elements(By.ID, "password")) == 1)
         driver.save_screenshot(shots + "/console-sign-in.png")
         sign_in(driver, "root", "wrong password")
         seen["wrongPassword"] = WebDriverWait(driver, 20).until(lambda d: d.find_element(By.ID, "error")).text
         sign_in(driver, "root", "root-password")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_elements(By.ID, "user"))
-        seen["user"] = driver.find_element(By.ID, "user").text
+        seen["user"] = settled(lambda: driver.find_element(By.ID, "user").text)
         seen["cookie"] = {c["name"]: {"httpOnly": c.get("httpOnly"), "sameSite": c.get("sameSite")} for c in driver.get_cookies()}
         # Upload through the file picker: one photo and one file that is not an image.
         driver.find_element(By.ID, "files").send_keys(photo + "\n" + bad)
         WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#verdicts li")) == 2)
-        seen["verdicts"] = sorted(li.text for li in driver.find_elements(By.CSS_SELECTOR, "#verdicts li"))
+        seen["verdicts"] = settled(lambda: sorted(li.text for li in driver.find_elements(By.CSS_SELECTOR, "#verdicts li")))
         WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.execute_script(
             "const i = document.querySelectorAll('#grid img'); return i.length >= 2 && [...i].every(x => x.complete && x.naturalWidth > 0)"))
         seen["thumbnails"] = driver.execute_script("return [...document.querySelectorAll('#grid img')].map(i => [i.naturalWidth, i.naturalHeight])")
@@ -57,37 +66,37 @@ struct ConsoleCLITests {
         seen["preselected"] = driver.execute_script("const s = document.getElementById('image'); return s.selectedIndex < 0 ? '' : s.options[s.selectedIndex].textContent")
         driver.find_element(By.CSS_SELECTOR, "#grid button").click()
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "SHA-256" in d.find_element(By.ID, "detail").text)
-        seen["detail"] = driver.find_element(By.ID, "detail").text
+        seen["detail"] = settled(lambda: driver.find_element(By.ID, "detail").text)
         driver.save_screenshot(shots + "/console-media.png")
         # Compose: a tag expression is checked as it is typed; two of alice's devices are reached.
         driver.find_element(By.CSS_SELECTOR, 'input[name="audience"][value="tags"]').click()
         field = driver.find_element(By.ID, "audience-value")
         field.send_keys("sports &&")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "expected" in d.find_element(By.ID, "reach").text)
-        seen["badExpression"] = driver.find_element(By.ID, "reach").text
-        seen["sendDisabled"] = not driver.find_element(By.ID, "send").is_enabled()
+        seen["badExpression"] = settled(lambda: driver.find_element(By.ID, "reach").text)
+        seen["sendDisabled"] = settled(lambda: not driver.find_element(By.ID, "send").is_enabled())
         driver.find_element(By.CSS_SELECTOR, 'input[name="audience"][value="users"]').click()
         # A listed name that is no user is named in the estimate, and Send waits (the server would refuse it).
         field.clear()
         field.send_keys("alice, nobody")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "unknown" in d.find_element(By.ID, "reach").text)
-        seen["reachUnknown"] = driver.find_element(By.ID, "reach").text
-        seen["sendDisabledUnknown"] = not driver.find_element(By.ID, "send").is_enabled()
+        seen["reachUnknown"] = settled(lambda: driver.find_element(By.ID, "reach").text)
+        seen["sendDisabledUnknown"] = settled(lambda: not driver.find_element(By.ID, "send").is_enabled())
         field.clear()
         field.send_keys("alice")
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda d: d.find_element(By.ID, "reach").text.startswith("Will reach") and "unknown" not in d.find_element(By.ID, "reach").text)
-        seen["reach"] = driver.find_element(By.ID, "reach").text
+        seen["reach"] = settled(lambda: driver.find_element(By.ID, "reach").text)
         # docs/api.md#apps-and-api-keys: the apps, with their devices, and the picker that narrows a campaign to one.
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "apps-summary").text)
-        seen["apps"] = driver.find_element(By.ID, "apps-summary").text
-        seen["appOptions"] = [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#app option")]
+        seen["apps"] = settled(lambda: driver.find_element(By.ID, "apps-summary").text)
+        seen["appOptions"] = settled(lambda: [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#app option")])
         driver.find_element(By.ID, "title").send_keys("Weekend sale")
         landscape = driver.execute_script("return [...document.querySelectorAll('#image option')].find(o => o.textContent.includes('1280×853')).value")
         driver.execute_script("document.getElementById('image').value = arguments[0]; document.getElementById('image').dispatchEvent(new Event('input'))", landscape)
         WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.execute_script(
             "const i = document.querySelectorAll('#previews img'); return i.length == 4 && [...i].every(x => x.complete && x.naturalWidth > 0)"))
-        seen["previews"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#previews .note")]
+        seen["previews"] = settled(lambda: [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#previews .note")])
         seen["previewImages"] = driver.execute_script("return [...document.querySelectorAll('#previews img')].map(i => i.className)")
         # The README's picture: the compose screen at a desktop's width, the previews in view.
         driver.set_window_size(1100, 1250)
@@ -97,13 +106,13 @@ struct ConsoleCLITests {
         driver.set_window_size(412, 900)
         driver.find_element(By.ID, "send").click()
         WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: d.find_element(By.ID, "count-sent").text == "2")
-        seen["sendResult"] = driver.find_element(By.ID, "send-result").text
-        seen["counts"] = {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")}
+        seen["sendResult"] = settled(lambda: driver.find_element(By.ID, "send-result").text)
+        seen["counts"] = settled(lambda: {k: driver.find_element(By.ID, "count-" + k).text for k in ("pending", "sent", "failed", "fetched")})
         # The results were scrolled into view when the campaign was sent, not left below the fold.
         seen["watchInView"] = driver.execute_script("const r = document.getElementById('watch').getBoundingClientRect(); return r.top >= -1 && r.top < innerHeight - 50")
         # docs/api.md (stats): the funnel and the timeline, drawn by the page from the campaign's stats.
         WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "sent" in d.find_element(By.ID, "funnel").text)
-        seen["funnel"] = driver.find_element(By.ID, "funnel").text
+        seen["funnel"] = settled(lambda: driver.find_element(By.ID, "funnel").text)
         seen["timeline"] = driver.execute_script("return [...document.querySelectorAll('#timeline polyline')].map(p => p.getAttribute('class') + ':' + p.getAttribute('points').split(' ').length)")
         driver.execute_script("document.getElementById('watch').scrollIntoView()")
         driver.save_screenshot(shots + "/console-watch.png")
@@ -114,9 +123,9 @@ struct ConsoleCLITests {
         driver.find_element(By.CSS_SELECTOR, "#locale-rows .locale-tag").send_keys("fr")
         driver.find_element(By.CSS_SELECTOR, "#locale-rows .locale-title").send_keys("Soldes")
         driver.find_element(By.CSS_SELECTOR, "#locale-rows .locale-message").send_keys("Moitié prix")
-        seen["previewLocales"] = [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#preview-locale option")]
+        seen["previewLocales"] = settled(lambda: [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#preview-locale option")])
         driver.execute_script("const s = document.getElementById('preview-locale'); s.value = 'fr'; s.dispatchEvent(new Event('change'))")
-        seen["frenchPreview"] = driver.find_element(By.ID, "ios-expanded").text
+        seen["frenchPreview"] = settled(lambda: driver.find_element(By.ID, "ios-expanded").text)
         driver.execute_script("const s = document.getElementById('when'); s.value = 'at'; s.dispatchEvent(new Event('change'))")
         tomorrow = driver.execute_script("const d = new Date(Date.now() + 86400000); d.setSeconds(0, 0); return new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16)")
         driver.execute_script("document.getElementById('send-at').value = arguments[0]", tomorrow)
@@ -129,18 +138,18 @@ struct ConsoleCLITests {
         driver.execute_script("for (const [id, v] of [['opt-level', 'time-sensitive'], ['opt-priority', 'normal'], ['opt-badge', 'unread']]) document.getElementById(id).value = v")
         driver.find_element(By.ID, "opt-expiry").send_keys("3")
         driver.find_element(By.ID, "opt-pace").send_keys("600")
-        seen["optionsPreview"] = driver.find_element(By.ID, "ios-expanded").text
-        seen["optionsButtons"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#ios-expanded .button")]
+        seen["optionsPreview"] = settled(lambda: driver.find_element(By.ID, "ios-expanded").text)
+        seen["optionsButtons"] = settled(lambda: [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#ios-expanded .button")])
         driver.find_element(By.ID, "send").click()
         wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("scheduled"))
-        seen["scheduledStatus"] = driver.find_element(By.ID, "campaign-status").text
+        seen["scheduledStatus"] = settled(lambda: driver.find_element(By.ID, "campaign-status").text)
         seen["optionsSent"] = driver.execute_async_script(
             "const done = arguments[0]; fetch('/console/api/campaigns/' + document.getElementById('campaign-id').textContent).then(r => r.json()).then(j => done(j.campaign))")
-        seen["cancelShown"] = driver.find_element(By.ID, "cancel").is_displayed()
+        seen["cancelShown"] = settled(lambda: driver.find_element(By.ID, "cancel").is_displayed())
         driver.find_element(By.ID, "cancel").click()
         wait.until(lambda d: d.find_element(By.ID, "cancel-result").text.startswith("Cancelled"))
         wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("cancelled"))
-        seen["cancelledStatus"] = driver.find_element(By.ID, "campaign-status").text
+        seen["cancelledStatus"] = settled(lambda: driver.find_element(By.ID, "campaign-status").text)
         # The campaigns panel: another campaign scheduled for tomorrow is found in the list, newest first, and cancelled from there.
         before = driver.find_element(By.ID, "campaign-id").text
         driver.find_element(By.ID, "send").click()
@@ -150,18 +159,18 @@ struct ConsoleCLITests {
         driver.execute_script("document.getElementById('campaigns').scrollIntoView()")
         row = '#campaign-list li[data-id="' + listed + '"]'
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "scheduled")
-        seen["listedScheduled"] = driver.find_element(By.CSS_SELECTOR, row).text
+        seen["listedScheduled"] = settled(lambda: driver.find_element(By.CSS_SELECTOR, row).text)
         seen["listedIds"] = driver.execute_script("return [...document.querySelectorAll('#campaign-list li')].map(li => Number(li.dataset.id))")
-        seen["listedStatuses"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#campaign-list .status")]
+        seen["listedStatuses"] = settled(lambda: [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#campaign-list .status")])
         def cancel_listed(d):
             d.find_element(By.CSS_SELECTOR, row + " button.cancel").click() # looked up again if the list was redrawn meanwhile
             return True
         wait.until(cancel_listed)
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "cancelled" and "Cancelled" in d.find_element(By.CSS_SELECTOR, row).text)
-        seen["listedCancelled"] = driver.find_element(By.CSS_SELECTOR, row).text
-        seen["listedCancelButtons"] = len(driver.find_elements(By.CSS_SELECTOR, row + " button.cancel"))
+        seen["listedCancelled"] = settled(lambda: driver.find_element(By.CSS_SELECTOR, row).text)
+        seen["listedCancelButtons"] = settled(lambda: len(driver.find_elements(By.CSS_SELECTOR, row + " button.cancel")))
         wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("cancelled")) # the watched campaign says so too
-        seen["watchAfterListCancel"] = driver.find_element(By.ID, "campaign-status").text
+        seen["watchAfterListCancel"] = settled(lambda: driver.find_element(By.ID, "campaign-status").text)
         driver.execute_script("document.getElementById('campaigns').scrollIntoView()")
         time.sleep(0.3)
         driver.save_screenshot(shots + "/console-campaigns.png")
@@ -171,10 +180,10 @@ struct ConsoleCLITests {
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#user-list button")] == ["alice · 2 devices"])
         driver.find_element(By.CSS_SELECTOR, "#user-list button").click()
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "2 devices" in d.find_element(By.ID, "user-detail").text)
-        seen["userDetail"] = driver.find_element(By.ID, "user-detail").text
+        seen["userDetail"] = settled(lambda: driver.find_element(By.ID, "user-detail").text)
         driver.find_element(By.CSS_SELECTOR, "#user-detail li button").click()
         WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: "1 device" in d.find_element(By.ID, "user-detail").text)
-        seen["afterRemove"] = driver.find_element(By.ID, "user-detail").text
+        seen["afterRemove"] = settled(lambda: driver.find_element(By.ID, "user-detail").text)
         driver.save_screenshot(shots + "/console-users.png")
         # A phone-sized screen: nothing wider than the window.
         seen["overflow"] = driver.execute_script(
