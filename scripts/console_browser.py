@@ -5,12 +5,23 @@ puts this directory on the path first, so a script starts with `from console_bro
 """
 import base64
 import json
+import time
 import urllib.request
 
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
+
+
+def settled(read):
+    """What `read()` returns, read again if the page redrew a list under it (a stale element)."""
+    for _ in range(50):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            time.sleep(0.1)
+    return read()
 
 
 def chromium(width=412, height=900):

@@ -19,18 +19,9 @@ struct ConsoleCLITests {
     from selenium.webdriver.support.ui import WebDriverWait
     # The page re-renders lists as answers arrive: an element read mid-render is looked up again.
     from selenium.common.exceptions import StaleElementReferenceException
-    from console_browser import chromium
+    from console_browser import chromium, settled
     base, shots, photo, bad = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     seen = {}
-
-    def settled(read):
-        """Reads what the page shows, again if a list was redrawn under the read (a stale element)."""
-        for _ in range(50):
-            try:
-                return read()
-            except StaleElementReferenceException:
-                time.sleep(0.1)
-        return read()
 
     def browser():
         return chromium()

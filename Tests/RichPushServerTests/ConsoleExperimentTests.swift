@@ -26,7 +26,7 @@ struct ConsoleExperimentTests {
     from selenium.webdriver.support.ui import Select
     from selenium.common.exceptions import TimeoutException
     # waiting(): the page re-renders the campaigns list and the stats as answers arrive, and an element read mid-render is looked up again.
-    from console_browser import chromium, waiting, api_reader
+    from console_browser import chromium, waiting, api_reader, settled
     base, shots, tested, plain = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     seen = {}
 
@@ -96,11 +96,11 @@ struct ConsoleExperimentTests {
         click('#campaign-list li[data-id="' + tested + '"] button.open')
         wait.until(watching(tested))
         wait.until(lambda d: d.find_element(By.ID, "experiment").is_displayed() and len(d.find_elements(By.CSS_SELECTOR, "#variants-table tbody tr")) >= 3)
-        seen["headers"] = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#variants-table thead th")]
+        seen["headers"] = settled(lambda: [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#variants-table thead th")])
         seen["stats"], seen["rows"] = agreed(tested)
         seen["facts"] = facts()
         seen["counts"] = {k: text("count-" + k) for k in ("capped", "delayed")}
-        seen["trace"] = driver.find_element(By.ID, "trace-view").get_attribute("href") if driver.find_element(By.ID, "trace-link").is_displayed() else None
+        seen["trace"] = settled(lambda: driver.find_element(By.ID, "trace-view").get_attribute("href") if driver.find_element(By.ID, "trace-link").is_displayed() else None)
         seen["funnel"] = text("funnel")
         # A phone-sized screen: nothing wider than the window.
         seen["overflow"] = driver.execute_script(
@@ -115,7 +115,7 @@ struct ConsoleExperimentTests {
         click('#campaign-list li[data-id="' + plain + '"] button.open')
         wait.until(watching(plain))
         seen["plainCounts"] = {k: text("count-" + k) for k in ("capped", "delayed")}
-        seen["plainExperimentShown"] = driver.find_element(By.ID, "experiment").is_displayed()
+        seen["plainExperimentShown"] = settled(lambda: driver.find_element(By.ID, "experiment").is_displayed())
         seen["plainStats"] = api("/api/admin/campaigns/" + plain + "/stats", "root", "rootpw")
 
         # The form: every body the page posts to /console/api/campaigns is kept to be read.
@@ -127,8 +127,8 @@ struct ConsoleExperimentTests {
               return fetched(path, init);
             };""")
         driver.execute_script("document.getElementById('compose').scrollIntoView()")
-        seen["limitsDefault"] = driver.find_element(By.ID, "limits").is_selected()
-        seen["limitsLabel"] = driver.find_element(By.CSS_SELECTOR, "label:has(#limits)").text
+        seen["limitsDefault"] = settled(lambda: driver.find_element(By.ID, "limits").is_selected())
+        seen["limitsLabel"] = settled(lambda: driver.find_element(By.CSS_SELECTOR, "label:has(#limits)").text)
         driver.find_element(By.CSS_SELECTOR, "#ab-test summary").click()
         wait.until(lambda d: d.find_element(By.ID, "send").is_enabled()) # the audience (everyone) checked
         # A bracket short: said under the form, and nothing is sent.

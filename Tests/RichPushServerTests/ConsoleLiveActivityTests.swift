@@ -27,7 +27,7 @@ struct ConsoleLiveActivityTests {
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
     # waiting(): the panel re-renders as answers arrive, and an element read mid-render is looked up again.
-    from console_browser import chromium, waiting
+    from console_browser import chromium, waiting, settled
     base, shots, registration, kind, pushToken, tokenFile = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
     seen = {}
 
@@ -95,7 +95,7 @@ struct ConsoleLiveActivityTests {
         wait.until(lambda d: d.find_element(By.ID, "la-id").text.startswith("la_") and d.find_element(By.ID, "la-state").text == "active")
         activity = text("la-id")
         seen["activity"] = activity
-        seen["prefilled"] = json.loads(driver.find_element(By.ID, "la-update-state").get_attribute("value"))
+        seen["prefilled"] = settled(lambda: json.loads(driver.find_element(By.ID, "la-update-state").get_attribute("value")))
         seen["tokenBefore"] = column(3)
         # The phone reports its activity's update token, as RichPushClient.reportActivityToken does; the panel shows it.
         # The token is the one the phone made as the start reached it (the test writes it to tokenFile).
@@ -128,13 +128,13 @@ struct ConsoleLiveActivityTests {
         # The panel keeps reading until no device is pending.
         wait.until(lambda d: column(5) and "pending" not in column(5))
         seen["state"] = text("la-state")
-        seen["formsShown"] = [driver.find_element(By.ID, id).is_displayed() for id in ("la-update-form", "la-end-form")]
+        seen["formsShown"] = settled(lambda: [driver.find_element(By.ID, id).is_displayed() for id in ("la-update-form", "la-end-form")])
         seen["counts"] = [text("la-count-" + k) for k in ("devices", "updates", "failures")]
         seen["content"] = json.loads(text("la-content"))
-        seen["rows"] = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in driver.find_elements(By.CSS_SELECTOR, "#la-devices tbody tr")]
+        seen["rows"] = settled(lambda: [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in driver.find_elements(By.CSS_SELECTOR, "#la-devices tbody tr")])
         row = '#la-list li[data-id="' + activity + '"]'
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "ended")
-        seen["listRow"] = driver.find_element(By.CSS_SELECTOR, row).text
+        seen["listRow"] = settled(lambda: driver.find_element(By.CSS_SELECTOR, row).text)
         driver.execute_script("document.getElementById('la-detail').scrollIntoView()")
         driver.save_screenshot(shots + "/console-live-activity-ended.png")
         seen["api"] = api("GET", "/api/live-activities/" + activity, "root", "rootpw")[1]

@@ -19,7 +19,7 @@ struct ConsoleRetractTests {
     import json, sys
     from selenium.webdriver.common.by import By
     # waiting(): the page re-renders the campaigns list as answers arrive, and an element read mid-render is looked up again.
-    from console_browser import chromium, waiting, api_reader
+    from console_browser import chromium, waiting, api_reader, settled
     base, shots, campaign, phase = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     seen = {}
 
@@ -48,17 +48,17 @@ struct ConsoleRetractTests {
         driver.execute_script("document.getElementById('campaigns').scrollIntoView()")
         row = '#campaign-list li[data-id="' + campaign + '"]'
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, row + " button.withdraw"))
-        seen["rowButtons"] = [b.text for b in driver.find_elements(By.CSS_SELECTOR, row + " button")]
+        seen["rowButtons"] = settled(lambda: [b.text for b in driver.find_elements(By.CSS_SELECTOR, row + " button")])
         if phase == "edit":
             # Edit from the campaign's row: the form opens in the results panel, prefilled, Alert again unticked.
             click(row + " button.edit")
             wait.until(lambda d: d.find_element(By.ID, "edit-form").is_displayed())
             seen["prefilled"] = [value("edit-title"), value("edit-message")]
-            seen["alertAgain"] = driver.find_element(By.ID, "edit-alert").is_selected()
-            seen["quietly"] = driver.find_element(By.ID, "edit-explain").text
+            seen["alertAgain"] = settled(lambda: driver.find_element(By.ID, "edit-alert").is_selected())
+            seen["quietly"] = settled(lambda: driver.find_element(By.ID, "edit-explain").text)
             driver.find_element(By.ID, "edit-alert").click()
             wait.until(lambda d: "with sound" in d.find_element(By.ID, "edit-explain").text)
-            seen["withSound"] = driver.find_element(By.ID, "edit-explain").text
+            seen["withSound"] = settled(lambda: driver.find_element(By.ID, "edit-explain").text)
             driver.find_element(By.ID, "edit-alert").click()
             wait.until(lambda d: "no sound" in d.find_element(By.ID, "edit-explain").text)
             message = driver.find_element(By.ID, "edit-message")
@@ -71,8 +71,8 @@ struct ConsoleRetractTests {
             driver.save_screenshot(shots + "/console-edit.png")
             driver.find_element(By.ID, "edit-save").click()
             wait.until(lambda d: d.find_element(By.ID, "change-result").text)
-            seen["answer"] = driver.find_element(By.ID, "change-result").text
-            seen["formShown"] = driver.find_element(By.ID, "edit-form").is_displayed()
+            seen["answer"] = settled(lambda: driver.find_element(By.ID, "change-result").text)
+            seen["formShown"] = settled(lambda: driver.find_element(By.ID, "edit-form").is_displayed())
             seen["campaign"] = api("/api/admin/campaigns/" + campaign, "root", "rootpw")
             seen["aliceInbox"] = api("/api/notifications", "alice", "wonderland")
         else:
@@ -81,7 +81,7 @@ struct ConsoleRetractTests {
             wait.until(lambda d: d.find_element(By.ID, "withdraw").is_displayed())
             driver.find_element(By.ID, "withdraw").click()
             wait.until(lambda d: d.find_element(By.ID, "withdraw-form").is_displayed())
-            seen["explain"] = driver.find_element(By.ID, "withdraw-explain").text
+            seen["explain"] = settled(lambda: driver.find_element(By.ID, "withdraw-explain").text)
             seen["defaultText"] = value("withdraw-text")
             instead = driver.find_element(By.ID, "withdraw-text")
             instead.clear()
@@ -90,13 +90,13 @@ struct ConsoleRetractTests {
             driver.save_screenshot(shots + "/console-withdraw.png")
             driver.find_element(By.ID, "withdraw-confirm").click()
             wait.until(lambda d: d.find_element(By.ID, "change-result").text)
-            seen["answer"] = driver.find_element(By.ID, "change-result").text
+            seen["answer"] = settled(lambda: driver.find_element(By.ID, "change-result").text)
             wait.until(lambda d: d.find_element(By.ID, "campaign-status").text.startswith("retracted"))
-            seen["status"] = driver.find_element(By.ID, "campaign-status").text
-            seen["panelShown"] = [driver.find_element(By.ID, id).is_displayed() for id in ("edit", "withdraw", "edit-form", "withdraw-form")]
+            seen["status"] = settled(lambda: driver.find_element(By.ID, "campaign-status").text)
+            seen["panelShown"] = settled(lambda: [driver.find_element(By.ID, id).is_displayed() for id in ("edit", "withdraw", "edit-form", "withdraw-form")])
             driver.execute_script("document.getElementById('campaigns').scrollIntoView()")
             wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "retracted")
-            seen["rowButtonsAfter"] = [b.text for b in driver.find_elements(By.CSS_SELECTOR, row + " button")]
+            seen["rowButtonsAfter"] = settled(lambda: [b.text for b in driver.find_elements(By.CSS_SELECTOR, row + " button")])
             seen["campaign"] = api("/api/admin/campaigns/" + campaign, "root", "rootpw")
             seen["aliceInbox"] = api("/api/notifications", "alice", "wonderland")
             seen["bobInbox"] = api("/api/notifications", "bob", "builder")
