@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "richpush", targets: ["richpush"]),
         .executable(name: "richpush-bench", targets: ["richpush-bench"]),
         .library(name: "BenchKit", targets: ["BenchKit"]),
+        .library(name: "HTTP2Client", targets: ["HTTP2Client"]),
         .library(name: "MediaStore", targets: ["MediaStore"]),
         .library(name: "RichPushCore", targets: ["RichPushCore"]),
         .library(name: "HTTPEdge", targets: ["HTTPEdge"]),
@@ -131,6 +132,7 @@ let package = Package(
         .target(
             name: "PushDelivery",
             dependencies: [
+                "HTTP2Client",
                 "Telemetry",
                 "MediaStore",
                 "Resilience",
@@ -146,7 +148,6 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -297,11 +298,31 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // HTTP/2's client side without I/O (frames, flow control, HPACK for requests): the load
+        // tool's connections and the push connections to APNs both speak through it.
+        .target(
+            name: "HTTP2Client",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTP2ClientTests",
+            dependencies: [
+                "HTTP2Client",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "BenchKit",
             dependencies: [
                 "CEpoll",
                 "CTLS",
+                "HTTP2Client",
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -379,7 +400,7 @@ let package = Package(
         .testTarget(
             name: "PushDeliveryTests",
             dependencies: [
-                "PushDelivery", "RichPushCore", "MediaStore", "SQLEngine", "APNsSandbox", "PushSandboxes", "PushTestSupport", "RichPushTestSupport",
+                "PushDelivery", "HTTP2Client", "RichPushCore", "MediaStore", "SQLEngine", "APNsSandbox", "PushSandboxes", "PushTestSupport", "RichPushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -387,6 +408,7 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,3 +1,4 @@
+import HTTP2Client
 import HeapModule
 
 /// One HTTP/2 connection's state in a load thread: the framing (`HTTP2ClientSession`), the
@@ -113,9 +114,13 @@ extension EpollWorker {
                     guard let position = http2.streams.firstIndex(where: { $0.id == stream }) else { continue }
                     record(status: status, intended: http2.streams[position].intended, end: now)
                     http2.streams.remove(at: position)
-                case .reset(let stream, _):
+                case .reset(let stream, _), .tooLarge(let stream):
                     guard let position = http2.streams.firstIndex(where: { $0.id == stream }) else { continue }
                     if now <= deadline { stats.readErrors += 1 }
+                    http2.streams.remove(at: position)
+                case .answer(let response):
+                    guard let position = http2.streams.firstIndex(where: { $0.id == response.stream }) else { continue }
+                    record(status: response.status, intended: http2.streams[position].intended, end: now)
                     http2.streams.remove(at: position)
                 }
             }

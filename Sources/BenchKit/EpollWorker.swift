@@ -2,6 +2,7 @@ import Atomics
 import CEpoll
 import CTLS
 import Glibc
+import HTTP2Client
 import HeapModule
 import Histogram
 

@@ -1,6 +1,7 @@
 import Atomics
 import CTLS
 import Foundation
+import HTTP2Client
 
 /// Everything the load threads share, made once before they start: where to connect, each
 /// target's request serialized for its protocol, the TLS context.

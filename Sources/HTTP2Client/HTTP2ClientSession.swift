@@ -5,27 +5,33 @@ import NIOHPACK
 /// the server's bytes mean. The caller writes the bytes that `start`, `open` and `receive` append
 /// to `out`, in order, and feeds `receive` whatever it reads.
 ///
-/// Made for a load generator: many streams, one request shape, responses only counted (bodies are
-/// skipped as they arrive, never buffered). Our receive windows are large (h2load's 2^30 - 1 by
+/// Made for many streams at once. A load generator's responses are only counted (bodies are
+/// skipped as they arrive, never buffered); a push connection's are kept whole, up to a
+/// `responseBodyLimit`, with their headers. Our receive windows are large (h2load's 2^30 - 1 by
 /// default) and are replenished once half of them is consumed; sending respects the server's
 /// windows and frame size, and keeps what does not fit until a WINDOW_UPDATE (or SETTINGS) lets it
 /// go. Server push is disabled. Hostile input is bounded: frames at most 16 KiB (our
 /// SETTINGS_MAX_FRAME_SIZE), header blocks at most 64 KiB, encoded or decoded.
-struct HTTP2ClientSession: Sendable {
+public struct HTTP2ClientSession: Sendable {
     /// Our default receive window, for each stream and for the connection: h2load's 2^30 - 1.
-    static let defaultWindow = (1 << 30) - 1
+    public static let defaultWindow = (1 << 30) - 1
     /// The largest header block we take, encoded (HEADERS and CONTINUATION fragments) or decoded
     /// (RFC 9113 header list size, which we announce as SETTINGS_MAX_HEADER_LIST_SIZE).
-    static let maxHeaderBytes = 64 * 1024
+    public static let maxHeaderBytes = 64 * 1024
 
     // Our side.
     /// Our SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window.
     let streamWindow: Int
     /// The connection's receive window.
     let connectionWindow: Int
-    var started = false
-    /// Our first header block starts with an HPACK table size update to 0 (see `open`).
-    var sentTableSizeUpdate = false
+    /// Responses are kept whole up to this many body bytes; nil: bodies are skipped, only statuses told.
+    let responseBodyLimit: Int?
+    /// `start(into:)` was called.
+    public internal(set) var started = false
+    /// Our side of HPACK's dynamic table.
+    var encoder: HeaderTableEncoder
+    /// A header block being encoded (kept for its capacity).
+    var scratch: [UInt8] = []
     var nextStreamID: UInt32 = 1
     /// The highest stream id opened: higher (or even) ids are idle, lower ones not in `streams` closed.
     var lastOpenedID: UInt32 = 0
@@ -44,11 +50,11 @@ struct HTTP2ClientSession: Sendable {
     /// What the server lets us send on the connection.
     var connectionSendWindow = HTTP2Wire.defaultWindow
     /// The server's first frame, its SETTINGS, has arrived.
-    var peerSettingsReceived = false
+    public internal(set) var peerSettingsReceived = false
     /// The lowest last-stream-id of the GOAWAYs received.
-    var goAwayLastStreamID: UInt32?
+    public internal(set) var goAwayLastStreamID: UInt32?
     /// The error code of the last GOAWAY received (NO_ERROR for a graceful shutdown), if any.
-    var goAwayCode: UInt32?
+    public internal(set) var goAwayCode: UInt32?
 
     // Reading.
     /// A frame's start not yet complete: its header, or (not DATA) its header and payload so far.
@@ -58,6 +64,8 @@ struct HTTP2ClientSession: Sendable {
     var dataFlags: UInt8 = 0
     var dataLength = 0
     var dataRemaining = 0
+    /// The bytes of the DATA frame's payload still to come that are data, not padding.
+    var dataContentRemaining = 0
     /// The DATA frame is padded and its pad length byte has not arrived yet.
     var dataPadLengthUnread = false
     /// One HPACK decoder for the connection: every header block goes through it, in order.
@@ -72,11 +80,20 @@ struct HTTP2ClientSession: Sendable {
     /// A session with receive windows of `streamWindow` for each stream (announced as
     /// SETTINGS_INITIAL_WINDOW_SIZE) and `connectionWindow` for the connection (at least the
     /// 65,535 it starts with; raised by a WINDOW_UPDATE in `start`).
-    init(streamWindow: Int = HTTP2ClientSession.defaultWindow, connectionWindow: Int = HTTP2ClientSession.defaultWindow) {
+    ///
+    /// With a `responseBodyLimit`, responses are reported whole (`HTTP2Event.answer`), a body
+    /// past the limit resetting its stream (`HTTP2Event.tooLarge`); without, bodies are skipped.
+    /// `headerTableSize` is the most of HPACK's dynamic table our requests use (0: none; the
+    /// peer's SETTINGS_HEADER_TABLE_SIZE may lower it).
+    public init(streamWindow: Int = HTTP2ClientSession.defaultWindow, connectionWindow: Int = HTTP2ClientSession.defaultWindow,
+                responseBodyLimit: Int? = nil, headerTableSize: Int = 0) {
         precondition((1...HTTP2Wire.maxWindow).contains(streamWindow), "stream window out of range")
         precondition((HTTP2Wire.defaultWindow...HTTP2Wire.maxWindow).contains(connectionWindow), "connection window out of range")
         self.streamWindow = streamWindow
         self.connectionWindow = connectionWindow
+        self.responseBodyLimit = responseBodyLimit
+        encoder = HeaderTableEncoder(capacity: headerTableSize)
+        scratch.reserveCapacity(512)
         decoder = HPACKDecoder(
             allocator: ByteBufferAllocator(),
             maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize,
@@ -87,24 +104,24 @@ struct HTTP2ClientSession: Sendable {
     }
 
     /// Streams open now: opened, and neither answered in full nor reset.
-    var openStreams: Int { streams.count }
+    public var openStreams: Int { streams.count }
 
     /// Whether another stream may be opened: fewer open than the server's
     /// SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until its SETTINGS arrive, which may come after
     /// our first streams: RFC 9113 allows that), no GOAWAY received, and stream ids left.
-    var canOpen: Bool {
+    public var canOpen: Bool {
         goAwayLastStreamID == nil && nextStreamID <= HTTP2Wire.maxStreamID && streams.count < peerMaxConcurrentStreams
     }
 
     /// True once no stream will ever open again (after a GOAWAY, or with stream ids exhausted) and
     /// every stream has ended: the connection should be closed and replaced.
-    var finished: Bool {
+    public var finished: Bool {
         streams.isEmpty && (goAwayLastStreamID != nil || nextStreamID > HTTP2Wire.maxStreamID)
     }
 
     /// Appends the client connection preface, our SETTINGS (ENABLE_PUSH 0, INITIAL_WINDOW_SIZE,
     /// MAX_HEADER_LIST_SIZE) and a WINDOW_UPDATE raising the connection's receive window. Once, first.
-    mutating func start(into out: inout [UInt8]) {
+    public mutating func start(into out: inout [UInt8]) {
         precondition(!started, "HTTP2ClientSession.start(into:) called twice")
         started = true
         out.append(contentsOf: HTTP2Wire.preface)
@@ -123,30 +140,73 @@ struct HTTP2ClientSession: Sendable {
     /// server's windows let go, in DATA frames no larger than its MAX_FRAME_SIZE, the last with
     /// END_STREAM. The rest goes out from `receive`, as the server opens its windows.
     ///
-    /// The first header block of the connection is led by an HPACK dynamic table size update to 0:
-    /// we never use the table, and a server that lowers SETTINGS_HEADER_TABLE_SIZE then needs no
-    /// further update from us (RFC 7541 §4.2).
+    /// The request's block uses no dynamic table; it is led by the HPACK dynamic table size
+    /// updates owed (with no table, the connection's first block says 0, and a server that lowers
+    /// SETTINGS_HEADER_TABLE_SIZE then needs no further update from us; RFC 7541 §4.2).
     ///
     /// - Precondition: `start(into:)` was called and `canOpen` is true.
-    mutating func open(_ request: HTTP2Request, into out: inout [UInt8]) -> UInt32 {
+    public mutating func open(_ request: HTTP2Request, into out: inout [UInt8]) -> UInt32 {
+        scratch.removeAll(keepingCapacity: true)
+        encoder.beginBlock(into: &scratch)
+        if scratch.isEmpty {
+            return open(block: request.headerBlock, body: request.body, into: &out)
+        }
+        scratch.append(contentsOf: request.headerBlock)
+        return open(block: scratch, body: request.body, into: &out)
+    }
+
+    /// Opens the next client stream for a request given by its fields, as `open(_:into:)` does,
+    /// its header block encoded here: `:method`, `:scheme`, `:authority` (indexed: the same on
+    /// every stream), `:path` (never indexed), `headers` as each asks, then `content-length` when
+    /// there is a body (never indexed). `body` nil or empty: the HEADERS frame ends the stream.
+    ///
+    /// - Precondition: `start(into:)` was called and `canOpen` is true.
+    public mutating func open(method: String, scheme: String, authority: String, path: String, headers: [HTTP2HeaderField],
+                              body: [UInt8]?, into out: inout [UInt8]) -> UInt32 {
+        let body = body?.isEmpty == false ? body : nil
+        scratch.removeAll(keepingCapacity: true)
+        encoder.beginBlock(into: &scratch)
+        encoder.append(":method", method, indexed: true, into: &scratch)
+        encoder.append(":scheme", scheme, indexed: true, into: &scratch)
+        encoder.append(":authority", authority, indexed: true, into: &scratch)
+        encoder.append(":path", path, indexed: false, into: &scratch)
+        for field in headers { encoder.append(field.name, field.value, indexed: field.indexed, into: &scratch) }
+        if let body { encoder.append("content-length", String(body.count), indexed: false, into: &scratch) }
+        return open(block: scratch, body: body, into: &out)
+    }
+
+    /// Opens the next stream with a header block ready to send.
+    private mutating func open(block: [UInt8], body: [UInt8]?, into out: inout [UInt8]) -> UInt32 {
         precondition(started, "HTTP2ClientSession.open before start(into:)")
         precondition(canOpen, "HTTP2ClientSession.open while canOpen is false")
         let id = nextStreamID
         nextStreamID += 2
         lastOpenedID = id
-        let endStream = request.body == nil
-        if sentTableSizeUpdate {
-            appendHeaders(request.headerBlock, stream: id, endStream: endStream, to: &out)
-        } else {
-            sentTableSizeUpdate = true
-            appendHeaders([0x20] + request.headerBlock, stream: id, endStream: endStream, to: &out)
-        }
-        streams.append(StreamState(id: id, sendWindow: peerInitialWindow, body: request.body))
-        if request.body != nil {
+        appendHeaders(block, stream: id, endStream: body == nil, to: &out)
+        streams.append(StreamState(id: id, sendWindow: peerInitialWindow, body: body))
+        if body != nil {
             streamsWithPendingData += 1
             sendData(at: streams.count - 1, to: &out)
         }
         return id
+    }
+
+    /// Gives up on an open stream: appends RST_STREAM with `code` and forgets it (no event).
+    /// Returns false when the stream is not open (it ended, or was never opened).
+    @discardableResult
+    public mutating func cancel(stream: UInt32, code: UInt32 = HTTP2Wire.ErrorCode.cancel, into out: inout [UInt8]) -> Bool {
+        guard let index = streamIndex(stream) else { return false }
+        Self.appendRSTStream(stream: stream, code: code, to: &out)
+        removeStream(at: index)
+        return true
+    }
+
+    /// Appends a GOAWAY naming the last stream the server opened (none: 0) and `code`: what to
+    /// send before closing on a connection error.
+    public static func appendGoAway(code: UInt32, to out: inout [UInt8]) {
+        appendFrameHeader(length: 8, type: HTTP2Wire.FrameType.goAway, flags: 0, stream: 0, to: &out)
+        appendUInt32(0, to: &out)
+        appendUInt32(code, to: &out)
     }
 
     /// Reads bytes from the connection, in any split (a partial frame is kept for the next call;
@@ -160,20 +220,30 @@ struct HTTP2ClientSession: Sendable {
     /// place, a frame on a stream we never opened, PUSH_PROMISE, flow control broken, malformed
     /// SETTINGS, PING, GOAWAY, RST_STREAM or WINDOW_UPDATE. The caller then drops the connection;
     /// the session must not be used again.
-    mutating func receive(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8], event: (HTTP2Event) -> Void) throws(HTTP2ProtocolError) {
+    public mutating func receive(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8], event: (HTTP2Event) -> Void) throws(HTTP2ProtocolError) {
         let headerSize = HTTP2Wire.frameHeaderSize
         let count = bytes.count
         var index = 0
         while index < count {
             if dataRemaining > 0 {
-                // Inside a DATA payload: only the pad length, if any, is read.
+                // Inside a DATA payload: the pad length first, if any; the data is kept or skipped.
                 if dataPadLengthUnread {
                     dataPadLengthUnread = false
                     guard Int(bytes[index]) < dataLength else {
                         throw HTTP2ProtocolError(HTTP2Wire.ErrorCode.protocolError, "DATA padding longer than its frame")
                     }
+                    dataContentRemaining = dataLength - 1 - Int(bytes[index])
+                    index += 1
+                    dataRemaining -= 1
+                    if dataRemaining == 0 { try dataEnded(into: &out, event: event) }
+                    continue
                 }
                 let take = min(dataRemaining, count - index)
+                if responseBodyLimit != nil, dataContentRemaining > 0 {
+                    let content = min(take, dataContentRemaining)
+                    keepData(UnsafeRawBufferPointer(rebasing: bytes[index..<(index + content)]))
+                    dataContentRemaining -= content
+                }
                 index += take
                 dataRemaining -= take
                 if dataRemaining == 0 { try dataEnded(into: &out, event: event) }
@@ -249,8 +319,28 @@ struct HTTP2ClientSession: Sendable {
         let id = streams[index].id
         let status = streams[index].status
         if streams[index].body != nil { Self.appendRSTStream(stream: id, code: HTTP2Wire.ErrorCode.cancel, to: &out) }
-        removeStream(at: index)
-        event(.response(stream: id, status: status))
+        if responseBodyLimit != nil {
+            let answer = HTTP2Response(stream: id, status: status, headers: streams[index].responseHeaders,
+                                       body: streams[index].responseBody)
+            removeStream(at: index)
+            event(.answer(answer))
+        } else {
+            removeStream(at: index)
+            event(.response(stream: id, status: status))
+        }
+    }
+
+    /// Keeps a piece of the current DATA frame's data for its stream's response, up to the limit;
+    /// past it the stream is marked, and reset when the frame ends (`dataEnded`).
+    mutating func keepData(_ bytes: UnsafeRawBufferPointer) {
+        guard let limit = responseBodyLimit, let index = streamIndex(dataStream), streams[index].status != 0,
+              !streams[index].tooLarge else { return }
+        guard streams[index].responseBody.count + bytes.count <= limit else {
+            streams[index].tooLarge = true
+            streams[index].responseBody = []
+            return
+        }
+        streams[index].responseBody.append(contentsOf: bytes)
     }
 
     /// A stream error: resets the stream with `code` and reports it.
@@ -388,6 +478,11 @@ struct StreamState: Sendable {
     var received = 0
     /// The final (non-1xx) response's status; 0 until its HEADERS arrive.
     var status = 0
+    /// The final response's fields and body so far, when responses are kept.
+    var responseHeaders = HPACKHeaders()
+    var responseBody: [UInt8] = []
+    /// The response's body went past the session's limit.
+    var tooLarge = false
 
     init(id: UInt32, sendWindow: Int, body: [UInt8]?) {
         self.id = id

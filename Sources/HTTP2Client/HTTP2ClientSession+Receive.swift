@@ -110,6 +110,7 @@ extension HTTP2ClientSession {
         dataFlags = header.flags
         dataLength = header.length
         dataRemaining = header.length
+        dataContentRemaining = padded ? 0 : header.length
         dataPadLengthUnread = padded
         if header.length == 0 { try dataEnded(into: &out, event: event) }
     }
@@ -134,6 +135,13 @@ extension HTTP2ClientSession {
         guard streams[index].status != 0 else {
             // DATA before the response's HEADERS: a malformed response.
             resetStream(at: index, code: HTTP2Wire.ErrorCode.protocolError, into: &out, event: event)
+            return
+        }
+        if streams[index].tooLarge {
+            let id = streams[index].id
+            Self.appendRSTStream(stream: id, code: HTTP2Wire.ErrorCode.cancel, to: &out)
+            removeStream(at: index)
+            event(.tooLarge(stream: id))
             return
         }
         if dataFlags & HTTP2Wire.Flag.endStream != 0 {
@@ -207,6 +215,7 @@ extension HTTP2ClientSession {
             // 1xx responses are interim: the final one follows.
             guard status >= 200 else { return }
             streams[index].status = status
+            if responseBodyLimit != nil { streams[index].responseHeaders = fields }
             if endStream { responseEnded(at: index, into: &out, event: event) }
         } else if endStream {
             // Trailers.
@@ -263,8 +272,9 @@ extension HTTP2ClientSession {
                     throw HTTP2ProtocolError(HTTP2Wire.ErrorCode.protocolError, "SETTINGS_MAX_FRAME_SIZE of \(value)")
                 }
                 peerMaxFrameSize = Int(value)
+            case HTTP2Wire.Setting.headerTableSize:
+                encoder.peerAllows(Int(value))
             default:
-                // HEADER_TABLE_SIZE: our encoder uses no dynamic table (see `open`).
                 // MAX_HEADER_LIST_SIZE: advisory. Unknown settings are ignored.
                 break
             }

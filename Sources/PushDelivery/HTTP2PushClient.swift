@@ -1,7 +1,7 @@
+import HTTP2Client
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -23,7 +23,8 @@ enum PushHTTPError: Error, CustomStringConvertible {
     /// The connection failed under its streams (a TLS handshake refused, a reset): why, in words.
     case connection(String)
     case closed
-    case reset(HTTP2ErrorCode)
+    /// The peer reset the stream (RST_STREAM, or above a GOAWAY's last stream), with this code.
+    case reset(UInt32)
     case timeout
     case bodyTooLarge
     case protocolError(String)
@@ -33,7 +34,7 @@ enum PushHTTPError: Error, CustomStringConvertible {
         case .connect(let reason): "cannot connect: \(reason)"
         case .connection(let reason): reason
         case .closed: "the connection closed before the answer"
-        case .reset(let code): "the stream was reset (\(code))"
+        case .reset(let code): "the stream was reset (\(HTTP2Wire.ErrorCode.name(code)))"
         case .timeout: "no answer in time"
         case .bodyTooLarge: "the answer's body was too large"
         case .protocolError(let reason): reason
@@ -51,13 +52,17 @@ enum PushHTTPError: Error, CustomStringConvertible {
 }
 
 /// An HTTP/2 client for push services (APNs, and any service spoken to the same way): one TLS
-/// connection, every request a stream on it, written as frames by one handler on the event loop.
+/// connection, every request a stream on it, framed by `HTTP2ClientSession` in one handler on the
+/// event loop.
 ///
 /// AsyncHTTPClient gives every request a child channel and several hops; a push is a few hundred
-/// bytes, so that per-request cost was most of a push's CPU. Here a request costs one header
-/// block, one data frame and one callback, and requests submitted together are written with
-/// one flush. The peer's `MAX_CONCURRENT_STREAMS` is respected (NIOHTTP2 holds back streams beyond
-/// it); a connection told `GOAWAY`, closed, or out of stream ids is replaced by a new one on the
+/// bytes, so that per-request cost was most of a push's CPU. NIOHTTP2's connection handler then
+/// cost a third of `serve`'s CPU in a campaign (its stream state machines, header validation,
+/// and an HPACK encoder that searches its table for every field). Here a request costs one
+/// header block, encoded by hand (the fields every push repeats are indexed once, the rest are
+/// literals), one DATA frame and one callback, and requests submitted together are written with
+/// one flush. The peer's `MAX_CONCURRENT_STREAMS` is respected (requests beyond it wait their
+/// turn); a connection told `GOAWAY`, closed, or out of stream ids is replaced by a new one on the
 /// next request, and the streams it did not answer fail with an error (so the push is retried).
 final class HTTP2PushClient: Sendable {
     /// Answers larger than this are refused (APNs' error bodies are a few dozen bytes). Well
@@ -116,14 +121,11 @@ final class HTTP2PushClient: Sendable {
     /// sides searched and rewrote the table for every push.
     func execute(method: String = "POST", path: String, headers: [(String, String)], body: ByteBuffer?, timeout: TimeAmount? = nil,
                  unindexed: Set<String> = [], completion: @escaping @Sendable (Result<PushHTTPResponse, any Error>) -> Void) {
-        var block = HPACKHeaders()
-        block.reserveCapacity(headers.count + 4)
-        block.add(name: ":method", value: method)
-        block.add(name: ":scheme", value: "https")
-        block.add(name: ":path", value: path, indexing: unindexed.contains(":path") ? .nonIndexable : .indexable)
-        block.add(name: ":authority", value: authority)
-        for (name, value) in headers { block.add(name: name, value: value, indexing: unindexed.contains(name) ? .nonIndexable : .indexable) }
-        let request = PushConnection.Request(headers: block, body: body, timeout: timeout, completion: completion)
+        var fields: [HTTP2HeaderField] = []
+        fields.reserveCapacity(headers.count)
+        for (name, value) in headers { fields.append(HTTP2HeaderField(name, value, indexed: !unindexed.contains(name))) }
+        let request = PushConnection.Request(method: method, path: path, fields: fields, body: body.map { Array($0.readableBytesView) },
+                                             timeout: timeout, completion: completion)
         switch usableConnection() {
         case .success(let connection):
             connection.submit(request)
@@ -199,16 +201,16 @@ final class HTTP2PushClient: Sendable {
         let serverName = Self.isIPAddress(host) ? nil : host
         let timeout = self.timeout
         let endpoint = "\(host):\(port)"
+        let authority = self.authority
         let retired = NIOLockedValueBox(false)
         return ClientBootstrap(group: group)
             .connectTimeout(connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = PushStreamsHandler(timeout: timeout, retired: retired, endpoint: endpoint)
+                    let handler = PushStreamsHandler(timeout: timeout, retired: retired, endpoint: endpoint, authority: authority)
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client))
                     try sync.addHandler(handler)
                 }
             }
@@ -227,8 +229,11 @@ final class HTTP2PushClient: Sendable {
 /// One connection: requests are queued under a lock and written on the event loop in one go.
 final class PushConnection: Sendable {
     struct Request: Sendable {
-        var headers: HPACKHeaders
-        var body: ByteBuffer?
+        var method: String
+        var path: String
+        /// The request's own fields; the pseudo-fields and `content-length` are added by the session.
+        var fields: [HTTP2HeaderField]
+        var body: [UInt8]?
         var timeout: TimeAmount?
         var completion: @Sendable (Result<PushHTTPResponse, any Error>) -> Void
     }
@@ -271,198 +276,5 @@ final class PushConnection: Sendable {
             }
             handler.value.start(requests)
         }
-    }
-}
-
-/// The connection's HTTP/2 streams, on the event loop: writes each request's frames, gathers
-/// each response, returns the connection window's bytes, and fails what cannot be answered.
-final class PushStreamsHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
-
-    private struct Stream {
-        var completion: @Sendable (Result<PushHTTPResponse, any Error>) -> Void
-        var deadline: NIODeadline
-        var status: Int?
-        var headers = HPACKHeaders()
-        var body: ByteBuffer?
-    }
-
-    /// Set once no new stream may start here (GOAWAY, closed, ids nearly used up); read from any thread.
-    private let retired: NIOLockedValueBox<Bool>
-    private let timeout: TimeAmount
-    /// `host:port`, as errors name it.
-    private let endpoint: String
-    private var streams: [HTTP2StreamID: Stream] = [:]
-    private var nextStreamID: Int32 = 1
-    private var context: ChannelHandlerContext?
-    private var failure: PushHTTPError?
-    private var unreturnedWindow = 0
-    private var sweeper: RepeatedTask?
-
-    init(timeout: TimeAmount, retired: NIOLockedValueBox<Bool>, endpoint: String) {
-        self.timeout = timeout
-        self.retired = retired
-        self.endpoint = endpoint
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-        // Streams past their deadline are reset and failed; one timer per connection, not per push.
-        let interval = TimeAmount.milliseconds(min(250, max(10, timeout.nanoseconds / 1_000_000 / 4)))
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        sweeper = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-            bound.value.sweep()
-        }
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        sweeper?.cancel()
-        failAll(.closed)
-        self.context = nil
-    }
-
-    /// Starts the requests as new streams and flushes once.
-    func start(_ requests: [PushConnection.Request]) {
-        guard let context, failure == nil else {
-            for request in requests { request.completion(.failure(failure ?? .closed)) }
-            return
-        }
-        let now = NIODeadline.now()
-        for request in requests {
-            // Client stream ids are odd and below 2^31; retire the connection well before.
-            guard nextStreamID < Int32.max - 1024 else {
-                retire()
-                request.completion(.failure(PushHTTPError.closed))
-                continue
-            }
-            let id = HTTP2StreamID(nextStreamID)
-            nextStreamID += 2
-            streams[id] = Stream(completion: request.completion, deadline: now + (request.timeout ?? timeout))
-            let promise = context.eventLoop.makePromise(of: Void.self)
-            promise.futureResult.assumeIsolated().whenFailure { [self] error in
-                // The connection's own failure (a refused certificate) says more than the write's.
-                self.finish(id, with: .failure(self.failure ?? PushHTTPError.connection(ConnectionWords.describe(error, endpoint: self.endpoint))))
-            }
-            if let body = request.body {
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: request.headers)))), promise: nil)
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
-                              promise: promise)
-            } else {
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: request.headers, endStream: true)))),
-                              promise: promise)
-            }
-        }
-        context.flush()
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let payload):
-            guard var stream = streams[frame.streamID] else { return }
-            if stream.status == nil {
-                guard let text = payload.headers.first(name: ":status"), let status = Int(text) else {
-                    reset(frame.streamID, with: .protocolError("a response without :status"))
-                    return
-                }
-                if status < 200 { return } // informational: the real answer follows
-                stream.status = status
-                stream.headers = payload.headers
-            }
-            streams[frame.streamID] = stream
-            if payload.endStream { complete(frame.streamID) }
-        case .data(let payload):
-            var length = payload.paddingBytes ?? 0
-            if case .byteBuffer(let bytes) = payload.data { length += bytes.readableBytes }
-            returnWindow(length, context: context)
-            guard var stream = streams[frame.streamID] else { return }
-            if case .byteBuffer(var bytes) = payload.data, bytes.readableBytes > 0 {
-                if (stream.body?.readableBytes ?? 0) + bytes.readableBytes > HTTP2PushClient.maximumBodySize {
-                    reset(frame.streamID, with: .bodyTooLarge)
-                    return
-                }
-                if stream.body == nil { stream.body = bytes } else { stream.body!.writeBuffer(&bytes) }
-            }
-            streams[frame.streamID] = stream
-            if payload.endStream { complete(frame.streamID) }
-        case .goAway:
-            // Streams above the last one the peer processed are closed by NIOHTTP2 (a StreamClosedEvent with a reason).
-            retire()
-        default:
-            break
-        }
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closed = event as? StreamClosedEvent, let reason = closed.reason {
-            finish(closed.streamID, with: .failure(PushHTTPError.reset(reason)))
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        failAll(.closed)
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            finish(streamError.streamID, with: .failure(PushHTTPError.protocolError("\(streamError.baseError)")))
-            return
-        }
-        failAll(.connection(ConnectionWords.describe(error, endpoint: endpoint)))
-        context.close(promise: nil)
-    }
-
-    private func complete(_ id: HTTP2StreamID) {
-        guard let stream = streams[id] else { return }
-        let response = PushHTTPResponse(status: stream.status ?? 0, headers: stream.headers, body: stream.body ?? ByteBuffer())
-        if stream.status == nil {
-            reset(id, with: .protocolError("a response without :status"))
-        } else {
-            finish(id, with: .success(response))
-        }
-    }
-
-    private func finish(_ id: HTTP2StreamID, with result: Result<PushHTTPResponse, any Error>) {
-        guard let stream = streams.removeValue(forKey: id) else { return }
-        stream.completion(result)
-    }
-
-    private func reset(_ id: HTTP2StreamID, with error: PushHTTPError) {
-        guard let context, streams[id] != nil else { return }
-        finish(id, with: .failure(error))
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
-    }
-
-    /// Gives the peer back the connection window its DATA frames used (NIOHTTP2 does this for
-    /// streams only when a multiplexer is in the pipeline; streams here never need it: a body is
-    /// capped well below the initial stream window).
-    private func returnWindow(_ length: Int, context: ChannelHandlerContext) {
-        unreturnedWindow += length
-        guard unreturnedWindow >= 32 * 1024 else { return }
-        let increment = unreturnedWindow
-        unreturnedWindow = 0
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
-                              promise: nil)
-    }
-
-    private func sweep() {
-        let now = NIODeadline.now()
-        let late = streams.filter { $0.value.deadline < now }.map(\.key)
-        for id in late { reset(id, with: .timeout) }
-    }
-
-    private func retire() {
-        retired.withLockedValue { $0 = true }
-    }
-
-    private func failAll(_ error: PushHTTPError) {
-        retire()
-        if failure == nil { failure = error }
-        let pending = streams
-        streams.removeAll()
-        for stream in pending.values { stream.completion(.failure(error)) }
     }
 }

@@ -1,4 +1,4 @@
-@testable import BenchKit
+@testable import HTTP2Client
 import NIOCore
 import NIOHPACK
 import Testing
@@ -7,12 +7,12 @@ import Testing
 // (not BenchKit's), header blocks encoded and decoded by NIOHPACK.
 
 /// Frame types by their RFC 9113 numbers.
-private enum FrameType: UInt8 {
+enum FrameType: UInt8 {
     case data = 0, headers, priority, rstStream, settings, pushPromise, ping, goAway, windowUpdate, continuation
 }
 
 /// A frame, as the session writes it or as the test's server sends it.
-private struct Frame: Equatable, CustomStringConvertible {
+struct Frame: Equatable, CustomStringConvertible {
     var type: FrameType
     var flags: UInt8
     var stream: UInt32
@@ -36,22 +36,22 @@ private struct Frame: Equatable, CustomStringConvertible {
 }
 
 /// A frame header alone, for lengths and types a `Frame` cannot carry.
-private func frameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32) -> [UInt8] {
+func frameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32) -> [UInt8] {
     [UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length), type, flags] + be32(stream)
 }
 
 /// `value`, big-endian.
-private func be32(_ value: UInt32) -> [UInt8] {
+func be32(_ value: UInt32) -> [UInt8] {
     [UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
 }
 
 /// The big-endian 32-bit number at `offset` in `bytes`.
-private func uint32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
+func uint32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
     UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
 }
 
 /// A SETTINGS frame with `settings` (identifier, value).
-private func settingsFrame(_ settings: [(UInt16, UInt32)] = []) -> [UInt8] {
+func settingsFrame(_ settings: [(UInt16, UInt32)] = []) -> [UInt8] {
     var payload: [UInt8] = []
     for (identifier, value) in settings {
         payload += [UInt8(truncatingIfNeeded: identifier >> 8), UInt8(truncatingIfNeeded: identifier)]
@@ -60,12 +60,12 @@ private func settingsFrame(_ settings: [(UInt16, UInt32)] = []) -> [UInt8] {
     return Frame(.settings, payload).bytes
 }
 
-private func windowUpdate(stream: UInt32, _ increment: UInt32) -> [UInt8] {
+func windowUpdate(stream: UInt32, _ increment: UInt32) -> [UInt8] {
     Frame(.windowUpdate, stream: stream, be32(increment)).bytes
 }
 
 /// A SETTINGS frame's payload as identifier → value.
-private func settingsValues(_ payload: [UInt8]) throws -> [UInt16: UInt32] {
+func settingsValues(_ payload: [UInt8]) throws -> [UInt16: UInt32] {
     try #require(payload.count % 6 == 0, "SETTINGS payload of \(payload.count) bytes")
     var values: [UInt16: UInt32] = [:]
     for offset in stride(from: 0, to: payload.count, by: 6) {
@@ -75,7 +75,7 @@ private func settingsValues(_ payload: [UInt8]) throws -> [UInt16: UInt32] {
 }
 
 /// The frames in `bytes`, which must hold whole frames and nothing else.
-private func frames(in bytes: [UInt8]) throws -> [Frame] {
+func frames(in bytes: [UInt8]) throws -> [Frame] {
     var frames: [Frame] = []
     var index = 0
     while index < bytes.count {
@@ -92,18 +92,18 @@ private func frames(in bytes: [UInt8]) throws -> [Frame] {
 }
 
 /// The DATA payload bytes among `frames`.
-private func dataBytes(_ frames: some Sequence<Frame>) -> Int {
+func dataBytes(_ frames: some Sequence<Frame>) -> Int {
     frames.filter { $0.type == .data }.reduce(0) { $0 + $1.payload.count }
 }
 
 /// Decodes a header block to "name: value" lines.
-private func decode(_ block: [UInt8], _ decoder: inout HPACKDecoder) throws -> [String] {
+func decode(_ block: [UInt8], _ decoder: inout HPACKDecoder) throws -> [String] {
     var buffer = ByteBuffer(bytes: block)
     return try decoder.decodeHeaders(from: &buffer).map { "\($0.name): \($0.value)" }
 }
 
 /// The server's HPACK encoder, as real servers use one: Huffman coding and a dynamic table.
-private struct Server {
+struct Server {
     var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
 
     /// The header block of `fields`.
@@ -121,7 +121,7 @@ private struct Server {
 }
 
 /// Feeds `bytes` to `session` in pieces of `piece` bytes; returns what it wrote and reported.
-private func feed(_ session: inout HTTP2ClientSession, _ bytes: [UInt8], piece: Int = 1 << 30) throws -> (written: [UInt8], events: [HTTP2Event]) {
+func feed(_ session: inout HTTP2ClientSession, _ bytes: [UInt8], piece: Int = 1 << 30) throws -> (written: [UInt8], events: [HTTP2Event]) {
     var written: [UInt8] = []
     var events: [HTTP2Event] = []
     var position = 0
@@ -136,7 +136,7 @@ private func feed(_ session: inout HTTP2ClientSession, _ bytes: [UInt8], piece: 
 }
 
 /// A session started, with the server's SETTINGS (`settings`) read and acknowledged.
-private func connectedSession(
+func connectedSession(
     streamWindow: Int = HTTP2ClientSession.defaultWindow,
     connectionWindow: Int = HTTP2ClientSession.defaultWindow,
     settings: [(UInt16, UInt32)] = []
@@ -152,11 +152,11 @@ private func connectedSession(
 
 private let getRoot = HTTP2Request(method: "GET", scheme: "https", authority: "localhost:8443", path: "/")
 
-private func post(_ body: [UInt8]) -> HTTP2Request {
+func post(_ body: [UInt8]) -> HTTP2Request {
     HTTP2Request(method: "POST", scheme: "https", authority: "localhost:8443", path: "/v1/upload", headers: [("Content-Type", "application/octet-stream")], body: body)
 }
 
-@Suite("richpush-bench HTTP/2 client framing")
+@Suite("HTTP/2 client framing, without I/O (the load tool's and the push connections')")
 struct HTTP2ClientSessionTests {
     @Test("the preface, our SETTINGS and the connection's WINDOW_UPDATE parse back")
     func preface() throws {

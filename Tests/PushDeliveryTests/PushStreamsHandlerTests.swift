@@ -1,0 +1,81 @@
+import HTTP2Client
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import Testing
+@testable import PushDelivery
+
+/// The push connection's handler on an embedded channel, byte for byte: what it writes before
+/// and after the server's SETTINGS, as APNs starts a connection (one stream at a time until a
+/// token is good) and as a server that counts streams beyond its limit as an error would.
+@Suite("The push connection's HTTP/2 handler, on an embedded channel")
+struct PushStreamsHandlerTests {
+    /// Frames written by the handler: (type, flags, stream), the preface skipped.
+    private static func written(_ channel: EmbeddedChannel) throws -> [(type: UInt8, flags: UInt8, stream: UInt32)] {
+        var bytes: [UInt8] = []
+        while var buffer = try channel.readOutbound(as: ByteBuffer.self) { bytes += buffer.readBytes(length: buffer.readableBytes) ?? [] }
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        if bytes.starts(with: preface) { bytes.removeFirst(preface.count) }
+        var frames: [(UInt8, UInt8, UInt32)] = []
+        var index = 0
+        while index + 9 <= bytes.count {
+            let length = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
+            let stream = UInt32(bytes[index + 5] & 0x7F) << 24 | UInt32(bytes[index + 6]) << 16 | UInt32(bytes[index + 7]) << 8 | UInt32(bytes[index + 8])
+            frames.append((bytes[index + 3], bytes[index + 4], stream))
+            index += 9 + length
+        }
+        #expect(index == bytes.count, "a partial frame was written")
+        return frames
+    }
+
+    private static func frame(type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8] = []) -> ByteBuffer {
+        let header: [UInt8] = [UInt8(truncatingIfNeeded: payload.count >> 16), UInt8(truncatingIfNeeded: payload.count >> 8), UInt8(truncatingIfNeeded: payload.count),
+                               type, flags, UInt8(truncatingIfNeeded: stream >> 24), UInt8(truncatingIfNeeded: stream >> 16), UInt8(truncatingIfNeeded: stream >> 8), UInt8(truncatingIfNeeded: stream)]
+        return ByteBuffer(bytes: header + payload)
+    }
+
+    /// A SETTINGS frame with MAX_CONCURRENT_STREAMS `limit`.
+    private static func settings(maxConcurrentStreams limit: UInt32) -> ByteBuffer {
+        frame(type: 0x4, [0x00, 0x03, UInt8(limit >> 24), UInt8(truncatingIfNeeded: limit >> 16), UInt8(truncatingIfNeeded: limit >> 8), UInt8(truncatingIfNeeded: limit)])
+    }
+
+    @Test("no stream opens before the server's SETTINGS; then no more than its MAX_CONCURRENT_STREAMS (1), the next after each answer, and more once it is raised")
+    func waitsForSettings() throws {
+        let channel = EmbeddedChannel()
+        let handler = PushStreamsHandler(timeout: .seconds(30), retired: NIOLockedValueBox(false), endpoint: "test:443", authority: "test")
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        #expect(try Self.written(channel).map(\.type) == [0x4, 0x8], "the preface, SETTINGS and the connection's WINDOW_UPDATE")
+
+        let results = NIOLockedValueBox<[Int: Int]>([:])
+        let requests = (0..<4).map { n in
+            PushConnection.Request(method: "POST", path: "/3/device/\(n)", fields: [.init("apns-topic", "t", indexed: true)], body: Array("{}".utf8),
+                                   timeout: nil) { result in results.withLockedValue { $0[n] = (try? result.get())?.status ?? -1 } }
+        }
+        handler.start(requests)
+        #expect(try Self.written(channel).isEmpty, "a stream opened before the server's SETTINGS")
+
+        try channel.writeInbound(Self.settings(maxConcurrentStreams: 1))
+        let first = try Self.written(channel)
+        #expect(first.filter { $0.type == 0x1 }.map(\.stream) == [1], "\(first)")
+        #expect(first.contains { $0.type == 0x4 && $0.flags == 0x1 }, "the SETTINGS acknowledged")
+
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        func answer(_ stream: UInt32) throws {
+            var block = ByteBuffer()
+            try encoder.encode(headers: [":status": "200", "apns-id": "id-\(stream)"], to: &block)
+            try channel.writeInbound(Self.frame(type: 0x1, flags: 0x5, stream: stream, Array(block.readableBytesView)))
+        }
+        try answer(1)
+        #expect(try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream) == [3])
+        #expect(results.withLockedValue { $0 } == [0: 200])
+
+        // Raised to 10: the two still waiting go at once.
+        try channel.writeInbound(Self.settings(maxConcurrentStreams: 10))
+        #expect(try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream) == [5, 7])
+        for stream: UInt32 in [3, 5, 7] { try answer(stream) }
+        #expect(results.withLockedValue { $0 } == [0: 200, 1: 200, 2: 200, 3: 200])
+        _ = try channel.finish(acceptAlreadyClosed: true)
+    }
+}
