@@ -8,7 +8,7 @@ extension HTTP2ClientSession {
     /// Checks what a frame header alone can tell: the server starts with SETTINGS, frames fit our
     /// maximum size, and a header block's CONTINUATION frames come next, uninterrupted.
     mutating func check(_ header: FrameHeader) throws(HTTP2ProtocolError) {
-        if !peerSettingsReceived {
+        if !firstFrameChecked {
             guard header.type == HTTP2Wire.FrameType.settings, header.flags & HTTP2Wire.Flag.ack == 0 else {
                 // "HTTP/1.1 400 …" read as a frame header: length "HTT", type "P".
                 if header.length == 0x48_5454, header.type == 0x50 {
@@ -19,7 +19,7 @@ extension HTTP2ClientSession {
                     "the server's first frame (type \(header.type)) is not SETTINGS: not an HTTP/2 server?"
                 )
             }
-            peerSettingsReceived = true
+            firstFrameChecked = true
         }
         guard header.length <= HTTP2Wire.maxFrameSize else {
             throw HTTP2ProtocolError(
@@ -279,6 +279,8 @@ extension HTTP2ClientSession {
                 break
             }
         }
+        // Applied whole: only now are the server's limits (MAX_CONCURRENT_STREAMS) known.
+        peerSettingsReceived = true
         Self.appendFrameHeader(length: 0, type: HTTP2Wire.FrameType.settings, flags: HTTP2Wire.Flag.ack, stream: 0, to: &out)
         flushPendingData(to: &out)
     }

@@ -49,8 +49,10 @@ public struct HTTP2ClientSession: Sendable {
     var peerMaxFrameSize = HTTP2Wire.maxFrameSize
     /// What the server lets us send on the connection.
     var connectionSendWindow = HTTP2Wire.defaultWindow
-    /// The server's first frame, its SETTINGS, has arrived.
+    /// The server's first SETTINGS have arrived whole and been applied.
     public internal(set) var peerSettingsReceived = false
+    /// The server's first frame was seen to be SETTINGS (its header: the payload may still be coming).
+    var firstFrameChecked = false
     /// The lowest last-stream-id of the GOAWAYs received.
     public internal(set) var goAwayLastStreamID: UInt32?
     /// The error code of the last GOAWAY received (NO_ERROR for a graceful shutdown), if any.

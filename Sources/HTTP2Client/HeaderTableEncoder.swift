@@ -10,8 +10,12 @@ public struct HTTP2HeaderField: Sendable {
     /// would only push the repeated ones out of the table, and is sent as a literal never indexed.
     public var indexed: Bool
 
-    /// A field, `indexed` or not.
+    /// A field, `indexed` or not. The name must be lowercase and not one HTTP/2 forbids
+    /// (`connection` and the like) nor `content-length`, which the session adds (checked in debug builds).
     public init(_ name: String, _ value: String, indexed: Bool) {
+        assert(!name.utf8.contains { (0x41...0x5A).contains($0) }, "HTTP/2 field names are lowercase: \(name)")
+        assert(!["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "content-length", "host"].contains(name),
+               "\(name) is not a field to send on an HTTP/2 stream")
         self.name = name
         self.value = value
         self.indexed = indexed

@@ -23,6 +23,10 @@ final class PushStreamsHandler: ChannelInboundHandler {
     /// Streams opened before the connection retires: client ids are odd and below 2^31, and
     /// the connection goes well before they run out.
     static let streamLimit = (1 << 30) - 1024
+    /// Replies (PING and SETTINGS acknowledgements, window updates) the server may make us queue
+    /// while it does not read them: past this the connection is dropped (ENHANCE_YOUR_CALM), as
+    /// NIOHTTP2 bounds its buffered control frames.
+    static let maxRepliesWhileBlocked = 1 << 20
 
     /// Set once no new stream may start here (GOAWAY, closed, ids nearly used up); read from any thread.
     private let retired: NIOLockedValueBox<Bool>
@@ -41,6 +45,8 @@ final class PushStreamsHandler: ChannelInboundHandler {
     /// Requests handed to the connection that the peer's stream limit holds back, oldest first.
     private var waiting = CircularBuffer<(request: PushConnection.Request, deadline: NIODeadline)>()
     private var opened = 0
+    /// Bytes of replies the session made while the channel could not take more writes.
+    private var repliesWhileBlocked = 0
     private var context: ChannelHandlerContext?
     private var failure: PushHTTPError?
     private var sweeper: RepeatedTask?
@@ -109,30 +115,65 @@ final class PushStreamsHandler: ChannelInboundHandler {
             opened += 1
             streams[id] = Stream(completion: request.completion, deadline: deadline)
         }
-        if session.goAwayLastStreamID != nil || opened >= Self.streamLimit {
+        if isSpent {
             retire()
             while let (request, _) = waiting.popFirst() { request.completion(.failure(PushHTTPError.closed)) }
         }
+    }
+
+    /// No stream will open here again: a GOAWAY came, or stream ids are nearly used up.
+    private var isSpent: Bool {
+        session.goAwayLastStreamID != nil || opened >= Self.streamLimit
+    }
+
+    /// A spent connection with nothing left open is closed.
+    private func closeIfSpent() {
+        guard isSpent, streams.isEmpty, let context else { return }
+        flushOut()
+        context.close(promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard failure == nil else { return }
         let buffer = unwrapInboundIn(data)
         events.removeAll(keepingCapacity: true)
+        let before = out.count
         do {
             try buffer.withUnsafeReadableBytes { bytes in
                 try self.session.receive(bytes, into: &self.out) { self.events.append($0) }
             }
         } catch {
+            // What the read answered before the broken frame is handed on first: those pushes were sent.
+            deliverEvents()
             let code = (error as? HTTP2ProtocolError)?.code ?? HTTP2Wire.ErrorCode.protocolError
-            HTTP2ClientSession.appendGoAway(code: code, to: &out)
-            flushOut()
-            failAll(.protocolError("\(error)"))
-            context.close(promise: nil)
+            drop(with: code, .protocolError("\(error)"), context: context)
             return
+        }
+        if !context.channel.isWritable {
+            repliesWhileBlocked += out.count - before
+            if repliesWhileBlocked > Self.maxRepliesWhileBlocked {
+                deliverEvents()
+                drop(with: 0xB, .protocolError("\(endpoint) sent frames faster than it read our replies (ENHANCE_YOUR_CALM)"), context: context)
+                return
+            }
         }
         // Retired before any answer is handed on, so that a request its completion sends next goes to a new connection.
         if session.goAwayLastStreamID != nil { retire() }
+        deliverEvents()
+        openWaiting()
+        closeIfSpent()
+    }
+
+    /// Sends GOAWAY with `code`, fails everything with `error`, and closes.
+    private func drop(with code: UInt32, _ error: PushHTTPError, context: ChannelHandlerContext) {
+        HTTP2ClientSession.appendGoAway(code: code, to: &out)
+        flushOut()
+        failAll(error)
+        context.close(promise: nil)
+    }
+
+    /// Hands each stream's end, as the last read reported it, to its request.
+    private func deliverEvents() {
         for event in events {
             switch event {
             case .answer(let answer):
@@ -147,11 +188,12 @@ final class PushStreamsHandler: ChannelInboundHandler {
                 finish(stream, with: .failure(PushHTTPError.bodyTooLarge))
             }
         }
-        openWaiting()
-        if session.goAwayLastStreamID != nil, streams.isEmpty {
-            flushOut()
-            context.close(promise: nil)
-        }
+        events.removeAll(keepingCapacity: true)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { repliesWhileBlocked = 0 }
+        context.fireChannelWritabilityChanged()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -176,9 +218,11 @@ final class PushStreamsHandler: ChannelInboundHandler {
         buffer.writeBytes(out)
         out.removeAll(keepingCapacity: true)
         let promise = context.eventLoop.makePromise(of: Void.self)
+        let channel = context.channel
         promise.futureResult.assumeIsolated().whenFailure { [self] error in
             // The connection's own failure (a refused certificate) says more than the write's.
             self.failAll(self.failure ?? .connection(ConnectionWords.describe(error, endpoint: self.endpoint)))
+            channel.close(promise: nil)
         }
         context.writeAndFlush(wrapOutboundOut(buffer), promise: promise)
     }
@@ -202,8 +246,16 @@ final class PushStreamsHandler: ChannelInboundHandler {
             for entry in held {
                 if entry.deadline < now { entry.request.completion(.failure(PushHTTPError.timeout)) } else { waiting.append(entry) }
             }
+            // A request that waited its whole time with no stream open: the server never sent its
+            // SETTINGS, or allows no stream. The connection makes no progress and is replaced.
+            if streams.isEmpty, let context {
+                drop(with: HTTP2Wire.ErrorCode.noError, .timeout, context: context)
+                return
+            }
         }
+        openWaiting()
         flushOut()
+        closeIfSpent()
     }
 
     private func retire() {

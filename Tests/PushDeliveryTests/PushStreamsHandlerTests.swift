@@ -78,4 +78,67 @@ struct PushStreamsHandlerTests {
         #expect(results.withLockedValue { $0 } == [0: 200, 1: 200, 2: 200, 3: 200])
         _ = try channel.finish(acceptAlreadyClosed: true)
     }
+
+    /// A handler on an embedded channel, connected, its preface read; and `count` requests whose
+    /// results (status, or -1 and the error) land in `results`.
+    private static func connected(timeout: TimeAmount = .seconds(30)) throws -> (EmbeddedChannel, PushStreamsHandler) {
+        let channel = EmbeddedChannel()
+        let handler = PushStreamsHandler(timeout: timeout, retired: NIOLockedValueBox(false), endpoint: "test:443", authority: "test")
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        _ = try written(channel)
+        return (channel, handler)
+    }
+
+    private static func requests(_ count: Int, into results: NIOLockedValueBox<[Int: String]>) -> [PushConnection.Request] {
+        (0..<count).map { n in
+            PushConnection.Request(method: "POST", path: "/3/device/\(n)", fields: [], body: nil, timeout: nil) { result in
+                results.withLockedValue { $0[n] = (try? result.get()).map { String($0.status) } ?? "\(result)" }
+            }
+        }
+    }
+
+    @Test("SETTINGS split across two reads: no stream opens on its header alone, only once it is applied (MAX_CONCURRENT_STREAMS 1)")
+    func splitSettings() throws {
+        let (channel, handler) = try Self.connected()
+        let results = NIOLockedValueBox<[Int: String]>([:])
+        handler.start(Self.requests(3, into: results))
+        var settings = Self.settings(maxConcurrentStreams: 1)
+        try channel.writeInbound(settings.readSlice(length: 11)!)
+        #expect(try Self.written(channel).isEmpty, "streams opened on half a SETTINGS frame")
+        try channel.writeInbound(settings)
+        #expect(try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream) == [1])
+        _ = try channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("an answer and a broken frame in one read: the answer is handed on, the other stream fails, GOAWAY is sent and the connection closed")
+    func answerThenProtocolError() throws {
+        let (channel, handler) = try Self.connected()
+        let results = NIOLockedValueBox<[Int: String]>([:])
+        handler.start(Self.requests(2, into: results))
+        try channel.writeInbound(Self.settings(maxConcurrentStreams: 10))
+        _ = try Self.written(channel)
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        var block = ByteBuffer()
+        try encoder.encode(headers: [":status": "200"], to: &block)
+        var read = Self.frame(type: 0x1, flags: 0x5, stream: 1, Array(block.readableBytesView))
+        var pushPromise = Self.frame(type: 0x5, flags: 0x4, stream: 3, [0, 0, 0, 2])
+        read.writeBuffer(&pushPromise)
+        try channel.writeInbound(read)
+        #expect(results.withLockedValue { $0[0] } == "200")
+        #expect(results.withLockedValue { $0[1] }?.contains("PUSH_PROMISE") == true, "\(results.withLockedValue { $0 })")
+        #expect(try Self.written(channel).contains { $0.type == 0x7 }, "no GOAWAY")
+        #expect(!channel.isActive)
+    }
+
+    @Test("a server that never sends SETTINGS: the request waits its timeout, fails, and the connection is dropped to be replaced")
+    func noSettings() async throws {
+        let (channel, handler) = try Self.connected(timeout: .milliseconds(60))
+        let results = NIOLockedValueBox<[Int: String]>([:])
+        handler.start(Self.requests(1, into: results))
+        try await Task.sleep(for: .milliseconds(120))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(100))
+        #expect(results.withLockedValue { $0[0] }?.contains("no answer in time") == true, "\(results.withLockedValue { $0 })")
+        #expect(!channel.isActive)
+    }
 }
