@@ -94,15 +94,16 @@ public struct MediaID: Sendable, Hashable, Codable, CustomStringConvertible, Com
     public var description: String { hex }
 
     /// The 32 digest bytes.
+    /// (Read in place from the string's UTF-8: a payload URL signs them for every push of a campaign.)
     public var digestBytes: [UInt8] {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(32)
-        var high: UInt8 = 0
-        for (i, c) in hex.utf8.enumerated() {
-            let value = c <= 0x39 ? c - 0x30 : c - 0x61 + 10
-            if i % 2 == 0 { high = value << 4 } else { bytes.append(high | value) }
+        @inline(__always) func nibble(_ c: UInt8) -> UInt8 { c <= 0x39 ? c &- 0x30 : c &- 0x61 &+ 10 }
+        var hex = self.hex
+        return hex.withUTF8 { digits in
+            [UInt8](unsafeUninitializedCapacity: digits.count / 2) { bytes, count in
+                for i in 0..<(digits.count / 2) { bytes[i] = nibble(digits[2 * i]) << 4 | nibble(digits[2 * i + 1]) }
+                count = digits.count / 2
+            }
         }
-        return bytes
     }
 
     public static func < (lhs: MediaID, rhs: MediaID) -> Bool { lhs.hex < rhs.hex }

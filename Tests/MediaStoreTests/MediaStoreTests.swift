@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import SQLEngine
 @testable import MediaStore
@@ -102,6 +103,11 @@ struct MediaStoreTests {
         #expect(MediaID("g" + lower.dropFirst()) == nil)
         #expect(MediaID("../" + lower.dropFirst(3)) == nil)
         #expect(MediaID(String(repeating: "é", count: 32)) == nil)
+        // Its digest bytes read back: from an uppercase id too, and for every byte value.
+        #expect(MediaID(lower.uppercased())?.digestBytes == Array(repeating: [0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF], count: 4).flatMap { $0 })
+        let every = (0..<32).map { UInt8($0 * 8 + 7) }
+        #expect(MediaID(digestBytes: every).digestBytes == every)
+        #expect(MediaID(hashing: Data("logo".utf8)).digestBytes == Array(SHA256.hash(data: Data("logo".utf8))))
     }
 
     @Test("names resolve, are never moved by an upload, and are removed; removing the last name of an unused blob removes it")
