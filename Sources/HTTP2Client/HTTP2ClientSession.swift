@@ -160,7 +160,8 @@ public struct HTTP2ClientSession: Sendable {
     /// Opens the next client stream for a request given by its fields, as `open(_:into:)` does,
     /// its header block encoded here: `:method`, `:scheme`, `:authority` (indexed: the same on
     /// every stream), `:path` (never indexed), `headers` as each asks, then `content-length` when
-    /// there is a body (never indexed). `body` nil or empty: the HEADERS frame ends the stream.
+    /// there is a body (indexed: requests of one kind mostly share their length). `body` nil or
+    /// empty: the HEADERS frame ends the stream.
     ///
     /// - Precondition: `start(into:)` was called and `canOpen` is true.
     public mutating func open(method: String, scheme: String, authority: String, path: String, headers: [HTTP2HeaderField],
@@ -173,7 +174,7 @@ public struct HTTP2ClientSession: Sendable {
         encoder.append(":authority", authority, indexed: true, into: &scratch)
         encoder.append(":path", path, indexed: false, into: &scratch)
         for field in headers { encoder.append(field.name, field.value, indexed: field.indexed, into: &scratch) }
-        if let body { encoder.append("content-length", String(body.count), indexed: false, into: &scratch) }
+        if let body { encoder.append("content-length", String(body.count), indexed: true, into: &scratch) }
         return open(block: scratch, body: body, into: &out)
     }
 

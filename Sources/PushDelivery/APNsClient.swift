@@ -210,7 +210,9 @@ public final class APNsClient: Sendable {
     }
 
     /// The headers whose values change from push to push: sent without entering HPACK's table.
-    private static let unindexed: Set<String> = [":path", "apns-id", "apns-expiration"]
+    /// (A campaign's pushes share their `apns-expiration`, and mostly their `content-length`:
+    /// those are indexed, and cost APNs an index to decode instead of a literal.)
+    private static let unindexed: Set<String> = [":path", "apns-id"]
 
     /// What an answer means for the push.
     private static func outcome(of result: Result<PushHTTPResponse, any Error>, jwt: String, tokens: APNsTokenManager) -> (DeliveryOutcome, Date?) {
