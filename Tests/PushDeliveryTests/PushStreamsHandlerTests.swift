@@ -141,4 +141,32 @@ struct PushStreamsHandlerTests {
         #expect(results.withLockedValue { $0[0] }?.contains("no answer in time") == true, "\(results.withLockedValue { $0 })")
         #expect(!channel.isActive)
     }
+
+    @Test("a server that floods PINGs while the connection cannot write: past 1 MiB of replies held, GOAWAY ENHANCE_YOUR_CALM and the connection closed; the open stream fails")
+    func pingFlood() throws {
+        let (channel, handler) = try Self.connected()
+        let results = NIOLockedValueBox<[Int: String]>([:])
+        handler.start(Self.requests(1, into: results))
+        try channel.writeInbound(Self.settings(maxConcurrentStreams: 10))
+        _ = try Self.written(channel)
+        channel.isWritable = false
+        var pings = ByteBuffer()
+        for n in 0..<1_000 {
+            var ping = Self.frame(type: 0x6, [0, 0, 0, 0, 0, 0, UInt8(n >> 8), UInt8(n & 0xFF)])
+            pings.writeBuffer(&ping)
+        }
+        // 17 bytes of reply for each PING: 1,000 a read, 62 reads pass 1 MiB.
+        var reads = 0
+        while channel.isActive, reads < 100 {
+            try channel.writeInbound(pings)
+            reads += 1
+        }
+        #expect(!channel.isActive)
+        #expect((60...70).contains(reads), "closed after \(reads) reads")
+        var bytes: [UInt8] = []
+        while var buffer = try channel.readOutbound(as: ByteBuffer.self) { bytes += buffer.readBytes(length: buffer.readableBytes) ?? [] }
+        let goAway: [UInt8] = [0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xB]
+        #expect(bytes.suffix(goAway.count) == goAway[...], "the last frame is GOAWAY ENHANCE_YOUR_CALM")
+        #expect(results.withLockedValue { $0[0] }?.contains("ENHANCE_YOUR_CALM") == true, "\(results.withLockedValue { $0 })")
+    }
 }
