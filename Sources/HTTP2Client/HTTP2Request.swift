@@ -57,13 +57,7 @@ public struct HTTP2Request: Sendable {
             HPACKWire.appendInteger(index, prefixBits: 7, pattern: 0x80, to: &block)
             return
         }
-        if let index = HPACKWire.staticNameIndex(name) {
-            HPACKWire.appendInteger(index, prefixBits: 4, pattern: 0x00, to: &block)
-        } else {
-            block.append(0x00)
-            HPACKWire.appendString(name, to: &block)
-        }
-        HPACKWire.appendString(value, to: &block)
+        HPACKWire.appendLiteral(name, value, prefixBits: 4, pattern: 0x00, to: &block)
     }
 }
 

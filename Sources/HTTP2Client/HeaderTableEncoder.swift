@@ -106,14 +106,11 @@ struct HeaderTableEncoder: Sendable {
         let entrySize = nameCount + valueCount + 32
         let adding = indexed && entrySize <= capacity
         // With incremental indexing (01, 6-bit name index), or never indexed (0001, 4-bit).
-        let (prefixBits, pattern): (Int, UInt8) = adding ? (6, 0x40) : (4, 0x10)
-        if let nameIndex = HPACKWire.staticNameIndex(name) {
-            HPACKWire.appendInteger(nameIndex, prefixBits: prefixBits, pattern: pattern, to: &block)
+        if adding {
+            HPACKWire.appendLiteral(name, value, prefixBits: 6, pattern: 0x40, to: &block)
         } else {
-            block.append(pattern)
-            HPACKWire.appendString(name, to: &block)
+            HPACKWire.appendLiteral(name, value, prefixBits: 4, pattern: 0x10, to: &block)
         }
-        HPACKWire.appendString(value, to: &block)
         if adding {
             evict(toFit: entrySize, within: capacity)
             entries.append(Entry(name: name, value: value, nameCount: nameCount, valueCount: valueCount))
@@ -175,6 +172,19 @@ enum HPACKWire {
     /// The first static table index with `name`, if any.
     static func staticNameIndex(_ name: String) -> Int? {
         staticNameIndices[name]
+    }
+
+    /// Appends a literal field (RFC 7541 §6.2): `pattern` and the name's static index in a
+    /// `prefixBits`-bit prefix (or 0 and the name as a string when the table has no such name),
+    /// then the value.
+    static func appendLiteral(_ name: String, _ value: String, prefixBits: Int, pattern: UInt8, to block: inout [UInt8]) {
+        if let nameIndex = staticNameIndex(name) {
+            appendInteger(nameIndex, prefixBits: prefixBits, pattern: pattern, to: &block)
+        } else {
+            block.append(pattern)
+            appendString(name, to: &block)
+        }
+        appendString(value, to: &block)
     }
 
     /// Appends a string literal, not Huffman-coded: its length (7-bit prefix, H = 0), then its bytes.

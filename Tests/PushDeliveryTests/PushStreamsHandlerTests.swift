@@ -42,18 +42,9 @@ struct PushStreamsHandlerTests {
 
     @Test("no stream opens before the server's SETTINGS; then no more than its MAX_CONCURRENT_STREAMS (1), the next after each answer, and more once it is raised")
     func waitsForSettings() throws {
-        let channel = EmbeddedChannel()
-        let handler = PushStreamsHandler(timeout: .seconds(30), retired: NIOLockedValueBox(false), endpoint: "test:443", authority: "test")
-        try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
-        #expect(try Self.written(channel).map(\.type) == [0x4, 0x8], "the preface, SETTINGS and the connection's WINDOW_UPDATE")
-
-        let results = NIOLockedValueBox<[Int: Int]>([:])
-        let requests = (0..<4).map { n in
-            PushConnection.Request(method: "POST", path: "/3/device/\(n)", fields: [.init("apns-topic", "t", indexed: true)], body: Array("{}".utf8),
-                                   timeout: nil) { result in results.withLockedValue { $0[n] = (try? result.get())?.status ?? -1 } }
-        }
-        handler.start(requests)
+        let (channel, handler) = try Self.connected { #expect($0.map(\.type) == [0x4, 0x8], "the preface, SETTINGS and the connection's WINDOW_UPDATE") }
+        let results = NIOLockedValueBox<[Int: String]>([:])
+        handler.start(Self.requests(4, into: results))
         #expect(try Self.written(channel).isEmpty, "a stream opened before the server's SETTINGS")
 
         try channel.writeInbound(Self.settings(maxConcurrentStreams: 1))
@@ -62,32 +53,35 @@ struct PushStreamsHandlerTests {
         #expect(first.contains { $0.type == 0x4 && $0.flags == 0x1 }, "the SETTINGS acknowledged")
 
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
-        func answer(_ stream: UInt32) throws {
-            var block = ByteBuffer()
-            try encoder.encode(headers: [":status": "200", "apns-id": "id-\(stream)"], to: &block)
-            try channel.writeInbound(Self.frame(type: 0x1, flags: 0x5, stream: stream, Array(block.readableBytesView)))
-        }
-        try answer(1)
+        try channel.writeInbound(Self.answer(1, &encoder))
         #expect(try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream) == [3])
-        #expect(results.withLockedValue { $0 } == [0: 200])
+        #expect(results.withLockedValue { $0 } == [0: "200"])
 
         // Raised to 10: the two still waiting go at once.
         try channel.writeInbound(Self.settings(maxConcurrentStreams: 10))
         #expect(try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream) == [5, 7])
-        for stream: UInt32 in [3, 5, 7] { try answer(stream) }
-        #expect(results.withLockedValue { $0 } == [0: 200, 1: 200, 2: 200, 3: 200])
+        for stream: UInt32 in [3, 5, 7] { try channel.writeInbound(Self.answer(stream, &encoder)) }
+        #expect(results.withLockedValue { $0 } == [0: "200", 1: "200", 2: "200", 3: "200"])
         _ = try channel.finish(acceptAlreadyClosed: true)
     }
 
     /// A handler on an embedded channel, connected, its preface read; and `count` requests whose
     /// results (status, or -1 and the error) land in `results`.
-    private static func connected(timeout: TimeAmount = .seconds(30)) throws -> (EmbeddedChannel, PushStreamsHandler) {
+    private static func connected(timeout: TimeAmount = .seconds(30),
+                                  preface: ([(type: UInt8, flags: UInt8, stream: UInt32)]) -> Void = { _ in }) throws -> (EmbeddedChannel, PushStreamsHandler) {
         let channel = EmbeddedChannel()
         let handler = PushStreamsHandler(timeout: timeout, retired: NIOLockedValueBox(false), endpoint: "test:443", authority: "test")
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
-        _ = try written(channel)
+        preface(try written(channel))
         return (channel, handler)
+    }
+
+    /// A HEADERS frame ending `stream` with 200 (and an `apns-id`), encoded by `encoder`.
+    private static func answer(_ stream: UInt32, _ encoder: inout HPACKEncoder) throws -> ByteBuffer {
+        var block = ByteBuffer()
+        try encoder.encode(headers: [":status": "200", "apns-id": "id-\(stream)"], to: &block)
+        return frame(type: 0x1, flags: 0x5, stream: stream, Array(block.readableBytesView))
     }
 
     private static func requests(_ count: Int, into results: NIOLockedValueBox<[Int: String]>) -> [PushConnection.Request] {
@@ -119,9 +113,7 @@ struct PushStreamsHandlerTests {
         try channel.writeInbound(Self.settings(maxConcurrentStreams: 10))
         _ = try Self.written(channel)
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
-        var block = ByteBuffer()
-        try encoder.encode(headers: [":status": "200"], to: &block)
-        var read = Self.frame(type: 0x1, flags: 0x5, stream: 1, Array(block.readableBytesView))
+        var read = try Self.answer(1, &encoder)
         var pushPromise = Self.frame(type: 0x5, flags: 0x4, stream: 3, [0, 0, 0, 2])
         read.writeBuffer(&pushPromise)
         try channel.writeInbound(read)
