@@ -3,7 +3,9 @@
 # postgres on a cluster this script starts) with N users, a device each, sending to the APNs
 # sandbox; one campaign to warm up, then one under `perf record` (call graphs by frame pointer)
 # of `serve`. Prints `serve`'s CPU per push for both campaigns, and perf's top functions (self
-# time, then with children) for the second; the raw profile stays in $work/perf.data.
+# time, then with children) for the second; the raw profile stays in $work/perf.data. On
+# postgres, PostgreSQL's processes are profiled too (self time only: Debian builds it without
+# frame pointers), with their CPU per push, into $work/perf-pg.data.
 #
 # Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK)
 set -euo pipefail
@@ -27,7 +29,12 @@ KEEP_WORK=1
 use_engines
 trap 'kill ${sandbox_pid:-} 2>/dev/null || true; engines_cleanup' EXIT
 database_of() { [ "$1" = postgres ] && echo "postgres://richpush@127.0.0.1:$pgport/richpush" || echo ""; }
-[ "$engine" = postgres ] && start_postgres "$work" "$pgport"
+if [ "$engine" = postgres ]; then
+    # PG_STATEMENTS=1: pg_stat_statements counts each statement's calls, rows and time (it costs a little CPU itself).
+    [ "${PG_STATEMENTS:-}" = 1 ] && PG_OPTIONS="${PG_OPTIONS:-} -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
+    start_postgres "$work" "$pgport"
+    [ "${PG_STATEMENTS:-}" = 1 ] && "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -qc "CREATE EXTENSION pg_stat_statements"
+fi
 start_apns_sandbox "$rp" $sandbox_port
 echo "$password" | "$rp" users add admin --admin --password-stdin --data "data-$engine" ${pg:+--database "$(database_of "$engine")"} >/dev/null
 if [ "$engine" = postgres ]; then insert_devices postgres "$n"; else insert_devices sqlite "$n" "$work/data-sqlite/richpush.sqlite"; fi
@@ -59,9 +66,32 @@ PY
 echo "warm-up campaign: serve $(campaign) µs a push" >&2
 perf record -F 1999 -g -p "$serve_pid" -o perf.data 2>/dev/null &
 perf_pid=$!
+pg_pids=''
+if [ "$engine" = postgres ]; then
+    pg_pids="$(head -1 "$work/pg/postmaster.pid"),$(pgrep -d, -P "$(head -1 "$work/pg/postmaster.pid")")"
+    pg_ticks() { local t=0 p; for p in ${pg_pids//,/ }; do [ -r "/proc/$p/stat" ] && t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
+    pg0=$(pg_ticks)
+    perf record -F 1999 -p "$pg_pids" -o perf-pg.data 2>/dev/null &
+    perf_pg_pid=$!
+fi
 sleep 1
 echo "profiled campaign: serve $(campaign) µs a push (perf running)" >&2
 kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true
-perf report -i perf.data --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -50
+if [ -n "$pg_pids" ]; then
+    python3 -c 'import sys; print("PostgreSQL in the profiled campaign: %.1f µs a push" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$pg0" "$(pg_ticks)" "$hz" "$n" >&2
+    kill -INT "$perf_pg_pid"; wait "$perf_pg_pid" 2>/dev/null || true
+    echo "--- PostgreSQL, self time"
+    perf report -i perf-pg.data --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -60 || true
+    if [ "${PG_STATEMENTS:-}" = 1 ]; then
+        echo "--- PostgreSQL, statements (both campaigns)"
+        "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -P pager=off -c "
+            SELECT calls, rows, round(total_plan_time::numeric, 0) AS plan_ms, round(total_exec_time::numeric, 0) AS exec_ms,
+                   wal_records, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+            FROM pg_stat_statements ORDER BY total_plan_time + total_exec_time DESC LIMIT 25"
+    fi
+    echo "--- PostgreSQL, by process"
+    perf report -i perf-pg.data --no-children --sort comm,pid --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -20 || true
+fi
+perf report -i perf.data --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -50 || true
 echo "--- with children"
-perf report -i perf.data --children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep '%' | head -60
+perf report -i perf.data --children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep '%' | head -60 || true

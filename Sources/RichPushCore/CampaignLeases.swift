@@ -51,7 +51,7 @@ extension CampaignStore {
                     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.campaignId = c.id AND d.state = 'pending')
                 """)
             guard !open.isEmpty else { return [] }
-            try Insight.finishCampaigns(db, Set(open), now: db.now)
+            try Insight.finishCampaigns(db, Set(open), now: db.now, whateverTheCounters: true)
             return try Int64.fetchAll(db, sql: "SELECT id FROM campaigns WHERE doneAt IS NOT NULL AND \(db.idIn("id"))",
                                       arguments: [db.idList(open)])
         }

@@ -136,14 +136,43 @@ enum Insight {
     /// Marks campaigns among `campaigns` done once everyone is queued and nothing is pending (and
     /// an A/B test's winner is decided, docs/api.md#ab-tests-and-conversions), each once, with its
     /// `campaign.done` event.
-    static func finishCampaigns(_ db: SQLConnection, _ campaigns: Set<Int64>, now: Double) throws {
+    ///
+    /// The outbox is looked at only once the campaign's counters say none of its pushes is left
+    /// (its pushes queued, less those counted sent, failed or capped), or when they cannot say: a
+    /// campaign from before pushes were counted, or one changed or taken back, whose revisions
+    /// are not among its pushes. Recording a batch of sends calls this, and on PostgreSQL the
+    /// look walks the index entries of every push the campaign has sent, still there until a
+    /// vacuum: 3 ms a batch in a 50,000-device campaign, an eighth of its statements' time
+    /// (issue #51). When the counters say more are left than are (a user deleted with pushes
+    /// pending, before they were taken out of its pushes queued), every node's sweep
+    /// (`CampaignStore.finishStragglers`) marks it within seconds: it passes
+    /// `whateverTheCounters`, the outbox is looked at anyway, and the counters are set to agree.
+    static func finishCampaigns(_ db: SQLConnection, _ campaigns: Set<Int64>, now: Double, whateverTheCounters: Bool = false) throws {
         for campaign in campaigns.sorted() {
+            // Asked apart: PostgreSQL plans the outbox's look as a join, made whatever the counters say.
+            if !whateverTheCounters, let row = try SQLRow.fetchOne(db, sql: """
+                SELECT pushes, countedInStats, changedAt IS NULL AND retractedAt IS NULL AS unrevised,
+                       (SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = campaigns.id) AS done
+                FROM campaigns WHERE id = ?
+                """, arguments: [campaign], cached: true),
+               let pushes = row["pushes"] as Int?, row["countedInStats"] as Int == 1, row["unrevised"] as Bool, pushes > row["done"] as Int {
+                continue
+            }
             try db.execute(sql: """
                 UPDATE campaigns SET doneAt = ? WHERE id = ? AND queued = 1 AND doneAt IS NULL AND cancelledAt IS NULL
                     AND NOT EXISTS (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending')
                     AND NOT EXISTS (SELECT 1 FROM campaign_experiments e WHERE e.campaignId = campaigns.id AND e.decidedAt IS NULL)
                 """, arguments: [now, campaign, campaign], cached: true)
-            if db.changesCount > 0 { try queueEvents(db, [Happening(type: .campaignDone, campaign: campaign)], now: now) }
+            guard db.changesCount > 0 else { continue }
+            if whateverTheCounters {
+                // Counters that said pushes were left now say what the outbox does: none (its progress reads them).
+                try db.execute(sql: """
+                    UPDATE campaigns SET pushes = (SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = campaigns.id)
+                    WHERE id = ? AND countedInStats = 1 AND changedAt IS NULL AND retractedAt IS NULL
+                        AND pushes > (SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = campaigns.id)
+                    """, arguments: [campaign])
+            }
+            try queueEvents(db, [Happening(type: .campaignDone, campaign: campaign)], now: now)
         }
     }
 }

@@ -228,7 +228,9 @@ struct ScheduleCoreTests {
         // Done: nothing to cancel.
         let other = try await campaigns.create(CampaignDraft(audience: .users(["b"]), content: NotificationDraft()), by: "root")
         _ = try await campaigns.queue(other.id, addressing: .perDevice)
-        try await store.database.write { db in try db.execute(sql: "UPDATE deliveries SET state = 'sent' WHERE campaignId = ?", arguments: [other.id]) }
+        let otherPushes = try await store.outbox.claim(limit: 10, lease: 60, holder: holder).filter { $0.campaignId == other.id }
+        try #require(otherPushes.count == 1)
+        _ = try await store.outbox.record(otherPushes.map { ($0, .sent) }, holder: holder)
         await #expect(throws: CoreError.self) { try await campaigns.cancel(other.id) }
     }
 
