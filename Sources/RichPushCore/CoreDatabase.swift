@@ -430,7 +430,7 @@ public enum CoreDatabase {
                 CREATE INDEX activity_pushes_lane ON activity_pushes(activityId, lane, timestamp);
                 CREATE INDEX activity_pushes_event ON activity_pushes(eventId);
                 """),
-    ] + guardrailMigrations + operatorMigrations + traceMigrations
+    ] + guardrailMigrations + operatorMigrations + traceMigrations + hotPathMigrations
 
     /// Opens a data directory with the whole schema (on PostgreSQL when `postgres` is given).
     static func open(_ directory: DataDirectory, postgres: String? = nil) throws -> SQLDatabase {

@@ -160,8 +160,8 @@ public struct UserStore: Sendable {
             DELETE FROM media_refs WHERE owner IN (SELECT 'notification:' || id FROM notifications WHERE recipient = ?)
             """, arguments: [name])
         try NotificationStore.recordRemovals(db, try Int64.fetchAll(db, sql: "SELECT id FROM notifications WHERE recipient = ?", arguments: [name]))
-        // Their campaigns' pushes still to send go with their inbox (ON DELETE CASCADE), and
-        // leave the campaigns' counts of pushes queued, which say how many are left (`Insight.finishCampaigns`).
+        // Their campaigns' pushes still to send go with their inbox, and leave the campaigns'
+        // counts of pushes queued, which say how many are left (`Insight.finishCampaigns`).
         for row in try db.fetchAll(sql: """
             SELECT d.campaignId, count(*) AS n FROM deliveries d JOIN notifications n ON n.id = d.notificationId
             WHERE n.recipient = ? AND d.campaignId IS NOT NULL AND d.state = 'pending' AND d.kind IS NULL GROUP BY d.campaignId
@@ -169,6 +169,8 @@ public struct UserStore: Sendable {
             try db.execute(sql: "UPDATE campaigns SET pushes = pushes - ? WHERE id = ? AND pushes IS NOT NULL",
                            arguments: [row["n"] as Int, row["campaignId"] as Int64])
         }
+        // The outbox's rows of their notifications (on PostgreSQL no key cascades to them, core-v26).
+        try db.execute(sql: "DELETE FROM deliveries WHERE notificationId IN (SELECT id FROM notifications WHERE recipient = ?)", arguments: [name])
         try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
         try SessionStore.revokeAll(db, username: name)
         // What they asked with an Idempotency-Key ends with them: an account made later under

@@ -198,6 +198,38 @@ struct ScheduleCoreTests {
         #expect(counted.sent == 2 && counted.pending == 0 && counted.fetched == 1, "\(counted)")
     }
 
+    @Test("a user removed mid-campaign takes their pending push out of the outbox and out of the pushes queued; the campaign is done once the rest are sent",
+          arguments: StoreEngine.all)
+    func removedMidCampaign(engine: StoreEngine) async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", nil, nil), ("c", nil, nil)], on: try await engine.locations())
+        defer { store.close() }
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        try await store.users.remove(name: "b")
+        let left = try await store.database.read { db in
+            try SQLRow.fetchAll(db, sql: """
+                SELECT coalesce(n.recipient, '(none)') AS recipient FROM deliveries d LEFT JOIN notifications n ON n.id = d.notificationId
+                WHERE d.campaignId = ? ORDER BY 1
+                """, arguments: [campaign.id]).map { $0["recipient"] as String }
+        }
+        #expect(left == ["a", "c"])
+        var progress = try #require(try await campaigns.progress(campaign.id))
+        #expect(progress.pending == 2 && progress.campaign.pushes == 2 && progress.status == .sending)
+        let holder = OutboxHolder(pid: Int(getpid()))
+        let claimed = try await store.outbox.claim(limit: 10, lease: 60, holder: holder)
+        #expect(claimed.count == 2)
+        _ = try await store.outbox.record(claimed.map { ($0, .sent) }, holder: holder)
+        progress = try #require(try await campaigns.progress(campaign.id))
+        #expect(progress.pending == 0 && progress.sent == 2 && progress.status == .done)
+        let doneAt = try await store.database.read { db in
+            try Double.fetchOne(db, sql: "SELECT doneAt FROM campaigns WHERE id = ?", arguments: [campaign.id])
+        }
+        #expect(doneAt != nil)
+    }
+
     @Test("cancel: nothing more is queued, pending pushes and the inbox entries of users who got nothing go, sent pushes stay; a done campaign is 409")
     func cancel() async throws {
         let dir = try Fixtures.tempDirectory()

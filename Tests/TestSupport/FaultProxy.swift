@@ -29,6 +29,9 @@ public final class FaultProxy: @unchecked Sendable {
     private let lock = NSLock()
     private var mode = Mode.forward
     private var stopped = false
+    /// Changes asked for (`set`), and the last the proxy's thread has carried out.
+    private var asked = 0
+    private var carriedOut = 0
 
     /// A proxy on a free loopback port to `127.0.0.1:targetPort`, forwarding.
     public init(targetPort: Int) throws {
@@ -45,9 +48,17 @@ public final class FaultProxy: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Changes what the proxy does, from now on.
+    /// Changes what the proxy does, from now on: returns once the proxy's thread has carried it
+    /// out (after `.down`, no connection is accepted any more), or after 5 s. Without the wait, a
+    /// busy machine could leave a listener accepting, in the old mode, well after the call.
     public func set(_ mode: Mode) {
-        lock.withLock { self.mode = mode }
+        let change = lock.withLock {
+            self.mode = mode
+            asked += 1
+            return asked
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while lock.withLock({ carriedOut < change && !stopped }), Date() < deadline { usleep(1_000) }
     }
 
     /// Ends the proxy's thread and closes every socket (within 50 ms).
@@ -77,7 +88,8 @@ public final class FaultProxy: @unchecked Sendable {
             pairs.removeAll()
         }
         while true {
-            let (mode, stopped) = lock.withLock { (self.mode, self.stopped) }
+            let (mode, stopped, change) = lock.withLock { (self.mode, self.stopped, self.asked) }
+            defer { lock.withLock { carriedOut = max(carriedOut, change) } }
             if stopped {
                 closeAll(reset: true)
                 if let listener { close(listener) }
