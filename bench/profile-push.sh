@@ -5,9 +5,11 @@
 # of `serve`. Prints `serve`'s CPU per push for both campaigns, and perf's top functions (self
 # time, then with children) for the second; the raw profile stays in $work/perf.data. On
 # postgres, PostgreSQL's processes are profiled too (self time only: Debian builds it without
-# frame pointers), with their CPU per push, into $work/perf-pg.data.
+# frame pointers), with their CPU per push, into $work/perf-pg.data; PG_STATEMENTS=1 adds
+# pg_stat_statements' table of statements. SYSCALLS=1 counts `serve`'s system calls in the
+# second campaign instead of profiling it.
 #
-# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK)
+# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK, PG_STATEMENTS, SYSCALLS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -64,6 +66,17 @@ PY
     python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$c0" "$(cpu_ticks "$serve_pid")" "$hz" "$n"
 }
 echo "warm-up campaign: serve $(campaign) µs a push" >&2
+if [ "${SYSCALLS:-}" = 1 ]; then
+    # SYSCALLS=1: the system calls `serve` makes in the second campaign, counted (perf stat), per push.
+    perf stat -e 'syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_pwrite64,syscalls:sys_enter_read,syscalls:sys_enter_pread64,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync' \
+        -p "$serve_pid" -o perf-stat.txt 2>/dev/null &
+    perf_pid=$!
+    sleep 1
+    echo "counted campaign: serve $(campaign) µs a push (perf stat running)" >&2
+    kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true
+    awk -v n="$n" '/syscalls:/ { gsub(",", "", $1); printf "%-40s %10d  %.3f a push\n", $2, $1, $1 / n }' perf-stat.txt
+    exit 0
+fi
 perf record -F 1999 -g -p "$serve_pid" -o perf.data 2>/dev/null &
 perf_pid=$!
 pg_pids=''

@@ -15,6 +15,16 @@ struct SQLiteStatementTests {
         return (try SQLDatabase.openSQLite(path: dir.appendingPathComponent("t.sqlite").path, migrations: [migration]), dir)
     }
 
+    @Test("commits are synced as they are made: the writer and every reader run with synchronous = FULL (GRDB's pool sets NORMAL on its writer)")
+    func durableCommits() async throws {
+        let (db, dir) = try database()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // 2 is FULL (1 NORMAL): in WAL mode, FULL syncs the log at every commit.
+        #expect(try await db.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == 2)
+        #expect(try await db.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == 2)
+        #expect(try await db.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -32768)
+    }
+
     @Test("every kind of value round-trips, NULL and empty ones included, through a cached statement run many times and a RETURNING; more than 20 arguments at once")
     func roundTrips() async throws {
         let (db, dir) = try database()
