@@ -44,7 +44,7 @@ public struct HTTP2ClientSession: Sendable {
 
     // The server's side.
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS: unlimited until it says.
-    var peerMaxConcurrentStreams = Int.max
+    public internal(set) var peerMaxConcurrentStreams = Int.max
     var peerInitialWindow = HTTP2Wire.defaultWindow
     var peerMaxFrameSize = HTTP2Wire.maxFrameSize
     /// What the server lets us send on the connection.

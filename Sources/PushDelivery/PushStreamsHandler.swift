@@ -106,8 +106,14 @@ final class PushStreamsHandler: ChannelInboundHandler {
     /// Nothing is opened before the peer's SETTINGS: until then its MAX_CONCURRENT_STREAMS is
     /// unknown, and servers count streams beyond it as a protocol error (NIOHTTP2 answers them
     /// with GOAWAY; APNs starts a connection at a low limit and raises it once a token is good).
+    ///
+    /// While more wait than the peer has room for, streams open in runs (`openingRun`): each
+    /// opening is a write, a TLS record and a system call on both sides, and opening one or two
+    /// as each answer freed a slot made a write for every two pushes of a campaign.
     private func openWaiting() {
         guard session.peerSettingsReceived else { return }
+        let room = session.peerMaxConcurrentStreams - session.openStreams
+        if waiting.count > room, room < openingRun, session.openStreams > 0 { return }
         while !waiting.isEmpty, session.canOpen, opened < Self.streamLimit {
             let (request, deadline) = waiting.removeFirst()
             let id = session.open(method: request.method, scheme: "https", authority: authority, path: request.path,
@@ -120,6 +126,10 @@ final class PushStreamsHandler: ChannelInboundHandler {
             while let (request, _) = waiting.popFirst() { request.completion(.failure(PushHTTPError.closed)) }
         }
     }
+
+    /// The fewest streams opened at once while more wait than the peer has room for: an eighth
+    /// of its MAX_CONCURRENT_STREAMS (12 of APNs' and the sandbox's 100), at most 16.
+    private var openingRun: Int { max(1, min(16, session.peerMaxConcurrentStreams / 8)) }
 
     /// No stream will open here again: a GOAWAY came, or stream ids are nearly used up.
     private var isSpent: Bool {

@@ -17,6 +17,11 @@ struct PushStreamsHandlerTests {
         while var buffer = try channel.readOutbound(as: ByteBuffer.self) { bytes += buffer.readBytes(length: buffer.readableBytes) ?? [] }
         let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
         if bytes.starts(with: preface) { bytes.removeFirst(preface.count) }
+        return frames(bytes)
+    }
+
+    /// The frames in `bytes`: (type, flags, stream).
+    private static func frames(_ bytes: [UInt8]) -> [(type: UInt8, flags: UInt8, stream: UInt32)] {
         var frames: [(UInt8, UInt8, UInt32)] = []
         var index = 0
         while index + 9 <= bytes.count {
@@ -62,6 +67,38 @@ struct PushStreamsHandlerTests {
         #expect(try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream) == [5, 7])
         for stream: UInt32 in [3, 5, 7] { try channel.writeInbound(Self.answer(stream, &encoder)) }
         #expect(results.withLockedValue { $0 } == [0: "200", 1: "200", 2: "200", 3: "200"])
+        _ = try channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("while more wait than the server has room for, streams open in runs of an eighth of its MAX_CONCURRENT_STREAMS (12 of 100), not one write per answer")
+    func opensInRuns() throws {
+        let (channel, handler) = try Self.connected()
+        let results = NIOLockedValueBox<[Int: String]>([:])
+        handler.start(Self.requests(120, into: results))
+        try channel.writeInbound(Self.settings(maxConcurrentStreams: 100))
+        let opened = try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream)
+        let first: [UInt32] = (0..<100).map { UInt32(2 * $0 + 1) }
+        #expect(opened == first)
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        // Eleven answers, each in a read of its own: twenty wait, eleven slots are free, nothing is written.
+        for stream in opened.prefix(11) {
+            try channel.writeInbound(Self.answer(stream, &encoder))
+            let early = try Self.written(channel)
+            #expect(early.isEmpty, "\(early)")
+        }
+        // The twelfth: twelve open, in one write.
+        try channel.writeInbound(Self.answer(opened[11], &encoder))
+        var writes: [[UInt32]] = []
+        while var buffer = try channel.readOutbound(as: ByteBuffer.self) {
+            writes.append(Self.frames(buffer.readBytes(length: buffer.readableBytes) ?? []).filter { $0.type == 0x1 }.map(\.stream))
+        }
+        let run: [UInt32] = (100..<112).map { UInt32(2 * $0 + 1) }
+        #expect(writes == [run], "\(writes)")
+        #expect(results.withLockedValue { $0.count } == 12)
+        // Eight answers more: the eight left fit, and open at once.
+        for stream in opened[12..<20] { try channel.writeInbound(Self.answer(stream, &encoder)) }
+        let last: [UInt32] = (112..<120).map { UInt32(2 * $0 + 1) }
+        #expect(try Self.written(channel).filter { $0.type == 0x1 }.map(\.stream) == last)
         _ = try channel.finish(acceptAlreadyClosed: true)
     }
 
