@@ -113,8 +113,8 @@ final class PushStreamsHandler: ChannelInboundHandler {
     private func openWaiting() {
         guard session.peerSettingsReceived else { return }
         let room = session.peerMaxConcurrentStreams - session.openStreams
-        if waiting.count > room, room < openingRun, session.openStreams > 0 { return }
-        while !waiting.isEmpty, session.canOpen, opened < Self.streamLimit {
+        let holding = waiting.count > room && room < openingRun && session.openStreams > 0
+        while !holding, !waiting.isEmpty, session.canOpen, opened < Self.streamLimit {
             let (request, deadline) = waiting.removeFirst()
             let id = session.open(method: request.method, scheme: "https", authority: authority, path: request.path,
                                   headers: request.fields, body: request.body, into: &out)

@@ -89,7 +89,9 @@ extension CampaignStore {
     /// sixth of its statements' time during a campaign (issue #51). The counters say fewer wait
     /// than do only for pushes queued by a node from before pushes were counted (a rolling
     /// upgrade from part three): the outbox then holds that many more than `ahead`. A campaign
-    /// from before pushes were counted is counted in the index at every look.
+    /// from before pushes were counted, or with a notification changed or taken back while it
+    /// is queued (`revisedAt`: replacements are pushes beyond those queued), is counted in the
+    /// index at every look.
     private func waitForSends(of id: Int64, below ahead: Int, stalled: Duration) async throws -> Bool {
         var since = ContinuousClock.now
         var renewed = since
@@ -100,8 +102,10 @@ extension CampaignStore {
             let (waiting, done, exact) = try await database.read { db -> (Int, Int, Bool) in
                 let done = try Int.fetchOne(db, sql: "SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = ?", arguments: [id],
                                             cached: true) ?? 0
-                let row = try SQLRow.fetchOne(db, sql: "SELECT pushes, countedInStats FROM campaigns WHERE id = ?", arguments: [id], cached: true)
-                if let pushes = row?["pushes"] as Int?, row?["countedInStats"] as Int? == 1, pushes - done < ahead || !countNow {
+                let row = try SQLRow.fetchOne(db, sql: "SELECT pushes, countedInStats, revisedAt IS NULL AS unrevised FROM campaigns WHERE id = ?",
+                                              arguments: [id], cached: true)
+                if let pushes = row?["pushes"] as Int?, row?["countedInStats"] as Int? == 1, row?["unrevised"] as Bool? == true,
+                   pushes - done < ahead || !countNow {
                     return (pushes - done, done, false)
                 }
                 let waiting = try Int.fetchOne(db, sql: """

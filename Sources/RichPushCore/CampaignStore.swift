@@ -346,23 +346,27 @@ public struct CampaignStore: Sendable {
     }
 
     /// The pushes of `campaign` still to send: its pushes queued less those counted sent or
-    /// failed. Both counters change in the transactions that change the outbox (a user removed
-    /// mid-campaign takes their pending pushes out of those queued), so asking costs the same at
-    /// a million recipients as at ten. Counting the index instead took 75 ms at a million on
+    /// failed. Both counters change in the transactions that change its original pushes in the
+    /// outbox (a user removed mid-campaign takes their pending pushes out of those queued), so
+    /// asking costs the same at a million recipients as at ten. Counting the index instead took 75 ms at a million on
     /// SQLite, and a script polling a campaign four times a second then took a third of a core
     /// from the sends (bench/million.sh, issue #28); on PostgreSQL, whose index keeps the
     /// entries of pushes sent until a vacuum, a count of 10,000 took 9 ms in a 50,000-device
     /// campaign (issue #51).
     ///
-    /// A campaign changed or taken back has pushes beyond those queued (replacements and
-    /// retractions; the pushes taken back leave the outbox uncounted): below `countedUpTo` its
-    /// pending pushes are counted in the index, above it the counters' figure stands. Campaigns
-    /// from before pushes were counted are counted row by row.
+    /// A campaign with a notification changed or taken back (`revisedAt`) has pushes beyond
+    /// those queued (replacements and retractions; the pushes taken back leave the outbox
+    /// uncounted), and a cancelled one's pushes queued are set to its rows left: for those,
+    /// below `countedUpTo` its pending pushes are counted in the index, above it the counters'
+    /// figure stands. Campaigns from before pushes were counted are counted row by row.
     private static func pending(_ db: SQLConnection, campaign: Campaign, sent: Int, failed: Int, countedUpTo: Int) throws -> Int {
         guard let pushes = campaign.pushes else {
             return try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ? AND state = 'pending'", arguments: [campaign.id]) ?? 0
         }
-        if campaign.changedAt == nil, campaign.retractedAt == nil { return max(0, pushes - sent - failed) }
+        if campaign.cancelledAt == nil,
+           try Bool.fetchOne(db, sql: "SELECT revisedAt IS NULL FROM campaigns WHERE id = ?", arguments: [campaign.id], cached: true) == true {
+            return max(0, pushes - sent - failed)
+        }
         let counted = try Int.fetchOne(db, sql: """
             SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
             """, arguments: [campaign.id, countedUpTo], cached: true) ?? 0

@@ -139,19 +139,19 @@ enum Insight {
     ///
     /// The outbox is looked at only once the campaign's counters say none of its pushes is left
     /// (its pushes queued, less those counted sent, failed or capped), or when they cannot say: a
-    /// campaign from before pushes were counted, or one changed or taken back, whose revisions
-    /// are not among its pushes. Recording a batch of sends calls this, and on PostgreSQL the
+    /// campaign from before pushes were counted, or one with a notification changed or taken
+    /// back (`revisedAt`), whose revisions are not among its pushes. Recording a batch of sends calls this, and on PostgreSQL the
     /// look walks the index entries of every push the campaign has sent, still there until a
     /// vacuum: 3 ms a batch in a 50,000-device campaign, an eighth of its statements' time
-    /// (issue #51). When the counters say more are left than are (a user deleted with pushes
-    /// pending, before they were taken out of its pushes queued), every node's sweep
+    /// (issue #51). When the counters say more are left than are (a user removed with pushes
+    /// pending by a node from before removals were counted), every node's sweep
     /// (`CampaignStore.finishStragglers`) marks it within seconds: it passes
     /// `whateverTheCounters`, the outbox is looked at anyway, and the counters are set to agree.
     static func finishCampaigns(_ db: SQLConnection, _ campaigns: Set<Int64>, now: Double, whateverTheCounters: Bool = false) throws {
         for campaign in campaigns.sorted() {
             // Asked apart: PostgreSQL plans the outbox's look as a join, made whatever the counters say.
             if !whateverTheCounters, let row = try SQLRow.fetchOne(db, sql: """
-                SELECT pushes, countedInStats, changedAt IS NULL AND retractedAt IS NULL AS unrevised,
+                SELECT pushes, countedInStats, revisedAt IS NULL AS unrevised,
                        (SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = campaigns.id) AS done
                 FROM campaigns WHERE id = ?
                 """, arguments: [campaign], cached: true),
@@ -168,7 +168,7 @@ enum Insight {
                 // Counters that said pushes were left now say what the outbox does: none (its progress reads them).
                 try db.execute(sql: """
                     UPDATE campaigns SET pushes = (SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = campaigns.id)
-                    WHERE id = ? AND countedInStats = 1 AND changedAt IS NULL AND retractedAt IS NULL
+                    WHERE id = ? AND countedInStats = 1 AND revisedAt IS NULL
                         AND pushes > (SELECT coalesce(sum(sent + failed + capped), 0) FROM campaign_stats WHERE campaignId = campaigns.id)
                     """, arguments: [campaign])
             }

@@ -176,12 +176,25 @@ enum Revisions {
         return order.map { found[$0]! }
     }
 
+    /// Marks the campaigns of notifications `ids` revised (`campaigns.revisedAt`, once): their
+    /// replacements and retractions are pushes beyond those queued, and their pushes taken back
+    /// leave the outbox uncounted, so their counters no longer say what is left to send.
+    private static func markCampaignsRevised(_ db: SQLConnection, _ ids: [Int64]) throws {
+        for chunk in ids.sqlBatches() {
+            try db.execute(sql: """
+                UPDATE campaigns SET revisedAt = ? WHERE revisedAt IS NULL
+                    AND id IN (SELECT campaignId FROM notifications WHERE \(db.idIn("id")) AND campaignId IS NOT NULL)
+                """, arguments: [db.now, db.idList(chunk)])
+        }
+    }
+
     /// Queues, for each device of notifications `ids` (just rewritten) that got them, a
     /// replacement under the same collapse id, tag and Topic: quiet unless `alertAgain`. A device
     /// whose push waits to be sent gets the new content with it, and nothing more; one whose
     /// push is on its way now gets the replacement once that push is recorded.
     static func replace(_ db: SQLConnection, _ ids: [Int64], alertAgain: Bool, into outcome: inout ChangeOutcome) throws {
         let now = db.now
+        try markCampaignsRevised(db, ids)
         var rows: [[SQLValue]] = []
         for device in try devices(db, ids, now: now) {
             switch device.waiting {
@@ -204,6 +217,7 @@ enum Revisions {
     static func retract(_ db: SQLConnection, _ ids: [Int64], text: String, into outcome: inout RetractOutcome) throws {
         guard !ids.isEmpty else { return }
         let now = db.now
+        try markCampaignsRevised(db, ids)
         // On PostgreSQL retractions take turns (a device's budget is read, then written).
         if db.dialect == .postgres { try db.execute(sql: "SELECT pg_advisory_xact_lock(7265701)") }
         for chunk in ids.sqlBatches() {

@@ -161,16 +161,18 @@ public struct UserStore: Sendable {
             """, arguments: [name])
         try NotificationStore.recordRemovals(db, try Int64.fetchAll(db, sql: "SELECT id FROM notifications WHERE recipient = ?", arguments: [name]))
         // Their campaigns' pushes still to send go with their inbox, and leave the campaigns'
-        // counts of pushes queued, which say how many are left (`Insight.finishCampaigns`).
-        for row in try db.fetchAll(sql: """
+        // counts of pushes queued, which say how many are left (`Insight.finishCampaigns`): counted
+        // first, the outbox's rows deleted, then the campaigns' rows changed (the order in which
+        // recording sends takes them).
+        let leaving = try db.fetchAll(sql: """
             SELECT d.campaignId, count(*) AS n FROM deliveries d JOIN notifications n ON n.id = d.notificationId
-            WHERE n.recipient = ? AND d.campaignId IS NOT NULL AND d.state = 'pending' AND d.kind IS NULL GROUP BY d.campaignId
-            """, arguments: [name]) {
+            WHERE n.recipient = ? AND d.campaignId IS NOT NULL AND d.state = 'pending' AND d.kind IS NULL GROUP BY d.campaignId ORDER BY d.campaignId
+            """, arguments: [name])
+        try db.execute(sql: "DELETE FROM deliveries WHERE notificationId IN (SELECT id FROM notifications WHERE recipient = ?)", arguments: [name])
+        for row in leaving {
             try db.execute(sql: "UPDATE campaigns SET pushes = pushes - ? WHERE id = ? AND pushes IS NOT NULL",
                            arguments: [row["n"] as Int, row["campaignId"] as Int64])
         }
-        // The outbox's rows of their notifications (on PostgreSQL no key cascades to them, core-v26).
-        try db.execute(sql: "DELETE FROM deliveries WHERE notificationId IN (SELECT id FROM notifications WHERE recipient = ?)", arguments: [name])
         try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
         try SessionStore.revokeAll(db, username: name)
         // What they asked with an Idempotency-Key ends with them: an account made later under

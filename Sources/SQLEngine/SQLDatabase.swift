@@ -156,10 +156,6 @@ public final class SQLDatabase: Sendable {
             // `prepareDatabase`: a commit was then synced only at the next checkpoint, and a
             // machine that lost power could lose what had been answered as stored.
             try db.execute(sql: "PRAGMA synchronous = FULL")
-            // The writer keeps 32 MiB of pages (SQLite's default is 2 MiB): in a campaign it
-            // reads back the outbox's and notifications' recent pages for every batch it queues,
-            // claims and records, and with 2 MiB a third of them had left its cache.
-            try db.execute(sql: "PRAGMA cache_size = -32768")
         }
         var migrator = DatabaseMigrator()
         for migration in migrations {

@@ -230,6 +230,38 @@ struct ScheduleCoreTests {
         #expect(doneAt != nil)
     }
 
+    @Test("one notification of a campaign changed: its replacement is a push beyond those queued, so the campaign's pending pushes are counted in the outbox; a failed replacement does not make it look done",
+          arguments: StoreEngine.all)
+    func revisedMidCampaign(engine: StoreEngine) async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", nil, nil), ("c", nil, nil)], on: try await engine.locations())
+        defer { store.close() }
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        let holder = OutboxHolder(pid: Int(getpid()))
+        let claimed = try await store.outbox.claim(limit: 10, lease: 60, holder: holder)
+        try #require(claimed.count == 3)
+        let sent = try #require(claimed.first { $0.recipient == "a" })
+        _ = try await store.outbox.record([(sent, .sent)], holder: holder)
+        // a's notification changed: a's device gets a replacement (b's and c's pushes are in flight).
+        _ = try await store.notifications(links: nil).change(sent.notificationId, ContentChange(message: "changed"), defaultImage: "logo.png")
+        let replacement = try await store.outbox.claim(limit: 10, lease: 60, holder: holder)
+        try #require(replacement.count == 1 && replacement[0].kind == .update(alertAgain: false))
+        _ = try await store.outbox.record([(replacement[0], .failed(reason: "400 BadDeviceToken", prune: false, deadSince: nil))], holder: holder)
+        // The counters say 3 queued, 1 sent, 1 failed: one left. Two are.
+        var progress = try #require(try await campaigns.progress(campaign.id))
+        #expect(progress.pending == 2 && progress.status == .sending, "\(progress)")
+        _ = try await store.outbox.record(claimed.filter { $0.recipient != "a" }.map { ($0, .sent) }, holder: holder)
+        progress = try #require(try await campaigns.progress(campaign.id))
+        #expect(progress.pending == 0 && progress.status == .done, "\(progress)")
+        let doneAt = try await store.database.read { db in
+            try Double.fetchOne(db, sql: "SELECT doneAt FROM campaigns WHERE id = ?", arguments: [campaign.id])
+        }
+        #expect(doneAt != nil)
+    }
+
     @Test("cancel: nothing more is queued, pending pushes and the inbox entries of users who got nothing go, sent pushes stay; a done campaign is 409")
     func cancel() async throws {
         let dir = try Fixtures.tempDirectory()
