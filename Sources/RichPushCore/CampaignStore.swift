@@ -16,7 +16,8 @@ public struct CampaignStore: Sendable {
     public let defaultImage: String
     /// Recipients per transaction.
     public var batchSize = 500
-    /// Below this many, the pending pushes of a campaign changed or taken back are counted row by row (see `pending`).
+    /// Below this many, the pending pushes of a revised or cancelled campaign are counted row by
+    /// row (see `pending`).
     public var pendingCountedUpTo = 10_000
     /// Called with each batch's notifications once it is committed (the server indexes them,
     /// so that recipients' first fetches need no database read).
@@ -348,11 +349,11 @@ public struct CampaignStore: Sendable {
     /// The pushes of `campaign` still to send: its pushes queued less those counted sent or
     /// failed. Both counters change in the transactions that change its original pushes in the
     /// outbox (a user removed mid-campaign takes their pending pushes out of those queued), so
-    /// asking costs the same at a million recipients as at ten. Counting the index instead took 75 ms at a million on
-    /// SQLite, and a script polling a campaign four times a second then took a third of a core
-    /// from the sends (bench/million.sh, issue #28); on PostgreSQL, whose index keeps the
-    /// entries of pushes sent until a vacuum, a count of 10,000 took 9 ms in a 50,000-device
-    /// campaign (issue #51).
+    /// asking costs the same at a million recipients as at ten. Counting the index instead took
+    /// 75 ms at a million on SQLite, and a script polling a campaign four times a second then
+    /// took a third of a core from the sends (bench/million.sh, issue #28); on PostgreSQL, whose
+    /// index keeps the entries of pushes sent until a vacuum, a count of 10,000 took 9 ms in a
+    /// 50,000-device campaign (issue #51).
     ///
     /// A campaign with a notification changed or taken back (`revisedAt`) has pushes beyond
     /// those queued (replacements and retractions; the pushes taken back leave the outbox

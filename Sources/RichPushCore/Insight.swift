@@ -140,10 +140,10 @@ enum Insight {
     /// The outbox is looked at only once the campaign's counters say none of its pushes is left
     /// (its pushes queued, less those counted sent, failed or capped), or when they cannot say: a
     /// campaign from before pushes were counted, or one with a notification changed or taken
-    /// back (`revisedAt`), whose revisions are not among its pushes. Recording a batch of sends calls this, and on PostgreSQL the
-    /// look walks the index entries of every push the campaign has sent, still there until a
-    /// vacuum: 3 ms a batch in a 50,000-device campaign, an eighth of its statements' time
-    /// (issue #51). When the counters say more are left than are (a user removed with pushes
+    /// back (`revisedAt`), whose revisions are not among its pushes. Recording a batch of sends
+    /// calls this, and on PostgreSQL the look walks the index entries of every push the campaign
+    /// has sent, still there until a vacuum: 3 ms a batch in a 50,000-device campaign, an eighth
+    /// of its statements' time (issue #51). When the counters say more are left than are (a user removed with pushes
     /// pending by a node from before removals were counted), every node's sweep
     /// (`CampaignStore.finishStragglers`) marks it within seconds: it passes
     /// `whateverTheCounters`, the outbox is looked at anyway, and the counters are set to agree.
