@@ -198,16 +198,28 @@ struct ScheduleCoreTests {
         #expect(counted.sent == 2 && counted.pending == 0 && counted.fetched == 1, "\(counted)")
     }
 
+    /// A store of `engine` in `dir` with users a, b and c (a device each), and a campaign to all
+    /// three, queued.
+    static func queuedToThree(_ engine: StoreEngine, _ dir: URL) async throws -> (DataStore, CampaignStore, Campaign) {
+        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", nil, nil), ("c", nil, nil)], on: try await engine.locations())
+        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        return (store, campaigns, campaign)
+    }
+
+    /// When campaign `campaign` was marked done, or nil.
+    static func doneAt(_ store: DataStore, campaign: Int64) async throws -> Double? {
+        try await store.database.read { db in try Double.fetchOne(db, sql: "SELECT doneAt FROM campaigns WHERE id = ?", arguments: [campaign]) }
+    }
+
     @Test("a user removed mid-campaign takes their pending push out of the outbox and out of the pushes queued; the campaign is done once the rest are sent",
           arguments: StoreEngine.all)
     func removedMidCampaign(engine: StoreEngine) async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", nil, nil), ("c", nil, nil)], on: try await engine.locations())
+        let (store, campaigns, campaign) = try await Self.queuedToThree(engine, dir)
         defer { store.close() }
-        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
-        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
-        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
         try await store.users.remove(name: "b")
         let left = try await store.database.read { db in
             try SQLRow.fetchAll(db, sql: """
@@ -224,10 +236,7 @@ struct ScheduleCoreTests {
         _ = try await store.outbox.record(claimed.map { ($0, .sent) }, holder: holder)
         progress = try #require(try await campaigns.progress(campaign.id))
         #expect(progress.pending == 0 && progress.sent == 2 && progress.status == .done)
-        let doneAt = try await store.database.read { db in
-            try Double.fetchOne(db, sql: "SELECT doneAt FROM campaigns WHERE id = ?", arguments: [campaign.id])
-        }
-        #expect(doneAt != nil)
+        #expect(try await Self.doneAt(store, campaign: campaign.id) != nil)
     }
 
     @Test("one notification of a campaign changed: its replacement is a push beyond those queued, so the campaign's pending pushes are counted in the outbox; a failed replacement does not make it look done",
@@ -235,11 +244,8 @@ struct ScheduleCoreTests {
     func revisedMidCampaign(engine: StoreEngine) async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try await Self.store(dir, users: [("a", nil, nil), ("b", nil, nil), ("c", nil, nil)], on: try await engine.locations())
+        let (store, campaigns, campaign) = try await Self.queuedToThree(engine, dir)
         defer { store.close() }
-        let campaigns = store.campaigns(links: nil, defaultImage: "logo.png")
-        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft()), by: "root")
-        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
         let holder = OutboxHolder(pid: Int(getpid()))
         let claimed = try await store.outbox.claim(limit: 10, lease: 60, holder: holder)
         try #require(claimed.count == 3)
@@ -256,10 +262,7 @@ struct ScheduleCoreTests {
         _ = try await store.outbox.record(claimed.filter { $0.recipient != "a" }.map { ($0, .sent) }, holder: holder)
         progress = try #require(try await campaigns.progress(campaign.id))
         #expect(progress.pending == 0 && progress.status == .done, "\(progress)")
-        let doneAt = try await store.database.read { db in
-            try Double.fetchOne(db, sql: "SELECT doneAt FROM campaigns WHERE id = ?", arguments: [campaign.id])
-        }
-        #expect(doneAt != nil)
+        #expect(try await Self.doneAt(store, campaign: campaign.id) != nil)
     }
 
     @Test("cancel: nothing more is queued, pending pushes and the inbox entries of users who got nothing go, sent pushes stay; a done campaign is 409")
