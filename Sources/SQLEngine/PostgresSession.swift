@@ -51,11 +51,14 @@ final class PostgresSession {
     let logger: Logger
     /// Sees every statement start and end, so a stalled server is noticed (see `StatementWatch`).
     let watch: StatementWatch
+    /// The pool's column types, for `insertRows`.
+    let catalog: PostgresColumnCatalog
 
-    init(connection: PostgresConnection, logger: Logger, watch: StatementWatch) {
+    init(connection: PostgresConnection, logger: Logger, watch: StatementWatch, catalog: PostgresColumnCatalog) {
         self.connection = connection
         self.logger = logger
         self.watch = watch
+        self.catalog = catalog
     }
 
     /// Runs a statement; returns the rows it changed.
@@ -84,6 +87,10 @@ final class PostgresSession {
     }
 
     private func run(_ sql: String, _ values: [SQLValue]) throws -> PostgresQueryResult {
+        try run(sql, Self.bindings(values))
+    }
+
+    private static func bindings(_ values: [SQLValue]) -> PostgresBindings {
         var binds = PostgresBindings(capacity: values.count)
         for value in values {
             switch value {
@@ -94,6 +101,11 @@ final class PostgresSession {
             case .blob(let value): binds.append(ByteBuffer(bytes: value))
             }
         }
+        return binds
+    }
+
+    /// Runs `sql` (with `?` placeholders) with `binds`.
+    func run(_ sql: String, _ binds: PostgresBindings) throws -> PostgresQueryResult {
         let translated = Placeholders.numbered(sql)
         // Waited for through a promise the watch can fail: a stalled server's statement, or one
         // whose connection was lost without its future ever completing.

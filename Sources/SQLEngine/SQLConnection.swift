@@ -53,6 +53,33 @@ public final class SQLConnection {
         }
     }
 
+    /// Inserts `rows`, each the values of `columns` in order, into `table`; `changesCount` is
+    /// the rows inserted. SQLite: one multi-row INSERT per 500 rows, a whole 500's compiled once
+    /// and cached. PostgreSQL: one statement of an array per column (`unnest`), its text the same
+    /// for any number of rows, each value converted to its column's type.
+    public func insertRows(into table: String, columns: [String], _ rows: [[SQLValue]]) throws {
+        guard !rows.isEmpty else {
+            changesCount = 0
+            return
+        }
+        switch backend {
+        case .sqlite(let db):
+            let size = 500
+            var inserted = 0
+            let tuple = "(" + sqlPlaceholders(columns.count) + ")"
+            for chunk in rows.sqlBatches(of: size) {
+                let sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES "
+                    + Array(repeating: tuple, count: chunk.count).joined(separator: ", ")
+                let statement = chunk.count == size ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+                try statement.run(chunk.flatMap { $0 })
+                inserted += db.changesCount
+            }
+            changesCount = inserted
+        case .postgres(let session):
+            changesCount = try session.insertRows(into: table, columns: columns, rows)
+        }
+    }
+
     /// Tells every process listening on `channel` (`SQLDatabase.listen`) once this transaction
     /// commits. PostgreSQL's NOTIFY; nothing on SQLite, whose readers poll.
     public func notify(_ channel: String) throws {

@@ -273,6 +273,8 @@ final class PostgresPool: Sendable {
     let breaker: CircuitBreaker
     /// Notices a server that stopped answering.
     private let watch: StatementWatch
+    /// Column types, for inserts by column.
+    private let catalog = PostgresColumnCatalog()
 
     init(url: String, logger: Logger) throws {
         let parsed = try PostgresURL(url)
@@ -361,7 +363,7 @@ final class PostgresPool: Sendable {
         var attempt = 0, reconnects = 0
         while true {
             let connection = try checkout()
-            let session = PostgresSession(connection: connection, logger: logger, watch: watch)
+            let session = PostgresSession(connection: connection, logger: logger, watch: watch, catalog: catalog)
             do {
                 _ = try session.execute(begin, [])
             } catch {
@@ -442,7 +444,7 @@ final class PostgresPool: Sendable {
         if stale {
             threads.submit { [self] state in
                 guard state == .active, let connection = try? checkout() else { return }
-                let session = PostgresSession(connection: connection, logger: logger, watch: watch)
+                let session = PostgresSession(connection: connection, logger: logger, watch: watch, catalog: catalog)
                 let before = Date().timeIntervalSince1970
                 let server = try? session.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS now", []).first.map { $0["now"] as Double }
                 let after = Date().timeIntervalSince1970
@@ -456,7 +458,7 @@ final class PostgresPool: Sendable {
     /// Applies what `migrations` holds that the database has not seen, under an advisory lock.
     func migrate(_ migrations: [SQLMigration]) throws {
         let connection = try checkout()
-        let session = PostgresSession(connection: connection, logger: logger, watch: watch)
+        let session = PostgresSession(connection: connection, logger: logger, watch: watch, catalog: catalog)
         var healthy = false
         defer { checkin(connection, healthy: healthy) }
         // pg_advisory_lock's key: "RichPush" in ASCII.
@@ -475,6 +477,7 @@ final class PostgresPool: Sendable {
                 throw SQLEngineError("migration \(migration.identifier) failed: \(SQLEngineError(error).message)")
             }
         }
+        catalog.forget()
         healthy = true
     }
 
