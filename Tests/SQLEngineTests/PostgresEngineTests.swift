@@ -66,6 +66,37 @@ struct PostgresEngineTests {
         #expect(try await data.users.list().map(\.name) == ["alice", "bob"])
     }
 
+    @Test("a notification's image is checked per statement as its key did: a missing one refused (23503) on insert, in a batch and on change; an image in use cannot be deleted")
+    func payloadChecked() async throws {
+        let (data, _, dir) = try await store()
+        defer { data.close(); try? FileManager.default.removeItem(at: dir) }
+        let image = try await data.media.ingest(bytes: PNGBuilder.rgb(width: 8, height: 8), name: "logo.png").item.id.hex
+        let created = try await data.notifications(links: nil).create(for: "alice", draft: NotificationDraft(), defaultImage: "logo.png")
+        let missing = String(repeating: "0", count: 64)
+        func refused(_ sql: String, _ arguments: SQLArguments) async -> SQLEngineError? {
+            await #expect(throws: SQLEngineError.self) { try await data.database.write { db in try db.execute(sql: sql, arguments: arguments) } }
+        }
+        let insert = "INSERT INTO notifications (recipient, message, richType, payload, push, createdAt) VALUES "
+        // One row; and a batch where one row of three names a missing image.
+        var error = await refused(insert + "('bob', 'm', 'img', ?, '', 0)", [missing])
+        #expect(error?.sqlState == "23503" && error?.message.contains(missing) == true, "\(String(describing: error))")
+        error = await refused(insert + "('bob', 'm', 'img', ?, '', 0), ('bob', 'm', 'img', ?, '', 0), ('bob', 'm', 'img', ?, '', 0)",
+                              [image, missing, image])
+        #expect(error?.sqlState == "23503")
+        error = await refused("UPDATE notifications SET payload = ? WHERE id = ?", [missing, created.notification.id])
+        #expect(error?.sqlState == "23503")
+        // The media store refuses first (its references); the database refuses what they miss.
+        try await data.database.write { db in try db.execute(sql: "DELETE FROM media_refs") }
+        error = await refused("DELETE FROM media WHERE sha256 = ?", [image])
+        #expect(error?.sqlState == "23503" && error?.message.contains("notifications") == true, "\(String(describing: error))")
+        // Nothing of the refused statements is left, and a good batch goes in.
+        try await data.database.write { db in
+            try db.execute(sql: insert + "('bob', 'm', 'img', ?, '', 0), ('carol', 'm', 'img', ?, '', 0)", arguments: [image, image])
+        }
+        let rows = try await data.database.read { db in try String.fetchAll(db, sql: "SELECT payload FROM notifications ORDER BY id") }
+        #expect(rows == [image, image, image])
+    }
+
     @Test("text sorts byte-wise, as on SQLite, whatever the database's locale")
     func byteOrder() async throws {
         let (data, _, dir) = try await store()
