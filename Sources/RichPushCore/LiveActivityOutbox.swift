@@ -9,6 +9,10 @@ extension LiveActivityStore {
     /// several nodes send (a later one waits until the one before it is recorded). A broadcast
     /// waits for every iOS push before it, the starts that subscribe phones to its channel.
     static func claim(_ db: SQLConnection, limit: Int, now: Double, lease: Double, holder: OutboxHolder, only: String) throws -> [DeliveryJob] {
+        // Most claims find none: a probe of the index, planned in a tenth of the time of the
+        // query below (whose planning was 2 µs of PostgreSQL's CPU a push in a campaign, issue #51).
+        guard try Int.fetchOne(db, sql: "SELECT 1 FROM activity_pushes WHERE state = 'pending' AND nextAttemptAt <= ? LIMIT 1",
+                               arguments: [now], cached: true) != nil else { return [] }
         let lock = db.dialect == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
         let rows = try db.fetchAll(sql: """
             SELECT d.id, d.activityId, d.registrationId, d.platform, d.app, d.target, d.pushId, d.attempts, e.event, e.priority, e.apns, e.twin,
