@@ -75,4 +75,17 @@ struct SQLiteStatementTests {
         let keys = try await db.read { db in try String.fetchAll(db, sql: "SELECT key FROM t ORDER BY key") }
         #expect(keys == ["k", "k0", "k1", "k2"])
     }
+
+    @Test("columns are found by name in either case of ASCII letters (PostgreSQL answers them lowercased), the first of two alike; a name that differs in length or a letter is not found")
+    func columnNames() async throws {
+        let (db, dir) = try database()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let row = try #require(try await db.read { db in
+            try db.fetchOne(sql: "SELECT 1 AS notificationId, 2 AS NOTIFICATIONID, 3 AS id, 4 AS \"naïve\", 5 AS \"a_b\"")
+        })
+        #expect(row["notificationId"] as Int == 1 && row["notificationid"] as Int == 1 && row["NotificationID"] as Int == 1)
+        #expect(row["id"] as Int == 3 && row["ID"] as Int == 3 && row["naïve"] as Int == 4 && row["A_B"] as Int == 5)
+        #expect(row.columnIndex("notificationI") == nil && row.columnIndex("notificationIdx") == nil && row.columnIndex("notificationIe") == nil)
+        #expect(row.columnIndex("a-b") == nil && row.columnIndex("") == nil)
+    }
 }
