@@ -45,19 +45,26 @@ extension CoreDatabase {
         // 1,215–1,286 with the check, 1,045–1,160 with neither). The check does what the key did:
         // the images a statement names are locked against deletion (FOR KEY SHARE) until it
         // commits, and a missing one is the key's error (SQLSTATE 23503); a payload changed is
-        // checked row by row (revisions, rare); deleting an image a notification names is refused.
+        // checked row by row (revisions, rare); deleting, renaming or truncating an image a
+        // notification names is refused. Unlike the key's check, the trigger's reads see the
+        // transaction's snapshot: media is deleted at READ COMMITTED or SERIALIZABLE (every path
+        // does), where a race with an insert is seen (the lock's wait, then a fresh read) or
+        // refused (40001, retried); at REPEATABLE READ it would not be.
         SQLMigration("core-v27-payload-check", sqlite: """
                 -- SQLite keeps the key: one probe of the image's primary key a row.
                 """, postgres: """
                 ALTER TABLE notifications DROP CONSTRAINT IF EXISTS notifications_payload_fkey;
                 CREATE FUNCTION richpush_payloads_added() RETURNS trigger LANGUAGE plpgsql AS $$
                 DECLARE
+                    locked BIGINT;
                     missing TEXT;
                 BEGIN
+                    -- What is locked is what is checked: an image not locked here is missing.
                     PERFORM 1 FROM media m WHERE m.sha256 IN (SELECT DISTINCT payload FROM added) FOR KEY SHARE OF m;
-                    SELECT p.payload INTO missing FROM (SELECT DISTINCT payload FROM added) p
-                        WHERE NOT EXISTS (SELECT 1 FROM media m WHERE m.sha256 = p.payload) LIMIT 1;
-                    IF FOUND THEN
+                    GET DIAGNOSTICS locked = ROW_COUNT;
+                    IF locked < (SELECT count(DISTINCT payload) FROM added) THEN
+                        SELECT p.payload INTO missing FROM (SELECT DISTINCT payload FROM added) p
+                            WHERE NOT EXISTS (SELECT 1 FROM media m WHERE m.sha256 = p.payload) LIMIT 1;
                         RAISE EXCEPTION 'insert or update on table "notifications" violates foreign key constraint "notifications_payload_fkey"'
                             USING ERRCODE = 'foreign_key_violation', DETAIL = format('Key (payload)=(%s) is not present in table "media".', missing);
                     END IF;
@@ -84,10 +91,22 @@ extension CoreDatabase {
                         RAISE EXCEPTION 'update or delete on table "media" violates foreign key constraint "notifications_payload_fkey" on table "notifications"'
                             USING ERRCODE = 'foreign_key_violation', DETAIL = format('Key (sha256)=(%s) is still referenced from table "notifications".', OLD.sha256);
                     END IF;
-                    RETURN OLD;
+                    IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+                    RETURN NEW;
                 END
                 $$;
                 CREATE TRIGGER media_deleted BEFORE DELETE ON media FOR EACH ROW EXECUTE FUNCTION richpush_media_deleted();
+                CREATE TRIGGER media_renamed BEFORE UPDATE OF sha256 ON media
+                    FOR EACH ROW WHEN (OLD.sha256 IS DISTINCT FROM NEW.sha256) EXECUTE FUNCTION richpush_media_deleted();
+                CREATE FUNCTION richpush_media_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF EXISTS (SELECT 1 FROM notifications) THEN
+                        RAISE EXCEPTION 'cannot truncate table "media": notifications name its images' USING ERRCODE = 'foreign_key_violation';
+                    END IF;
+                    RETURN NULL;
+                END
+                $$;
+                CREATE TRIGGER media_truncated BEFORE TRUNCATE ON media FOR EACH STATEMENT EXECUTE FUNCTION richpush_media_truncated();
                 """),
     ]
 }

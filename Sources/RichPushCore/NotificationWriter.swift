@@ -143,7 +143,8 @@ struct NotificationWriter {
     }
 
     /// `insert` for many recipients: the ids are taken first, so that each row is written once,
-    /// whole, and the rows go in 500 to a statement. One at a time, a notification was inserted,
+    /// whole, and the rows go in a few statements (`SQLConnection.insertRows`: 500 rows to one
+    /// on SQLite, an array per column on PostgreSQL). One at a time, a notification was inserted,
     /// then updated with its push (which names its id), and its deliveries inserted: on
     /// PostgreSQL a round trip and a parse each; on SQLite the row written twice.
     func insert(_ db: SQLConnection, recipients: [(name: String, targets: [PushTarget])], pace: Pace? = nil) throws -> [CreatedNotification] {

@@ -4,8 +4,9 @@ import NIOCore
 import PostgresNIO
 
 /// The column types of the tables rows are inserted into by column (`SQLConnection.insertRows`),
-/// read from PostgreSQL's catalog once per table and kept for the pool's life (a migration
-/// forgets them).
+/// read from PostgreSQL's catalog once per table and kept for the pool's life (a migration this
+/// pool runs forgets them; one another node runs is not seen: a column whose type it changed
+/// fails the insert until this process restarts).
 final class PostgresColumnCatalog: Sendable {
     private let tables = NIOLockedValueBox([String: [String: PostgresColumn]]())
 
@@ -14,20 +15,22 @@ final class PostgresColumnCatalog: Sendable {
     func columns(of table: String, _ session: PostgresSession) throws -> [String: PostgresColumn] {
         if let known = tables.withLockedValue({ $0[table] }) { return known }
         let rows = try session.query("""
-            SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS declared, t.typname AS type
+            SELECT a.attname AS name, format_type(a.atttypid, NULL) AS declared, t.typname AS type
             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
             WHERE a.attrelid = ?::regclass AND a.attnum > 0 AND NOT a.attisdropped
             """, [.text(table)])
         var columns: [String: PostgresColumn] = [:]
         for row in rows {
             let name: String = row["name"]
-            columns[name] = PostgresColumn(declared: row["declared"], wire: PostgresColumn.Wire(type: row["type"]))
+            let type: String = row["type"]
+            columns[name] = PostgresColumn(declared: row["declared"], wire: PostgresColumn.Wire(type: type),
+                                           exact: ["int8", "float8", "text", "bytea"].contains(type))
         }
         tables.withLockedValue { $0[table] = columns }
         return columns
     }
 
-    /// Forgets every table's columns (after a migration).
+    /// Forgets every table's columns (after a migration this pool ran).
     func forget() {
         tables.withLockedValue { $0.removeAll() }
     }
@@ -35,11 +38,14 @@ final class PostgresColumnCatalog: Sendable {
 
 /// A column's declared type, and the type its values travel as in an array.
 struct PostgresColumn: Sendable {
-    /// The type as `format_type` names it (`bigint`, `text`, `character varying(20)`): what the
-    /// values are cast to.
+    /// The type as `format_type` names it without its modifier (`integer`, `jsonb`, `character
+    /// varying`): what values sent as another type are cast to (explicitly, so text becomes
+    /// `jsonb`); the INSERT's assignment then applies the modifier (a length) and its errors.
     var declared: String
     /// How its values are sent.
     var wire: Wire
+    /// The values are sent as the column's own type: no cast.
+    var exact: Bool
 
     /// The four kinds of `SQLValue`, as PostgreSQL arrays: every other type travels as text and
     /// is cast to its own.
@@ -68,12 +74,16 @@ struct PostgresColumn: Sendable {
 }
 
 extension PostgresSession {
-    /// Inserts `rows` (each the values of `columns`, in order) into `table` with one statement
-    /// of one array per column, whatever their number: `INSERT … SELECT … FROM unnest($1, $2, …)`.
-    /// A multi-row VALUES list of 500 rows of 12 columns was 6,000 parameters, each parsed, planned
-    /// and bound: 6 µs of PostgreSQL's CPU a push for planning alone (issue #51). Values are
-    /// converted to their column's type as PostgreSQL's assignment would (an integer for a text
-    /// column is its digits); a value that cannot be is an error naming its column.
+    /// Inserts `rows` (each the values of `columns`, in order) into `table` with an array per
+    /// column, the same statement for any number of rows (one per 10,000):
+    /// `INSERT … SELECT … FROM unnest($1, $2, …)`. A multi-row VALUES list of 500 rows of 12
+    /// columns was 6,000 parameters, each parsed, planned and bound: 6 µs of PostgreSQL's CPU a
+    /// push for planning alone (issue #51). `table` and `columns` are the caller's own names, put
+    /// in the SQL as they are. Each value travels as its column's kind (an integer for a text
+    /// column as its digits, a real for an integer column rounded half to even, as PostgreSQL
+    /// assigns); one that cannot (text for an integer column, a real for a text column) is an
+    /// error naming the column and the value's kind. What PostgreSQL itself refuses (a NULL in a
+    /// NOT NULL column, text that is not JSON for `jsonb`) is its own error.
     func insertRows(into table: String, columns: [String], _ rows: [[SQLValue]]) throws -> Int {
         let known = try catalog.columns(of: table, self)
         let types = try columns.map { name in
@@ -81,7 +91,7 @@ extension PostgresSession {
             return column
         }
         var sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) SELECT "
-        sql += types.indices.map { "v\($0)::\(types[$0].declared)" }.joined(separator: ", ")
+        sql += types.indices.map { types[$0].exact ? "v\($0)" : "v\($0)::\(types[$0].declared)" }.joined(separator: ", ")
         sql += " FROM unnest(" + types.indices.map { "?::\(types[$0].wire.arrayName)" }.joined(separator: ", ") + ") AS u("
         sql += types.indices.map { "v\($0)" }.joined(separator: ", ") + ")"
         var inserted = 0
@@ -120,7 +130,7 @@ struct PostgresColumnArray: PostgresDynamicTypeEncodable {
         buffer.writeInteger(Int32(1))
         var nulls = false
         for value in values {
-            func refuse() -> SQLEngineError { SQLEngineError("insert into \(table): \(value) does not fit column \(column) (\(wire))") }
+            func refuse() -> SQLEngineError { SQLEngineError("insert into \(table): \(value.kind) for column \(column) (\(wire))") }
             switch (wire, value) {
             case (_, .null):
                 nulls = true
@@ -129,7 +139,7 @@ struct PostgresColumnArray: PostgresDynamicTypeEncodable {
                 buffer.writeInteger(Int32(8))
                 buffer.writeInteger(integer)
             case (.int8, .real(let real)):
-                guard let integer = Int64(exactly: real.rounded()) else { throw refuse() }
+                guard let integer = Int64(exactly: real.rounded(.toNearestOrEven)) else { throw refuse() }
                 buffer.writeInteger(Int32(8))
                 buffer.writeInteger(integer)
             case (.float8, .real(let real)):
@@ -142,8 +152,6 @@ struct PostgresColumnArray: PostgresDynamicTypeEncodable {
                 Self.write(text, into: &buffer)
             case (.text, .integer(let integer)):
                 Self.write(String(integer), into: &buffer)
-            case (.text, .real(let real)):
-                Self.write("\(real)", into: &buffer)
             case (.bytea, .blob(let data)):
                 buffer.writeInteger(Int32(data.count))
                 buffer.writeBytes(data)
@@ -165,5 +173,18 @@ struct PostgresColumnArray: PostgresDynamicTypeEncodable {
     func encode<JSONEncoder: PostgresJSONEncoder>(into byteBuffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
         var copy = bytes
         byteBuffer.writeBuffer(&copy)
+    }
+}
+
+extension SQLValue {
+    /// The value's kind, for errors that should not repeat the value itself.
+    var kind: String {
+        switch self {
+        case .null: "NULL"
+        case .integer: "an integer"
+        case .real: "a real"
+        case .text: "text"
+        case .blob: "a blob"
+        }
     }
 }

@@ -54,13 +54,17 @@ public final class SQLConnection {
     }
 
     /// Inserts `rows`, each the values of `columns` in order, into `table`; `changesCount` is
-    /// the rows inserted. SQLite: one multi-row INSERT per 500 rows, a whole 500's compiled once
-    /// and cached. PostgreSQL: one statement of an array per column (`unnest`), its text the same
-    /// for any number of rows, each value converted to its column's type.
+    /// the rows inserted. `table` and `columns` are put in the SQL as they are: the caller's own
+    /// names, never input. SQLite: one multi-row INSERT per 500 rows, a whole 500's compiled
+    /// once and cached. PostgreSQL: an array per column (`unnest`), one statement per 10,000
+    /// rows whose text is the same for any number, each value sent as its column's kind.
     public func insertRows(into table: String, columns: [String], _ rows: [[SQLValue]]) throws {
         guard !rows.isEmpty else {
             changesCount = 0
             return
+        }
+        if let row = rows.first(where: { $0.count != columns.count }) {
+            throw SQLEngineError("insert into \(table): a row of \(row.count) values for \(columns.count) columns")
         }
         switch backend {
         case .sqlite(let db):

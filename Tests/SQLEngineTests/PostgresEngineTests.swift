@@ -66,7 +66,7 @@ struct PostgresEngineTests {
         #expect(try await data.users.list().map(\.name) == ["alice", "bob"])
     }
 
-    @Test("a notification's image is checked per statement as its key did: a missing one refused (23503) on insert, in a batch and on change; an image in use cannot be deleted")
+    @Test("a notification's image is checked per statement as its key did: a missing one refused (23503) on insert, in a batch and on change; an image in use cannot be deleted, renamed or truncated")
     func payloadChecked() async throws {
         let (data, _, dir) = try await store()
         defer { data.close(); try? FileManager.default.removeItem(at: dir) }
@@ -89,6 +89,10 @@ struct PostgresEngineTests {
         try await data.database.write { db in try db.execute(sql: "DELETE FROM media_refs") }
         error = await refused("DELETE FROM media WHERE sha256 = ?", [image])
         #expect(error?.sqlState == "23503" && error?.message.contains("notifications") == true, "\(String(describing: error))")
+        error = await refused("UPDATE media SET sha256 = ? WHERE sha256 = ?", [missing, image])
+        #expect(error?.sqlState == "23503")
+        error = await refused("TRUNCATE media CASCADE", [])
+        #expect(error?.sqlState == "23503")
         // Nothing of the refused statements is left, and a good batch goes in.
         try await data.database.write { db in
             try db.execute(sql: insert + "('bob', 'm', 'img', ?, '', 0), ('carol', 'm', 'img', ?, '', 0)", arguments: [image, image])
