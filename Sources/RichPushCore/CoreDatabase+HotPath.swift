@@ -46,10 +46,12 @@ extension CoreDatabase {
         // the images a statement names are locked against deletion (FOR KEY SHARE) until it
         // commits, and a missing one is the key's error (SQLSTATE 23503); a payload changed is
         // checked row by row (revisions, rare); deleting, renaming or truncating an image a
-        // notification names is refused. Unlike the key's check, the trigger's reads see the
-        // transaction's snapshot: media is deleted at READ COMMITTED or SERIALIZABLE (every path
-        // does), where a race with an insert is seen (the lock's wait, then a fresh read) or
-        // refused (40001, retried); at REPEATABLE READ it would not be.
+        // notification names is refused. Unlike the key's check, the delete's trigger reads on
+        // its transaction's snapshot, which at SERIALIZABLE can predate an insert it waited for:
+        // a serializable insert is then caught by PostgreSQL's serializable checks (40001,
+        // retried, then 23503); a read-committed one writes the image's row instead of locking
+        // it, so the delete fails as a concurrent update (40001). Media is never deleted at
+        // REPEATABLE READ (`PostgresEngineTests.payloadRace` runs every order and isolation).
         SQLMigration("core-v27-payload-check", sqlite: """
                 -- SQLite keeps the key: one probe of the image's primary key a row.
                 """, postgres: """
@@ -60,7 +62,13 @@ extension CoreDatabase {
                     missing TEXT;
                 BEGIN
                     -- What is locked is what is checked: an image not locked here is missing.
-                    PERFORM 1 FROM media m WHERE m.sha256 IN (SELECT DISTINCT payload FROM added) FOR KEY SHARE OF m;
+                    IF current_setting('transaction_isolation') = 'read committed' THEN
+                        -- Written, not only locked: a serializable delete that waited for this
+                        -- then fails (40001) instead of deleting on its older snapshot.
+                        UPDATE media SET touchedAt = touchedAt WHERE sha256 IN (SELECT DISTINCT payload FROM added);
+                    ELSE
+                        PERFORM 1 FROM media m WHERE m.sha256 IN (SELECT DISTINCT payload FROM added) FOR KEY SHARE OF m;
+                    END IF;
                     GET DIAGNOSTICS locked = ROW_COUNT;
                     IF locked < (SELECT count(DISTINCT payload) FROM added) THEN
                         SELECT p.payload INTO missing FROM (SELECT DISTINCT payload FROM added) p
@@ -75,7 +83,11 @@ extension CoreDatabase {
                     FOR EACH STATEMENT EXECUTE FUNCTION richpush_payloads_added();
                 CREATE FUNCTION richpush_payload_changed() RETURNS trigger LANGUAGE plpgsql AS $$
                 BEGIN
-                    PERFORM 1 FROM media WHERE sha256 = NEW.payload FOR KEY SHARE;
+                    IF current_setting('transaction_isolation') = 'read committed' THEN
+                        UPDATE media SET touchedAt = touchedAt WHERE sha256 = NEW.payload;
+                    ELSE
+                        PERFORM 1 FROM media WHERE sha256 = NEW.payload FOR KEY SHARE;
+                    END IF;
                     IF NOT FOUND THEN
                         RAISE EXCEPTION 'insert or update on table "notifications" violates foreign key constraint "notifications_payload_fkey"'
                             USING ERRCODE = 'foreign_key_violation', DETAIL = format('Key (payload)=(%s) is not present in table "media".', NEW.payload);

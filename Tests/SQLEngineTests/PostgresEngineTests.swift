@@ -3,6 +3,7 @@ import MediaStore
 @testable import RichPushCore
 import RichPushTestSupport
 import SQLEngine
+import Synchronization
 import Testing
 
 @Suite("The PostgreSQL engine under the stores", .enabled(if: Postgres.available, "PostgreSQL is not installed"))
@@ -101,6 +102,47 @@ struct PostgresEngineTests {
         #expect(rows == [image, image, image])
     }
 
+    @Test("an image deleted while a notification naming it is inserted (either first; the inserter serializable, as every path inserts, or read committed): exactly the first wins, and no notification is left naming a missing image",
+          arguments: [true, false], [SQLIsolation.serializable, .readCommitted])
+    func payloadRace(insertFirst: Bool, inserter: SQLIsolation) async throws {
+        let (data, _, dir) = try await store()
+        defer { data.close(); try? FileManager.default.removeItem(at: dir) }
+        let image = try await data.media.ingest(bytes: PNGBuilder.rgb(width: 8, height: 8), name: "logo.png").item.id.hex
+        // Past the media store's own refusal (its references): the database's check alone.
+        try await data.database.write { db in try db.execute(sql: "DELETE FROM media_refs") }
+        let database = data.database
+        let firstRan = Flag()
+        /// Runs `sql` in a transaction held open 300 ms after it ran when it goes first, and once
+        /// the first's statement ran when it goes second; false when refused for the image (23503).
+        @Sendable func run(_ sql: String, first: Bool, isolation: SQLIsolation) async throws -> Bool {
+            if !first {
+                let clock = ContinuousClock(), start = clock.now
+                while !firstRan.value.withLock({ $0 }) && clock.now - start < .seconds(10) { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            do {
+                try await database.write(isolation: isolation) { db in
+                    try db.execute(sql: sql, arguments: [image])
+                    if first {
+                        firstRan.value.withLock { $0 = true }
+                        Thread.sleep(forTimeInterval: 0.3)
+                    }
+                }
+                return true
+            } catch let error as SQLEngineError where error.sqlState == "23503" {
+                return false
+            }
+        }
+        async let inserted = run("INSERT INTO notifications (recipient, message, richType, payload, push, createdAt) VALUES ('bob', 'm', 'img', ?, '', 0)",
+                                 first: insertFirst, isolation: inserter)
+        async let deleted = run("DELETE FROM media WHERE sha256 = ?", first: !insertFirst, isolation: .serializable)
+        let outcome = (inserted: try await inserted, deleted: try await deleted)
+        #expect(outcome.inserted == insertFirst && outcome.deleted == !insertFirst, "\(outcome)")
+        let dangling = try await database.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications n WHERE NOT EXISTS (SELECT 1 FROM media m WHERE m.sha256 = n.payload)")
+        }
+        #expect(dangling == 0)
+    }
+
     @Test("text sorts byte-wise, as on SQLite, whatever the database's locale")
     func byteOrder() async throws {
         let (data, _, dir) = try await store()
@@ -108,4 +150,9 @@ struct PostgresEngineTests {
         for name in ["b", "B", "a", "_z", "A"] { try await data.users(cost: 4).add(name: name, password: "pw") }
         #expect(try await data.users.list().map(\.name) == ["A", "B", "_z", "a", "b"])
     }
+}
+
+/// A flag set on one thread and read on another.
+private final class Flag: Sendable {
+    let value = Mutex(false)
 }
