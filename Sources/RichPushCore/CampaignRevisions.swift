@@ -40,10 +40,8 @@ extension CampaignStore {
                 """, arguments: [base.message, base.title, base.media.id.hex, base.options.stored, contentJSON,
                                  locales.isEmpty ? nil : locales.keys.sorted().joined(separator: ","), now.timeIntervalSince1970, id])
             let repointed = base.media.id != campaign.payload
-            if repointed {
-                try MediaIndex.removeReference(db, id: campaign.payload, owner: "campaign:\(id)")
-                try MediaIndex.addReference(db, id: base.media.id, owner: "campaign:\(id)", now: now)
-            }
+            let before = campaign.payload
+            if repointed { try MediaIndex.addReference(db, id: base.media.id, owner: "campaign:\(id)", now: now) }
             (campaign.message, campaign.title, campaign.payload, campaign.options) = (base.message, base.title, base.media.id, base.options)
             (campaign.locales, campaign.localeNames, campaign.changedAt) = (locales, locales.keys.sorted(), now)
             var outcome = ChangeOutcome()
@@ -76,6 +74,12 @@ extension CampaignStore {
                 }
                 outcome.notifications += batch.count
                 try Revisions.replace(db, batch.map { $0["id"] as Int64 }, alertAgain: change.alertAgain, into: &outcome)
+            }
+            // The old image stays referenced while a notification taken back still names it
+            // (those are not rewritten): unreferenced, collecting it would be refused.
+            if repointed, try Int.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE campaignId = ? AND payload = ? LIMIT 1",
+                                           arguments: [id, before.hex]) == nil {
+                try MediaIndex.removeReference(db, id: before, owner: "campaign:\(id)")
             }
             // Every node's index forgets the old image of each (it reads the new one when next asked).
             try NotificationStore.recordRemovals(db, outcome.repointed)

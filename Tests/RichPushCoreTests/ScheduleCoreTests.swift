@@ -213,6 +213,42 @@ struct ScheduleCoreTests {
         try await store.database.read { db in try Double.fetchOne(db, sql: "SELECT doneAt FROM campaigns WHERE id = ?", arguments: [campaign]) }
     }
 
+    @Test("a campaign moved to another image keeps its reference to the old one while a notification taken back still names it: removing the old image's name keeps its blob, and collecting garbage succeeds and keeps it",
+          arguments: StoreEngine.all)
+    func repointedKeepsRetractedImage(engine: StoreEngine) async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (store, campaigns, campaign) = try await Self.queuedToThree(engine, dir)
+        defer { store.close() }
+        let old = campaign.payload
+        let taken = try #require(try await store.database.read { db in
+            try Int64.fetchOne(db, sql: "SELECT id FROM notifications WHERE campaignId = ? AND recipient = 'a'", arguments: [campaign.id])
+        })
+        _ = try await store.notifications(links: nil).retract(taken)
+        _ = try await store.media.ingest(bytes: PNGBuilder.rgb(width: 9, height: 9), name: "other.png")
+        var change = ContentChange()
+        change.payload = "other.png"
+        _ = try await campaigns.change(campaign.id, change)
+        let named = try await store.database.read { db in
+            try String.fetchAll(db, sql: "SELECT payload FROM notifications WHERE campaignId = ? ORDER BY recipient", arguments: [campaign.id])
+        }
+        #expect(named.first == old.hex && named.dropFirst().allSatisfy { $0 != old.hex } && named.count == 3, "\(named)")
+        // The name goes; the blob stays, referenced (before: the delete of a blob a notification names was refused, an error).
+        let removal = try await store.media.remove("logo.png")
+        #expect(removal.name == "logo.png" && removal.deletedBlob == nil)
+        let report = try await store.media.collectGarbage(grace: 0, now: Date().addingTimeInterval(10))
+        #expect(!report.removed.contains(old))
+        #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM media WHERE sha256 = ?", arguments: [old.hex]) } == 1)
+        // Changed again, to an image no notification named: the one it leaves is no longer referenced.
+        change.payload = "logo.png"
+        _ = try await store.media.ingest(bytes: PNGBuilder.rgb(width: 10, height: 10), name: "logo.png")
+        _ = try await campaigns.change(campaign.id, change)
+        let refs = try await store.database.read { db in
+            try String.fetchAll(db, sql: "SELECT sha256 FROM media_refs WHERE owner = ? ORDER BY sha256", arguments: ["campaign:\(campaign.id)"])
+        }
+        #expect(refs.count == 2 && refs.contains(old.hex), "\(refs)")
+    }
+
     @Test("a user removed mid-campaign takes their pending push out of the outbox and out of the pushes queued; the campaign is done once the rest are sent",
           arguments: StoreEngine.all)
     func removedMidCampaign(engine: StoreEngine) async throws {
