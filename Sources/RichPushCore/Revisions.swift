@@ -297,10 +297,13 @@ enum Revisions {
     /// Inserts pending outbox rows, each the values of `columns` but `state`.
     private static func insert(_ db: SQLConnection, _ rows: [[SQLValue]]) throws {
         guard !rows.isEmpty else { return }
-        for chunk in rows.sqlBatches(of: 400) {
-            try db.execute(sql: "INSERT INTO deliveries (\(columns)) VALUES " + Array(repeating: tuple, count: chunk.count).joined(separator: ", "),
-                           arguments: SQLArguments(values: chunk.flatMap { $0 }))
-        }
+        let names = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let state = names.firstIndex(of: "state")!
+        try db.insertRows(into: "deliveries", columns: names, rows.map { row in
+            var row = row
+            row.insert(.text("pending"), at: state)
+            return row
+        })
         try db.notify(DataChange.outbox.rawValue)
     }
 }
