@@ -211,8 +211,10 @@ public final class APNsClient: Sendable {
 
     /// The headers whose values change from push to push: sent without entering HPACK's table.
     /// (A campaign's pushes share their `apns-expiration`, and mostly their `content-length`:
-    /// those are indexed, and cost APNs an index to decode instead of a literal.)
-    private static let unindexed: Set<String> = [":path", "apns-id"]
+    /// those are indexed, and cost APNs an index to decode instead of a literal.) An alert's
+    /// `apns-collapse-id` names its notification, one per recipient in a campaign: indexed, it
+    /// evicted an entry a push and pushed the provider token out of the table every 60 or so.
+    private static let unindexed: Set<String> = [":path", "apns-id", "apns-collapse-id"]
 
     /// What an answer means for the push.
     private static func outcome(of result: Result<PushHTTPResponse, any Error>, jwt: String, tokens: APNsTokenManager) -> (DeliveryOutcome, Date?) {

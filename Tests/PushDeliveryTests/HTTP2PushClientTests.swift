@@ -1,4 +1,5 @@
 import APNsSandbox
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -7,6 +8,7 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import PushTestSupport
+import RichPushCore
 import RichPushTestSupport
 import Testing
 @testable import PushDelivery
@@ -67,6 +69,32 @@ struct HTTP2PushClientTests {
         }
     }
 
+    @Test("an APNs client's pushes: what a campaign's pushes share (the provider token, the topic) enters HPACK's table; what each has of its own (:path, apns-id, apns-collapse-id) never does")
+    func apnsIndexing() async throws {
+        try await MisbehavingServer.with { server, _ async throws in
+            let dir = try Fixtures.tempDirectory()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let roots = dir.appendingPathComponent("server.pem")
+            try Data(server.certificatePEM.utf8).write(to: roots)
+            let apns = try APNsClient(credentials: APNsCredentials(key: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456"),
+                                      topic: "com.example.app", environment: .custom("https://127.0.0.1:\(server.port)"), extraRoots: [roots.path])
+            for n in 0..<3 {
+                _ = await apns.send(token: String(format: "%064x", n + 1), payload: Data(#"{"aps":{"alert":"hi"}}"#.utf8), mode: .alert,
+                                    pushID: UUID().uuidString.lowercased(), expiration: Date(timeIntervalSince1970: 1_900_000_000), collapseID: "rp-\(n + 1)")
+            }
+            try await apns.shutdown()
+            let requests = server.received
+            try #require(requests.count == 3)
+            for headers in requests {
+                let indexing = Dictionary(headers.map { ($0.name, $0.indexable) }, uniquingKeysWith: { first, _ in first })
+                for name in [":path", "apns-id", "apns-collapse-id"] { #expect(indexing[name] == .neverIndexed, "\(name)") }
+                for name in ["authorization", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration"] {
+                    #expect(indexing[name] == .indexable, "\(name)")
+                }
+            }
+        }
+    }
+
     @Test("GOAWAY: the unprocessed stream fails (to be retried), and the next request opens a new connection")
     func goAway() async throws {
         try await MisbehavingServer.with { server, client async throws in
@@ -97,7 +125,8 @@ struct HTTP2PushClientTests {
 
 /// A TLS + HTTP/2 server on a free port: `/echo` answers 200 with the request's `x-n` and body,
 /// `/silent` never answers, `/big` answers 40 KB and never ends, `/goaway` sends GOAWAY naming the previous
-/// stream as the last processed, `/close` closes the connection.
+/// stream as the last processed, `/close` closes the connection. Every request's header block is
+/// kept (`received`), with how each field was sent.
 final class MisbehavingServer: Sendable {
     private struct Counts {
         var connections = 0
@@ -106,7 +135,15 @@ final class MisbehavingServer: Sendable {
         var maxConcurrent = 0
     }
     private let counts = NIOLockedValueBox(Counts())
+    private let requests = NIOLockedValueBox<[HPACKHeaders]>([])
+    private let endpoint = NIOLockedValueBox((port: 0, certificatePEM: ""))
+    /// The server's port, for clients made in a test.
+    var port: Int { endpoint.withLockedValue { $0.port } }
+    /// The server's certificate (PEM), for clients made in a test to trust.
+    var certificatePEM: String { endpoint.withLockedValue { $0.certificatePEM } }
     var connections: Int { counts.withLockedValue { $0.connections } }
+    /// Every request's header block as decoded, with how each field was sent (indexed or not).
+    var received: [HPACKHeaders] { requests.withLockedValue { $0 } }
     var resets: Int { counts.withLockedValue { $0.resets } }
     var maxConcurrent: Int { counts.withLockedValue { $0.maxConcurrent } }
 
@@ -132,9 +169,11 @@ final class MisbehavingServer: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(channel.localAddress?.port)
+        server.endpoint.withLockedValue { $0 = (port, certificatePEM) }
         var clientTLS = TLSConfiguration.makeClientConfiguration()
         clientTLS.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)))
-        let client = try HTTP2PushClient(host: "127.0.0.1", port: try #require(channel.localAddress?.port), tls: clientTLS,
+        let client = try HTTP2PushClient(host: "127.0.0.1", port: port, tls: clientTLS,
                                          timeout: timeout)
         do {
             try await body(server, client)
@@ -163,6 +202,7 @@ final class MisbehavingServer: Sendable {
             switch frame.payload {
             case .headers(let payload):
                 requests[frame.streamID] = (payload.headers, ByteBuffer())
+                server.requests.withLockedValue { $0.append(payload.headers) }
                 server.counts.withLockedValue { c in
                     c.open += 1
                     c.maxConcurrent = max(c.maxConcurrent, c.open)
