@@ -127,13 +127,13 @@ public final class APNsClient: Sendable {
     public func start(token deviceToken: String, payload: Data, mode: PushMode = .silent, pushID: String, expiration: Date,
                       collapseID: String? = nil, priority: String? = nil, liveActivity: Bool = false, channelID: String? = nil,
                       completion: @escaping @Sendable (DeliveryOutcome, Date?) -> Void) {
-        let jwt: String
-        do { jwt = try tokens.token() } catch {
+        let jwt: String, authorization: String
+        do { (jwt, authorization) = try tokens.authorization() } catch {
             completion(.failed(reason: "cannot sign the provider token: \(error)", prune: false), nil)
             return
         }
         var headers = [
-            ("authorization", "bearer \(jwt)"),
+            ("authorization", authorization),
             ("apns-topic", liveActivity ? topic + ".push-type.liveactivity" : topic),
             ("apns-push-type", liveActivity ? "liveactivity" : mode.apnsPushType),
             ("apns-priority", priority ?? mode.apnsPriority),

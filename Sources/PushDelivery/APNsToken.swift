@@ -49,7 +49,7 @@ public final class APNsTokenManager: Sendable {
     private let state = NIOLockedValueBox(State())
 
     private struct State {
-        var current: (token: String, issuedAt: Date)?
+        var current: (token: String, authorization: String, issuedAt: Date)?
         var issued = 0
     }
 
@@ -68,13 +68,19 @@ public final class APNsTokenManager: Sendable {
     /// The current token, renewed when it has reached its lifetime (signed under the lock, so
     /// pushes that arrive together share one new token).
     public func token() throws -> String {
+        try authorization().token
+    }
+
+    /// The current token, and its `authorization` header's value (`bearer <token>`, made once
+    /// per token, not once per push).
+    public func authorization() throws -> (token: String, header: String) {
         let date = now()
         return try state.withLockedValue { state in
-            if let current = state.current, date.timeIntervalSince(current.issuedAt) < lifetime { return current.token }
+            if let current = state.current, date.timeIntervalSince(current.issuedAt) < lifetime { return (current.token, current.authorization) }
             let token = try credentials.makeToken(issuedAt: date)
-            state.current = (token, date)
+            state.current = (token, "bearer " + token, date)
             state.issued += 1
-            return token
+            return (token, "bearer " + token)
         }
     }
 
