@@ -181,8 +181,11 @@ struct NotificationWriter {
         var deliveryRows: [[SQLValue]] = []
         var failedRows: [[SQLValue]] = []
         var happenings: [Happening] = []
+        // The options' JSON, made once for the recipients that share them (a campaign's all do).
+        var storedOptions: (options: PushOptions, json: String?)?
         for (index, entry) in entries.enumerated() {
             let (writer, id) = (entry.writer, ids[index])
+            if storedOptions?.options != writer.options { storedOptions = (writer.options, writer.options.stored) }
             let time = writer.now.timeIntervalSince1970
             let made = writer.make(id: id, targets: entry.targets)
             let failing = try writer.failures(made, targets: entry.targets)
@@ -190,7 +193,7 @@ struct NotificationWriter {
             // Each value converted where its type is known (an array of `any SQLValueConvertible` boxes each one).
             notificationRows.append([id.sqlValue, entry.name.sqlValue, writer.message.sqlValue, writer.title.sqlValue, writer.richType.sqlValue,
                                      writer.media.id.hex.sqlValue, writer.mode.rawValue.sqlValue, writer.campaignId.sqlValue, made.bytes.sqlValue,
-                                     made.richUrl.sqlValue, max(time, dues.min() ?? time).sqlValue, writer.options.stored.sqlValue])
+                                     made.richUrl.sqlValue, max(time, dues.min() ?? time).sqlValue, storedOptions?.json.sqlValue ?? .null])
             for ((target, due), failure) in zip(zip(entry.targets, dues), failing) {
                 if let failure {
                     failedRows.append(writer.failedRow(id: id, target: target, due: due, reason: failure))

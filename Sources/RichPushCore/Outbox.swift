@@ -236,6 +236,8 @@ public struct OutboxStore: Sendable {
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
                 """, arguments: [now, limit], cached: true)
+            // A campaign's pushes share their options: read once per claim, not once per push.
+            var options: (stored: String?, read: PushOptions) = (nil, PushOptions())
             var jobs = rows.map { row in
                 var job = DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
                             payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
@@ -247,10 +249,11 @@ public struct OutboxStore: Sendable {
                 job.campaignId = row["campaignId"]
                 job.image = (row["payload"] as String?).flatMap { MediaID($0) }
                 job.recipient = row["recipient"]
-                let options = PushOptions(stored: row["options"])
-                job.options = options
-                job.content?.options = options
-                if case .count(let fixed)? = options.badge { job.content?.badge = fixed }
+                let stored: String? = row["options"]
+                if stored != options.stored { options = (stored, PushOptions(stored: stored)) }
+                job.options = options.read
+                job.content?.options = options.read
+                if case .count(let fixed)? = options.read.badge { job.content?.badge = fixed }
                 if let kind = row["kind"] as String? { Self.revise(&job, kind: kind, extra: row["extra"], richUrl: row["richUrl"]) }
                 let lifetime = job.options.lifetime
                 // A push's life counts from its notification's making, or from its turn in a paced campaign.
