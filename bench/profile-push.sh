@@ -9,7 +9,14 @@
 # pg_stat_statements' table of statements. SYSCALLS=1 counts `serve`'s system calls in the
 # second campaign instead of profiling it.
 #
-# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK, PG_STATEMENTS, SYSCALLS)
+# Every campaign's line gives the APNs sandbox's CPU per push too, a reference measured in the
+# same campaign (this machine is shared: a slow minute slows every process alike), and `serve`'s
+# and PostgreSQL's per µs of it. A/B: RICHPUSH_BIN names a `richpush` binary to run instead of
+# this checkout's release build, and NO_PERF=1 runs ROUNDS (1) campaigns after the warm-up
+# without perf (figures perf's sampling does not touch), e.g. two binaries in turn:
+#   for b in /tmp/rp-old /tmp/rp-new /tmp/rp-old /tmp/rp-new; do RICHPUSH_BIN=$b ROUNDS=2 NO_PERF=1 bench/profile-push.sh 20000 postgres; done
+#
+# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK, PG_STATEMENTS, SYSCALLS, RICHPUSH_BIN, ROUNDS, NO_PERF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -24,8 +31,12 @@ password=admin-password
 source bench/lib.sh
 python3 -c 'import cryptography' 2>/dev/null || pip install --quiet cryptography
 command -v perf >/dev/null || install_missing perf:linux-perf
-swift build -c release --product richpush >&2
-rp="$(swift build -c release --show-bin-path)/richpush"
+if [ -n "${RICHPUSH_BIN:-}" ]; then
+    rp=$(realpath "$RICHPUSH_BIN")
+else
+    swift build -c release --product richpush >&2
+    rp="$(swift build -c release --show-bin-path)/richpush"
+fi
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 KEEP_WORK=1
 use_engines
@@ -48,8 +59,14 @@ for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null &&
 curl -fs -u "admin:$password" "http://127.0.0.1:$port/api/admin/campaigns" >/dev/null
 hz=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-campaign() { # one alert campaign to all N, waited for; prints serve's µs of CPU per push
-    local c0; c0=$(cpu_ticks "$serve_pid")
+per_push() { python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$1" "$2" "$hz" "$n"; }
+pg_ticks() { echo 0; }
+if [ "$engine" = postgres ]; then
+    pg_pids="$(head -1 "$work/pg/postmaster.pid"),$(pgrep -d, -P "$(head -1 "$work/pg/postmaster.pid")")"
+    pg_ticks() { local t=0 p; for p in ${pg_pids//,/ }; do [ -r "/proc/$p/stat" ] && t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
+fi
+campaign() { # one alert campaign to all N, waited for; prints the µs of CPU per push of serve, the sandbox and PostgreSQL, and the ratios
+    local c0 b0 p0; c0=$(cpu_ticks "$serve_pid") b0=$(cpu_ticks "$sandbox_pid") p0=$(pg_ticks)
     python3 - "$port" "$n" "$password" <<'PY'
 import base64, http.client, json, sys, time
 port, n, password = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -63,45 +80,54 @@ while True:
     time.sleep(0.2)
 assert p["failed"] == 0, p
 PY
-    python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$c0" "$(cpu_ticks "$serve_pid")" "$hz" "$n"
+    local serve sandbox postgres
+    serve=$(per_push "$c0" "$(cpu_ticks "$serve_pid")") sandbox=$(per_push "$b0" "$(cpu_ticks "$sandbox_pid")") postgres=$(per_push "$p0" "$(pg_ticks)")
+    python3 -c '
+import sys
+s, b, p = map(float, sys.argv[1:4])
+pg = sys.argv[4] == "postgres"
+print("serve %.1f µs a push, sandbox %.1f%s; per µs of the sandbox: serve %.3f%s"
+      % (s, b, ", PostgreSQL %.1f" % p if pg else "", s / b, ", PostgreSQL %.3f" % (p / b) if pg else ""))' "$serve" "$sandbox" "$postgres" "$engine"
 }
-echo "warm-up campaign: serve $(campaign) µs a push" >&2
+statements() { # PG_STATEMENTS=1: pg_stat_statements' table, every campaign's statements
+    [ "$engine" = postgres ] && [ "${PG_STATEMENTS:-}" = 1 ] || return 0
+    echo "--- PostgreSQL, statements (every campaign)"
+    "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -P pager=off -c "
+        SELECT calls, rows, round(total_plan_time::numeric, 0) AS plan_ms, round(total_exec_time::numeric, 0) AS exec_ms,
+               wal_records, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+        FROM pg_stat_statements ORDER BY total_plan_time + total_exec_time DESC LIMIT 25"
+}
+echo "warm-up campaign ($(basename "$rp")): $(campaign)" >&2
+if [ "${NO_PERF:-}" = 1 ]; then
+    for k in $(seq 1 "${ROUNDS:-1}"); do echo "campaign $k ($rp): $(campaign)"; done
+    statements
+    exit 0
+fi
 if [ "${SYSCALLS:-}" = 1 ]; then
     # SYSCALLS=1: the system calls `serve` makes in the second campaign, counted (perf stat), per push.
     perf stat -e 'syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_pwrite64,syscalls:sys_enter_read,syscalls:sys_enter_pread64,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync' \
         -p "$serve_pid" -o perf-stat.txt 2>/dev/null &
     perf_pid=$!
     sleep 1
-    echo "counted campaign: serve $(campaign) µs a push (perf stat running)" >&2
+    echo "counted campaign (perf stat running): $(campaign)" >&2
     kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true
     awk -v n="$n" '/syscalls:/ { gsub(",", "", $1); printf "%-40s %10d  %.3f a push\n", $2, $1, $1 / n }' perf-stat.txt
     exit 0
 fi
 perf record -F 1999 -g -p "$serve_pid" -o perf.data 2>/dev/null &
 perf_pid=$!
-pg_pids=''
 if [ "$engine" = postgres ]; then
-    pg_pids="$(head -1 "$work/pg/postmaster.pid"),$(pgrep -d, -P "$(head -1 "$work/pg/postmaster.pid")")"
-    pg_ticks() { local t=0 p; for p in ${pg_pids//,/ }; do [ -r "/proc/$p/stat" ] && t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
-    pg0=$(pg_ticks)
     perf record -F 1999 -p "$pg_pids" -o perf-pg.data 2>/dev/null &
     perf_pg_pid=$!
 fi
 sleep 1
-echo "profiled campaign: serve $(campaign) µs a push (perf running)" >&2
+echo "profiled campaign (perf running): $(campaign)" >&2
 kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true
-if [ -n "$pg_pids" ]; then
-    python3 -c 'import sys; print("PostgreSQL in the profiled campaign: %.1f µs a push" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$pg0" "$(pg_ticks)" "$hz" "$n" >&2
+if [ "$engine" = postgres ]; then
     kill -INT "$perf_pg_pid"; wait "$perf_pg_pid" 2>/dev/null || true
     echo "--- PostgreSQL, self time"
     perf report -i perf-pg.data --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -60 || true
-    if [ "${PG_STATEMENTS:-}" = 1 ]; then
-        echo "--- PostgreSQL, statements (both campaigns)"
-        "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -P pager=off -c "
-            SELECT calls, rows, round(total_plan_time::numeric, 0) AS plan_ms, round(total_exec_time::numeric, 0) AS exec_ms,
-                   wal_records, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
-            FROM pg_stat_statements ORDER BY total_plan_time + total_exec_time DESC LIMIT 25"
-    fi
+    statements
     echo "--- PostgreSQL, by process"
     perf report -i perf-pg.data --no-children --sort comm,pid --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -20 || true
 fi
