@@ -9,15 +9,19 @@ struct ClaimCoreTests {
     /// Alert pushes carry a signed payload URL.
     static let links = PayloadLinks(key: try! PayloadKey(secret: String(repeating: "k", count: 32)), baseURL: "https://push.example.com", lifetime: 600)
 
+    /// A store on `engine` with `users` users of one device each, and its campaigns (in a new directory).
+    static func store(_ engine: StoreEngine, users: Int) async throws -> (URL, DataStore, CampaignStore) {
+        let dir = try Fixtures.tempDirectory()
+        let names = (1...users).map { (String(format: "user%02d", $0), String?.none, String?.none) }
+        let store = try await ScheduleCoreTests.store(dir, users: names, on: try await engine.locations())
+        return (dir, store, store.campaigns(links: links, defaultImage: "logo.png"))
+    }
+
     @Test("claims made at once by two holders never share a push; each push claimed is leased to its holder until the lease's end, in due order; what a claim returns is what it leased",
           arguments: StoreEngine.all)
     func leasedToItsHolder(engine: StoreEngine) async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let users = (1...40).map { (String(format: "user%02d", $0), String?.none, String?.none) }
-        let store = try await ScheduleCoreTests.store(dir, users: users, on: try await engine.locations())
-        defer { store.close() }
-        let campaigns = store.campaigns(links: Self.links, defaultImage: "logo.png")
+        let (dir, store, campaigns) = try await Self.store(engine, users: 40)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
         let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
         _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
         let first = OutboxHolder(pid: 1), second = OutboxHolder(pid: 2)
@@ -62,12 +66,8 @@ struct ClaimCoreTests {
     @Test("one claim over campaigns with different options (read once per claim while they repeat): each push carries its own campaign's",
           arguments: StoreEngine.all)
     func optionsPerPush(engine: StoreEngine) async throws {
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let users = (1...4).map { (String(format: "user%02d", $0), String?.none, String?.none) }
-        let store = try await ScheduleCoreTests.store(dir, users: users, on: try await engine.locations())
-        defer { store.close() }
-        let campaigns = store.campaigns(links: Self.links, defaultImage: "logo.png")
+        let (dir, store, campaigns) = try await Self.store(engine, users: 4)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
         var chime = PushOptions(), bell = PushOptions()
         chime.sound = "chime.caf"
         bell.sound = "bell.caf"
