@@ -78,9 +78,10 @@ public final class APNsTokenManager: Sendable {
         return try state.withLockedValue { state in
             if let current = state.current, date.timeIntervalSince(current.issuedAt) < lifetime { return (current.token, current.authorization) }
             let token = try credentials.makeToken(issuedAt: date)
-            state.current = (token, "bearer " + token, date)
+            let header = "bearer " + token
+            state.current = (token, header, date)
             state.issued += 1
-            return (token, "bearer " + token)
+            return (token, header)
         }
     }
 
