@@ -4,7 +4,7 @@ import RichPushTestSupport
 import SQLEngine
 import Testing
 
-@Suite("The outbox's claim: leases")
+@Suite("The outbox's claim: leases, and each push's options")
 struct ClaimCoreTests {
     /// Alert pushes carry a signed payload URL.
     static let links = PayloadLinks(key: try! PayloadKey(secret: String(repeating: "k", count: 32)), baseURL: "https://push.example.com", lifetime: 600)
@@ -25,10 +25,12 @@ struct ClaimCoreTests {
         let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
         _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
         let first = OutboxHolder(pid: 1), second = OutboxHolder(pid: 2)
-        let before = Date().timeIntervalSince1970
+        // The database's time (PostgreSQL's clock), as the claim reads it.
+        let before = store.database.now()
         async let a = store.outbox.claim(limit: 15, lease: 300, holder: first)
         async let b = store.outbox.claim(limit: 15, lease: 300, holder: second)
         let (one, two) = try await (a, b)
+        let after = store.database.now()
         #expect(one.count == 15 && two.count == 15)
         #expect(Set(one.map(\.id)).isDisjoint(with: two.map(\.id)))
         // Due at the same moment, so in id order.
@@ -42,11 +44,12 @@ struct ClaimCoreTests {
         for row in rows {
             let state: String = row["state"]
             #expect(state == "pending")
+            let next: Double = row["nextAttemptAt"]
             guard let by = row["leasedBy"] as Int? else {
-                #expect((row["nextAttemptAt"] as Double) <= before + 1)
+                #expect(next < before + 295, "a push not claimed keeps its due time")
                 continue
             }
-            #expect((row["nextAttemptAt"] as Double) >= before + 299)
+            #expect(next >= before + 295 && next <= after + 305, "leased until the lease's end")
             leased[row["id"]] = (by, row["leaseTag"])
         }
         #expect(leased.count == 30)
@@ -86,5 +89,25 @@ struct ClaimCoreTests {
             #expect(job.options == expected[campaign], "push \(job.id) of campaign \(campaign)")
             #expect(job.content?.options == expected[campaign])
         }
+    }
+
+    @Test("notifications written together with options A, none, A (encoded once while they repeat): each row stores its own writer's",
+          arguments: StoreEngine.all)
+    func optionsPerNotification(engine: StoreEngine) async throws {
+        let (dir, store, _) = try await Self.store(engine, users: 3)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        var sound = PushOptions()
+        sound.sound = "chime.caf"
+        let chime = sound
+        let stored = try await store.database.write { db in
+            let writers = try [chime, PushOptions(), chime].map { options in
+                try NotificationWriter(db, draft: NotificationDraft(message: "hi", mode: .alert, options: options), defaultImage: "logo.png",
+                                       links: Self.links, now: Date())
+            }
+            let made = try NotificationWriter.insert(db, zip(writers, ["user01", "user02", "user03"]).map { (writer: $0, name: $1, targets: []) })
+            return try made.map { try String.fetchOne(db, sql: "SELECT options FROM notifications WHERE id = ?", arguments: [$0.notification.id]) }
+        }
+        #expect(stored.count == 3)
+        #expect(stored == [chime.stored, nil, chime.stored] && chime.stored != nil)
     }
 }
