@@ -12,11 +12,14 @@
 # Every campaign's line gives the APNs sandbox's CPU per push too, a reference measured in the
 # same campaign (this machine is shared: a slow minute slows every process alike), and `serve`'s
 # and PostgreSQL's per µs of it. A/B: RICHPUSH_BIN names a `richpush` binary to run instead of
-# this checkout's release build, and NO_PERF=1 runs ROUNDS (1) campaigns after the warm-up
-# without perf (figures perf's sampling does not touch), e.g. two binaries in turn:
-#   for b in /tmp/rp-old /tmp/rp-new /tmp/rp-old /tmp/rp-new; do RICHPUSH_BIN=$b ROUNDS=2 NO_PERF=1 bench/profile-push.sh 20000 postgres; done
+# this checkout's release build for `serve`, SANDBOX_BIN one for the sandbox (by default the same:
+# give both sides of an A/B the same sandbox, since a change to `serve`'s requests changes the
+# sandbox's work too), and NO_PERF=1 runs ROUNDS (1) campaigns after the warm-up without perf
+# (figures perf's sampling does not touch), e.g. two binaries in turn:
+#   for b in /tmp/rp-old /tmp/rp-new /tmp/rp-old /tmp/rp-new; do
+#       RICHPUSH_BIN=$b SANDBOX_BIN=/tmp/rp-old ROUNDS=2 NO_PERF=1 bench/profile-push.sh 20000 postgres; done
 #
-# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK, PG_STATEMENTS, SYSCALLS, RICHPUSH_BIN, ROUNDS, NO_PERF)
+# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK, PG_STATEMENTS, SYSCALLS, RICHPUSH_BIN, SANDBOX_BIN, ROUNDS, NO_PERF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -37,6 +40,7 @@ else
     swift build -c release --product richpush >&2
     rp="$(swift build -c release --show-bin-path)/richpush"
 fi
+sandbox_rp=$(realpath "${SANDBOX_BIN:-$rp}")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 KEEP_WORK=1
 use_engines
@@ -48,7 +52,7 @@ if [ "$engine" = postgres ]; then
     start_postgres "$work" "$pgport"
     [ "${PG_STATEMENTS:-}" = 1 ] && "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -qc "CREATE EXTENSION pg_stat_statements"
 fi
-start_apns_sandbox "$rp" $sandbox_port
+start_apns_sandbox "$sandbox_rp" $sandbox_port
 echo "$password" | "$rp" users add admin --admin --password-stdin --data "data-$engine" ${pg:+--database "$(database_of "$engine")"} >/dev/null
 if [ "$engine" = postgres ]; then insert_devices postgres "$n"; else insert_devices sqlite "$n" "$work/data-sqlite/richpush.sqlite"; fi
 "$rp" serve --data "data-$engine" ${pg:+--database "$(database_of "$engine")"} --port "$port" --log-level warning \
@@ -62,10 +66,16 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 per_push() { python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$1" "$2" "$hz" "$n"; }
 pg_ticks() { echo 0; }
 if [ "$engine" = postgres ]; then
-    pg_pids="$(head -1 "$work/pg/postmaster.pid"),$(pgrep -d, -P "$(head -1 "$work/pg/postmaster.pid")")"
-    pg_ticks() { local t=0 p; for p in ${pg_pids//,/ }; do [ -r "/proc/$p/stat" ] && t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
+    # PostgreSQL's processes, listed again for every campaign (serve's pool opens connections as it goes).
+    list_pg() { pg_pids="$(head -1 "$work/pg/postmaster.pid"),$(pgrep -d, -P "$(head -1 "$work/pg/postmaster.pid")")"; }
+    pg_ticks() {
+        local t=0 p c
+        for p in ${pg_pids//,/ }; do c=$(cpu_ticks "$p" 2>/dev/null) && [ -n "$c" ] && t=$((t + c)); done
+        echo $t
+    }
 fi
 campaign() { # one alert campaign to all N, waited for; prints the µs of CPU per push of serve, the sandbox and PostgreSQL, and the ratios
+    [ "$engine" = postgres ] && list_pg
     local c0 b0 p0; c0=$(cpu_ticks "$serve_pid") b0=$(cpu_ticks "$sandbox_pid") p0=$(pg_ticks)
     python3 - "$port" "$n" "$password" <<'PY'
 import base64, http.client, json, sys, time
@@ -117,6 +127,7 @@ fi
 perf record -F 1999 -g -p "$serve_pid" -o perf.data 2>/dev/null &
 perf_pid=$!
 if [ "$engine" = postgres ]; then
+    list_pg
     perf record -F 1999 -p "$pg_pids" -o perf-pg.data 2>/dev/null &
     perf_pg_pid=$!
 fi
