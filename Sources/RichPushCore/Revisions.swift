@@ -293,15 +293,16 @@ enum Revisions {
     /// The columns of a revision's outbox row, and a row's placeholders.
     private static let columns = "notificationId, campaignId, registrationId, target, platform, app, state, pushId, nextAttemptAt, dueAt, createdAt, updatedAt, kind, reason, extra"
     private static let tuple = "(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)"
+    /// `columns` one by one, and where `state` is among them (what `tuple` writes as a literal).
+    private static let columnNames = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    private static let stateColumn = columnNames.firstIndex(of: "state")!
 
     /// Inserts pending outbox rows, each the values of `columns` but `state`.
     private static func insert(_ db: SQLConnection, _ rows: [[SQLValue]]) throws {
         guard !rows.isEmpty else { return }
-        let names = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        let state = names.firstIndex(of: "state")!
-        try db.insertRows(into: "deliveries", columns: names, rows.map { row in
+        try db.insertRows(into: "deliveries", columns: columnNames, rows.map { row in
             var row = row
-            row.insert(.text("pending"), at: state)
+            row.insert(.text("pending"), at: stateColumn)
             return row
         })
         try db.notify(DataChange.outbox.rawValue)
