@@ -230,7 +230,7 @@ public struct CampaignStore: Sendable {
                 // Not handed to a push service: never claimed, or claimed by a holder whose lease lapsed
                 // (the outbox's leases are on the database's clock).
                 let dropped = Set(try Int64.fetchAll(db, sql: """
-                    DELETE FROM deliveries WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR nextAttemptAt <= ?) RETURNING notificationId
+                    DELETE FROM deliveries WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR \(OutboxStore.leaseEnd) <= ?) RETURNING notificationId
                     """, arguments: [id, db.now]))
                 // Recipients who now get nothing lose the inbox entry, unless they have read it.
                 for chunk in Array(dropped).sorted().sqlBatches() {

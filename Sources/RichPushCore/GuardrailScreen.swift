@@ -102,7 +102,7 @@ extension Guardrails {
             }
             for (index, until) in delayed {
                 let job = jobs[index]
-                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, reason = ?, leasedBy = NULL, leaseTag = NULL WHERE id = ?",
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, reason = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL WHERE id = ?",
                                arguments: [until, Self.quietReason, job.id], cached: true)
                 guard !already.contains(job.id) else { continue }
                 happenings.append(Happening(type: .delayed, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,

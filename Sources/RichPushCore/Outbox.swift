@@ -197,7 +197,7 @@ public enum OutboxResult: Sendable, Equatable {
 /// The outbox (`deliveries`): claims due pushes under a lease, renews and takes back leases, and
 /// records outcomes. The only writer of delivery state; `DeliveryStore` reads it.
 public struct OutboxStore: Sendable {
-    private let database: SQLDatabase
+    let database: SQLDatabase
     /// What claims hold back (docs/api.md#frequency-caps-and-quiet-hours); nil: nothing.
     public var guardrails: Guardrails?
 
@@ -207,7 +207,10 @@ public struct OutboxStore: Sendable {
     }
 
     /// Claims up to `limit` due deliveries for `holder`, oldest due first: each is leased for
-    /// `lease` seconds (its next attempt moves that far ahead), so nobody else sends it meanwhile.
+    /// `lease` seconds (`leaseUntil`), so nobody else sends it meanwhile. Its next attempt stays
+    /// (PostgreSQL writes the lease without a new index entry: docs/design/outbox.md#a-claim-is-a-lease),
+    /// unless a holder from before core-v28 is alive: it finds only rows due later, so the lease
+    /// moves that ahead too.
     ///
     /// On PostgreSQL the rows are locked with `FOR UPDATE SKIP LOCKED`: nodes claiming at once
     /// get different rows and never wait for each other. SQLite has one writer at a time.
@@ -233,9 +236,9 @@ public struct OutboxStore: Sendable {
                        d.kind, d.extra
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
-                WHERE d.state = 'pending' AND d.nextAttemptAt <= ? \(only)
+                WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseUntil IS NULL OR d.leaseUntil <= ?) \(only)
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
-                """, arguments: [now, limit], cached: true)
+                """, arguments: [now, now, limit], cached: true)
             // A campaign's pushes share their options: read once per claim, not once per push.
             var options: (stored: String?, read: PushOptions) = (nil, PushOptions())
             var jobs = rows.map { row in
@@ -269,9 +272,17 @@ public struct OutboxStore: Sendable {
             }
             try Self.setUnreadBadges(db, &jobs)
             if Telemetry.isTracing { try Self.setTraceparents(db, &jobs) }
+            // A holder from before core-v28 sees only `nextAttemptAt`: while one is alive, it moves too.
+            let until = now + lease
+            let olderAlive = try !jobs.isEmpty && Self.olderHolderAlive(db, now: now)
             for chunk in jobs.map(\.id).sqlBatches() {
-                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
-                               arguments: [now + lease, holder.pid, holder.tag, db.idList(chunk)], cached: true)
+                if olderAlive {
+                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
+                                   arguments: [until, until, holder.pid, holder.tag, db.idList(chunk)], cached: true)
+                } else {
+                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
+                                   arguments: [until, holder.pid, holder.tag, db.idList(chunk)], cached: true)
+                }
             }
             return (activities + jobs, screened)
         }
@@ -385,105 +396,6 @@ public struct OutboxStore: Sendable {
         return clauses.isEmpty ? "FALSE" : clauses.joined(separator: " OR ")
     }
 
-    /// Says that `holder` is alive (a shared database has no pid to look at): its leases are
-    /// safe while it says so at least every `OutboxStore.holderTimeout` seconds.
-    public func heartbeat(holder: OutboxHolder) async throws {
-        try await database.write(isolation: .readCommitted) { db in
-            try db.execute(sql: """
-                INSERT INTO outbox_holders (tag, pid, host, seenAt) VALUES (?, ?, ?, ?)
-                ON CONFLICT (tag) DO UPDATE SET seenAt = excluded.seenAt
-                """, arguments: [holder.tag, holder.pid, Self.hostName, db.now])
-        }
-    }
-
-    /// `holder` stops: its row goes and its pending leases are due now, as another node would
-    /// make them `holderTimeout` seconds later had it died (a graceful stop need not make
-    /// anyone wait for that, nor leave a row that a later start reports as a dead dispatcher).
-    public func retire(holder: OutboxHolder) async throws {
-        try await database.write(isolation: .readCommitted) { db in
-            try db.execute(sql: """
-                UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
-                """, arguments: [db.now, holder.tag])
-            try db.execute(sql: """
-                UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
-                """, arguments: [db.now, holder.tag])
-            try db.execute(sql: "DELETE FROM outbox_holders WHERE tag = ?", arguments: [holder.tag])
-        }
-    }
-
-    /// This machine's name, read once (it may take a DNS lookup), for `outbox_holders`.
-    private static let hostName = ProcessInfo.processInfo.hostName
-
-    /// How long a holder may go without a heartbeat before its leases are taken back.
-    public static let holderTimeout: Double = 15
-
-    /// Extends every lease `holder` still has by `lease` seconds from now.
-    public func renew(holder: OutboxHolder, lease: Double) async throws {
-        let now = database.now()
-        try await database.write(isolation: .readCommitted) { db in
-            try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
-                           arguments: [now + lease, holder.tag, now])
-            try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
-                           arguments: [now + lease, holder.tag, now])
-        }
-    }
-
-    /// Makes due now the deliveries leased by holders that are gone, and returns who they were.
-    ///
-    /// A holder is gone when its heartbeat is older than `holderTimeout` (any engine: this is
-    /// how one node takes back a dead node's work). Given `isAlive` (at a dispatcher's start), on
-    /// SQLite, where every holder runs on this machine, also when its process no longer exists
-    /// (`isAlive` says, given a pid) or is an earlier process that had `holder`'s pid.
-    public func reclaimDeadLeases(holder: OutboxHolder, isAlive: (@Sendable (Int) -> Bool)? = nil) async throws -> [String] {
-        let now = database.now()
-        var gone: [String] = []
-        let silent = try await database.write(isolation: .readCommitted) { db -> [String] in
-            // Deleting the holder's row re-checks it under its row lock: a heartbeat that lands
-            // meanwhile keeps the holder (and its leases) alive.
-            let stale = try SQLRow.fetchAll(db, sql: """
-                DELETE FROM outbox_holders WHERE seenAt < ? AND tag != ? RETURNING tag, pid, host
-                """, arguments: [now - Self.holderTimeout, holder.tag])
-            for row in stale {
-                try db.execute(sql: """
-                    UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
-                    """, arguments: [now, row["tag"] as Int64])
-                try db.execute(sql: """
-                    UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
-                    """, arguments: [now, row["tag"] as Int64])
-            }
-            return stale.map { "\($0["host"] as String)/\($0["pid"] as Int)" }
-        }
-        gone += silent
-        guard database.dialect == .sqlite, let isAlive else { return gone }
-        try await database.write { db in
-            try db.execute(sql: """
-                UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL
-                WHERE state = 'pending' AND leasedBy = ? AND (leaseTag IS NULL OR leaseTag != ?)
-                """, arguments: [now, holder.pid, holder.tag])
-            try db.execute(sql: """
-                UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL
-                WHERE state = 'pending' AND leasedBy = ? AND (leaseTag IS NULL OR leaseTag != ?)
-                """, arguments: [now, holder.pid, holder.tag])
-        }
-        let holders = try await database.read { db in
-            try Int.fetchAll(db, sql: """
-                SELECT DISTINCT leasedBy FROM deliveries WHERE state = 'pending' AND leasedBy IS NOT NULL
-                UNION SELECT DISTINCT leasedBy FROM activity_pushes WHERE state = 'pending' AND leasedBy IS NOT NULL
-                """)
-        }
-        let dead = holders.filter { $0 != holder.pid && !isAlive($0) }
-        guard !dead.isEmpty else { return gone }
-        try await database.write { db in
-            for pid in dead {
-                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
-                               arguments: [now, pid])
-                try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL WHERE state = 'pending' AND leasedBy = ?",
-                               arguments: [now, pid])
-            }
-        }
-        return gone + dead.map { "pid \($0)" }
-    }
-
     /// Records outcomes in one transaction (one fsync). Returns each one's metrics label:
     /// `sent`, `failed`, `retried`, or `lease_lost` where `holder` no longer held the row (another
     /// took it after the lease lapsed: its outcome stands, nothing is overwritten or pruned).
@@ -507,7 +419,7 @@ public struct OutboxStore: Sendable {
         let sent = results.filter { $0.1 == .sent }.map(\.0.id)
         for chunk in sent.sqlBatches() {
             let ids = try Int64.fetchAll(db, sql: """
-                UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
                 WHERE \(db.idIn("id")) AND leaseTag = ? AND state = 'pending' RETURNING id
                 """, arguments: [now, db.idList(chunk), holder.tag], cached: true)
             recordedSent.formUnion(ids)
@@ -539,7 +451,7 @@ public struct OutboxStore: Sendable {
                 // `at` is this machine's time; the row keeps the database's.
                 let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
                 try db.execute(sql: """
-                    UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+                    UPDATE deliveries SET attempts = ?, reason = ?, nextAttemptAt = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
                     WHERE id = ? AND leaseTag = ? AND state = 'pending'
                     """, arguments: [job.attempts + 1, reason, due, now, job.id, holder.tag])
                 return db.changesCount > 0 ? "retried" : "lease_lost"
@@ -571,7 +483,7 @@ public struct OutboxStore: Sendable {
     /// A push refused for good, pruning its registration where `prune` says so.
     private static func recordFailure(_ db: SQLConnection, _ job: DeliveryJob, reason: String, prune: Bool, deadSince: Date?,
                                       holder: OutboxHolder, now: Double, happenings: inout [Happening]) throws -> String {
-        try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = ? AND state = 'pending'",
+        try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = ? AND state = 'pending'",
                        arguments: [job.attempts + 1, reason, now, job.id, holder.tag], cached: true)
         guard db.changesCount > 0 else { return "lease_lost" }
         // 410 only prunes a registration that has not been renewed since Apple saw the token die,

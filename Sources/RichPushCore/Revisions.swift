@@ -147,21 +147,21 @@ enum Revisions {
             // nothing, and the revision would wait for the lease to end.
             for chunk in ids.sqlBatches() {
                 _ = try db.fetchAll(sql: """
-                    SELECT id FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND leaseTag IS NOT NULL AND nextAttemptAt > ?
+                    SELECT id FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND leaseTag IS NOT NULL AND \(OutboxStore.leaseEnd) > ?
                     ORDER BY id FOR UPDATE
                     """, arguments: [db.idList(chunk), now])
             }
         }
         for chunk in ids.sqlBatches() {
             for row in try db.fetchAll(sql: """
-                SELECT notificationId, campaignId, registrationId, target, platform, app, state, kind, leaseTag, nextAttemptAt FROM deliveries
+                SELECT notificationId, campaignId, registrationId, target, platform, app, state, kind, leaseTag, \(OutboxStore.leaseEnd) AS leaseEnd FROM deliveries
                 WHERE \(db.idIn("notificationId")) AND state IN ('pending', 'sent') AND (kind IS NULL OR kind <> 'retract') ORDER BY id
                 """, arguments: [db.idList(chunk)]) {
                 let key = Key(notification: row["notificationId"], target: row["target"])
                 if found[key] == nil { order.append(key) }
                 var device = found[key] ?? Device(notification: key.notification, campaign: row["campaignId"], registration: row["registrationId"],
                                                   target: key.target, platform: row["platform"], app: row["app"])
-                let next: Double = row["nextAttemptAt"]
+                let next: Double = row["leaseEnd"]
                 if (row["state"] as String) == "sent" {
                     device.reached = true
                 } else if (row["leaseTag"] as Int64?) != nil, next > now {
@@ -223,7 +223,7 @@ enum Revisions {
         for chunk in ids.sqlBatches() {
             outcome.cancelled += try Int64.fetchAll(db, sql: """
                 DELETE FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND (kind IS NULL OR kind <> 'retract')
-                    AND (leaseTag IS NULL OR nextAttemptAt <= ?) RETURNING id
+                    AND (leaseTag IS NULL OR \(OutboxStore.leaseEnd) <= ?) RETURNING id
                 """, arguments: [db.idList(chunk), now]).count
         }
         let reached = try devices(db, ids, now: now).filter(\.reached)

@@ -105,7 +105,7 @@ extension DataStore {
         }
         try await target.database.write { db in
             // Leases name holders of the source; the target's dispatchers take the rows up.
-            try db.execute(sql: "UPDATE deliveries SET leasedBy = NULL, leaseTag = NULL WHERE state = 'pending'")
+            try db.execute(sql: "UPDATE deliveries SET leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending'")
             if db.dialect == .postgres {
                 // Ids were given explicitly: the identity sequences carry on after the largest.
                 for table in ["notifications", "deliveries", "campaigns", "events", "webhooks", "audit_log"] {

@@ -37,7 +37,7 @@ struct ClaimCoreTests {
         #expect(one.map(\.id) == one.map(\.id).sorted() && two.map(\.id) == two.map(\.id).sorted())
         #expect(one.allSatisfy { $0.campaignId == campaign.id && $0.recipient != nil && $0.mode == .alert && $0.content?.message == "hi" })
         let rows = try await store.database.read { db in
-            try db.fetchAll(sql: "SELECT id, leasedBy, leaseTag, nextAttemptAt, state FROM deliveries WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
+            try db.fetchAll(sql: "SELECT id, leasedBy, leaseTag, nextAttemptAt, leaseUntil, state FROM deliveries WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
         }
         #expect(rows.count == 40)
         var leased: [Int64: (Int, Int64)] = [:]
@@ -45,11 +45,13 @@ struct ClaimCoreTests {
             let state: String = row["state"]
             #expect(state == "pending")
             let next: Double = row["nextAttemptAt"]
+            #expect(next < before + 295, "every push keeps its due time")
             guard let by = row["leasedBy"] as Int? else {
-                #expect(next < before + 295, "a push not claimed keeps its due time")
+                #expect(row["leaseUntil"] as Double? == nil)
                 continue
             }
-            #expect(next >= before + 295 && next <= after + 305, "leased until the lease's end")
+            let until: Double = row["leaseUntil"]
+            #expect(until >= before + 295 && until <= after + 305, "leased until the lease's end")
             leased[row["id"]] = (by, row["leaseTag"])
         }
         #expect(leased.count == 30)

@@ -318,7 +318,7 @@ struct ScheduleCoreTests {
         let first = try #require(claimed.first { $0.target == String(format: "%064x", 1) })
         _ = try await store.outbox.record([(first, .sent)], holder: holder)
         try await store.database.write { db in
-            try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = 0 WHERE state = 'pending'")
+            try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = 0, leaseUntil = 0 WHERE state = 'pending'")
         }
         let cancelled = try await campaigns.cancel(campaign.id)
         #expect(cancelled.status == .cancelled && cancelled.sent == 1 && cancelled.pending == 0 && cancelled.campaign.recipients == 1)

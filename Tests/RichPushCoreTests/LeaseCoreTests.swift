@@ -1,0 +1,144 @@
+import Foundation
+@testable import RichPushCore
+import RichPushTestSupport
+import SQLEngine
+import Testing
+
+@Suite("The outbox's leases: their own column, beside the due time (and beside holders from before it)")
+struct LeaseCoreTests {
+    /// Each row of campaign `id`'s outbox, by id: its due time, lease end, and holder's tag.
+    static func rows(_ store: DataStore, campaign id: Int64) async throws -> [Int64: (due: Double, until: Double?, tag: Int64?)] {
+        try await store.database.read { db in
+            var rows: [Int64: (due: Double, until: Double?, tag: Int64?)] = [:]
+            for row in try db.fetchAll(sql: "SELECT id, nextAttemptAt, leaseUntil, leaseTag FROM deliveries WHERE campaignId = ?", arguments: [id]) {
+                rows[row["id"]] = (row["nextAttemptAt"], row["leaseUntil"], row["leaseTag"])
+            }
+            return rows
+        }
+    }
+
+    /// A store on `engine` with `users` users of a device each, and a campaign queued to all of them.
+    static func queued(_ engine: StoreEngine, users: Int) async throws -> (URL, DataStore, Campaign) {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(engine, users: users)
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        return (dir, store, campaign)
+    }
+
+    @Test("a claim writes the lease's end and keeps each push's due time; the next claim passes over what is leased; renewing moves only the end; a holder that retires gives its pushes back",
+          arguments: StoreEngine.all)
+    func leaseKeepsDueTime(engine: StoreEngine) async throws {
+        let (dir, store, campaign) = try await Self.queued(engine, users: 20)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let holder = OutboxHolder(pid: 1), other = OutboxHolder(pid: 2)
+        try await store.outbox.heartbeat(holder: holder)
+        let queued = try await Self.rows(store, campaign: campaign.id)
+        let before = store.database.now()
+        let first = try await store.outbox.claim(limit: 12, lease: 300, holder: holder)
+        let after = store.database.now()
+        #expect(first.count == 12)
+        var rows = try await Self.rows(store, campaign: campaign.id)
+        for job in first {
+            let row = try #require(rows[job.id])
+            #expect(row.due == queued[job.id]?.due, "push \(job.id) keeps its due time")
+            #expect(row.until.map { $0 >= before + 300 && $0 <= after + 300 } == true, "push \(job.id) is leased for 300 s")
+            #expect(row.tag == holder.tag)
+        }
+        // The leased rows are due first and are passed over.
+        let second = try await store.outbox.claim(limit: 12, lease: 300, holder: other)
+        #expect(second.count == 8 && Set(second.map(\.id)).isDisjoint(with: first.map(\.id)))
+        #expect(try await store.outbox.claim(limit: 12, lease: 300, holder: other).isEmpty)
+        let afterSecond = store.database.now()
+
+        try await store.outbox.renew(holder: holder, lease: 900)
+        rows = try await Self.rows(store, campaign: campaign.id)
+        for job in first {
+            #expect(rows[job.id]?.due == queued[job.id]?.due)
+            #expect(rows[job.id]?.until.map { $0 >= after + 890 } == true, "push \(job.id)'s lease is renewed")
+        }
+        for job in second { #expect(rows[job.id]?.until.map { $0 <= afterSecond + 300 } == true, "another holder's lease stays") }
+
+        try await store.outbox.retire(holder: holder)
+        rows = try await Self.rows(store, campaign: campaign.id)
+        for job in first { #expect(rows[job.id]?.until == nil && rows[job.id]?.tag == nil) }
+        let again = try await store.outbox.claim(limit: 20, lease: 300, holder: other)
+        #expect(Set(again.map(\.id)) == Set(first.map(\.id)))
+        #expect(try await store.outbox.record(first.map { ($0, .sent) }, holder: holder) == Array(repeating: "lease_lost", count: 12))
+        #expect(try await store.outbox.record(again.map { ($0, .sent) }, holder: other) == Array(repeating: "sent", count: 12))
+        rows = try await Self.rows(store, campaign: campaign.id)
+        for job in again { #expect(rows[job.id]?.until == nil && rows[job.id]?.tag == nil) }
+    }
+
+    @Test("while a holder from before leases had their own column is alive, a claim moves the due time to the lease's end too (that holder looks only there); its own leases are in flight; once it is silent, claims stop moving it",
+          arguments: StoreEngine.all)
+    func olderHolderAlive(engine: StoreEngine) async throws {
+        let (dir, store, campaign) = try await Self.queued(engine, users: 10)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let holder = OutboxHolder(pid: 1)
+        try await store.outbox.heartbeat(holder: holder)
+        let queued = try await Self.rows(store, campaign: campaign.id)
+        let ids = queued.keys.sorted()
+        // An older node, alive: it wrote no version, and leased the first push its way.
+        let now = store.database.now()
+        try await store.database.write { db in
+            try db.execute(sql: "INSERT INTO outbox_holders (tag, pid, host, seenAt) VALUES (99, 9, 'older', ?)", arguments: [now])
+            try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = 9, leaseTag = 99 WHERE id = ?", arguments: [now + 300, ids[0]])
+        }
+        let claimed = try await store.outbox.claim(limit: 4, lease: 300, holder: holder)
+        #expect(claimed.map(\.id) == Array(ids[1...4]), "the older node's push is not claimed")
+        var rows = try await Self.rows(store, campaign: campaign.id)
+        for job in claimed {
+            let row = try #require(rows[job.id])
+            #expect(row.until != nil && row.due == row.until, "push \(job.id) is due again only at its lease's end")
+        }
+        try await store.outbox.renew(holder: holder, lease: 900)
+        rows = try await Self.rows(store, campaign: campaign.id)
+        for job in claimed { #expect(rows[job.id].map { $0.due == $0.until && $0.due >= now + 890 } == true, "push \(job.id) renewed, both") }
+
+        // Cancelling leaves what is in flight, however it was leased: the older node's push and these four.
+        let progress = try await store.campaigns(links: ClaimCoreTests.links, defaultImage: "logo.png").cancel(campaign.id)
+        rows = try await Self.rows(store, campaign: campaign.id)
+        #expect(Set(rows.keys) == Set(ids[0...4]), "cancelled: the pushes not in flight")
+        #expect(progress.pending == 5)
+
+        // The older node goes silent: claims lease by the column alone again.
+        let (dir2, store2, campaign2) = try await Self.queued(engine, users: 3)
+        defer { store2.close(); try? FileManager.default.removeItem(at: dir2) }
+        try await store2.database.write { db in
+            try db.execute(sql: "INSERT INTO outbox_holders (tag, pid, host, seenAt) VALUES (99, 9, 'older', ?)",
+                           arguments: [db.now - OutboxStore.holderTimeout - 1])
+        }
+        let later = try await store2.outbox.claim(limit: 3, lease: 300, holder: holder)
+        #expect(later.count == 3)
+        let queued2 = try await Self.rows(store2, campaign: campaign2.id)
+        for job in later { #expect(queued2[job.id].map { $0.until != nil && $0.due < $0.until! } == true, "push \(job.id)") }
+    }
+
+    @Test("on PostgreSQL a lease changes no indexed column and finds room on its page: it is a HOT update (no index entry written)")
+    func leaseIsHeapOnly() async throws {
+        guard StoreEngine.all.contains(.shared) else { return }
+        let (dir, store, _) = try await Self.queued(.shared, users: 40)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let (indexes, options) = try await store.database.read { db in
+            (try String.fetchAll(db, sql: "SELECT indexdef FROM pg_indexes WHERE tablename = 'deliveries'"),
+             try String.fetchOne(db, sql: "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'deliveries'"))
+        }
+        #expect(indexes.count >= 4)
+        for index in indexes {
+            #expect(!["leaseuntil", "leasedby", "leasetag"].contains { index.lowercased().contains($0) }, "\(index)")
+        }
+        #expect(options == "fillfactor=40")
+        let claimed = try await store.outbox.claim(limit: 30, lease: 300, holder: OutboxHolder(pid: 1))
+        #expect(claimed.count == 30)
+        // The claim's connection reports its counts once it is idle (at most a second later).
+        var counts: (updated: Int, heapOnly: Int) = (0, 0)
+        for _ in 0..<200 where counts.heapOnly < 30 {
+            counts = try await store.database.read { db in
+                let row = try #require(try db.fetchAll(sql: "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'deliveries'").first)
+                return (row["n_tup_upd"], row["n_tup_hot_upd"])
+            }
+            if counts.heapOnly < 30 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(counts.heapOnly >= 30 && counts.updated >= counts.heapOnly, "\(counts)")
+    }
+}
