@@ -13,12 +13,12 @@ import Glibc
 /// Delivers the outbox: a `Service` that claims due deliveries, sends them through a provider
 /// with many in flight, and records each outcome.
 ///
-/// A claim is a lease (the row's `nextAttemptAt` moves a minute ahead, with this process's pid
-/// and a random tag), renewed while the push is in flight, so a second server on the same data
-/// directory does not send the same push; leases of dead processes are taken back at start. A
-/// push is recorded `sent` only after the service accepted it, and only by the lease's holder.
-/// The guarantee is at-least-once: a crash between Apple's acceptance and the record (at most
-/// 20 ms of outcomes) sends those pushes again, with the same `apns-id`.
+/// A claim is a lease (a minute long, with this process's pid and a random tag:
+/// docs/design/outbox.md#a-claim-is-a-lease), renewed while the push is in flight, so a second
+/// server on the same data directory does not send the same push; leases of dead processes are
+/// taken back at start. A push is recorded `sent` only after the service accepted it, and only
+/// by the lease's holder. The guarantee is at-least-once: a crash between Apple's acceptance
+/// and the record (at most 20 ms of outcomes) sends those pushes again, with the same `apns-id`.
 public final class OutboxDispatcher: Service, PushDispatching {
     private let outbox: OutboxStore
     private let provider: any PushProvider

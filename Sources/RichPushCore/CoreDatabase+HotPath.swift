@@ -123,18 +123,27 @@ extension CoreDatabase {
         // A lease is its own column (docs/design/outbox.md#a-claim-is-a-lease): claiming a row no
         // longer moves `nextAttemptAt`, the key of the due index, so on PostgreSQL the lease is a
         // HOT update (the row's new version on its own page, no index entry written), given room
-        // on the page: rows fill 40% of a page when inserted, room for each one's leased version (about 10% larger). Leases held now keep their end.
+        // on the page: inserts fill 40% of a page, room for each row's leased version (about 10%
+        // longer). Pages written before keep their fill. A lease held now stays as it is, in
+        // `nextAttemptAt`, as every lease of a holder from before is.
         // `outboxVersion`: 2 for holders that lease this way; NULL, a holder from before, whose
-        // claims only see `nextAttemptAt`, so while one is alive claims move it too.
+        // claims only see `nextAttemptAt`, so while one is alive claims move it too. And in case
+        // one starts or wakes while a row is leased by the column alone, PostgreSQL refuses a row
+        // leased in both ways at once, by different ends, while the column's lease lasts (only a
+        // claim from before writes that): the older node's claim fails instead of sending the
+        // push a second time. A row that passes the check passes it later too (a lease only ends),
+        // so a dump restores. The 5 s: a node's clock is PostgreSQL's give or take its estimate.
         SQLMigration("core-v28-lease-until", sqlite: """
-                ALTER TABLE deliveries ADD COLUMN leaseUntil REAL;
-                UPDATE deliveries SET leaseUntil = nextAttemptAt WHERE state = 'pending' AND leaseTag IS NOT NULL;
                 ALTER TABLE outbox_holders ADD COLUMN outboxVersion INTEGER;
+                ALTER TABLE deliveries ADD COLUMN leaseUntil REAL;
                 """, postgres: """
+                ALTER TABLE outbox_holders ADD COLUMN outboxVersion BIGINT;
                 ALTER TABLE deliveries ADD COLUMN leaseUntil DOUBLE PRECISION;
                 ALTER TABLE deliveries SET (fillfactor = 40);
-                UPDATE deliveries SET leaseUntil = nextAttemptAt WHERE state = 'pending' AND leaseTag IS NOT NULL;
-                ALTER TABLE outbox_holders ADD COLUMN outboxVersion BIGINT;
+                ALTER TABLE deliveries ADD CONSTRAINT deliveries_lease_kept CHECK (
+                    leaseTag IS NULL OR leaseUntil IS NULL OR nextAttemptAt = leaseUntil
+                    OR nextAttemptAt <= extract(epoch FROM clock_timestamp()) + 5
+                    OR leaseUntil <= extract(epoch FROM clock_timestamp()));
                 """),
     ]
 }

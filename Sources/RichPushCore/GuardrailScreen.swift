@@ -117,7 +117,7 @@ extension Guardrails {
                     ? "capped: over app \(job.app)'s frequency cap of \(apps[job.app]?.frequencyCap?.description ?? "")"
                     : "quiet hours: dropped, the user's quiet hours (mode drop)"
                 try db.execute(sql: """
-                    UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND state = 'pending'
+                    UPDATE deliveries SET state = 'failed', reason = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND state = 'pending'
                     """, arguments: [reason, now, job.id], cached: true)
                 happenings.append(Happening(type: outcome == .capped ? .capped : .failed, campaign: job.campaignId, notification: job.notificationId,
                                             user: job.recipient, platform: job.platform ?? "apns", reason: reason))

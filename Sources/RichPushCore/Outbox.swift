@@ -236,7 +236,7 @@ public struct OutboxStore: Sendable {
                        d.kind, d.extra
                 FROM deliveries d JOIN notifications n ON n.id = d.notificationId
                 LEFT JOIN registrations r ON r.id = d.registrationId
-                WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseUntil IS NULL OR d.leaseUntil <= ?) \(only)
+                WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseTag IS NULL OR d.leaseUntil IS NULL OR d.leaseUntil <= ?) \(only)
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
                 """, arguments: [now, now, limit], cached: true)
             // A campaign's pushes share their options: read once per claim, not once per push.
@@ -494,7 +494,7 @@ public struct OutboxStore: Sendable {
             // The device's other pending pushes fail with it, and count as failed too.
             let cascade = "device registration removed after \(reason)"
             for row in try db.fetchAll(sql: """
-                UPDATE deliveries SET state = 'failed', reason = ?, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'
+                UPDATE deliveries SET state = 'failed', reason = ?, leaseUntil = NULL, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'
                 RETURNING notificationId, campaignId, platform
                 """, arguments: [cascade, now, registration]) {
                 let notification: Int64 = row["notificationId"]

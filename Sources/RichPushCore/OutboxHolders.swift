@@ -54,11 +54,18 @@ extension OutboxStore {
     public func renew(holder: OutboxHolder, lease: Double) async throws {
         let now = database.now()
         try await database.write(isolation: .readCommitted) { db in
-            // A row leased while a holder from before core-v28 was alive has its next attempt at the lease's end: it moves with it.
-            try db.execute(sql: """
-                UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = CASE WHEN nextAttemptAt > ? THEN ? ELSE nextAttemptAt END
-                WHERE leaseTag = ? AND state = 'pending' AND leaseUntil > ?
-                """, arguments: [now + lease, now, now + lease, holder.tag, now])
+            if try Self.olderHolderAlive(db, now: now) {
+                // A holder from before core-v28 is alive: its claims see only `nextAttemptAt`, so
+                // it moves to the lease's end (for rows leased before it came too).
+                try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND leaseUntil > ?",
+                               arguments: [now + lease, now + lease, holder.tag, now])
+            } else {
+                // A row leased while one was alive has its next attempt at the lease's end: it moves with it.
+                try db.execute(sql: """
+                    UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = CASE WHEN nextAttemptAt > ? THEN ? ELSE nextAttemptAt END
+                    WHERE leaseTag = ? AND state = 'pending' AND leaseUntil > ?
+                    """, arguments: [now + lease, now, now + lease, holder.tag, now])
+            }
             try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
                            arguments: [now + lease, holder.tag, now])
         }
