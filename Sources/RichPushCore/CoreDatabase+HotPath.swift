@@ -128,22 +128,24 @@ extension CoreDatabase {
         // `nextAttemptAt`, as every lease of a holder from before is.
         // `outboxVersion`: 2 for holders that lease this way; NULL, a holder from before, whose
         // claims only see `nextAttemptAt`, so while one is alive claims move it too. And in case
-        // one starts or wakes while a row is leased by the column alone, PostgreSQL refuses a row
-        // leased in both ways at once, by different ends, while the column's lease lasts (only a
-        // claim from before writes that): the older node's claim fails instead of sending the
-        // push a second time. A row that passes the check passes it later too (a lease only ends),
-        // so a dump restores. The 5 s: a node's clock is PostgreSQL's give or take its estimate.
+        // one starts or wakes while a row is leased by the column alone: `leaseOwner` is the tag
+        // that wrote `leaseUntil`, and while that lease lasts PostgreSQL refuses any other tag on
+        // the row, none included (a claim, a hold-back or a take-back from before, which write
+        // `leaseTag` alone): the older node's transaction fails instead of sending the push a
+        // second time or dropping it. Whether a lease lasts is read on PostgreSQL's clock, and a
+        // row that passes passes later too (a lease only ends), so a dump restores; existing rows
+        // have no `leaseUntil` and are not scanned (NOT VALID).
         SQLMigration("core-v28-lease-until", sqlite: """
                 ALTER TABLE outbox_holders ADD COLUMN outboxVersion INTEGER;
                 ALTER TABLE deliveries ADD COLUMN leaseUntil REAL;
+                ALTER TABLE deliveries ADD COLUMN leaseOwner INTEGER;
                 """, postgres: """
                 ALTER TABLE outbox_holders ADD COLUMN outboxVersion BIGINT;
-                ALTER TABLE deliveries ADD COLUMN leaseUntil DOUBLE PRECISION;
+                ALTER TABLE deliveries ADD COLUMN leaseUntil DOUBLE PRECISION, ADD COLUMN leaseOwner BIGINT;
                 ALTER TABLE deliveries SET (fillfactor = 40);
                 ALTER TABLE deliveries ADD CONSTRAINT deliveries_lease_kept CHECK (
-                    leaseTag IS NULL OR leaseUntil IS NULL OR nextAttemptAt = leaseUntil
-                    OR nextAttemptAt <= extract(epoch FROM clock_timestamp()) + 5
-                    OR leaseUntil <= extract(epoch FROM clock_timestamp()));
+                    leaseUntil IS NULL OR leaseOwner IS NOT DISTINCT FROM leaseTag
+                    OR leaseUntil <= extract(epoch FROM clock_timestamp())) NOT VALID;
                 """),
     ]
 }

@@ -277,11 +277,11 @@ public struct OutboxStore: Sendable {
             let olderAlive = try !jobs.isEmpty && Self.olderHolderAlive(db, now: now)
             for chunk in jobs.map(\.id).sqlBatches() {
                 if olderAlive {
-                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
-                                   arguments: [until, until, holder.pid, holder.tag, db.idList(chunk)], cached: true)
+                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = ?, leasedBy = ?, leaseTag = ?, leaseOwner = ? WHERE \(db.idIn("id"))",
+                                   arguments: [until, until, holder.pid, holder.tag, holder.tag, db.idList(chunk)], cached: true)
                 } else {
-                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
-                                   arguments: [until, holder.pid, holder.tag, db.idList(chunk)], cached: true)
+                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, leasedBy = ?, leaseTag = ?, leaseOwner = ? WHERE \(db.idIn("id"))",
+                                   arguments: [until, holder.pid, holder.tag, holder.tag, db.idList(chunk)], cached: true)
                 }
             }
             return (activities + jobs, screened)

@@ -84,7 +84,7 @@ struct OutboxLeaseTests {
         #expect(try await eventually { slow.sends.withLockedValue { $0 } == 1 })
         // Another node takes the row over (as after an expired lease) while the first is still sending.
         try await database.write { db in
-            try db.execute(sql: "UPDATE deliveries SET leaseTag = 42, reason = 'taken over' WHERE id = ?", arguments: [id])
+            try db.execute(sql: "UPDATE deliveries SET leaseTag = 42, leaseOwner = 42, reason = 'taken over' WHERE id = ?", arguments: [id])
         }
         try await sending.value
         let delivery = try await DeliveryStore(database: database).list(notification: 1).first { $0.id == id }
