@@ -272,17 +272,14 @@ public struct OutboxStore: Sendable {
             }
             try Self.setUnreadBadges(db, &jobs)
             if Telemetry.isTracing { try Self.setTraceparents(db, &jobs) }
-            // A holder from before core-v28 sees only `nextAttemptAt`: while one is alive, it moves too.
+            // A holder from before core-v28 sees only `nextAttemptAt`: while one is alive, it moves to the lease's end too.
             let until = now + lease
-            let olderAlive = try !jobs.isEmpty && Self.olderHolderAlive(db, now: now)
+            let alsoDue = try !jobs.isEmpty && Self.olderHolderAlive(db, now: now)
+            let ends: [any SQLValueConvertible] = alsoDue ? [until, until] : [until]
             for chunk in jobs.map(\.id).sqlBatches() {
-                if olderAlive {
-                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = ?, leasedBy = ?, leaseTag = ?, leaseOwner = ? WHERE \(db.idIn("id"))",
-                                   arguments: [until, until, holder.pid, holder.tag, holder.tag, db.idList(chunk)], cached: true)
-                } else {
-                    try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, leasedBy = ?, leaseTag = ?, leaseOwner = ? WHERE \(db.idIn("id"))",
-                                   arguments: [until, holder.pid, holder.tag, holder.tag, db.idList(chunk)], cached: true)
-                }
+                try db.execute(sql: """
+                    UPDATE deliveries SET leaseUntil = ?, \(alsoDue ? "nextAttemptAt = ?, " : "")leasedBy = ?, leaseTag = ?, leaseOwner = ? WHERE \(db.idIn("id"))
+                    """, arguments: SQLArguments(ends + [holder.pid, holder.tag, holder.tag, db.idList(chunk)]), cached: true)
             }
             return (activities + jobs, screened)
         }

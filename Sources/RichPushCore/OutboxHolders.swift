@@ -54,18 +54,14 @@ extension OutboxStore {
     public func renew(holder: OutboxHolder, lease: Double) async throws {
         let now = database.now()
         try await database.write(isolation: .readCommitted) { db in
-            if try Self.olderHolderAlive(db, now: now) {
-                // A holder from before core-v28 is alive: its claims see only `nextAttemptAt`, so
-                // it moves to the lease's end (for rows leased before it came too).
-                try db.execute(sql: "UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND leaseUntil > ?",
-                               arguments: [now + lease, now + lease, holder.tag, now])
-            } else {
-                // A row leased while one was alive has its next attempt at the lease's end: it moves with it.
-                try db.execute(sql: """
-                    UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = CASE WHEN nextAttemptAt > ? THEN ? ELSE nextAttemptAt END
-                    WHERE leaseTag = ? AND state = 'pending' AND leaseUntil > ?
-                    """, arguments: [now + lease, now, now + lease, holder.tag, now])
-            }
+            // The due time moves with the lease where a claim moved it there (it is ahead), and on
+            // every row while a holder from before core-v28 is alive (its claims see only
+            // `nextAttemptAt`; rows leased before it came too).
+            let movedIfAfter = try Self.olderHolderAlive(db, now: now) ? -Double.greatestFiniteMagnitude : now
+            try db.execute(sql: """
+                UPDATE deliveries SET leaseUntil = ?, nextAttemptAt = CASE WHEN nextAttemptAt > ? THEN ? ELSE nextAttemptAt END
+                WHERE leaseTag = ? AND state = 'pending' AND leaseUntil > ?
+                """, arguments: [now + lease, movedIfAfter, now + lease, holder.tag, now])
             try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
                            arguments: [now + lease, holder.tag, now])
         }
