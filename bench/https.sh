@@ -35,7 +35,8 @@
 # RichPush runs one event loop (as bench/http.sh), matching nginx's single worker: on 2 cores
 # the load generator needs the other one.
 #
-# Usage: bench/https.sh [ROUNDS] [SECONDS] [N]   (env BENCH_WORK)
+# Usage: bench/https.sh [ROUNDS] [SECONDS] [N]   (env BENCH_WORK, FRESH, STORM; STORM_ONLY=1 runs
+#        the storm alone, ROUNDS times each in turn)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -131,29 +132,34 @@ for round in $(seq 1 "$rounds"); do
     if [ $((round % 2)) = 1 ]; then order="nginx richpush"; else order="richpush nginx"; fi
     for who in $order; do
         url=$([ $who = nginx ] && echo "https://127.0.0.1:$nginx_port/logo.png" || echo "https://127.0.0.1:$rp_port/media/$id")
-        h1 "h1-$who" "$url" | tee -a "$results" >&2
-        h2 "h2-$who" "$url" | tee -a "$results" >&2
-        base="https://127.0.0.1:$([ $who = nginx ] && echo $nginx_port || echo $rp_port)"
-        h1new "new-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
-        OPENSSL_CONF="$work/phones.cnf" h1new "phones-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
-        OPENSSL_CONF="$work/tls12.cnf" h1new "tls12-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
-        h2rb "h2rb-$who" "$url" | tee -a "$results" >&2
-        newrb "newrb-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+        if [ "${STORM_ONLY:-}" != 1 ]; then
+            h1 "h1-$who" "$url" | tee -a "$results" >&2
+            h2 "h2-$who" "$url" | tee -a "$results" >&2
+            base="https://127.0.0.1:$([ $who = nginx ] && echo $nginx_port || echo $rp_port)"
+            h1new "new-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+            OPENSSL_CONF="$work/phones.cnf" h1new "phones-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+            OPENSSL_CONF="$work/tls12.cnf" h1new "tls12-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+            h2rb "h2rb-$who" "$url" | tee -a "$results" >&2
+            newrb "newrb-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
+        fi
         storm "storm-$who" "$url" | tee -a "$results" >&2
     done
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 col() { awk -v k="$1" -v c="$2" '$1 == k {print $c}' "$results" | median; }
 printf '%-44s %10s %10s %7s\n' "GET ${size}-byte PNG over TLS, $rounds rounds" "nginx" "richpush" "ratio"
-printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/1.1, wrk -c32 (req/s)" "$(col h1-nginx 2)" "$(col h1-richpush 2)" "$(echo "$(col h1-richpush 2) / $(col h1-nginx 2)" | bc -l)"
-printf '%-44s %10.3f %10.3f\n' "HTTP/1.1 p50 (ms)" "$(col h1-nginx 3)" "$(col h1-richpush 3)"
-printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, h2load -c32 -m10 (req/s)" "$(col h2-nginx 2)" "$(col h2-richpush 2)" "$(echo "$(col h2-richpush 2) / $(col h2-nginx 2)" | bc -l)"
-printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection per fetch (fetches/s)" "$(col new-nginx 2)" "$(col new-richpush 2)" "$(echo "$(col new-richpush 2) / $(col new-nginx 2)" | bc -l)"
-printf '%-44s %10.0f %10.0f %7.2f\n' "the same, phones' cipher order (fetches/s)" "$(col phones-nginx 2)" "$(col phones-richpush 2)" "$(echo "$(col phones-richpush 2) / $(col phones-nginx 2)" | bc -l)"
-printf '%-44s %10.0f %10.0f %7.2f\n' "the same, a TLS 1.2 client (fetches/s)" "$(col tls12-nginx 2)" "$(col tls12-richpush 2)" "$(echo "$(col tls12-richpush 2) / $(col tls12-nginx 2)" | bc -l)"
-printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, richpush-bench -c32 --streams 10" "$(col h2rb-nginx 2)" "$(col h2rb-richpush 2)" "$(echo "$(col h2rb-richpush 2) / $(col h2rb-nginx 2)" | bc -l)"
-printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection, full handshake (rb)" "$(col newrb-nginx 2)" "$(col newrb-richpush 2)" "$(echo "$(col newrb-richpush 2) / $(col newrb-nginx 2)" | bc -l)"
+if [ "${STORM_ONLY:-}" != 1 ]; then
+    printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/1.1, wrk -c32 (req/s)" "$(col h1-nginx 2)" "$(col h1-richpush 2)" "$(echo "$(col h1-richpush 2) / $(col h1-nginx 2)" | bc -l)"
+    printf '%-44s %10.3f %10.3f\n' "HTTP/1.1 p50 (ms)" "$(col h1-nginx 3)" "$(col h1-richpush 3)"
+    printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, h2load -c32 -m10 (req/s)" "$(col h2-nginx 2)" "$(col h2-richpush 2)" "$(echo "$(col h2-richpush 2) / $(col h2-nginx 2)" | bc -l)"
+    printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection per fetch (fetches/s)" "$(col new-nginx 2)" "$(col new-richpush 2)" "$(echo "$(col new-richpush 2) / $(col new-nginx 2)" | bc -l)"
+    printf '%-44s %10.0f %10.0f %7.2f\n' "the same, phones' cipher order (fetches/s)" "$(col phones-nginx 2)" "$(col phones-richpush 2)" "$(echo "$(col phones-richpush 2) / $(col phones-nginx 2)" | bc -l)"
+    printf '%-44s %10.0f %10.0f %7.2f\n' "the same, a TLS 1.2 client (fetches/s)" "$(col tls12-nginx 2)" "$(col tls12-richpush 2)" "$(echo "$(col tls12-richpush 2) / $(col tls12-nginx 2)" | bc -l)"
+    printf '%-44s %10.0f %10.0f %7.2f\n' "HTTP/2, richpush-bench -c32 --streams 10" "$(col h2rb-nginx 2)" "$(col h2rb-richpush 2)" "$(echo "$(col h2rb-richpush 2) / $(col h2rb-nginx 2)" | bc -l)"
+    printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection, full handshake (rb)" "$(col newrb-nginx 2)" "$(col newrb-richpush 2)" "$(echo "$(col newrb-richpush 2) / $(col newrb-nginx 2)" | bc -l)"
+fi
 printf '%-44s %10.0f %10.0f %7.2f\n' "storm: $storm over 500 new h2 conns, h2load" "$(col storm-nginx 2)" "$(col storm-richpush 2)" "$(echo "$(col storm-richpush 2) / $(col storm-nginx 2)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "the same storm, richpush-bench" "$(col rbstorm-nginx 2)" "$(col rbstorm-richpush 2)" "$(echo "$(col rbstorm-richpush 2) / $(col rbstorm-nginx 2)" | bc -l)"
-echo "load tools beside each other (the same server, same run): richpush-bench / h2load, HTTP/2 -c32 -m10: nginx $(echo "$(col h2rb-nginx 2) / $(col h2-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col h2rb-richpush 2) / $(col h2-richpush 2)" | bc -l | cut -c1-5); storm: nginx $(echo "$(col rbstorm-nginx 2) / $(col storm-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col rbstorm-richpush 2) / $(col storm-richpush 2)" | bc -l | cut -c1-5)"
+[ "${STORM_ONLY:-}" = 1 ] || h2pair="HTTP/2 -c32 -m10: nginx $(echo "$(col h2rb-nginx 2) / $(col h2-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col h2rb-richpush 2) / $(col h2-richpush 2)" | bc -l | cut -c1-5); "
+echo "load tools beside each other (the same server, same run): richpush-bench / h2load, ${h2pair:-}storm: nginx $(echo "$(col rbstorm-nginx 2) / $(col storm-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col rbstorm-richpush 2) / $(col storm-richpush 2)" | bc -l | cut -c1-5)"
 echo "peak RSS of serve: $(awk '/^VmHWM/ { printf "%.1f MiB", $2 / 1024 }' /proc/$rp_pid/status)"

@@ -158,12 +158,20 @@ final class HTTP2GracefulClose: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        switch event {
-        case let created as NIOHTTP2StreamCreatedEvent:
-            self.created(created.streamID)
-        case is StreamClosedEvent:
+        // The stream events first, by their type (`StreamEvent`): most events are these.
+        switch StreamEvent(event) {
+        case .created(let id)?:
+            self.created(id)
+            return context.fireUserInboundEventTriggered(event)
+        case .closed?:
             context.fireUserInboundEventTriggered(event)
             return closed()
+        case .windowUpdated?:
+            return context.fireUserInboundEventTriggered(event)
+        case nil:
+            break
+        }
+        switch event {
         case ChannelEvent.inputClosed:
             inputClosed = true
             if open == 0 { finish(context) }
