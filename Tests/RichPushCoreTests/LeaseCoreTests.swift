@@ -176,22 +176,15 @@ struct LeaseCoreTests {
         for job in later { #expect(renewed[job.id].map { $0.until != nil && $0.due == $0.until } == true, "push \(job.id)") }
     }
 
-    @Test("core-v28 over a populated outbox from before it: every row kept as it was; an older holder's leases (in the due time) stay its own until they end and its records land; the rest are claimed the new way; on PostgreSQL the check is added without a scan and holds on the old rows once they are leased anew",
-          arguments: StoreEngine.all)
-    func populatedUpgrade(engine: StoreEngine) async throws {
-        let locations = try await engine.locations()
-        let dir = try Fixtures.tempDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let directory = DataDirectory(path: dir.path)
-        var postgres: String?
-        if let database = locations.database, case .postgres(let url) = try DatabaseLocation(database) { postgres = url }
-        let before = Array(CoreDatabase.migrations.prefix { $0.identifier != "core-v28-lease-until" })
-        #expect(before.count < CoreDatabase.migrations.count && CoreDatabase.migrations[before.count].identifier == "core-v28-lease-until")
-
-        // The outbox as the version before left it: a campaign to 12, four pushes leased by a live
-        // holder its way (the due time moved), four sent, four waiting. Written by the same queueing
-        // code (it names no column core-v28 adds) and by the older version's own statements.
-        let old = DataStore(directory: directory, database: try StoreDatabase.open(directory, migrations: before, postgres: postgres), limits: .default)
+    /// The outbox as the version before core-v28 left it, in a database migrated to `migrations`
+    /// and closed again: a campaign to 12 queued through the store (its queueing names no column
+    /// core-v28 adds); then, by that version's own statements, eight pushes leased to a live holder
+    /// (tag 99) its way, in the due time, and four of those recorded sent. Returns the campaign,
+    /// its pushes' ids and each row as `id state attempts nextAttemptAt leaseTag`.
+    static func olderOutbox(_ directory: DataDirectory, postgres: String?, migrations: [SQLMigration]) async throws -> (Int64, [Int64], [String]) {
+        let old = DataStore(directory: directory, database: try await onOwnThread { try StoreDatabase.open(directory, migrations: migrations, postgres: postgres) },
+                            limits: .default)
+        defer { old.close() }
         _ = try await old.media.ingest(file: Fixtures.media.appendingPathComponent("logo.png").path, name: "logo.png")
         let names = (1...12).map { String(format: "user%02d", $0) }
         _ = try await old.users(cost: 4).importUsers(names.map { .init(name: $0, secret: .password("pw"), admin: false, timezone: nil, locale: nil) })
@@ -200,36 +193,58 @@ struct LeaseCoreTests {
             _ = try await old.registrations.update(id: registration.id, for: name,
                                                    with: DeviceRegistration(platform: "apns", handle: String(format: "%064x", index + 1), tags: []))
         }
-        let oldCampaigns = old.campaigns(links: ClaimCoreTests.links, defaultImage: "logo.png")
-        let campaign = try await oldCampaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
-        _ = try await oldCampaigns.queue(campaign.id, addressing: .perDevice)
+        let campaigns = old.campaigns(links: ClaimCoreTests.links, defaultImage: "logo.png")
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
         let ids = try await old.database.read { db in
             try Int64.fetchAll(db, sql: "SELECT id FROM deliveries WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
         }
         try #require(ids.count == 12)
-        let olderLease = "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = 9, leaseTag = 99 WHERE id = ?"
-        let olderRecord = "UPDATE deliveries SET state = 'sent', attempts = attempts + 1, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = 99"
         try await old.database.write { db in
             try db.execute(sql: "INSERT INTO outbox_holders (tag, pid, host, seenAt) VALUES (99, 9, 'older', ?)", arguments: [db.now])
-            for id in ids[0..<8] { try db.execute(sql: olderLease, arguments: [db.now + 300, id]) }
-            for id in ids[4..<8] { try db.execute(sql: olderRecord, arguments: [db.now, id]) }
+            for id in ids[0..<8] {
+                try db.execute(sql: "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = 9, leaseTag = 99 WHERE id = ?", arguments: [db.now + 300, id])
+            }
+            for id in ids[4..<8] {
+                try db.execute(sql: "UPDATE deliveries SET state = 'sent', attempts = attempts + 1, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = 99",
+                               arguments: [db.now, id])
+            }
         }
         let kept = try await old.database.read { db in
             try db.fetchAll(sql: "SELECT id, state, attempts, nextAttemptAt, leaseTag FROM deliveries ORDER BY id").map { row in
                 "\(row["id"] as Int64) \(row["state"] as String) \(row["attempts"] as Int) \(row["nextAttemptAt"] as Double) \(row["leaseTag"] as Int64? ?? 0)"
             }
         }
-        old.close()
+        return (campaign.id, ids, kept)
+    }
 
-        let store = DataStore(directory: directory, database: try CoreDatabase.open(directory, postgres: postgres), limits: .default)
+    @Test("core-v28 over a populated outbox from before it: every row kept as it was; an older holder's leases (in the due time) stay its own until they end and its records land; the rest are claimed the new way; on PostgreSQL the check is added without a scan and holds on the old rows once they are leased anew",
+          arguments: StoreEngine.all)
+    func populatedUpgrade(engine: StoreEngine) async throws {
+        let locations = try await engine.locations()
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let directory = DataDirectory(path: dir.path)
+        var url: String?
+        if let database = locations.database, case .postgres(let found) = try DatabaseLocation(database) { url = found }
+        let postgres = url
+        let before = Array(CoreDatabase.migrations.prefix { $0.identifier != "core-v28-lease-until" })
+        #expect(before.count < CoreDatabase.migrations.count && CoreDatabase.migrations[before.count].identifier == "core-v28-lease-until")
+
+        let (campaign, ids, kept) = try await Self.olderOutbox(directory, postgres: postgres, migrations: before)
+        let olderLease = "UPDATE deliveries SET nextAttemptAt = ?, leasedBy = 9, leaseTag = 99 WHERE id = ?"
+        let olderRecord = "UPDATE deliveries SET state = 'sent', attempts = attempts + 1, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = 99"
+
+        // Connecting and migrating block: on a thread of their own, not one of the test pool's.
+        let store = DataStore(directory: directory, database: try await onOwnThread { try CoreDatabase.open(directory, postgres: postgres) }, limits: .default)
         defer { store.close() }
         let upgraded = try await store.database.read { db in
             try db.fetchAll(sql: "SELECT id, state, attempts, nextAttemptAt, leaseTag, leaseUntil, leaseOwner FROM deliveries ORDER BY id").map { row in
-                #expect((row["leaseUntil"] as Double?) == nil && (row["leaseOwner"] as Int64?) == nil)
-                return "\(row["id"] as Int64) \(row["state"] as String) \(row["attempts"] as Int) \(row["nextAttemptAt"] as Double) \(row["leaseTag"] as Int64? ?? 0)"
+                "\(row["id"] as Int64) \(row["state"] as String) \(row["attempts"] as Int) \(row["nextAttemptAt"] as Double) \(row["leaseTag"] as Int64? ?? 0)"
+                    + " \(row["leaseUntil"] as Double? ?? -1) \(row["leaseOwner"] as Int64? ?? -1)"
             }
         }
-        #expect(upgraded == kept, "every row as the version before left it")
+        #expect(upgraded == kept.map { $0 + " -1.0 -1" }, "every row as the version before left it, the new columns empty")
         if postgres != nil {
             let (validated, options) = try await store.database.read { db in
                 (try Bool.fetchOne(db, sql: "SELECT convalidated FROM pg_constraint WHERE conname = 'deliveries_lease_kept'"),
@@ -246,7 +261,7 @@ struct LeaseCoreTests {
         try await store.database.write { db in try db.execute(sql: "UPDATE outbox_holders SET seenAt = ? WHERE tag = 99", arguments: [db.now]) }
         let claimed = try await store.outbox.claim(limit: 12, lease: 300, holder: holder)
         #expect(claimed.map(\.id) == Array(ids[8..<12]))
-        var rows = try await Self.rows(store, campaign: campaign.id)
+        var rows = try await Self.rows(store, campaign: campaign)
         for job in claimed { #expect(rows[job.id].map { $0.until != nil && $0.due == $0.until && $0.tag == holder.tag } == true, "push \(job.id)") }
         // The older holder records one of its pushes, as its code does; then it dies, and its
         // three other leases end: they are claimed the new way.
@@ -257,17 +272,18 @@ struct LeaseCoreTests {
         }
         let retaken = try await store.outbox.claim(limit: 12, lease: 300, holder: holder)
         #expect(retaken.map(\.id) == Array(ids[1..<4]))
-        rows = try await Self.rows(store, campaign: campaign.id)
+        rows = try await Self.rows(store, campaign: campaign)
         for job in retaken { #expect(rows[job.id].map { $0.until != nil && $0.due < $0.until! && $0.tag == holder.tag } == true, "push \(job.id)") }
         if postgres != nil {
             // A row from before, leased anew by the column: the older claim is refused on it.
-            await #expect(throws: (any Error).self) {
+            let refused = await #expect(throws: (any Error).self) {
                 try await store.database.write { db in try db.execute(sql: olderLease, arguments: [db.now + 60, ids[1]]) }
             }
+            #expect("\(refused.map { String(describing: $0) } ?? "")".contains("deliveries_lease_kept"))
         }
         #expect(try await store.outbox.record((claimed + retaken).map { ($0, .sent) }, holder: holder) == Array(repeating: "sent", count: 7))
         let states = try await store.database.read { db in
-            try String.fetchAll(db, sql: "SELECT state FROM deliveries WHERE campaignId = ? ORDER BY id", arguments: [campaign.id])
+            try String.fetchAll(db, sql: "SELECT state FROM deliveries WHERE campaignId = ? ORDER BY id", arguments: [campaign])
         }
         #expect(states == Array(repeating: "sent", count: 12))
     }
