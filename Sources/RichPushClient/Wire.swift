@@ -8,8 +8,11 @@ enum Wire {
         String(cString: number.objCType) == "c"
     }
 
-    /// An RFC 3339 (ISO 8601) time, with or without fractional seconds.
+    /// An RFC 3339 (ISO 8601) time, with or without fractional seconds (up to 14 digits of them).
+    /// Longer texts are refused unread: on Linux, Foundation's formatter (ICU) dies of a division by
+    /// zero (SIGFPE) on 35 or more digits of fraction, and would take the app with it.
     static func date(rfc3339 text: String) -> Date? {
+        guard text.utf8.count <= 40 else { return nil }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         if let date = formatter.date(from: text) { return date }

@@ -56,13 +56,9 @@ public struct LocalDate: Sendable, Equatable, CustomStringConvertible {
 
 extension CampaignSchedule {
     /// An RFC 3339 date-time (`sendAt`, `send --at`): with a zone (Z or an offset), with or
-    /// without fractional seconds; nil otherwise.
+    /// without fractional seconds; nil otherwise, or when it is not strictly RFC 3339's (`RFC3339`).
     public static func rfc3339(_ text: String) -> Date? {
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return plain.date(from: text) ?? fractional.date(from: text)
+        RFC3339.date(text)
     }
 
     /// When `zone`'s recipients get a campaign made at `createdAt`: the instant itself, or the
