@@ -403,14 +403,14 @@ def run_document(path: Path, richpush: Path, bench: Path | None, default_timeout
         at = output_text.find(banner)
         lines = (output_text[at:] if at >= 0 else output_text).splitlines()
         if len(lines) > limit:
-            # A failure's own report in the middle (schemathesis's FAILURES section, whose end is
-            # its summary) is kept too, up to 80 lines: the end alone names no request.
-            start = next((i for i, line in enumerate(lines) if re.search(r"=+ FAILURES =+", line)), None)
+            # A failure's own report in the middle (schemathesis's FAILURES or ERRORS section, whose
+            # end is its summary) is kept too, up to 80 lines: the end alone names no request.
+            start = next((i for i, line in enumerate(lines) if re.search(r"=+ (FAILURES|ERRORS) =+", line)), None)
             tail = len(lines) - limit + 1
-            if start is not None and 1 < start < tail:
+            if start is not None and 1 <= start < tail:
                 kept = lines[start:min(start + 80, tail)]
                 skipped = tail - start - len(kept)
-                lines = (lines[:1] + [f"      … ({start - 1} lines)"] + kept
+                lines = (lines[:1] + ([f"      … ({start - 1} lines)"] if start > 1 else []) + kept
                          + ([f"      … ({skipped} lines)"] if skipped else []) + lines[tail:])
             else:
                 lines = lines[:1] + [f"      … ({len(lines) - limit} lines)"] + lines[-limit + 1:]

@@ -33,7 +33,7 @@ enum ValuePattern {
     /// An ActivityKit attributes type's name (`LiveActivityStore.checkedType`).
     static let activityType = "^[A-Za-z0-9_.]{1,100}$"
     /// An RFC 3339 time.
-    static let rfc3339 = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"
+    static let rfc3339 = "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 
     static func string(_ pattern: String) -> JSONSchema { JSONSchema.string.with { $0.pattern = pattern } }
 }

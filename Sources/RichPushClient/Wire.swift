@@ -8,7 +8,8 @@ enum Wire {
         String(cString: number.objCType) == "c"
     }
 
-    /// An RFC 3339 (ISO 8601) time, with or without fractional seconds (up to 14 digits of them).
+    /// An RFC 3339 (ISO 8601) time, with or without fractional seconds (up to 19 digits of them
+    /// with `Z`, 14 with an offset).
     /// Longer texts are refused unread: on Linux, Foundation's formatter (ICU) dies of a division by
     /// zero (SIGFPE) on 35 or more digits of fraction, and would take the app with it.
     static func date(rfc3339 text: String) -> Date? {

@@ -15,7 +15,8 @@ import Foundation
 /// A leap second (`:60`) is refused, as `rfc3339-validator` refuses it: a time of day on a
 /// clock that has none is not worth the surprise of reading it as the next minute's first.
 public enum RFC3339 {
-    /// The longest text read: a date-time with an offset and 30 digits of fraction is 55 bytes.
+    /// The longest text read: a date-time with an offset and 30 digits of fraction is 56 bytes;
+    /// with `Z`, 64 bytes leave room for 43 digits.
     public static let maxLength = 64
 
     /// The instant `text` names, or nil when it is not an RFC 3339 date-time.

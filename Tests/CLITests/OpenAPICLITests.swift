@@ -67,8 +67,9 @@ struct OpenAPICLITests {
         // Bounded: a run that hangs must fail this test, not the whole suite.
         // About 70 s alone; the whole suite on two busy cores has taken it past 600 s (86 operations since part four).
         let (status, output) = try await onOwnThread { try runCapturing("/usr/bin/timeout", ["1500", schemathesis] + arguments) }
-        // A failure's report (its FAILURES section: the request, the answer, a curl to repeat it) and the summary.
-        let failures = output.range(of: " FAILURES ").map { String(output[$0.lowerBound...].prefix(8000)) + "\n…\n" } ?? ""
+        // A failure's report (its FAILURES or ERRORS section: the request, the answer, a curl to repeat it) and the summary.
+        let report = [" FAILURES ", " ERRORS "].compactMap { output.range(of: $0)?.lowerBound }.min()
+        let failures = report.map { String(output[$0...].prefix(8000)) + "\n…\n" } ?? ""
         #expect(status == 0, "schemathesis \(arguments.joined(separator: " ")):\n\(failures)\(output.suffix(4000))")
         // Every operation of the document was tested.
         func count(after label: String) -> Int? {

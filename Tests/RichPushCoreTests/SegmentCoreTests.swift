@@ -240,19 +240,6 @@ struct SegmentCoreTests {
 
 // MARK: the SQL against a reference
 
-/// SplitMix64: the same users and filters on every run and engine.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// What the reference evaluator knows of a user: written from the documented semantics, not
 /// from the SQL.
 struct ReferenceUser {

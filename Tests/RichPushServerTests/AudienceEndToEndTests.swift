@@ -232,7 +232,7 @@ struct AudienceEndToEndTests {
         /// not, 0 to 3 topics, 0 to 2 devices. FCM tokens come from `fcmToken` (the FCM sandbox
         /// issues them); APNs tokens from the seed.
         static func generate(count: Int, seed: UInt64, fcmToken: () -> String) -> [Person] {
-            var random = SplitMix64(state: seed)
+            var random = SeededGenerator(state: seed)
             func hex(_ value: UInt64) -> String {
                 let digits = String(value, radix: 16)
                 return String(repeating: "0", count: 16 - digits.count) + digits
@@ -257,18 +257,5 @@ struct AudienceEndToEndTests {
                 return person
             }
         }
-    }
-}
-
-/// SplitMix64: the same people on every run.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -96,6 +96,8 @@ struct ScheduleTests {
                 #expect(refused.status == .unprocessableContent && String(buffer: refused.body).contains("RFC 3339"), "\(sendAt): \(String(buffer: refused.body))")
             }
             #expect(try await s.request(.get, "/health").status == .ok)
+            let (precise, _) = try await s.campaign(#"{"audience":{"all":true},"sendAt":"\#(later).\#(String(repeating: "0", count: 40))Z"}"#)
+            #expect(precise.status == .accepted, "\(String(buffer: precise.body))")
             // Key case is still free at the top level, as the tutorial's bodies need.
             let at = Date().addingTimeInterval(30 * 86_400)
             let local = ISO8601DateFormatter.string(from: at, timeZone: TimeZone(secondsFromGMT: 3600)!, formatOptions: [.withInternetDateTime])

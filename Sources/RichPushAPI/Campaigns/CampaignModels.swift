@@ -115,6 +115,7 @@ extension CampaignRequest: SchemaRefining {
     /// a time (02-30) or is past is 422.
     static func refine(_ schema: inout JSONSchema) {
         schema.properties?["sendAt"]?.format = "date-time"
+        schema.properties?["sendAt"]?.maxLength = RFC3339.maxLength
         schema.properties?["localTime"]?.pattern = "^([01][0-9]|2[0-3]):[0-5][0-9]$"
         schema.properties?["localDate"]?.pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
         schema.properties?["defaultLocale"]?.pattern = LocaleContent.tag.pattern

@@ -64,7 +64,7 @@ struct ActivityDate: Codable, Sendable {
 
 extension ActivityDate: DeclaredSchema {
     static var declaredSchema: JSONSchema {
-        .oneOf([JSONSchema.integer.with { $0.minimum = 0; $0.maximum = 99_999_999_999 }, ValuePattern.string(ValuePattern.rfc3339)])
+        .oneOf([JSONSchema.integer.with { $0.minimum = 0; $0.maximum = 99_999_999_999 }, ValuePattern.string(ValuePattern.rfc3339).with { $0.maxLength = RFC3339.maxLength }])
     }
     static var schemaExample: ActivityDate { ActivityDate(date: Date(timeIntervalSince1970: 1_800_000_000)) }
 }
