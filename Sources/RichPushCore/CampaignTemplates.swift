@@ -160,6 +160,8 @@ final class CampaignTemplates {
     /// `text` parsed, escaping nothing; a `CoreError` saying where and why it does not parse
     /// (lines and columns from 1, in characters, as the text is given).
     static func parse(_ text: String) throws -> MustacheTemplate {
+        // Bounded before the parser sees it, which recurses per section and per bracket.
+        if let why = tooComplex(text) { throw CoreError(.unprocessable, why) }
         do {
             return try MustacheTemplate(string: preamble + text)
         } catch let error as MustacheTemplate.ParserError {

@@ -125,6 +125,11 @@ struct ConsoleSegmentTests {
             let (broken, _) = try await console.call(.post, "/console/api/preview", body: #"{"user":"alice","title":"{{#first}}x","message":"ok"}"#)
             #expect(broken.status == .unprocessableContent)
             #expect(broken.detail.hasPrefix("title: the template does not parse at line 1, column "), "\(broken.detail)")
+            // 4,000 nested sections overflowed the parser's stack and killed the server: refused before it parses.
+            let nested = String(repeating: "{{#a}}", count: 600) + "x" + String(repeating: "{{/a}}", count: 600)
+            let (deep, _) = try await console.call(.post, "/console/api/preview", body: #"{"user":"alice","message":"\#(nested)"}"#)
+            #expect(deep.status == .unprocessableContent && deep.detail.contains("600 sections"), "\(deep.detail)")
+            #expect(try await s.request(.get, "/health").status == .ok)
             let (forged, _) = try await console.call(.post, "/console/api/preview", body: body, token: false)
             #expect(forged.status == .forbidden)
         }
