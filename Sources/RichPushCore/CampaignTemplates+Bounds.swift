@@ -2,58 +2,48 @@ extension CampaignTemplates {
     /// The most bytes a template text may have: twice the largest push any platform takes
     /// (Apple's and Google's 4 KB), room for sections that render nothing.
     static let maxTemplateBytes = 8192
-    /// The most sections (`{{#…}}`, `{{^…}}`, and inheritance's `{{$…}}` and `{{<…}}`) in one text.
-    /// swift-mustache's parser recurses once per level of sections: 4,000 nested ones overflowed
-    /// a release build's stack and killed the server, from one `POST /api/notifications`.
-    static let maxSections = 100
-    /// The most opening brackets of transforms (`{{uppercase(user.name)}}`) in one text's tags. The
-    /// parser recurses once per bracket and copies the list of transforms at each step: 20,000 of
-    /// them in one tag held a core for 12 s.
-    static let maxTransformBrackets = 100
+    /// The most characters `#`, `^`, `$` and `<` in one template text: each may open a section
+    /// (`{{#…}}`, `{{^…}}`, and inheritance's `{{$…}}` and `{{<…}}`), and swift-mustache's parser
+    /// recurses once per level of sections. 4,000 nested ones overflowed a release build's stack
+    /// and killed the server.
+    static let maxSectionMarks = 100
+    /// The most `(` in one template text: each may open a transform (`{{uppercased(user.name)}}`),
+    /// and the parser recurses once per bracket, copying the list of transforms at each step:
+    /// 20,000 of them in one tag held a core for 12 s.
+    static let maxBrackets = 100
+    /// Transforms that make a list of a user's fields (`enumerated`, `sorted` of a dictionary): a
+    /// section over one renders once per field, and nested ones multiply (3^30 renders in 1.3 KB).
+    /// Nothing else in a recipient's context is a list, so without them every section renders once.
+    static let listTransforms = ["enumerated(", "sorted("]
 
-    /// Why `text` is more than the parser is given, or nil when it is within the bounds above.
+    /// Why `text` is more than the parser and renderer are given, or nil when it is within the
+    /// bounds above.
     ///
-    /// Sections and brackets are counted in the tags between `{{` and `}}` (a section's sigil is
-    /// the byte after `{{`, or after white space, counted too though the parser would refuse it).
-    /// A set-delimiter tag (`{{=<% %>=}}`) makes any text a possible tag, so then every `#`, `^`,
-    /// `$`, `<` and `(` of the text counts: an upper bound however the delimiters change.
+    /// The characters are counted in the whole text, not only in what looks like a tag: the
+    /// parser reads grapheme clusters and a set-delimiter tag may make anything a tag, so a
+    /// count of tags by any scanner but the parser's own could be led astray; every section and
+    /// every transform needs one of these ASCII characters, so the whole text's count bounds them.
     static func tooComplex(_ text: String) -> String? {
         let bytes = text.utf8
         guard bytes.count <= maxTemplateBytes else {
             return "the template is \(bytes.count) bytes; at most \(maxTemplateBytes)"
         }
-        func isSigil(_ byte: UInt8) -> Bool {
-            byte == UInt8(ascii: "#") || byte == UInt8(ascii: "^") || byte == UInt8(ascii: "$") || byte == UInt8(ascii: "<")
-        }
-        func isSpace(_ byte: UInt8) -> Bool {
-            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
-        }
-        var (sections, brackets, delimitersChange, inTag) = (0, 0, false, false)
-        var previous: UInt8 = 0
-        var afterOpening = false // the bytes since `{{` have been white space
+        var (marks, brackets) = (0, 0)
         for byte in bytes {
-            if byte == UInt8(ascii: "{") && previous == UInt8(ascii: "{") && !inTag {
-                (inTag, afterOpening) = (true, true)
-            } else if inTag {
-                if afterOpening && !isSpace(byte) && byte != UInt8(ascii: "{") {
-                    afterOpening = false
-                    if isSigil(byte) { sections += 1 }
-                    if byte == UInt8(ascii: "=") { delimitersChange = true }
-                }
-                if byte == UInt8(ascii: "(") { brackets += 1 }
-                if byte == UInt8(ascii: "}") && previous == UInt8(ascii: "}") { inTag = false }
+            switch byte {
+            case UInt8(ascii: "#"), UInt8(ascii: "^"), UInt8(ascii: "$"), UInt8(ascii: "<"): marks += 1
+            case UInt8(ascii: "("): brackets += 1
+            default: break
             }
-            previous = byte
         }
-        if delimitersChange {
-            sections = bytes.count(where: isSigil)
-            brackets = bytes.count(where: { $0 == UInt8(ascii: "(") })
+        if marks > maxSectionMarks {
+            return "the template has \(marks) section marks (#, ^, $ or <, each of which may open a section); at most \(maxSectionMarks)"
         }
-        if sections > maxSections {
-            return "the template has \(sections) sections ({{#…}}, {{^…}}, {{$…}}, {{<…}}\(delimitersChange ? ", or characters that may open one once the delimiters change" : "")); at most \(maxSections)"
+        if brackets > maxBrackets {
+            return "the template has \(brackets) opening brackets (each may begin a transform such as {{uppercased(user.name)}}); at most \(maxBrackets)"
         }
-        if brackets > maxTransformBrackets {
-            return "the template's tags have \(brackets) opening brackets (transforms such as {{uppercase(user.name)}}); at most \(maxTransformBrackets)"
+        if let transform = listTransforms.first(where: { text.contains($0) }) {
+            return "the template uses \(transform)…), which lists a user's fields to repeat a section over; only single values are offered"
         }
         return nil
     }

@@ -257,25 +257,33 @@ struct TemplateCoreTests {
         #expect(CampaignTemplates.sectionProblem("{{#a}}{{{b}}}{{/a}}{{! c }}").map { $0.words } == nil)
     }
 
-    @Test("the parser is given only what it can take: at most 100 sections (4,000 nested ones overflowed its stack), 100 transform brackets (20,000 took 12 s) and 8 KiB; a set-delimiter tag makes every sigil count")
+    @Test("the parser is given only what it can take: at most 100 of #^$< (4,000 nested sections overflowed its stack), 100 brackets (20,000 took 12 s), 8 KiB, no list transforms (nested ones multiply); counted in the whole text, so no tag can hide")
     func bounds() throws {
         func refusal(_ text: String) -> String? {
             do { _ = try CampaignTemplates.parse(text); return nil } catch let error as CoreError { return error.message } catch { return "\(error)" }
         }
         func nested(_ count: Int) -> String { String(repeating: "{{#a}}", count: count) + "x" + String(repeating: "{{/a}}", count: count) }
         #expect(refusal(nested(100)) == nil)
-        #expect(refusal(nested(101))?.hasPrefix("the template has 101 sections") == true, "\(refusal(nested(101)) ?? "taken")")
+        #expect(refusal(nested(101))?.hasPrefix("the template has 101 section marks") == true, "\(refusal(nested(101)) ?? "taken")")
         #expect(refusal(nested(4000))?.contains("bytes; at most 8192") == true) // longer than 8 KiB first
-        #expect(refusal(String(repeating: "{{^b}}{{/b}}{{$c}}{{/c}}", count: 51))?.hasPrefix("the template has 102 sections") == true)
-        // Sigils in the words are no sections, nor is white space a tag's sigil's excuse.
-        #expect(refusal(String(repeating: "#1 $5 <b> ^ ", count: 200) + "{{user.name}}") == nil)
-        #expect(refusal(String(repeating: "{{ #a}}", count: 101))?.hasPrefix("the template has 101 sections") == true)
-        // Once the delimiters may change, every #, ^, $ and < counts.
-        #expect(refusal("{{=<% %>=}}" + String(repeating: "<%#a%>x<%/a%>", count: 60))?.contains("once the delimiters change") == true)
+        #expect(refusal(String(repeating: "{{^b}}{{/b}}{{$c}}{{/c}}", count: 51))?.hasPrefix("the template has 102 section marks") == true)
+        // The words' own marks count too, and the rule is that simple: 100 is plenty for a push.
+        #expect(refusal(String(repeating: "#1 $5 <b> ^ ", count: 25) + "{{user.name}}") == nil)
+        #expect(refusal(String(repeating: "#1 $5 <b> ^ ", count: 26) + "{{user.name}}")?.hasPrefix("the template has 104 section marks") == true)
+        // No scanner of tags can be misled: a combining mark after { makes the parser see no tag
+        // where bytes show one, and the delimiters then change unseen by a tag scanner.
+        #expect(refusal("{{\u{301}{{=< >=}}" + String(repeating: "<#>", count: 200))?.hasPrefix("the template has 401 section marks") == true)
         #expect(refusal("{{=<% %>=}}<% attributes.x %>, <% user.name %>") == nil)
         let brackets = "{{" + String(repeating: "a(", count: 101) + "x" + String(repeating: ")", count: 101) + "}}"
-        #expect(refusal(brackets)?.hasPrefix("the template's tags have 101 opening brackets") == true, "\(refusal(brackets) ?? "taken")")
-        #expect(refusal(String(repeating: "(", count: 500) + "{{user.name}}") == nil)
+        #expect(refusal(brackets)?.hasPrefix("the template has 101 opening brackets") == true, "\(refusal(brackets) ?? "taken")")
+        #expect(refusal(String(repeating: "(", count: 100) + "{{uppercased(user.name)}}")?.hasPrefix("the template has 101 opening brackets") == true)
         #expect(refusal("{{user.name}}" + String(repeating: "x", count: 8192))?.hasPrefix("the template is 8205 bytes") == true)
+        // A section over a list of the user's fields renders once per field; thirty nested, 3^30 times.
+        let listed = String(repeating: "{{#enumerated(user)}}", count: 30) + "x" + String(repeating: "{{/enumerated(user)}}", count: 30)
+        #expect(refusal(listed)?.hasPrefix("the template uses enumerated(…)") == true, "\(refusal(listed) ?? "taken")")
+        #expect(refusal("{{#sorted(attributes)}}x{{/sorted(attributes)}}")?.hasPrefix("the template uses sorted(…)") == true)
+        #expect(refusal("We sorted it out, {{uppercased(user.name)}}") == nil)
+        let templates = CampaignTemplates(campaignId: 7)
+        #expect(templates.render("Hi {{uppercased(user.name)}}", for: CampaignTemplates.Recipient(name: "ann")) == "Hi ANN")
     }
 }

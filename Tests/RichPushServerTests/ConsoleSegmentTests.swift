@@ -128,7 +128,7 @@ struct ConsoleSegmentTests {
             // 4,000 nested sections overflowed the parser's stack and killed the server: refused before it parses.
             let nested = String(repeating: "{{#a}}", count: 600) + "x" + String(repeating: "{{/a}}", count: 600)
             let (deep, _) = try await console.call(.post, "/console/api/preview", body: #"{"user":"alice","message":"\#(nested)"}"#)
-            #expect(deep.status == .unprocessableContent && deep.detail.contains("600 sections"), "\(deep.detail)")
+            #expect(deep.status == .unprocessableContent && deep.detail.contains("600 section marks"), "\(deep.detail)")
             #expect(try await s.request(.get, "/health").status == .ok)
             let (forged, _) = try await console.call(.post, "/console/api/preview", body: body, token: false)
             #expect(forged.status == .forbidden)
