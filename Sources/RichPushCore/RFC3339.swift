@@ -8,15 +8,14 @@ import Foundation
 /// Foundation's `ISO8601DateFormatter` read this before, and took more than RFC 3339 does: an
 /// offset without its colon (`+0000`) or its minutes (`+05`), anything after the zone
 /// (`…Zjunk`), a space before it, `24:00:00`, the 30th of February (as the 2nd of March), an
-/// offset of `+24:00` and digits of other scripts (`٢٠٢٦`). So a `sendAt` a client's validator
-/// would call malformed was scheduled, for a time other than the client meant (schemathesis,
-/// which checks with `rfc3339-validator`, found one accepted).
+/// offset of `+24:00` and digits of other scripts (`٢٠٢٦`), so a `sendAt` a client's validator
+/// would call malformed was scheduled for a time other than the client meant; and 35 or more
+/// digits of fraction killed the process (SIGFPE in ICU).
 ///
 /// A leap second (`:60`) is refused, as `rfc3339-validator` refuses it: a time of day on a
 /// clock that has none is not worth the surprise of reading it as the next minute's first.
 public enum RFC3339 {
-    /// The longest text read: a date-time with an offset and 30 digits of fraction is 56 bytes;
-    /// with `Z`, 64 bytes leave room for 43 digits.
+    /// The longest text read, in bytes: room for 43 digits of fraction with `Z`, 37 with an offset.
     public static let maxLength = 64
 
     /// The instant `text` names, or nil when it is not an RFC 3339 date-time.
