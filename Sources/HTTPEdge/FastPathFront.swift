@@ -299,11 +299,9 @@ final class FastPathFront<Routes: HotRoutes>: ChannelInboundHandler, RemovableCh
         context.fireChannelReadComplete()
     }
 
-    /// Writes the answer, then closes when the client asked to close: over plain TCP as its
-    /// file (one `sendfile`), where the budget has one and this connection can hold it;
-    /// otherwise as `FastPathHandler` does (`FastPath.writeHTTP1`: one `writev`). A device's
-    /// first fetch over a new connection that closes is a file too: nginx sends its files so,
-    /// and writing 50 KB from memory copied it into new socket buffers on every fetch.
+    /// Writes the answer: over plain TCP as its file (one `sendfile`), where the budget has
+    /// one and this connection can hold it; otherwise as `FastPathHandler` does
+    /// (`FastPath.writeHTTP1`: one `writev`, then the close when the client asked for it).
     private func write(_ answer: HotAnswer, start: UInt64, context: ChannelHandlerContext) {
         answered = true
         if answer.close { startClosing(context) }
@@ -321,15 +319,8 @@ final class FastPathFront<Routes: HotRoutes>: ChannelInboundHandler, RemovableCh
             if let released { context.writeAndFlush(NIOAny(ByteBuffer())).whenComplete(released) }
             return
         }
-        if released != nil || answer.close {
-            let written = context.writeAndFlush(NIOAny(IOData.fileRegion(region)))
-            if let released { written.whenComplete(released) }
-            // An answer that closes is the last: the connection closes once it is written, as
-            // `writeHTTP1` closes it (its file says `Connection: close`).
-            if answer.close {
-                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-                written.whenComplete { _ in bound.value.close(promise: nil) }
-            }
+        if let released {
+            context.writeAndFlush(NIOAny(IOData.fileRegion(region))).whenComplete(released)
         } else {
             context.writeAndFlush(NIOAny(IOData.fileRegion(region)), promise: nil)
         }

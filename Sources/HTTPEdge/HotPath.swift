@@ -90,7 +90,7 @@ public final class HotPath<Routes: HotRoutes>: Sendable {
     /// written, as the router would. Then records it (`record`).
     func writeHTTP1(_ answer: HotAnswer, through raw: ChannelHandlerContext, closing connection: ChannelHandlerContext, since start: UInt64) {
         raw.write(NIOAny(answer.head), promise: nil)
-        if answer.close { raw.write(NIOAny(connectionCloseLine), promise: nil) }
+        if answer.close { raw.write(NIOAny(connectionClose), promise: nil) }
         raw.write(NIOAny(HTTPDate.line()), promise: nil)
         if answer.close {
             let bound = NIOLoopBound(connection, eventLoop: connection.eventLoop)
@@ -101,10 +101,10 @@ public final class HotPath<Routes: HotRoutes>: Sendable {
         record(answer, since: start, EdgeMetric.memoryAnswersHTTP1)
     }
 
-    /// The answer as a file to `sendfile` over plain HTTP/1.1 (`WireFile`), `Connection: close`
-    /// in it when the answer closes; nil when it is written from memory (`writeHTTP1`).
+    /// The answer as a file to `sendfile` over plain HTTP/1.1 (`WireFile`), when one can be had
+    /// for it; nil when it is written from memory (`writeHTTP1`), as answers that close are.
     func wireFile(_ answer: HotAnswer) -> WireFile? {
-        answer.body.wireFile(answer.style, close: answer.close, date: HTTPDate.now(), budget: routes.wireBudget)
+        answer.close ? nil : answer.body.wireFile(answer.style, date: HTTPDate.now(), budget: routes.wireBudget)
     }
 
     /// HTTP/1.1 connections `FastPathFront` gave to the full pipeline (also counted in
@@ -134,4 +134,4 @@ public final class HotPath<Routes: HotRoutes>: Sendable {
 }
 
 /// The line an HTTP/1.1 answer to a client that asked to close carries.
-let connectionCloseLine = ByteBuffer(string: "Connection: close\r\n")
+private let connectionClose = ByteBuffer(string: "Connection: close\r\n")

@@ -39,10 +39,9 @@ public protocol HotBody: AnyObject, Sendable {
     func head(_ style: Int) -> ByteBuffer
     /// The same answer's headers for HTTP/2 (without `Date`).
     func fields(_ style: Int) -> HTTPFields
-    /// The whole HTTP/1.1 answer in `style` with `date` as a file to `sendfile`, saying
-    /// `Connection: close` when `close` (`WireFile.init(budget:name:head:close:date:body:)`): the
-    /// one already made this second, or a new one when `budget` has room; nil to write it from memory.
-    func wireFile(_ style: Int, close: Bool, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile?
+    /// The whole HTTP/1.1 answer in `style` with `date` as a file to `sendfile`: the one already
+    /// made this second, or a new one when `budget` has room; nil to write it from memory.
+    func wireFile(_ style: Int, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile?
 }
 
 /// An answer from memory: a body in one of its styles (how it is cached), and the route's

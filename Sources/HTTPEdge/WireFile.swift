@@ -49,19 +49,6 @@ public final class WireFile: Sendable {
         budget.keep(self)
     }
 
-    /// The file of one whole HTTP/1.1 answer made in `date`'s second: `head` (the status line and
-    /// every header but `Date`), `Connection: close` when the answer closes its connection,
-    /// `date`'s line, and `body`. Nil as for `init(budget:name:second:count:write:)`.
-    public convenience init?(budget: Budget, name: String, head: ByteBuffer, close: Bool, date: HTTPDate.Now, body: ByteBuffer) {
-        let count = head.readableBytes + (close ? connectionCloseLine.readableBytes : 0) + date.line.readableBytes + body.readableBytes
-        self.init(budget: budget, name: name, second: date.second, count: count) { file in
-            file.writeImmutableBuffer(head)
-            if close { file.writeImmutableBuffer(connectionCloseLine) }
-            file.writeImmutableBuffer(date.line)
-            file.writeImmutableBuffer(body)
-        }
-    }
-
     /// The whole file, to write on `loop`, through that loop's handle (made on its first
     /// use); nil when the budget has no descriptor for it or the system refuses one.
     func region(on loop: any EventLoop) -> FileRegion? {
@@ -186,39 +173,6 @@ public final class WireFile: Sendable {
                 let earlier = state.kept.filter { $0.second < second }
                 state.kept.removeAll { $0.second < second }
                 return earlier
-            }
-        }
-    }
-
-    /// The files of one body's answers, a slot per kind of answer (its style, and whether it
-    /// closes): in each, the file of the latest second it was asked for, made on its first use.
-    /// It does not keep them: their budget and the connections writing them do.
-    public final class Slots: Sendable {
-        private struct Latest {
-            var second = -1
-            weak var file: WireFile?
-        }
-        private let slots: NIOLockedValueBox<[Latest]>
-
-        /// `count` empty slots.
-        public init(count: Int) {
-            slots = NIOLockedValueBox(Array(repeating: Latest(), count: count))
-        }
-
-        /// The file in slot `index` for `date`'s second: the one made this second, or the one
-        /// `make` makes when none was tried yet; nil when it could not be made this second, or a
-        /// later second's is already there (a thread that read the clock just before another
-        /// made the next second's writes from memory).
-        public func file(_ index: Int, date: HTTPDate.Now, make: () -> WireFile?) -> WireFile? {
-            let latest = slots.withLockedValue { $0[index] }
-            guard date.second > latest.second else { return date.second == latest.second ? latest.file : nil }
-            // Made outside the lock (the other loops go on answering); of two made at once, the first in stays.
-            let made = make()
-            return slots.withLockedValue { slots in
-                // A file that cannot be made is not tried again within the second.
-                if slots[index].second >= date.second { return slots[index].second == date.second ? slots[index].file : nil }
-                slots[index] = Latest(second: date.second, file: made)
-                return made
             }
         }
     }

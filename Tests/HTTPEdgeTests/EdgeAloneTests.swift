@@ -113,8 +113,15 @@ final class StaticBody: HotBody {
     private let name: String
     /// The status line and headers but `Date`, each line ending in CRLF.
     private let encodedHead: ByteBuffer
-    /// The files of the latest second, one for answers that keep the connection and one for those that close it.
-    private let files = WireFile.Slots(count: 2)
+    /// The file of the latest second one was made for; not kept here (the budget and the
+    /// connections writing it keep it).
+    private let latest = NIOLockedValueBox(Latest())
+
+    /// A second, and the file made for it while anything still keeps that file.
+    private struct Latest {
+        var second = -1
+        weak var file: WireFile?
+    }
 
     /// The body `text`, whose files are named after `name`.
     init(name: String, text: String) {
@@ -129,9 +136,21 @@ final class StaticBody: HotBody {
         [.contentType: "text/plain", .contentLength: "\(bytes.readableBytes)"]
     }
 
-    func wireFile(_ style: Int, close: Bool, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
-        files.file(close ? 1 : 0, date: date) {
-            WireFile(budget: budget, name: name, head: encodedHead, close: close, date: date, body: bytes)
+    func wireFile(_ style: Int, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
+        let current = latest.withLockedValue { $0 }
+        guard date.second > current.second else { return date.second == current.second ? current.file : nil }
+        let (head, body) = (encodedHead, bytes)
+        let made = WireFile(budget: budget, name: name, second: date.second,
+                            count: head.readableBytes + date.line.readableBytes + body.readableBytes) { file in
+            file.writeImmutableBuffer(head)
+            file.writeImmutableBuffer(date.line)
+            file.writeImmutableBuffer(body)
+        }
+        return latest.withLockedValue { state in
+            // Of two made at once, the first in stays.
+            if state.second >= date.second { return state.second == date.second ? state.file : nil }
+            state = Latest(second: date.second, file: made)
+            return made
         }
     }
 }

@@ -73,51 +73,6 @@ struct WireFileTests {
         }
     }
 
-    /// The contents of every memory file for blob `hex` this process has open.
-    static func fileContents(_ hex: String) -> [[UInt8]] {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return entries.compactMap { entry in
-            let path = "/proc/self/fd/\(entry)"
-            guard (try? FileManager.default.destinationOfSymbolicLink(atPath: path))?.contains("memfd:richpush \(hex)") == true else { return nil }
-            return FileManager.default.contents(atPath: path).map { Array($0) }
-        }
-    }
-
-    @Test("a first fetch over a connection that closes (Connection: close) is sent as a file of its own: byte for byte that file, saying Connection: close once, then the server closes; a keep-alive answer's file says nothing of it")
-    func closingAnswersAsFiles() async throws {
-        try await TestServer.run(engine: .embedded, { $0.publicMedia = true }) { s in
-            let (png, id, port, get) = try await Self.cachedImage(side: 48, on: s)
-            let closing = get.replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n")
-            // A file is kept for its second and the next: on a slow machine the look may miss
-            // it, and the next fetch (a new second's file) is looked for again.
-            var found: (answer: [UInt8], files: [[UInt8]])?
-            for _ in 0..<5 where found == nil {
-                let outcome = try await onOwnThread { () throws -> (answer: [UInt8], files: [[UInt8]]) in
-                    let fd = try connectTo(port: port)
-                    defer { close(fd) }
-                    sendAll(fd, Array(closing.utf8))
-                    // Until the server closes: nothing follows the answer.
-                    return (receiveAllBytes(fd), Self.fileContents(id))
-                }
-                if outcome.files.contains(outcome.answer) { found = outcome }
-            }
-            let outcome = try #require(found, "no memory file for the blob held the answer that closed its connection")
-            let answer = try #require(splitResponses(outcome.answer).first)
-            #expect(answer.head.hasPrefix("HTTP/1.1 200 OK") && answer.body == png)
-            #expect(answer.head.components(separatedBy: "\r\nConnection: close").count == 2, "\(answer.head)")
-            #expect(splitResponses(outcome.answer).count == 1)
-            // The keep-alive answer of the same second comes from a file without the line.
-            let kept = try await onOwnThread { () throws -> (head: String, files: [[UInt8]]) in
-                let fd = try connectTo(port: port)
-                defer { close(fd) }
-                let answer = exchange(fd, get)
-                return (answer.head, Self.fileContents(id))
-            }
-            #expect(!kept.head.contains("Connection:"))
-            #expect(kept.files.contains { !String(decoding: $0.prefix(600), as: UTF8.self).contains("Connection:") })
-        }
-    }
-
     @Test("many connections on both event loops fetch one blob at once: every answer is whole (each loop writes the shared file through its own handle)")
     func concurrentLoops() async throws {
         try await TestServer.run(engine: .embedded, { $0.publicMedia = true; $0.eventLoopThreads = 2 }) { s in

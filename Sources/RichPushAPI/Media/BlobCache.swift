@@ -24,8 +24,15 @@ final class ServedBlob: Sendable {
     /// `Date`, encoded once as NIO's HTTP/1.1 encoder would (the router's headers plus `Server`),
     /// by `Caching`.
     private let heads: [ByteBuffer]
-    /// The answers over plain HTTP/1.1 as files (`WireFile`), by `Caching` and whether they close.
-    private let wireFiles = WireFile.Slots(count: Caching.allCases.count * 2)
+    /// The answers over plain HTTP/1.1 as files (`WireFile`), by `Caching`: the one of the
+    /// latest second it was asked for, made on its first use. Not kept by the blob: its budget
+    /// and the connections writing it keep it (nil when it could not be made, or is let go).
+    private let wireFiles = NIOLockedValueBox<[LatestWireFile]>(Array(repeating: LatestWireFile(), count: Caching.allCases.count))
+
+    private struct LatestWireFile {
+        var second = -1
+        weak var file: WireFile?
+    }
 
     static let cacheControls = Caching.allCases.map(\.cacheControl)
 
@@ -69,13 +76,27 @@ final class ServedBlob: Sendable {
     /// The encoded head of a 200 cached as `caching`, without `Date`.
     func head(_ caching: Caching) -> ByteBuffer { heads[caching.rawValue] }
 
-    /// The whole answer cached as `caching` with `date` (the second's `HTTPDate`) as a file,
-    /// saying `Connection: close` when `close`: the one already made this second, or a new one
-    /// when `budget` has room for it; nil when it has none (or the file cannot be made), and the
-    /// answer is written from memory.
-    func wireFile(_ caching: Caching, close: Bool, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
-        wireFiles.file(caching.rawValue * 2 + (close ? 1 : 0), date: date) {
-            WireFile(budget: budget, name: id.hex, head: head(caching), close: close, date: date, body: bytes)
+    /// The whole answer cached as `caching` with `date` (the second's `HTTPDate`) as a file:
+    /// the one already made this second, or a new one when `budget` has room for it; nil when
+    /// it has none (or the file cannot be made), and the answer is written from memory.
+    func wireFile(_ caching: Caching, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
+        let index = caching.rawValue
+        // A thread that read the clock just before another made the next second's file writes from memory.
+        let latest = wireFiles.withLockedValue { $0[index] }
+        guard date.second > latest.second else { return date.second == latest.second ? latest.file : nil }
+        // Made outside the lock (the other loops go on answering); of two made at once, the first in stays.
+        let head = head(caching)
+        let made = WireFile(budget: budget, name: id.hex, second: date.second,
+                            count: head.readableBytes + date.line.readableBytes + bytes.readableBytes) { answer in
+            answer.writeImmutableBuffer(head)
+            answer.writeImmutableBuffer(date.line)
+            answer.writeImmutableBuffer(bytes)
+        }
+        return wireFiles.withLockedValue { files in
+            // A file that cannot be made is not tried again within the second.
+            if files[index].second >= date.second { return files[index].second == date.second ? files[index].file : nil }
+            files[index] = LatestWireFile(second: date.second, file: made)
+            return made
         }
     }
 }
@@ -86,8 +107,8 @@ extension ServedBlob: HotBody {
 
     func fields(_ style: Int) -> HTTPFields { fullHeaders[Self.cacheControls[style]] ?? [:] }
 
-    func wireFile(_ style: Int, close: Bool, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
-        wireFile(Caching(rawValue: style) ?? .private, close: close, date: date, budget: budget)
+    func wireFile(_ style: Int, date: HTTPDate.Now, budget: WireFile.Budget) -> WireFile? {
+        wireFile(Caching(rawValue: style) ?? .private, date: date, budget: budget)
     }
 }
 
