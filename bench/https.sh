@@ -31,6 +31,9 @@
 #    offers no session: a phone's very first fetch), unlike wrk's resumptions in 3.
 # 7. The fetch storm over HTTP/2: STORM fetches (default 10,000) over 500 new TLS connections at
 #    once, by h2load (-c500 -n STORM) and by richpush-bench (--connections 500 --requests STORM).
+#    Beside h2load's rate, the server's CPU per fetch during it (nginx's worker, or `serve`; user +
+#    system from /proc; its ratio nginx / richpush): this shared machine moves it less than the
+#    rate. Two STORM sizes split it into a connection's cost and a request's (BENCHMARKS.md).
 #
 # RichPush runs one event loop (as bench/http.sh), matching nginx's single worker: on 2 cores
 # the load generator needs the other one.
@@ -119,10 +122,17 @@ newrb() { # NAME BASE PATHS -> "name fetches/s", a full handshake each
     "$bench" --threads 1 --connections 32 --new-connection --requests "$fresh" --ca "$work/cert.pem" --urls "$3" --json "$2" | rbjson "$1"
 }
 storm=${STORM:-10000}
-storm() { # NAME URL -> "name fetches/s": h2load's, then richpush-bench's line
+# CPU (user + system, clock ticks) of process PID so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+tck=$(getconf CLK_TCK)
+storm() { # NAME URL PID -> "name fetches/s µs-of-PID's-CPU-per-fetch": h2load's, then richpush-bench's line
+    local c0 c1
+    c0=$(cpu_ticks "$3")
     h2load -c500 -n "$storm" "$2" | awk -v name="$1" '
         /^finished in/ { gsub(/,/, ""); rps = $4 } /^requests:/ { failed = $10; errored = $12 }
-        END { if (failed + errored > 0) print "h2load: " failed " failed, " errored " errored" > "/dev/stderr"; printf "%s %.0f\n", name, rps }'
+        END { if (failed + errored > 0) print "h2load: " failed " failed, " errored " errored" > "/dev/stderr"; printf "%s %.0f", name, rps }'
+    c1=$(cpu_ticks "$3")
+    echo " $(( (c1 - c0) * 1000000 / tck / storm ))"
     "$bench" --threads 1 --connections 500 --http2 --requests "$storm" --ca "$work/cert.pem" --json "$2" | rbjson "rb$1"
 }
 
@@ -142,7 +152,7 @@ for round in $(seq 1 "$rounds"); do
             h2rb "h2rb-$who" "$url" | tee -a "$results" >&2
             newrb "newrb-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
         fi
-        storm "storm-$who" "$url" | tee -a "$results" >&2
+        storm "storm-$who" "$url" "$([ $who = nginx ] && pgrep -P "$nginx_pid" | head -1 || echo "$rp_pid")" | tee -a "$results" >&2
     done
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -159,6 +169,7 @@ if [ "${STORM_ONLY:-}" != 1 ]; then
     printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection, full handshake (rb)" "$(col newrb-nginx 2)" "$(col newrb-richpush 2)" "$(echo "$(col newrb-richpush 2) / $(col newrb-nginx 2)" | bc -l)"
 fi
 printf '%-44s %10.0f %10.0f %7.2f\n' "storm: $storm over 500 new h2 conns, h2load" "$(col storm-nginx 2)" "$(col storm-richpush 2)" "$(echo "$(col storm-richpush 2) / $(col storm-nginx 2)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "the same, the server's CPU µs a fetch" "$(col storm-nginx 3)" "$(col storm-richpush 3)" "$(echo "$(col storm-nginx 3) / $(col storm-richpush 3)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "the same storm, richpush-bench" "$(col rbstorm-nginx 2)" "$(col rbstorm-richpush 2)" "$(echo "$(col rbstorm-richpush 2) / $(col rbstorm-nginx 2)" | bc -l)"
 [ "${STORM_ONLY:-}" = 1 ] || h2pair="HTTP/2 -c32 -m10: nginx $(echo "$(col h2rb-nginx 2) / $(col h2-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col h2rb-richpush 2) / $(col h2-richpush 2)" | bc -l | cut -c1-5); "
 echo "load tools beside each other (the same server, same run): richpush-bench / h2load, ${h2pair:-}storm: nginx $(echo "$(col rbstorm-nginx 2) / $(col storm-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col rbstorm-richpush 2) / $(col storm-richpush 2)" | bc -l | cut -c1-5)"

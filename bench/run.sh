@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark, one table: builds release, installs nginx-light / wrk / nghttp2-client when
-# missing, runs ingest vs its floor, image GETs vs nginx, push fan-out vs h2load, and
+# missing, runs ingest vs its floor, image GETs vs nginx (keep-alive, and the CPU of a fetch over
+# a new connection: bench/fetch-cpu.sh), push fan-out vs h2load, and
 # a campaign to 10,000 devices and its first fetches (bench/broadcast.sh), blobs in S3 vs
 # files (bench/s3.sh), the PostgreSQL outbox vs SQLite's (bench/engines.sh), HTTPS vs nginx
 # (bench/https.sh), the engines stopped and frozen under a server (bench/faults.sh),
@@ -22,6 +23,7 @@ out=$(realpath -m "${BENCH_WORK:-bench/work}")/run
 mkdir -p "$out"
 bench/ingest.sh "$rounds" > "$out/ingest.txt"
 bench/http.sh "$rounds" "$seconds" > "$out/http.txt"
+bench/fetch-cpu.sh "$rounds" > "$out/fetch-cpu.txt"
 bench/fanout.sh "$rounds" 2000 > "$out/fanout.txt"
 bench/broadcast.sh 3 10000 > "$out/broadcast.txt"
 bench/s3.sh 3 5 > "$out/s3.txt"
@@ -33,4 +35,4 @@ bench/million.sh "${million[@]}" 2>&1 | grep -E "^(sqlite|postgres): " > "$out/m
 bench/dry-run.sh 10000 > "$out/dry-run.txt"
 bench/traces.sh 10000 3 > "$out/traces.txt"
 echo "# RichPush benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2}')"
-for part in ingest http fanout broadcast s3 engines https faults loadtool million dry-run traces; do echo; cat "$out/$part.txt"; done
+for part in ingest http fetch-cpu fanout broadcast s3 engines https faults loadtool million dry-run traces; do echo; cat "$out/$part.txt"; done
