@@ -71,7 +71,6 @@ start_serve() { # ENGINE
     echo "serve ($1) did not start" >&2; return 1
 }
 stop_serve() { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 postgres_ticks() { local t=0 p; for p in $(pgrep -u postgres -f "postgres: richpush richpush" || true); do t=$((t + $(cpu_ticks "$p" 2>/dev/null || echo 0))); done; echo $t; }
 
 # campaign: posts a silent campaign to everyone and prints the seconds until all N are sent.

@@ -39,16 +39,15 @@ id=$(sha256sum media/logo.png | cut -c1-64)
 size=$(stat -c %s media/logo.png)
 awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) print "/p/" i }' > "$work/nginx.txt"
 awk -v n="$n" -v p="/media/$id" 'BEGIN { for (i = 0; i < n; i++) print p }' > "$work/richpush.txt"
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 # run INDEX: one wrk run against server INDEX -> "name fetches/s µs-per-fetch"
 run() {
     local i=$1 paths c0 c1 rps
     paths=$([ "$i" = 0 ] && echo "$work/nginx.txt" || echo "$work/richpush.txt")
-    c0=$(cpu "${pids[$i]}")
+    c0=$(cpu_ticks "${pids[$i]}")
     rps=$(WRK_PATHS=$paths WRK_BODY_BYTES=$size wrk -t1 -c32 -d120s -s "$repo/bench/paths.lua" "http://127.0.0.1:${ports[$i]}" |
         awk '/^paths:/ { if ($6 > 0) { print "answers not a 200 of the image: " $6 > "/dev/stderr"; exit 1 } } /^Fetches\/sec:/ { print $2 }')
-    c1=$(cpu "${pids[$i]}")
+    c1=$(cpu_ticks "${pids[$i]}")
     echo "${names[$i]} $rps $(( (c1 - c0) * 1000000 / tck / n ))"
 }
 for i in "${!pids[@]}"; do [ "$i" = 0 ] || run "$i" > /dev/null; done   # warm each cache

@@ -122,8 +122,6 @@ newrb() { # NAME BASE PATHS -> "name fetches/s", a full handshake each
     "$bench" --threads 1 --connections 32 --new-connection --requests "$fresh" --ca "$work/cert.pem" --urls "$3" --json "$2" | rbjson "$1"
 }
 storm=${STORM:-10000}
-# CPU (user + system, clock ticks) of process PID so far.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 storm() { # NAME URL PID -> "name fetches/s µs-of-PID's-CPU-per-fetch": h2load's, then richpush-bench's line
     local c0 c1

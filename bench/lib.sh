@@ -54,6 +54,9 @@ ensure_photos() {
 # now: the time in seconds, with nanoseconds (for bc).
 now() { date +%s.%N; }
 
+# cpu_ticks PID: the CPU process PID has used so far (user + system, clock ticks: getconf CLK_TCK a second).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
 # median VALUE...: the median of the values given (the mean of the two middle ones for an even count).
 median_of() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 

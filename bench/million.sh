@@ -82,7 +82,6 @@ size_of() { # ENGINE SIZE -> bytes
         "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d "$(dbname_of "$@")" -tAc "CHECKPOINT; SELECT pg_database_size('$(dbname_of "$@")')" | tail -1
     fi
 }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 # pg_ticks: the PostgreSQL cluster's CPU so far: its live processes, and the backends that ended
 # (the postmaster's reaped children).

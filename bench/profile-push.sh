@@ -62,7 +62,6 @@ serve_pid=$!
 for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
 curl -fs -u "admin:$password" "http://127.0.0.1:$port/api/admin/campaigns" >/dev/null
 hz=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 per_push() { python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / int(sys.argv[4])))' "$1" "$2" "$hz" "$n"; }
 pg_ticks() { echo 0; }
 if [ "$engine" = postgres ]; then

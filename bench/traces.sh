@@ -55,7 +55,6 @@ for v in $variants; do
     curl -fs -u admin:admin-password "http://127.0.0.1:${node_port[$v]}/api/admin/campaigns" >/dev/null  # bcrypt once, before timing
 done
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # campaign VARIANT: one alert campaign to all N; prints "pushes/s µs-per-push".
 campaign() {
     local v=$1 c0 out
