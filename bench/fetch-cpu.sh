@@ -25,14 +25,17 @@ if [ -z "${BINS:-}" ]; then
 fi
 rm -rf "$work" && mkdir -p "$work"
 
-start_nginx "$work/nginx" $nginx_port media/logo.png "location /p/ { try_files /logo.png =404; }"
-pids=("$(pgrep -P "$nginx_pid")") ports=($nginx_port) names=(nginx)
+pids=() ports=() names=() nginx_pid=
 trap 'kill "${pids[@]:1}" $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+start_nginx "$work/nginx" $nginx_port media/logo.png "location /p/ { try_files /logo.png =404; }"
+worker=$(pgrep -P "$nginx_pid")   # its one worker, which serves (fails the script if there is none)
+pids=("$worker") ports=($nginx_port) names=(nginx)
 port=$first_port
 for bin in $BINS; do
     "$bin" serve --data "$work/data-$port" --port $port --public-media --log-level warning --threads 1 2> "$work/serve-$port.log" &
     pids+=($!) ports+=($port) names+=("$(basename "$bin")")
     for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+    curl -fs "http://127.0.0.1:$port/health" >/dev/null || { echo "$bin did not start (see $work/serve-$port.log)" >&2; exit 1; }
     port=$((port + 1))
 done
 id=$(sha256sum media/logo.png | cut -c1-64)
@@ -46,13 +49,20 @@ run() {
     paths=$([ "$i" = 0 ] && echo "$work/nginx.txt" || echo "$work/richpush.txt")
     c0=$(cpu_ticks "${pids[$i]}")
     rps=$(WRK_PATHS=$paths WRK_BODY_BYTES=$size wrk -t1 -c32 -d120s -s "$repo/bench/paths.lua" "http://127.0.0.1:${ports[$i]}" |
-        awk '/^paths:/ { if ($6 > 0) { print "answers not a 200 of the image: " $6 > "/dev/stderr"; exit 1 } } /^Fetches\/sec:/ { print $2 }')
+        awk -v n="$n" '/^paths:/ { if ($4 != n || $6 > 0) { print "not every fetch a 200 of the image: " $4 " of " n " were, " $6 " were not" > "/dev/stderr"; exit 1 } }
+                       /^Fetches\/sec:/ { print $2 }')
     c1=$(cpu_ticks "${pids[$i]}")
     echo "${names[$i]} $rps $(( (c1 - c0) * 1000000 / tck / n ))"
 }
-for i in "${!pids[@]}"; do [ "$i" = 0 ] || run "$i" > /dev/null; done   # warm each cache
+for i in "${!pids[@]}"; do
+    if [ "$i" != 0 ]; then run "$i" > /dev/null; fi   # warm each cache
+done
+# The order turns each round: server k runs at place (k + round) mod count.
+count=${#pids[@]}
 for round in $(seq 1 "$rounds"); do
-    for i in "${!pids[@]}"; do run "$i" | tee -a "$work/results.txt"; done
+    for place in $(seq 0 $((count - 1))); do
+        run $(( (place + round) % count )) | tee -a "$work/results.txt" >&2
+    done
 done
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 printf '%-24s %12s %14s\n' "medians of $rounds rounds" "fetches/s" "CPU µs/fetch"

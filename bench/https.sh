@@ -63,6 +63,7 @@ start_nginx "$work/nginx" 18492 media/logo.png "listen 127.0.0.1:$nginx_port ssl
     --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" 2> "$work/serve.log" &
 rp_pid=$!
 trap 'kill $rp_pid $nginx_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+nginx_worker=$(pgrep -P "$nginx_pid")   # its one worker, whose CPU a storm is measured by
 for _ in $(seq 1 100); do curl -fs --cacert "$work/cert.pem" "https://127.0.0.1:$rp_port/health" >/dev/null && break; sleep 0.1; done
 id=$(sha256sum media/logo.png | cut -c1-64)
 size=$(stat -c %s media/logo.png)
@@ -150,7 +151,7 @@ for round in $(seq 1 "$rounds"); do
             h2rb "h2rb-$who" "$url" | tee -a "$results" >&2
             newrb "newrb-$who" "$base" "$work/$who-paths.txt" | tee -a "$results" >&2
         fi
-        storm "storm-$who" "$url" "$([ $who = nginx ] && pgrep -P "$nginx_pid" | head -1 || echo "$rp_pid")" | tee -a "$results" >&2
+        storm "storm-$who" "$url" "$([ $who = nginx ] && echo "$nginx_worker" || echo "$rp_pid")" | tee -a "$results" >&2
     done
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -167,7 +168,7 @@ if [ "${STORM_ONLY:-}" != 1 ]; then
     printf '%-44s %10.0f %10.0f %7.2f\n' "new TLS connection, full handshake (rb)" "$(col newrb-nginx 2)" "$(col newrb-richpush 2)" "$(echo "$(col newrb-richpush 2) / $(col newrb-nginx 2)" | bc -l)"
 fi
 printf '%-44s %10.0f %10.0f %7.2f\n' "storm: $storm over 500 new h2 conns, h2load" "$(col storm-nginx 2)" "$(col storm-richpush 2)" "$(echo "$(col storm-richpush 2) / $(col storm-nginx 2)" | bc -l)"
-printf '%-44s %10.0f %10.0f %7.2f\n' "the same, the server's CPU µs a fetch" "$(col storm-nginx 3)" "$(col storm-richpush 3)" "$(echo "$(col storm-nginx 3) / $(col storm-richpush 3)" | bc -l)"
+printf '%-44s %10.0f %10.0f %7.2f\n' "the same, server CPU µs a fetch (nginx/rp)" "$(col storm-nginx 3)" "$(col storm-richpush 3)" "$(echo "$(col storm-nginx 3) / $(col storm-richpush 3)" | bc -l)"
 printf '%-44s %10.0f %10.0f %7.2f\n' "the same storm, richpush-bench" "$(col rbstorm-nginx 2)" "$(col rbstorm-richpush 2)" "$(echo "$(col rbstorm-richpush 2) / $(col rbstorm-nginx 2)" | bc -l)"
 [ "${STORM_ONLY:-}" = 1 ] || h2pair="HTTP/2 -c32 -m10: nginx $(echo "$(col h2rb-nginx 2) / $(col h2-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col h2rb-richpush 2) / $(col h2-richpush 2)" | bc -l | cut -c1-5); "
 echo "load tools beside each other (the same server, same run): richpush-bench / h2load, ${h2pair:-}storm: nginx $(echo "$(col rbstorm-nginx 2) / $(col storm-nginx 2)" | bc -l | cut -c1-5), richpush $(echo "$(col rbstorm-richpush 2) / $(col storm-richpush 2)" | bc -l | cut -c1-5)"
