@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # CPU per first fetch (issue #51): N fetches of media/logo.png (~50 KB), each over a new plain
 # HTTP connection that asks to close (wrk -t1 -c32 with bench/paths.lua, as a broadcast's phones
-# fetch), served by nginx (one worker, sendfile) and by one or more `richpush serve` binaries
-# (`--public-media`, one event loop), in turn, ROUNDS times. For each run it prints the rate and
-# the server's CPU per fetch (user + system, from /proc): on this shared 2-core machine the CPU
-# a fetch costs moves less from run to run than the rate, which wrk's own core bounds for nginx.
+# fetch), served by nginx (one worker, sendfile), by the Swift floor (bench/fetch-floor.swift:
+# epoll, one read, one sendfile, close, nothing else) and by one or more `richpush serve`
+# binaries (`--public-media`, one event loop), in turn (the order turning each round), ROUNDS
+# times. For each run it prints the rate and the server's CPU per fetch (user + system, from
+# /proc): on this shared 2-core machine the CPU a fetch costs moves less from run to run than
+# the rate, which wrk's own core bounds for nginx.
 #
 # Usage: bench/fetch-cpu.sh [ROUNDS] [N]   (env BINS="a b": richpush binaries to compare, each
 #        named by its file name, so give them different ones; by default this checkout's release
@@ -30,7 +32,13 @@ trap 'kill "${pids[@]:1}" $nginx_pid 2>/dev/null || true; wait 2>/dev/null || tr
 start_nginx "$work/nginx" $nginx_port media/logo.png "location /p/ { try_files /logo.png =404; }"
 worker=$(pgrep -P "$nginx_pid")   # its one worker, which serves (fails the script if there is none)
 pids=("$worker") ports=($nginx_port) names=(nginx)
+# The floor: the least a Swift process spends on such a fetch (bench/fetch-floor.swift).
+swiftc -O -import-objc-header bench/fetch-floor.h bench/fetch-floor.swift -o "$work/fetch-floor"
 port=$first_port
+"$work/fetch-floor" $port media/logo.png 2> "$work/floor.log" &
+pids+=($!) ports+=($port) names+=(swift-floor)
+for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+port=$((port + 1))
 for bin in $BINS; do
     "$bin" serve --data "$work/data-$port" --port $port --public-media --log-level warning --threads 1 2> "$work/serve-$port.log" &
     pids+=($!) ports+=($port) names+=("$(basename "$bin")")
