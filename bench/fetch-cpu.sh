@@ -72,9 +72,10 @@ for round in $(seq 1 "$rounds"); do
         run $(( (place + round) % count )) | tee -a "$work/results.txt" >&2
     done
 done
-median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+# column K N: column N of server K's runs (bench/lib.sh's median_of takes them as arguments).
+column() { awk -v k="$1" -v c="$2" '$1 == k { print $c }' "$work/results.txt"; }
 printf '%-24s %12s %14s\n' "medians of $rounds rounds" "fetches/s" "CPU µs/fetch"
-for i in "${!pids[@]}"; do
-    printf '%-24s %12.0f %14.1f\n' "${names[$i]}" "$(awk -v k="${names[$i]}" '$1 == k { print $2 }' "$work/results.txt" | median)" \
-        "$(awk -v k="${names[$i]}" '$1 == k { print $3 }' "$work/results.txt" | median)"
+for name in "${names[@]}"; do
+    # shellcheck disable=SC2046 # one value per word
+    printf '%-24s %12.0f %14.1f\n' "$name" "$(median_of $(column "$name" 2))" "$(median_of $(column "$name" 3))"
 done

@@ -47,6 +47,7 @@ _ = floor_epoll_add(epoll, listener, UInt32(EPOLLIN.rawValue))
 
 var ready = [Int32](repeating: 0, count: 64)
 var request = [UInt8](repeating: 0, count: 8_192)
+let headEnd: [UInt8] = [13, 10, 13, 10]
 while true {
     let count = floor_epoll_wait(epoll, &ready)
     for index in 0..<max(0, Int(count)) {
@@ -59,7 +60,6 @@ while true {
             continue
         }
         let read = Glibc.read(fd, &request, request.count)
-        let headEnd: [UInt8] = [13, 10, 13, 10]
         if read >= 18, request[0] == UInt8(ascii: "G"), request[read - 4..<read].elementsEqual(headEnd) {
             var offset = 0
             _ = sendfile(fd, memory, &offset, answer.count)
