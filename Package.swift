@@ -190,6 +190,7 @@ let package = Package(
         .target(
             name: "HTTPEdge",
             dependencies: [
+                "CEpoll",
                 "CMemoryFile",
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

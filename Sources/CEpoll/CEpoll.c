@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <time.h>
 
 int cepoll_create(void) {
@@ -15,6 +16,14 @@ int cepoll_create(void) {
 int cepoll_set(int epfd, int fd, int add, uint32_t events, uint64_t data) {
     struct epoll_event event = { .events = events, .data.u64 = data };
     return epoll_ctl(epfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &event);
+}
+
+int cepoll_remove(int epfd, int fd) {
+    return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+int cepoll_accept(int fd) {
+    return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
 enum { BATCH = 256 };

@@ -70,8 +70,12 @@ enum AcceptedConnection: Sendable {
 /// Hummingbird's own `handleHTTP`, exactly as before. A connection the fast path answers and
 /// closes never leaves its event loop, and never has more than the one handler.
 ///
-/// Graceful shutdown is Hummingbird's: NIO's quiescing helper closes the listening socket,
-/// asks every connection to finish, and the service returns when the last one has closed.
+/// Over plain HTTP, NIO does not accept: `RawFront`'s threads do, answer the first fetches that
+/// ask to close themselves, and give every other connection to NIO with what they read
+/// (`AdoptedConnections`), where it starts at `FastPathFront` as above.
+///
+/// Graceful shutdown closes the listening socket, asks every connection to finish, and the
+/// service returns when the last one has closed (over HTTPS with NIO's quiescing helper).
 public struct HTTPListener<Routes: HotRoutes>: Service {
     let channel: FastPathHTTP1Channel<Routes>
     /// HTTPS: TLS in front, then HTTP/2 or HTTP/1.1 as the client chose by ALPN.
@@ -103,63 +107,22 @@ public struct HTTPListener<Routes: HotRoutes>: Service {
 
     public func run() async throws {
         let (connections, handedOff) = AsyncStream.makeStream(of: AcceptedConnection.self)
-        let tls = self.tls
-        let http2 = self.http2
-        let quiescing = ServerQuiescingHelper(group: eventLoopGroup)
         let childChannel = channel
         let logger = logger
-        let maxConnections = maxConnections
         let readIdle = TimeAmount(childChannel.idleTimeout)
-        let server: any Channel
-        do {
-            server = try await ServerBootstrap(group: eventLoopGroup)
-                .serverChannelOption(ChannelOptions.backlog, value: numericCast(backlog))
-                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-                .serverChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(
-                            AvailableConnectionsChannelHandler(delegate: MaximumAvailableConnections(maxConnections)))
-                        try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
-                    }
-                }
-                .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-                .childChannelInitializer { channel in
-                    // HTTP/1.1: the front answers what it can; the full pipeline (the fast path's
-                    // handler, the router behind it) is built when a request needs it.
-                    @Sendable func fullPipeline(_ channel: any Channel) throws {
-                        try childChannel.configure(channel, logger: logger)
-                        try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
-                    }
-                    // Over plain TCP its answers go out as files, with sendfile(2); TLS must encrypt them.
-                    @Sendable func http1(_ channel: any Channel, plain: Bool) throws {
-                        try channel.pipeline.syncOperations.addHandler(FastPathFront(fastPath: childChannel.fastPath, idleTimeout: readIdle,
-                                                                                     wireFiles: plain, buildPipeline: fullPipeline))
-                    }
-                    return channel.eventLoop.makeCompletedFuture {
-                        guard let tls else { return try http1(channel, plain: true) }
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
-                        try channel.pipeline.syncOperations.addHandler(TLSCloseWithoutWaiting(wait: tls.closeNotifyWait))
-                        try channel.pipeline.syncOperations.addHandler(TLSHandshakeDeadline(timeout: tls.handshakeTimeout))
-                        try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
-                            if case .negotiated("h2") = result {
-                                // Hummingbird's idle close waits for the client to answer a PING: a
-                                // connection from which nothing is read for the idle timeout closes here.
-                                return channel.eventLoop.makeCompletedFuture {
-                                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readIdle))
-                                    try channel.pipeline.syncOperations.addHandler(CloseWhenReadIdle())
-                                    try http2.configure(channel, logger: logger) { handedOff.yield(.http2Stream($0)) }
-                                }
-                            }
-                            return channel.eventLoop.makeCompletedFuture { try http1(channel, plain: false) }
-                        })
-                    }
-                }
-                .bind(host: host, port: port).get()
-        } catch let error as IOError {
-            // The address is taken, or not this machine's: say which, and stop (the service
-            // group then stops the others).
-            throw ListenError(host: host, port: port, reason: error.description)
+        // HTTP/1.1: the front answers what it can; the full pipeline (the fast path's handler,
+        // the router behind it) is built when a request needs it.
+        @Sendable func fullPipeline(_ channel: any Channel) throws {
+            try childChannel.configure(channel, logger: logger)
+            try channel.pipeline.syncOperations.addHandler(Handoff { handedOff.yield(.http1($0)) })
         }
+        // Over plain TCP its answers go out as files, with sendfile(2); TLS must encrypt them.
+        @Sendable func http1(_ channel: any Channel, plain: Bool) throws {
+            try channel.pipeline.syncOperations.addHandler(FastPathFront(fastPath: childChannel.fastPath, idleTimeout: readIdle,
+                                                                         wireFiles: plain, buildPipeline: fullPipeline))
+        }
+        let listening = try await tls == nil ? listenPlain(http1: http1) : listenTLS(http1: http1, handedOff: handedOff)
+        let server = listening.server
         logger.info("Server started and listening on \(tls == nil ? "" : "https://")\(host):\(server.localAddress?.port ?? port)")
 
         await withTaskCancellationHandler {
@@ -177,14 +140,130 @@ public struct HTTPListener<Routes: HotRoutes>: Service {
                     }
                 }
             } onGracefulShutdown: {
-                let done = server.eventLoop.makePromise(of: Void.self)
-                done.futureResult.whenComplete { _ in handedOff.finish() }
-                quiescing.initiateShutdown(promise: done)
+                listening.shutDown { handedOff.finish() }
             }
         } onCancel: {
-            server.close(promise: nil)
+            listening.cancel()
             handedOff.finish()
         }
+        // No thread of the listener's outlives it, however it stopped.
+        await listening.stopped()
+    }
+
+    /// What is listening, and how it stops.
+    struct Listening: Sendable {
+        /// NIO's server channel (for plain HTTP, one that holds the listening socket without accepting).
+        let server: any Channel
+        /// Stops accepting, asks every connection to finish, and calls its argument once all have closed.
+        let shutDown: @Sendable (_ done: @escaping @Sendable () -> Void) -> Void
+        /// Stops at once.
+        let cancel: @Sendable () -> Void
+        /// Returns once the listener's own threads have ended (after `shutDown` or `cancel`).
+        let stopped: @Sendable () async -> Void
+    }
+
+    /// Plain HTTP/1.1: `RawFront` accepts every connection and answers the first fetches it
+    /// can; NIO serves the rest through `http1`. NIO's server channel holds a copy of the
+    /// listening socket, for its address, and never accepts from it.
+    private func listenPlain(http1: @escaping @Sendable (any Channel, Bool) throws -> Void) async throws -> Listening {
+        let socket = try RawListeningSocket(host: host, port: port, backlog: backlog)
+        var bound: (any Channel)?
+        do {
+            bound = try await ServerBootstrap(group: eventLoopGroup)
+                .serverChannelOption(ChannelOptions.autoRead, value: false)
+                .serverChannelOption(ChannelOptions.backlog, value: numericCast(backlog))
+                .withBoundSocket(try socket.copy()).get()
+            try socket.listen() // again: NIO listened on its copy with its own backlog
+        } catch {
+            bound?.close(promise: nil)
+            socket.close()
+            if let error = error as? ListenError { throw error }
+            throw ListenError(host: host, port: port, reason: "\(error)")
+        }
+        guard let server = bound else { preconditionFailure("bound without a channel") }
+        let count = ConnectionCount(limit: maxConnections)
+        let adopted = AdoptedConnections(count: count, group: eventLoopGroup, idleTimeout: TimeAmount(channel.idleTimeout))
+        let front = RawFront(listening: socket.descriptor, fastPath: channel.fastPath, connections: count,
+                             idleTimeout: TimeAmount(channel.idleTimeout)) { adoption in
+            adopted.adopt(adoption) { try http1($0, true) }
+        }
+        do {
+            try front.start(threads: Array(eventLoopGroup.makeIterator()).count)
+        } catch {
+            await front.stop()
+            server.close(promise: nil)
+            throw ListenError(host: host, port: port, reason: (error as? ListenError)?.reason ?? "\(error)")
+        }
+        return Listening(server: server, shutDown: { done in
+            Task {
+                await front.stop()
+                try? await server.close()
+                adopted.quiesce()
+                await adopted.drained()
+                done()
+            }
+        }, cancel: {
+            Task { await front.stop() }
+            server.close(promise: nil)
+        }, stopped: {
+            await front.stop()
+        })
+    }
+
+    /// HTTPS: NIO accepts, with TLS in front, then HTTP/2 or HTTP/1.1 as the client chose by ALPN.
+    private func listenTLS(http1: @escaping @Sendable (any Channel, Bool) throws -> Void,
+                           handedOff: AsyncStream<AcceptedConnection>.Continuation) async throws -> Listening {
+        guard let tls else { preconditionFailure("listenTLS without TLS") }
+        let http2 = self.http2
+        let logger = logger
+        let maxConnections = maxConnections
+        let readIdle = TimeAmount(channel.idleTimeout)
+        let quiescing = ServerQuiescingHelper(group: eventLoopGroup)
+        let server: any Channel
+        do {
+            server = try await ServerBootstrap(group: eventLoopGroup)
+                .serverChannelOption(ChannelOptions.backlog, value: numericCast(backlog))
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            AvailableConnectionsChannelHandler(delegate: MaximumAvailableConnections(maxConnections)))
+                        try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                    }
+                }
+                .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+                        try channel.pipeline.syncOperations.addHandler(TLSCloseWithoutWaiting(wait: tls.closeNotifyWait))
+                        try channel.pipeline.syncOperations.addHandler(TLSHandshakeDeadline(timeout: tls.handshakeTimeout))
+                        try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
+                            if case .negotiated("h2") = result {
+                                // Hummingbird's idle close waits for the client to answer a PING: a
+                                // connection from which nothing is read for the idle timeout closes here.
+                                return channel.eventLoop.makeCompletedFuture {
+                                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readIdle))
+                                    try channel.pipeline.syncOperations.addHandler(CloseWhenReadIdle())
+                                    try http2.configure(channel, logger: logger) { handedOff.yield(.http2Stream($0)) }
+                                }
+                            }
+                            return channel.eventLoop.makeCompletedFuture { try http1(channel, false) }
+                        })
+                    }
+                }
+                .bind(host: host, port: port).get()
+        } catch let error as IOError {
+            // The address is taken, or not this machine's: say which, and stop (the service
+            // group then stops the others).
+            throw ListenError(host: host, port: port, reason: error.description)
+        }
+        return Listening(server: server, shutDown: { done in
+            let promise = server.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenComplete { _ in done() }
+            quiescing.initiateShutdown(promise: promise)
+        }, cancel: {
+            server.close(promise: nil)
+        }, stopped: {})
     }
 }
 

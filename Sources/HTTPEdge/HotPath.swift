@@ -3,6 +3,7 @@ import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// The edge's side of the hot routes: reads what they need from a request (HTTP/1.1 through
 /// NIO's decoder, or an HTTP/2 stream's request), asks them, and writes, records and logs
@@ -118,6 +119,20 @@ public final class HotPath<Routes: HotRoutes>: Sendable {
         EdgeMetric.frontHandOffs.increment()
     }
 
+    /// Plain HTTP/1.1 connections the raw front (`RawFront`) gave to NIO: all but the first
+    /// fetches it answered itself.
+    public var adoptions: Int { adoptionCount.load(ordering: .relaxed) }
+    /// Of `adoptions`, those given on with the rest of an answer the socket took only in part.
+    public var adoptedRests: Int { restCount.load(ordering: .relaxed) }
+    private let adoptionCount = Atomic<Int>(0)
+    private let restCount = Atomic<Int>(0)
+
+    /// Counts a connection `RawFront` gives to NIO (with `rest`: to finish an answer).
+    func noteAdoption(rest: Bool = false) {
+        adoptionCount.add(1, ordering: .relaxed)
+        if rest { restCount.add(1, ordering: .relaxed) }
+    }
+
     /// Records an answer written from memory `since` its request arrived (uptime, ns): the
     /// router's request metrics, the route's fetch count, `protocolCount`, and the access log
     /// when the answer is one it samples.
@@ -134,4 +149,4 @@ public final class HotPath<Routes: HotRoutes>: Sendable {
 }
 
 /// The line an HTTP/1.1 answer to a client that asked to close carries.
-private let connectionClose = ByteBuffer(string: "Connection: close\r\n")
+let connectionClose = ByteBuffer(string: "Connection: close\r\n")

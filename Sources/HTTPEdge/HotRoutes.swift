@@ -2,7 +2,8 @@ import HTTPTypes
 import NIOCore
 
 /// What the edge asks of the application for its hottest requests: an answer it can write at
-/// once from memory, on the event loop, or nil to hand the request on to the router.
+/// once from memory, on the thread that read the request (an event loop, or one of the raw
+/// front's threads: it must not block), or nil to hand the request on to the router.
 ///
 /// The edge knows no route and no store (docs/design/fast-path.md). It reads a plain `GET`'s
 /// target and credentials, asks here, and writes what it is given (over plain HTTP/1.1 as a

@@ -3,7 +3,7 @@ import MediaStore
 import RichPushCore
 
 /// The server's hot routes, as the edge asks for them (docs/design/fast-path.md): the hottest
-/// requests answered synchronously on the event loop when everything the answer needs is
+/// requests answered synchronously on the thread that read them when everything the answer needs is
 /// already in memory. This is only the table: it reads the path and its `?variant=`, and each
 /// route decides in its room, beside the router's handler for the same route
 /// (`MediaHotRoute`, `PayloadHotRoute`, `PayloadLinkHotRoute`). Anything else (a miss, a first

@@ -33,6 +33,8 @@ struct EdgeAloneTests {
             #expect(answer.headerLines.filter { !$0.hasPrefix("Date: ") } == ["Content-Type: text/plain", "Content-Length: 5"])
             #expect(answer.field("Date")?.hasSuffix(" GMT") == true, "\(answer.headerLines)")
             #expect(edge.hotPath.handOffs == 0)
+            // Keep-alive: the raw front gives the connection to NIO, whose front answers it.
+            #expect(edge.hotPath.adoptions == 1)
         }
     }
 
@@ -82,6 +84,8 @@ struct EdgeAloneTests {
             #expect(answer.field("Date") != nil)
             #expect(closed, "the server left the connection open")
             #expect(edge.hotPath.handOffs == 0)
+            // Answered by the raw front: NIO never made a channel for it.
+            #expect(edge.hotPath.adoptions == 0)
         }
     }
 
@@ -216,10 +220,12 @@ struct EdgeNotListening: Error {}
 /// pipeline behind it (`FastPathHTTP1Channel`) and a responder answering 404 with the path for
 /// everything the hot routes (`TableRoutes` of `a`, `b` and `x`) do not answer. Runs `body` with
 /// it, then shuts it down gracefully and waits for it to stop.
-func withEdge<T: Sendable>(_ body: @Sendable (RunningEdge) async throws -> T) async throws -> T {
+/// `texts` are the hot routes' bodies; `idleTimeout` and `maxConnections` are the listener's.
+func withEdge<T: Sendable>(texts: [String: String] = ["a": "alpha", "b": "bravo", "x": "x-ray"], idleTimeout: Duration = .seconds(30),
+                           maxConnections: Int = 64, _ body: @Sendable (RunningEdge) async throws -> T) async throws -> T {
     var logger = Logger(label: "edge-alone")
     logger.logLevel = .warning
-    let hotPath = HotPath(routes: TableRoutes(["a": "alpha", "b": "bravo", "x": "x-ray"]),
+    let hotPath = HotPath(routes: TableRoutes(texts),
                           accessLog: AccessLog(fraction: 0, logger: Logger(label: "test")))
     // Written as `RichPushApplication`'s responder writes the router's responses.
     let responder: HTTPChannelHandler.Responder = { request, writer, _ in
@@ -227,10 +233,10 @@ func withEdge<T: Sendable>(_ body: @Sendable (RunningEdge) async throws -> T) as
                                 body: ResponseBody(byteBuffer: ByteBuffer(string: "no route for \(request.uri.path)")))
         try await writer.write(response: response.head, body: response.body)
     }
-    let channel = FastPathHTTP1Channel(responder: responder, fastPath: hotPath, headTimeout: .seconds(10), idleTimeout: .seconds(30))
+    let channel = FastPathHTTP1Channel(responder: responder, fastPath: hotPath, headTimeout: .seconds(10), idleTimeout: idleTimeout)
     let http2 = FastPathHTTP2Connection(fastPath: hotPath, bodyRate: channel.bodyRate, idleTimeout: channel.idleTimeout)
     let (ports, bound) = AsyncStream.makeStream(of: Int.self)
-    let listener = HTTPListener(channel: channel, tls: nil, http2: http2, host: "127.0.0.1", port: 0, backlog: 64, maxConnections: 64,
+    let listener = HTTPListener(channel: channel, tls: nil, http2: http2, host: "127.0.0.1", port: 0, backlog: 64, maxConnections: maxConnections,
                                 eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger,
                                 onServerRunning: { server in
                                     if let port = server.localAddress?.port { bound.yield(port) }
@@ -309,14 +315,19 @@ final class RawConnection {
     /// Bytes received and not yet read as a response.
     private var received: [UInt8] = []
 
-    /// Connects to `port` on 127.0.0.1; each read waits at most `timeout` seconds.
-    init(port: Int, timeout: Int = 10) throws {
+    /// Connects to `port` on 127.0.0.1; each read waits at most `timeout` seconds. With
+    /// `receiveBuffer`, the socket's receive buffer is that small (set before connecting, so
+    /// the window the server sees is small too).
+    init(port: Int, timeout: Int = 10, receiveBuffer: Int? = nil) throws {
         #if canImport(Glibc)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         let fd = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard fd >= 0 else { throw RawConnectionError(description: "no socket (errno \(errno))") }
+        if var size = receiveBuffer.map(Int32.init) {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -362,11 +373,11 @@ final class RawConnection {
     }
 
     /// Whether the server closes the connection with nothing more sent: the end of the stream
-    /// comes before the receive timeout.
-    func closedByServer() -> Bool {
+    /// comes before the receive timeout (with `wait` false: has already come).
+    func closedByServer(wait: Bool = true) -> Bool {
         guard received.isEmpty else { return false }
         var byte: UInt8 = 0
-        return recv(fd, &byte, 1, 0) == 0
+        return recv(fd, &byte, 1, wait ? 0 : Int32(MSG_DONTWAIT)) == 0
     }
 
     /// The first whole response among the bytes received, taken out of them; nil while there is none.

@@ -1,0 +1,310 @@
+import CEpoll
+import Foundation
+import NIOCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The accepting side of the plain HTTP/1.1 listener: threads of its own, each with an epoll,
+/// accept every connection and answer the simplest and most common first fetch (one plain
+/// `GET` with `Connection: close`, answered from memory, whole in one write) without NIO.
+/// Every other connection is given to NIO as it is, with the bytes already read
+/// (`RawAdoption`), and meets `FastPathFront` and the full pipeline as before.
+///
+/// A first fetch over a new connection costs nginx about 33 µs of CPU on this machine; NIO's
+/// channel for it (the accept handler, the pipeline, its futures and loop tasks) cost `serve`
+/// about 40 µs more (BENCHMARKS.md, sessions 36 and 37). Here it costs one `accept4`, one
+/// `recv`, one `sendmsg` and one `close`.
+///
+/// The front is strict: it answers only when the first read holds exactly one complete head
+/// that `FrontRequestHead` reads and that asks to close, the hot routes answer it now, and the
+/// whole answer fits in the socket at once. Anything else (part of a head, a keep-alive
+/// request, a second request behind the first, a miss, an image due for its check, a head of
+/// more than 8 KiB, a write the socket took only in part) goes to NIO, untouched, with what was
+/// read (or the unwritten rest of the answer). A connection that sends nothing is closed at the
+/// idle timeout, as `FastPathFront` closes one.
+final class RawFront<Routes: HotRoutes>: Sendable {
+    let listening: CInt
+    let fastPath: HotPath<Routes>
+    let connections: ConnectionCount
+    /// A connection that has sent nothing for this long is closed (ns).
+    let idleTimeout: UInt64
+    let adopt: @Sendable (RawAdoption) -> Void
+    private let stopping = Atomic<Bool>(false)
+    private let socketClosed = Atomic<Bool>(false)
+    private let running = DispatchGroup()
+
+    /// A front accepting from `listening` (bound, listening, non-blocking), answering from
+    /// `fastPath`, counting its connections in `connections`, and giving NIO what it does not
+    /// answer through `adopt`.
+    init(listening: CInt, fastPath: HotPath<Routes>, connections: ConnectionCount, idleTimeout: TimeAmount,
+         adopt: @escaping @Sendable (RawAdoption) -> Void) {
+        self.listening = listening
+        self.fastPath = fastPath
+        self.connections = connections
+        self.idleTimeout = UInt64(max(idleTimeout.nanoseconds, 1))
+        self.adopt = adopt
+    }
+
+    /// Starts `threads` accepting threads.
+    func start(threads: Int) throws {
+        for _ in 0..<max(threads, 1) {
+            let worker = try RawFrontWorker(front: self)
+            running.enter()
+            let thread = Thread { [self] in
+                cepoll_name_thread("richpush-front")
+                worker.run()
+                running.leave()
+            }
+            thread.start()
+        }
+    }
+
+    /// `stop()` has been called: the threads end at their next turn.
+    var isStopping: Bool { stopping.load(ordering: .relaxed) }
+
+    /// Stops accepting: every thread closes the connections that have sent nothing yet and
+    /// ends (within a tenth of a second); then the listening socket is closed, once, however
+    /// many callers stop the front.
+    func stop() async {
+        stopping.store(true, ordering: .relaxed)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            running.notify(queue: .global()) { done.resume() }
+        }
+        if !socketClosed.exchange(true, ordering: .acquiringAndReleasing) { close(listening) }
+    }
+}
+
+/// One accepting thread of a `RawFront`: its epoll, the connections waiting for their first
+/// bytes, and a buffer to read them into. Used only by its thread.
+private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
+    let front: RawFront<Routes>
+    let epoll: CInt
+    /// The connections waiting for their first bytes: each one's serial (the epoll data's
+    /// high half, so an event for a closed connection's reused descriptor is known).
+    var waiting: [CInt: UInt32] = [:]
+    /// The same, in the order they were accepted (and so of their deadlines).
+    var deadlines = CircularBuffer<(fd: CInt, serial: UInt32, deadline: UInt64)>()
+    var serial: UInt32 = 0
+    /// The listening socket is out of this epoll: the connection limit was reached, or the
+    /// process ran out of descriptors (then until `resumeAt`, uptime ns).
+    var paused = false
+    var resumeAt: UInt64 = 0
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FrontRequestHead.maximumLength + 1, alignment: 16)
+    static var listenData: UInt64 { UInt64.max }
+
+    init(front: RawFront<Routes>) throws {
+        self.front = front
+        epoll = cepoll_create()
+        guard epoll >= 0 else { throw ListenError.system("epoll_create1") }
+        guard cepoll_set(epoll, front.listening, 1, UInt32(CEPOLL_IN | CEPOLL_EXCLUSIVE), Self.listenData) == 0 else {
+            close(epoll)
+            throw ListenError.system("epoll_ctl")
+        }
+    }
+
+    deinit {
+        buffer.deallocate()
+        close(epoll)
+    }
+
+    func run() {
+        let capacity = 64
+        let events = UnsafeMutableBufferPointer<cepoll_event>.allocate(capacity: capacity)
+        defer { events.deallocate() }
+        while !front.isStopping {
+            let now = NIODeadline.now().uptimeNanoseconds
+            expire(now: now)
+            if paused, now >= resumeAt, front.connections.hasRoom {
+                paused = cepoll_set(epoll, front.listening, 1, UInt32(CEPOLL_IN | CEPOLL_EXCLUSIVE), Self.listenData) != 0
+            }
+            var wait: UInt64 = paused ? 10_000_000 : 100_000_000
+            if let first = deadlines.first { wait = min(wait, first.deadline > now ? first.deadline - now : 0) }
+            let count = cepoll_wait(epoll, events.baseAddress, Int32(capacity), Int64(wait))
+            guard count > 0 else { continue }
+            for event in events.prefix(Int(count)) {
+                if event.data == Self.listenData {
+                    acceptAll()
+                } else {
+                    ready(fd: CInt(truncatingIfNeeded: event.data & 0xFFFF_FFFF), serial: UInt32(event.data >> 32))
+                }
+            }
+        }
+        // Stopping: the connections that have sent nothing are closed, as NIO's quiescing closes
+        // an idle one.
+        for (fd, _) in waiting {
+            close(fd)
+            front.connections.release()
+        }
+        waiting = [:]
+    }
+
+    /// Accepts what is queued, up to a batch (the others wait for the next turn).
+    private func acceptAll() {
+        for _ in 0..<64 {
+            guard front.connections.take() else {
+                // At the limit: the rest wait in the backlog until a connection closes.
+                paused = cepoll_remove(epoll, front.listening) == 0
+                return
+            }
+            let fd = cepoll_accept(front.listening)
+            guard fd >= 0 else {
+                let error = errno
+                front.connections.release()
+                if error == ECONNABORTED || error == EINTR { continue }
+                if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM {
+                    // Out of descriptors or memory: the connection waits in the backlog, and this
+                    // thread does not spin on a socket it cannot accept from (NIO backs off a second too).
+                    paused = cepoll_remove(epoll, front.listening) == 0
+                    resumeAt = NIODeadline.now().uptimeNanoseconds + 1_000_000_000
+                }
+                return
+            }
+            serial &+= 1
+            first(fd: fd, serial: serial, registered: false)
+        }
+    }
+
+    /// A waiting connection's descriptor is readable (or closed).
+    private func ready(fd: CInt, serial: UInt32) {
+        guard waiting[fd] == serial else { return }
+        first(fd: fd, serial: serial, registered: true)
+    }
+
+    /// Reads a connection's first bytes, and answers, adopts or closes it; with none yet, waits
+    /// for them.
+    private func first(fd: CInt, serial: UInt32, registered: Bool) {
+        let count = recv(fd, buffer.baseAddress, buffer.count, 0)
+        if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
+            let data = UInt64(serial) << 32 | UInt64(UInt32(bitPattern: fd))
+            let events = UInt32(CEPOLL_IN | CEPOLL_RDHUP | CEPOLL_ONESHOT)
+            if cepoll_set(epoll, fd, registered ? 0 : 1, events, data) != 0 {
+                waiting[fd] = nil
+                return drop(fd)
+            }
+            if !registered {
+                waiting[fd] = serial
+                deadlines.append((fd, serial, NIODeadline.now().uptimeNanoseconds + front.idleTimeout))
+            }
+            return
+        }
+        if registered {
+            waiting[fd] = nil
+            // Out of this epoll before NIO may have it (a one-shot registration stays until removed).
+            _ = cepoll_remove(epoll, fd)
+        }
+        guard count > 0 else { return drop(fd) } // closed, or reset, before a byte
+        answer(fd: fd, bytes: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+    }
+
+    /// Answers the request in `bytes`, the connection's first read, when the front may;
+    /// otherwise gives the connection to NIO.
+    private func answer(fd: CInt, bytes: UnsafeRawBufferPointer) {
+        let start = NIODeadline.now().uptimeNanoseconds
+        let fastPath = front.fastPath
+        guard bytes.count <= FrontRequestHead.maximumLength, case .head(let head) = FrontRequestHead.read(bytes),
+              head.close, head.length == bytes.count else { return handOver(fd, read: bytes) }
+        var memo: Routes.Memo?
+        var recheck: Routes.Recheck?
+        guard var answer = fastPath.routes.answer(uri: head.uri, authorization: head.authorization, memo: &memo, recheck: &recheck) else {
+            return handOver(fd, read: bytes)
+        }
+        answer.close = true
+        fastPath.sample(&answer, uri: head.uri, peer: peerAddress(fd), forwardedFor: head.forwardedFor)
+        let parts = [answer.head, connectionClose, HTTPDate.line(), answer.body.bytes]
+        let total = parts.reduce(0) { $0 + $1.readableBytes }
+        let written = send(parts, to: fd)
+        let error = errno
+        fastPath.record(answer, since: start, EdgeMetric.memoryAnswersHTTP1)
+        guard written < total else { return drop(fd) }
+        guard written >= 0 || error == EAGAIN || error == EWOULDBLOCK else { return drop(fd) }
+        // The socket took part of it: NIO writes the rest when the client reads, then closes.
+        var rest = ByteBuffer()
+        rest.reserveCapacity(total - max(written, 0))
+        var skip = max(written, 0)
+        for var part in parts {
+            let skipped = min(skip, part.readableBytes)
+            part.moveReaderIndex(forwardBy: skipped)
+            skip -= skipped
+            rest.writeBuffer(&part)
+        }
+        fastPath.noteAdoption(rest: true)
+        front.adopt(RawAdoption(fd: fd, read: nil, rest: rest))
+    }
+
+    /// Gives the connection to NIO with the bytes read from it.
+    private func handOver(_ fd: CInt, read bytes: UnsafeRawBufferPointer) {
+        front.fastPath.noteAdoption()
+        front.adopt(RawAdoption(fd: fd, read: ByteBuffer(bytes: bytes), rest: nil))
+    }
+
+    /// Closes a connection this thread has (it leaves the epoll with its descriptor).
+    private func drop(_ fd: CInt) {
+        close(fd)
+        front.connections.release()
+    }
+
+    /// Closes the connections that have sent nothing for the idle timeout.
+    private func expire(now: UInt64) {
+        while let first = deadlines.first, first.deadline <= now {
+            deadlines.removeFirst()
+            guard waiting[first.fd] == first.serial else { continue } // read from, or closed, since
+            waiting[first.fd] = nil
+            drop(first.fd) // closing it takes it out of the epoll
+        }
+    }
+
+    /// Sends `parts` in one `sendmsg` (no `SIGPIPE` for a peer gone); how much the socket took,
+    /// or -1.
+    private func send(_ parts: [ByteBuffer], to fd: CInt) -> Int {
+        parts[0].withUnsafeReadableBytes { a in
+            parts[1].withUnsafeReadableBytes { b in
+                parts[2].withUnsafeReadableBytes { c in
+                    parts[3].withUnsafeReadableBytes { d in
+                        var vectors = [a, b, c, d].map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+                        return vectors.withUnsafeMutableBufferPointer { vectors in
+                            var message = msghdr()
+                            message.msg_iov = vectors.baseAddress
+                            message.msg_iovlen = vectors.count
+                            return Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The peer's address as text (for the access log's sampled answers).
+    private func peerAddress(_ fd: CInt) -> String? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let got = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard got == 0 else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let family = Int32(storage.ss_family)
+        let ok = withUnsafeBytes(of: storage) { raw -> Bool in
+            switch family {
+            case AF_INET:
+                var address = raw.loadUnaligned(as: sockaddr_in.self).sin_addr
+                return inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil
+            case AF_INET6:
+                var address = raw.loadUnaligned(as: sockaddr_in6.self).sin6_addr
+                return inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil
+            default:
+                return false
+            }
+        }
+        guard ok, let end = text.firstIndex(of: 0) else { return nil }
+        return String(decoding: text[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension ListenError {
+    /// A system call the listener on `host:port` needed failed (with `errno`).
+    static func system(_ call: String, host: String = "", port: Int = 0) -> ListenError {
+        ListenError(host: host, port: port, reason: "\(call): \(String(cString: strerror(errno)))")
+    }
+}

@@ -1,0 +1,165 @@
+import Foundation
+import HTTPEdge
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The plain listener's raw front (`RawFront`): a first fetch that asks to close is answered
+/// without NIO; everything else is given to NIO whole, with what was read; silent connections
+/// close at the idle timeout and count against the connection limit until they do.
+@Suite("The raw front of plain HTTP/1.1")
+struct RawFrontTests {
+    @Test("twenty first fetches that ask to close are answered whole, each over its own connection, and NIO makes no channel for any")
+    func firstFetches() async throws {
+        try await withEdge { edge in
+            let answers = try await offPool {
+                try (0..<20).map { index in
+                    let connection = try RawConnection(port: edge.port)
+                    connection.write("GET /hot/\(index % 2 == 0 ? "a" : "b") HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    let answer = try connection.response()
+                    return (answer, connection.closedByServer())
+                }
+            }
+            #expect(answers.map(\.0.body) == (0..<20).map { $0 % 2 == 0 ? "alpha" : "bravo" })
+            #expect(answers.allSatisfy { $0.0.field("Connection") == "close" && $0.0.field("Date") != nil && $0.1 })
+            #expect(edge.hotPath.adoptions == 0)
+            #expect(edge.hotPath.handOffs == 0)
+        }
+    }
+
+    @Test("half a head, then the rest: the connection goes to NIO with the half, and the request is answered")
+    func halfAHead() async throws {
+        try await withEdge { edge in
+            let answer = try await offPool {
+                let connection = try RawConnection(port: edge.port)
+                connection.write("GET /hot/a HTTP/1.1\r\nHo")
+                // The rest only once the front has read the half and given the connection on.
+                for _ in 0..<1_000 where edge.hotPath.adoptions == 0 { usleep(10_000) }
+                connection.write("st: x\r\nConnection: close\r\n\r\n")
+                return try connection.response()
+            }
+            #expect(answer.status == 200 && answer.body == "alpha")
+            #expect(edge.hotPath.adoptions == 1)
+        }
+    }
+
+    @Test("a head of 8 KiB + 1 bytes goes to NIO, whose decoder takes it, and is answered")
+    func longHead() async throws {
+        try await withEdge { edge in
+            let start = "GET /hot/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: "
+            let end = "\r\n\r\n"
+            let head = start + String(repeating: "p", count: 8 * 1024 + 1 - start.utf8.count - end.utf8.count) + end
+            #expect(head.utf8.count == 8 * 1024 + 1)
+            let answer = try await offPool {
+                let connection = try RawConnection(port: edge.port)
+                connection.write(head)
+                return try connection.response()
+            }
+            #expect(answer.status == 200 && answer.body == "bravo")
+            #expect(edge.hotPath.adoptions == 1)
+        }
+    }
+
+    @Test("a request the hot routes do not answer, asking to close, goes to NIO and its responder")
+    func miss() async throws {
+        try await withEdge { edge in
+            let answer = try await offPool {
+                let connection = try RawConnection(port: edge.port)
+                connection.write("GET /cold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return try connection.response()
+            }
+            #expect(answer.status == 404 && answer.body == "no route for /cold")
+            #expect(edge.hotPath.adoptions == 1)
+            #expect(edge.hotPath.handOffs == 1)
+        }
+    }
+
+    @Test("an answer larger than the socket takes at once, to a client that reads nothing for a while, arrives whole (its rest written by NIO)")
+    func clientNotReading() async throws {
+        // 4 MiB of numbered lines: a byte lost, doubled or moved shows.
+        let big = (0..<(1 << 19)).map { String(format: "%07d\n", $0) }.joined()
+        try await withEdge(texts: ["big": big]) { edge in
+            let answer = try await offPool {
+                let connection = try RawConnection(port: edge.port, receiveBuffer: 4096)
+                connection.write("GET /hot/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                usleep(300_000)
+                return try connection.response()
+            }
+            #expect(answer.status == 200)
+            #expect(answer.body == big)
+            #expect(edge.hotPath.adoptions == 1)
+            #expect(edge.hotPath.adoptedRests == 1, "given to NIO, but not to finish an answer")
+        }
+    }
+
+    @Test("connections that send nothing hold the connection limit until the idle timeout closes them; then the next is answered")
+    func silentConnections() async throws {
+        try await withEdge(idleTimeout: .seconds(1), maxConnections: 40) { edge in
+            let (closed, answered) = try await offPool {
+                let silent = try (0..<40).map { _ in try RawConnection(port: edge.port, timeout: 10) }
+                // The limit is reached: this one waits in the backlog until the silent ones close.
+                let next = try RawConnection(port: edge.port)
+                next.write("GET /hot/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                let answer = try next.response()
+                // It was let in only once a silent one had closed.
+                let closedBefore = silent.filter { $0.closedByServer(wait: false) }.count
+                let closed = silent.map { $0.closedByServer() }
+                return (closed, (answer, closedBefore))
+            }
+            #expect(closed.allSatisfy { $0 }, "\(closed.filter { !$0 }.count) of 40 silent connections were not closed")
+            #expect(answered.1 > 0, "the 41st connection was answered while the 40 were open")
+            let answer = answered.0
+            #expect(answer.status == 200 && answer.body == "alpha")
+            #expect(edge.hotPath.adoptions == 0)
+        }
+    }
+
+    @Test("five thousand connections that send nothing are all closed at the idle timeout, and the listener then answers as before")
+    func manySilentConnections() async throws {
+        try await withEdge(idleTimeout: .seconds(2), maxConnections: 12_000) { edge in
+            let (closed, answer) = try await offPool {
+                var limit = rlimit()
+                getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+                limit.rlim_cur = limit.rlim_max
+                setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+                // Both ends are in this process: each connection takes two descriptors.
+                let count = min(5_000, Int(limit.rlim_cur) / 4)
+                var silent: [RawConnection] = []
+                for _ in 0..<count { silent.append(try RawConnection(port: edge.port, timeout: 20)) }
+                let closed = silent.filter { $0.closedByServer() }.count
+                let next = try RawConnection(port: edge.port)
+                next.write("GET /hot/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return (closed == count, try next.response())
+            }
+            #expect(closed)
+            #expect(answer.status == 200 && answer.body == "bravo")
+        }
+    }
+
+    @Test("a graceful shutdown closes a connection that has sent nothing and one NIO serves, then returns")
+    func shutdown() async throws {
+        let connections = try await withEdge { edge in
+            try await offPool {
+                let silent = try RawConnection(port: edge.port)
+                let kept = try RawConnection(port: edge.port)
+                kept.write("GET /hot/a HTTP/1.1\r\nHost: x\r\n\r\n")
+                let answer = try kept.response()
+                guard answer.body == "alpha", edge.hotPath.adoptions == 1 else {
+                    throw RawConnectionError(description: "the keep-alive connection was not served by NIO: \(answer)")
+                }
+                return Connections(silent: silent, kept: kept)
+            }
+        }
+        // `withEdge` returns once the listener's graceful shutdown has.
+        #expect(connections.silent.closedByServer(wait: false), "the silent connection is still open")
+        #expect(connections.kept.closedByServer(wait: false), "the adopted connection is still open")
+    }
+}
+
+/// Two connections handed out of an edge's run, to look at after it stopped.
+private struct Connections: @unchecked Sendable {
+    let silent: RawConnection
+    let kept: RawConnection
+}
