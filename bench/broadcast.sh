@@ -17,6 +17,8 @@
 #    and one for (b), so every fetch is a first fetch. Reference: nginx (one worker, sendfile,
 #    bench/lib.sh's setup) serving the same image bytes for the same N /p/<token> paths in the
 #    same way. The order rotates each round. Target >= 0.8x nginx (issue #28; it was 0.5x before).
+#    Beside each rate, the server's CPU per fetch during its run (nginx's worker; all of serve's
+#    threads, so the read marks' commits too).
 # 3. Peak RSS (VmHWM) of `serve`: the process that ran step 1's campaigns to N devices, and a
 #    fresh one on a fresh data directory after one campaign to 100,000 devices (SKIP_100K=1
 #    leaves this out). Target < 200 MiB at both.
@@ -295,9 +297,13 @@ image_bytes=$(stat -c %s image.png)
 start_nginx "$work/nginx" $nginx_port image.png "location /p/ { try_files /image.png =404; }"
 cap=$(( n / 50 + 60 ))
 
-# fetch NAME PORT FILE: one wrk run over FILE's paths -> "NAME <fetches/s> fetches/s (<seconds> s)"
+nginx_worker=$(pgrep -P "$nginx_pid")   # its one worker, which serves
+# fetch NAME PORT FILE: one wrk run over FILE's paths -> "NAME <fetches/s> fetches/s (<seconds> s) <CPU µs a fetch>",
+# the CPU being the server's (user + system, from /proc: nginx's worker, or all of serve's threads) during the run.
 fetch() {
-    local name=$1 target=$2 file=$3 out="$work/fetch-$1-$round.out"
+    local name=$1 target=$2 file=$3 out="$work/fetch-$1-$round.out" pid c0 c1
+    pid=$([ "$target" = "$nginx_port" ] && echo "$nginx_worker" || echo "$serve_pid")
+    c0=$(cpu_ticks "$pid")
     WRK_PATHS=$file WRK_BODY_BYTES=$image_bytes wrk -t1 -c"$conns" -d"${cap}s" -s "$repo/bench/paths.lua" \
         "http://127.0.0.1:$target" > "$out" 2>&1 || true
     local result
@@ -310,7 +316,8 @@ fetch() {
         cat "$out" >&2
         exit 1
     fi
-    printf '%s %.0f fetches/s (%s s)\n' "$name" "$rps" "$secs"
+    c1=$(cpu_ticks "$pid")
+    printf '%s %.0f fetches/s (%s s) %.1f\n' "$name" "$rps" "$secs" "$(echo "($c1 - $c0) * 1000000 / $hz / $n" | bc -l)"
 }
 : > fetches.txt
 for round in $(seq 1 "$rounds"); do
@@ -380,6 +387,7 @@ fi
 rp_med=$(awk '{print $1}' fanout.txt | median)
 h2_med=$(awk '{print $2}' fanout.txt | median)
 col() { awk -v name="$1" '$1 == name {print $2}' fetches.txt | median; }
+cpu_col() { awk -v name="$1" '$1 == name {print $6}' fetches.txt | median; }
 nginx_rps=$(col nginx)
 mib() { echo "$1 / 1024" | bc -l; }
 printf '%-66s %12s\n' "alert campaign to $n devices ($((n + 1)) recipients) via the APNs sandbox" "pushes/s"
@@ -392,10 +400,10 @@ cpu_med() { awk -v k="$1" '{print $k}' cpu.txt | median; }
 printf 'CPU per push (µs, medians): serve %.0f + sandbox %.0f during the campaigns; h2load %.0f + sandbox %.0f during h2load\n' \
     "$(cpu_med 1)" "$(cpu_med 2)" "$(cpu_med 3)" "$(cpu_med 4)"
 echo
-printf '%-66s %12s %7s\n' "first fetches: $n paths once each, a new connection per request" "fetches/s" "ratio"
-printf '%-66s %12.0f %7.2f\n' "nginx, /p/<token> -> the same ${image_bytes}-byte image" "$nginx_rps" 1
-printf '%-66s %12.0f %7.2f\n' "richpush GET /p/<token> (richUrl, no credentials)" "$(col richurl)" "$(echo "$(col richurl) / $nginx_rps" | bc -l)"
-printf '%-66s %12.0f %7.2f\n' "richpush GET /api/notifications/<id> (Bearer session)" "$(col bearer)" "$(echo "$(col bearer) / $nginx_rps" | bc -l)"
+printf '%-66s %12s %7s %9s\n' "first fetches: $n paths once each, a new connection per request" "fetches/s" "ratio" "CPU µs"
+printf '%-66s %12.0f %7.2f %9.1f\n' "nginx, /p/<token> -> the same ${image_bytes}-byte image" "$nginx_rps" 1 "$(cpu_col nginx)"
+printf '%-66s %12.0f %7.2f %9.1f\n' "richpush GET /p/<token> (richUrl, no credentials)" "$(col richurl)" "$(echo "$(col richurl) / $nginx_rps" | bc -l)" "$(cpu_col richurl)"
+printf '%-66s %12.0f %7.2f %9.1f\n' "richpush GET /api/notifications/<id> (Bearer session)" "$(col bearer)" "$(echo "$(col bearer) / $nginx_rps" | bc -l)" "$(cpu_col bearer)"
 printf 'targets: both >= 0.8x nginx; wrk -t1 -c%d, medians of %d rounds; richpush event loops %s, nginx 1 worker\n' \
     "$conns" "$rounds" "$fetch_threads"
 printf 'fetched per campaign afterwards (expected %d each): %s\n' "$n" "$fetched"
