@@ -283,22 +283,15 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
         }
         guard got == 0 else { return nil }
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        // Written as NIO writes a channel's `remoteAddress?.ipAddress`, which `FastPathFront` logs.
         let family = Int32(storage.ss_family)
-        let ok = withUnsafeBytes(of: storage) { raw -> Bool in
+        return withUnsafeBytes(of: storage) { raw in
             switch family {
-            case AF_INET:
-                var address = raw.loadUnaligned(as: sockaddr_in.self).sin_addr
-                return inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil
-            case AF_INET6:
-                var address = raw.loadUnaligned(as: sockaddr_in6.self).sin6_addr
-                return inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil
-            default:
-                return false
+            case AF_INET: SocketAddress(raw.loadUnaligned(as: sockaddr_in.self), host: "").ipAddress
+            case AF_INET6: SocketAddress(raw.loadUnaligned(as: sockaddr_in6.self), host: "").ipAddress
+            default: nil
             }
         }
-        guard ok, let end = text.firstIndex(of: 0) else { return nil }
-        return String(decoding: text[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 

@@ -15,9 +15,7 @@ struct RawListeningSocket {
     /// A socket listening on `host:port` (the first address `host` resolves to, as NIO's
     /// `bind(host:port:)` takes) with a queue of `backlog`.
     init(host: String, port: Int, backlog: Int) throws {
-        func failure(_ call: String) -> ListenError {
-            ListenError(host: host, port: port, reason: "\(call): \(String(cString: strerror(errno)))")
-        }
+        func failure(_ call: String) -> ListenError { .system(call, host: host, port: port) }
         let address: SocketAddress
         do {
             address = try SocketAddress.makeAddressResolvingHost(host, port: port)

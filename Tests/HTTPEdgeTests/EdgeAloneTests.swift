@@ -220,13 +220,14 @@ struct EdgeNotListening: Error {}
 /// pipeline behind it (`FastPathHTTP1Channel`) and a responder answering 404 with the path for
 /// everything the hot routes (`TableRoutes` of `a`, `b` and `x`) do not answer. Runs `body` with
 /// it, then shuts it down gracefully and waits for it to stop.
-/// `texts` are the hot routes' bodies; `idleTimeout` and `maxConnections` are the listener's.
+/// `texts` are the hot routes' bodies; `idleTimeout` and `maxConnections` are the listener's;
+/// `accessLog` is the hot path's.
 func withEdge<T: Sendable>(texts: [String: String] = ["a": "alpha", "b": "bravo", "x": "x-ray"], idleTimeout: Duration = .seconds(30),
-                           maxConnections: Int = 64, _ body: @Sendable (RunningEdge) async throws -> T) async throws -> T {
+                           maxConnections: Int = 64, accessLog: AccessLog = AccessLog(fraction: 0, logger: Logger(label: "test")),
+                           _ body: @Sendable (RunningEdge) async throws -> T) async throws -> T {
     var logger = Logger(label: "edge-alone")
     logger.logLevel = .warning
-    let hotPath = HotPath(routes: TableRoutes(texts),
-                          accessLog: AccessLog(fraction: 0, logger: Logger(label: "test")))
+    let hotPath = HotPath(routes: TableRoutes(texts), accessLog: accessLog)
     // Written as `RichPushApplication`'s responder writes the router's responses.
     let responder: HTTPChannelHandler.Responder = { request, writer, _ in
         let response = Response(status: .notFound, headers: [.contentType: "text/plain"],

@@ -1,5 +1,7 @@
 import Foundation
 import HTTPEdge
+import Logging
+import NIOConcurrencyHelpers
 import Testing
 
 #if canImport(Glibc)
@@ -138,6 +140,23 @@ struct RawFrontTests {
         }
     }
 
+    @Test("the access log names the client of an answer the raw front gave as it names one NIO's front gave")
+    func accessLogPeer() async throws {
+        let lines = RecordedLines()
+        let accessLog = AccessLog(fraction: 1, logger: Logger(label: "access") { _ in lines })
+        try await withEdge(accessLog: accessLog) { edge in
+            try await offPool {
+                for connection in ["close", "keep-alive"] {
+                    let client = try RawConnection(port: edge.port)
+                    client.write("GET /hot/a HTTP/1.1\r\nHost: x\r\nConnection: \(connection)\r\n\r\n")
+                    _ = try client.response()
+                }
+            }
+            #expect(edge.hotPath.adoptions == 1) // the keep-alive one
+            #expect(lines.remotes == ["127.0.0.1", "127.0.0.1"])
+        }
+    }
+
     @Test("a graceful shutdown closes a connection that has sent nothing and one NIO serves, then returns")
     func shutdown() async throws {
         let connections = try await withEdge { edge in
@@ -162,4 +181,24 @@ struct RawFrontTests {
 private struct Connections: @unchecked Sendable {
     let silent: RawConnection
     let kept: RawConnection
+}
+
+/// A log handler keeping the `remote` of every line logged through it.
+private final class RecordedLines: LogHandler, @unchecked Sendable {
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    private let kept = NIOLockedValueBox<[String]>([])
+
+    /// Every line's `remote`, in order ("none" for a line without one).
+    var remotes: [String] { kept.withLockedValue { $0 } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let remote = event.metadata?["remote"].map { "\($0)" } ?? "none"
+        kept.withLockedValue { $0.append(remote) }
+    }
 }
