@@ -147,5 +147,20 @@ extension CoreDatabase {
                     leaseUntil IS NULL OR leaseOwner IS NOT DISTINCT FROM leaseTag
                     OR leaseUntil <= extract(epoch FROM clock_timestamp())) NOT VALID;
                 """),
+        // A first fetch marks its notification read (`Notifications.markRead`), and `read` was
+        // the second key of a campaign's index: every mark deleted and wrote an index entry, 5.3%
+        // of `serve`'s samples in a storm of first fetches on SQLite (BENCHMARKS.md, session
+        // 37). Nothing reads that key any more: a campaign's fetched count is `campaign_stats`'
+        // `displayed`, counted with the mark, and only a campaign from before that counter counts
+        // its rows. The index keys the notification's id instead, which never changes (on SQLite
+        // every index ends in the rowid already): a campaign's notifications in order, as a
+        // change or take-back walks them (`CampaignRevisions`), on both engines.
+        SQLMigration("core-v29-read-marks", sqlite: """
+                DROP INDEX notifications_campaign;
+                CREATE INDEX notifications_campaign ON notifications(campaignId) WHERE campaignId IS NOT NULL;
+                """, postgres: """
+                DROP INDEX notifications_campaign;
+                CREATE INDEX notifications_campaign ON notifications(campaignId, id) WHERE campaignId IS NOT NULL;
+                """),
     ]
 }

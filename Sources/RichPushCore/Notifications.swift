@@ -241,7 +241,7 @@ public struct NotificationStore: Sendable {
             // One statement, compiled once, per batch of ids given as one list (a fetch storm
             // marks thousands a second): a statement per id cost more than the fetches it marked.
             let unique = Array(Set(ids)).sorted()
-            let sql = "UPDATE notifications SET read = 1, readAt = ? WHERE read = 0 AND \(db.idIn("id")) RETURNING id, campaignId, recipient"
+            let sql = Self.markStatement(db)
             for start in stride(from: 0, to: unique.count, by: Self.markBatch) {
                 let list = db.idList(unique[start..<min(start + Self.markBatch, unique.count)])
                 let rows = try db.fetchAll(sql: sql, arguments: [now.timeIntervalSince1970, list], cached: true)
@@ -252,6 +252,12 @@ public struct NotificationStore: Sendable {
             happenings.sort { ($0.notification ?? 0) < ($1.notification ?? 0) }
             try Insight.record(db, happenings, now: now.timeIntervalSince1970)
         }
+    }
+
+    /// The statement that marks a batch of notifications read: it changes no indexed column
+    /// (core-v29), so on SQLite a mark rewrites the row alone.
+    static func markStatement(_ db: SQLConnection) -> String {
+        "UPDATE notifications SET read = 1, readAt = ? WHERE read = 0 AND \(db.idIn("id")) RETURNING id, campaignId, recipient"
     }
 
     /// docs/api.md#what-happened-to-every-push-displayed-opened-stats-and-webhooks: the recipient's device says notification `id` was opened (tapped). Counted once;
