@@ -33,7 +33,8 @@
 # worker: on 2 cores the load generator needs the other one.
 #
 # Usage: bench/broadcast.sh [ROUNDS] [N]   (or env ROUNDS, N; also SKIP_100K=1, RICHPUSH_THREADS,
-#        FETCH_CONNECTIONS (default 32), BENCH_WORK, KEEP_WORK=1 to keep the work directory)
+#        FETCH_CONNECTIONS (default 32), BENCH_WORK, KEEP_WORK=1 to keep the work directory,
+#        RICHPUSH_BIN: a richpush to serve with instead of this checkout's release build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -57,6 +58,9 @@ swift build -c release --product richpush >&2
 swift build -c release --product richpush-bench >&2
 bench="$(swift build -c release --show-bin-path)/richpush-bench"
 rp="$(swift build -c release --show-bin-path)/richpush"
+# The sandbox is always this checkout's; RICHPUSH_BIN swaps the richpush that serves and owns the data.
+sandbox_rp="$rp"
+if [ -n "${RICHPUSH_BIN:-}" ]; then rp=$(realpath "$RICHPUSH_BIN"); fi
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
 serve_pid='' sandbox_pid='' nginx_pid=''
@@ -117,7 +121,7 @@ with open("users.jsonl", "w") as f:
 open("uris.txt", "w").write("".join("https://127.0.0.1:%s/3/device/%064x\n" % (sandbox_port, i) for i in range(1, n + 1)))
 PY
 
-"$rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 --log pushes.jsonl 2> sandbox.log &
+"$sandbox_rp" apns-sandbox --port $sandbox_port --team-id TEAM123456 --key-id KEY1234567 --public-key AuthKey.p8 --token-update-interval 0 --log pushes.jsonl 2> sandbox.log &
 sandbox_pid=$!
 for _ in $(seq 1 100); do
     [ -f apns-sandbox-cert.pem ] && curl -sk -o /dev/null "https://127.0.0.1:$sandbox_port/3/device" && break
