@@ -68,6 +68,13 @@ public final class WireFile: Sendable {
         return handle.map { FileRegion(fileHandle: $0, readerIndex: 0, endIndex: count) }
     }
 
+    /// Sends `count` bytes of the file from `offset` to the socket `fd` with `sendfile(2)`;
+    /// how much the socket took, or -1 (with `errno`).
+    func send(to fd: CInt, from offset: Int, count: Int) -> Int {
+        var position = off_t(offset)
+        return Glibc.sendfile(fd, descriptor, &position, count)
+    }
+
     deinit {
         // No write can be using a handle now: the budget and every holder have let go.
         let handles = handles.withLockedValue { $0 }

@@ -147,7 +147,7 @@ extension CoreDatabase {
                     leaseUntil IS NULL OR leaseOwner IS NOT DISTINCT FROM leaseTag
                     OR leaseUntil <= extract(epoch FROM clock_timestamp())) NOT VALID;
                 """),
-        // A first fetch marks its notification read (`Notifications.markRead`), and `read` was
+        // A first fetch marks its notification read (`NotificationStore.markRead`), and `read` was
         // the second key of a campaign's index: every mark deleted and wrote an index entry, 5.3%
         // of `serve`'s samples in a storm of first fetches on SQLite (BENCHMARKS.md, session
         // 37). Nothing reads that key any more: a campaign's fetched count is `campaign_stats`'

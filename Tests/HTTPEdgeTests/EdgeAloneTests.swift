@@ -170,12 +170,13 @@ final class TableRoutes: HotRoutes {
 
     /// The bodies, by name.
     let bodies: [String: StaticBody]
-    let wireBudget = WireFile.Budget(limit: 1 << 20)
+    let wireBudget: WireFile.Budget
     private let metrics = RouteMetrics(route: "/hot/{name}")
     private let checked = NIOLockedValueBox<[String]>([])
 
-    /// Routes serving each of `texts` under its name.
-    init(_ texts: [String: String]) {
+    /// Routes serving each of `texts` under its name, with `fileBudget` bytes for their wire files.
+    init(_ texts: [String: String], fileBudget: Int = 1 << 20) {
+        wireBudget = WireFile.Budget(limit: fileBudget)
         bodies = Dictionary(uniqueKeysWithValues: texts.map { ($0.key, StaticBody(name: $0.key, text: $0.value)) })
     }
 
@@ -224,10 +225,10 @@ struct EdgeNotListening: Error {}
 /// `accessLog` is the hot path's.
 func withEdge<T: Sendable>(texts: [String: String] = ["a": "alpha", "b": "bravo", "x": "x-ray"], idleTimeout: Duration = .seconds(30),
                            maxConnections: Int = 64, accessLog: AccessLog = AccessLog(fraction: 0, logger: Logger(label: "test")),
-                           _ body: @Sendable (RunningEdge) async throws -> T) async throws -> T {
+                           fileBudget: Int = 1 << 20, _ body: @Sendable (RunningEdge) async throws -> T) async throws -> T {
     var logger = Logger(label: "edge-alone")
     logger.logLevel = .warning
-    let hotPath = HotPath(routes: TableRoutes(texts), accessLog: accessLog)
+    let hotPath = HotPath(routes: TableRoutes(texts, fileBudget: fileBudget), accessLog: accessLog)
     // Written as `RichPushApplication`'s responder writes the router's responses.
     let responder: HTTPChannelHandler.Responder = { request, writer, _ in
         let response = Response(status: .notFound, headers: [.contentType: "text/plain"],

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPEdge
+@testable import HTTPEdge
 import Logging
 import NIOConcurrencyHelpers
 import Testing
@@ -93,6 +93,53 @@ struct RawFrontTests {
             #expect(answer.body == big)
             #expect(edge.hotPath.adoptions == 1)
             #expect(edge.hotPath.adoptedRests == 1, "given to NIO, but not to finish an answer")
+        }
+    }
+
+    @Test("a body of 16 KiB or more leaves from its wire file (a sendmsg of the head, then sendfile) and arrives whole; a smaller one is copied with its head, and no file is made for it")
+    func largeBodyFromItsFile() async throws {
+        // 96 KiB of numbered lines: a byte lost, doubled or moved shows.
+        let large = (0..<(96 * 1024 / 8)).map { String(format: "%07d\n", $0) }.joined()
+        try await withEdge(texts: ["small": String(repeating: "s", count: RawFront<TableRoutes>.sendfileFloor - 1), "large": large]) { edge in
+            let budget = edge.hotPath.routes.wireBudget
+            let small = try await offPool {
+                let connection = try RawConnection(port: edge.port)
+                connection.write("GET /hot/small HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return try connection.response()
+            }
+            #expect(small.status == 200 && small.body.utf8.count == RawFront<TableRoutes>.sendfileFloor - 1)
+            #expect(budget.bytes == 0, "no file for a body under the floor")
+            let answers = try await offPool {
+                try (0..<3).map { _ in
+                    let connection = try RawConnection(port: edge.port)
+                    connection.write("GET /hot/large HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    return (try connection.response(), connection.closedByServer())
+                }
+            }
+            for (answer, closed) in answers {
+                #expect(answer.status == 200 && answer.body == large && closed)
+                #expect(answer.field("Connection") == "close" && answer.field("Content-Length") == "\(large.utf8.count)" && answer.field("Date") != nil)
+            }
+            #expect(budget.bytes > large.utf8.count, "the answer's file was made (and is kept for its second)")
+            #expect(edge.hotPath.adoptions == 0)
+        }
+    }
+
+    @Test("an answer from its wire file that the socket takes only in part, to a client that reads nothing for a while, arrives whole (its rest written by NIO)")
+    func fileAnswerClientNotReading() async throws {
+        // 4 MiB, more than the socket takes at once, in a budget with room for its file.
+        let big = (0..<(1 << 19)).map { String(format: "%07d\n", $0) }.joined()
+        try await withEdge(texts: ["big": big], fileBudget: 16 << 20) { edge in
+            let answer = try await offPool {
+                let connection = try RawConnection(port: edge.port, receiveBuffer: 4096)
+                connection.write("GET /hot/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                usleep(300_000)
+                return try connection.response()
+            }
+            #expect(answer.status == 200)
+            #expect(answer.body == big)
+            #expect(edge.hotPath.routes.wireBudget.bytes > big.utf8.count, "sent from its file")
+            #expect(edge.hotPath.adoptedRests == 1, "given to NIO to finish the answer")
         }
     }
 
