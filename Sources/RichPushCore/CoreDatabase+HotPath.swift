@@ -154,7 +154,8 @@ extension CoreDatabase {
         // `displayed`, counted with the mark, and only a campaign from before that counter counts
         // its rows. The index keys the notification's id instead, which never changes (on SQLite
         // every index ends in the rowid already): a campaign's notifications in order, as a
-        // change or take-back walks them (`CampaignRevisions`), on both engines.
+        // change or take-back walks them (`CampaignRevisions`), on both engines. On PostgreSQL a
+        // mark can then be a HOT update, where it never was (bench/read-marks.sh).
         SQLMigration("core-v29-read-marks", sqlite: """
                 DROP INDEX notifications_campaign;
                 CREATE INDEX notifications_campaign ON notifications(campaignId) WHERE campaignId IS NOT NULL;
