@@ -291,14 +291,15 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
             parts[1].withUnsafeReadableBytes { b in
                 parts[2].withUnsafeReadableBytes { c in
                     parts[3].withUnsafeReadableBytes { d in
-                        let all = [a, b, c, d]
-                        var vectors = all[..<(flags & Int32(MSG_MORE) != 0 ? 3 : 4)].map {
-                            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
-                        }
-                        return vectors.withUnsafeMutableBufferPointer { vectors in
+                        // On the stack: an answer allocates no array for its vectors.
+                        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 4) { vectors in
+                            func vector(_ part: UnsafeRawBufferPointer) -> iovec {
+                                iovec(iov_base: UnsafeMutableRawPointer(mutating: part.baseAddress), iov_len: part.count)
+                            }
+                            (vectors[0], vectors[1], vectors[2], vectors[3]) = (vector(a), vector(b), vector(c), vector(d))
                             var message = msghdr()
                             message.msg_iov = vectors.baseAddress
-                            message.msg_iovlen = vectors.count
+                            message.msg_iovlen = flags & Int32(MSG_MORE) != 0 ? 3 : 4
                             return Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL) | flags)
                         }
                     }

@@ -9,10 +9,9 @@ struct ReadMarkCoreTests {
     @Test("a read mark changes no indexed column: a campaign's index keys its notifications by id, not by read state (core-v29), and on SQLite the mark's program writes the table and no index; marks still count, by the campaign's counter and by its rows",
           arguments: StoreEngine.all)
     func markWritesNoIndex(engine: StoreEngine) async throws {
-        let (dir, store, campaigns) = try await ClaimCoreTests.store(engine, users: 12)
+        let (dir, store, campaign) = try await LeaseCoreTests.queued(engine, users: 12)
         defer { store.close(); try? FileManager.default.removeItem(at: dir) }
-        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
-        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        let campaigns = store.campaigns(links: ClaimCoreTests.links, defaultImage: "logo.png")
 
         let indexed: [String] = try await store.database.read { db in
             if db.dialect == .postgres {
