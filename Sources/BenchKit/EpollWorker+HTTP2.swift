@@ -116,7 +116,7 @@ extension EpollWorker {
                     http2.streams.remove(at: position)
                 case .reset(let stream, _), .tooLarge(let stream):
                     guard let position = http2.streams.firstIndex(where: { $0.id == stream }) else { continue }
-                    if now <= deadline { stats.readErrors += 1 }
+                    if now <= deadline { stats.readErrors += 1 } else if plan.limit != nil { stats.unanswered += 1 }
                     http2.streams.remove(at: position)
                 case .answer(let response):
                     guard let position = http2.streams.firstIndex(where: { $0.id == response.stream }) else { continue }

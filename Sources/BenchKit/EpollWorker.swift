@@ -73,6 +73,7 @@ final class EpollWorker: @unchecked Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readSize, alignment: 4096)
         defer { buffer.deallocate() }
         var nextTimeoutCheck = MonotonicClock.now + 100_000_000
+        var allDone = false
         while fatal == nil {
             let now = MonotonicClock.now
             if now >= deadline { break }
@@ -115,10 +116,24 @@ final class EpollWorker: @unchecked Sendable {
             flushQueued()
             requests.store(stats.requests, ordering: .relaxed)
             errors.store(stats.errors, ordering: .relaxed)
-            if plan.exhausted, !busy { break }
+            if plan.exhausted, !busy {
+                allDone = true
+                break
+            }
         }
         if let fatal { throw fatal }
+        // The --duration cap ended the run first: with --requests, what it left open went unanswered.
+        if !allDone, plan.limit != nil { stats.unanswered = openRequests }
         for (status, count) in statusCounts.enumerated() where count > 0 { stats.statuses[status] = count }
+    }
+
+    /// Requests taken from the plan and neither answered nor failed: HTTP/2's open streams, and
+    /// HTTP/1.1's request in flight (with `newConnection`, taken once its connection was made).
+    private var openRequests: Int {
+        connections.reduce(0) { open, connection in
+            if let http2 = connection.http2 { return open + http2.streams.count }
+            return open + (connection.inFlight || (plan.newConnection && connection.wantsWrite) ? 1 : 0)
+        }
     }
 
     /// Whether a request of this thread is still open or waiting to be written (or, with
@@ -452,9 +467,13 @@ final class EpollWorker: @unchecked Sendable {
         record(status: completion.status, intended: connections[index].intended, end: end)
     }
 
-    /// Counts a response that ended at `end` (only within the run).
+    /// Counts a response that ended at `end` (only within the run; with `--requests`, one after
+    /// the `--duration` cap is unanswered).
     func record(status: Int, intended: UInt64, end: UInt64) {
-        guard end <= deadline else { return }
+        guard end <= deadline else {
+            if plan.limit != nil { stats.unanswered += 1 }
+            return
+        }
         stats.requests += 1
         stats.lastResponse = max(stats.lastResponse, end)
         statusCounts[min(max(status, 0), statusCounts.count - 1)] += 1

@@ -61,8 +61,11 @@ public enum LoadGenerator {
         try await finished.wait()
         var result = LoadResult()
         for worker in workers { result.merge(worker.stats) }
+        result.limit = plan.limit
+        result.issued = plan.issued
         // With --requests done before the cap, the run lasted until its last response.
-        let ended = configuration.requests == nil ? end : min(end, result.lastResponse > start ? result.lastResponse : MonotonicClock.now)
+        let ended = configuration.requests == nil || result.capped ? end
+            : min(end, result.lastResponse > start ? result.lastResponse : MonotonicClock.now)
         result.seconds = Double(ended - start) / 1e9
         return result
     }

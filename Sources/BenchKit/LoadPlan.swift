@@ -54,6 +54,9 @@ final class LoadPlan: @unchecked Sendable {
         return count == 1 ? 0 : issued % count
     }
 
+    /// How many requests have been issued (at most `limit`).
+    var issued: Int { min(next.load(ordering: .relaxed), limit ?? .max) }
+
     /// Every request of `limit` has been issued.
     var exhausted: Bool { limit.map { next.load(ordering: .relaxed) >= $0 } ?? false }
 

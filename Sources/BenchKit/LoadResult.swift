@@ -9,6 +9,11 @@ public struct LoadResult: Sendable {
     /// Connections closed or failing with a request in flight.
     public var readErrors = 0
     public var timeouts = 0
+    /// With `--requests`: requests sent that the `--duration` cap ended the run before answering.
+    public var unanswered = 0
+    /// `--requests`, and how many of them were sent: fewer when the `--duration` cap came first.
+    public var limit: Int?
+    public var issued = 0
     /// Bytes received (headers and bodies).
     public var bytes = 0
     public var seconds: Double = 0
@@ -22,7 +27,11 @@ public struct LoadResult: Sendable {
 
     public init() {}
 
-    public var errors: Int { connectErrors + readErrors + timeouts }
+    /// Every error: with `--requests`, each request sent ends counted once, answered or here.
+    public var errors: Int { connectErrors + readErrors + timeouts + unanswered }
+
+    /// With `--requests`, the `--duration` cap ended the run before each request was answered or failed.
+    public var capped: Bool { limit.map { issued < $0 || unanswered > 0 } ?? false }
     public var requestsPerSecond: Double { seconds > 0 ? Double(requests) / seconds : 0 }
     public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }
 
@@ -38,6 +47,7 @@ public struct LoadResult: Sendable {
         connectErrors += other.connectErrors
         readErrors += other.readErrors
         timeouts += other.timeouts
+        unanswered += other.unanswered
         bytes += other.bytes
         lastResponse = max(lastResponse, other.lastResponse)
         statuses.merge(other.statuses, uniquingKeysWith: +)
@@ -99,7 +109,12 @@ public struct LoadResult: Sendable {
                          nonSuccess.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
         }
         if errors > 0 {
-            lines.append("  Socket errors: connect \(connectErrors), read \(readErrors), timeout \(timeouts)")
+            lines.append("  Socket errors: connect \(connectErrors), read \(readErrors), timeout \(timeouts)"
+                         + (unanswered > 0 ? ", unanswered at the end \(unanswered)" : ""))
+        }
+        if let limit, capped {
+            lines.append(String(format: "  --duration %.1fs ended the run first: %d of %d requests sent, %d unanswered (raise --duration: with --requests it is only a cap)",
+                                configuration.duration, issued, limit, unanswered))
         }
         lines.append(String(format: "Requests/sec: %.2f", requestsPerSecond))
         lines.append("Transfer/sec: \(size(bytesPerSecond))")

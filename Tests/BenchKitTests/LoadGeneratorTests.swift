@@ -9,7 +9,7 @@ import Testing
 
 /// A small HTTP/1.1 server on loopback whose behaviour the tests choose: it answers
 /// `/status/<code>`, closes the connection without answering every `closeEvery`-th request on
-/// `/flaky`, and counts what it did.
+/// `/flaky`, never answers `/stall`, and counts what it did.
 final class TestHTTPServer: Sendable {
     struct Counts {
         var requests = 0
@@ -64,6 +64,8 @@ final class TestHTTPServer: Sendable {
             case .body: break
             case .end:
                 let path = uri.withLockedValue { $0 }
+                // Never answered.
+                if path == "/stall" { return }
                 if path == "/flaky" {
                     let n = sequence.withLockedValue { $0 += 1; return $0 }
                     if n % closeEvery == 0 {
@@ -348,5 +350,32 @@ struct LoadGeneratorTests {
             // another takes the last request: it closes unused.
             if newConnection { #expect((8...10).contains(counts.connections)) } else { #expect(counts.connections <= 4) }
         }
+    }
+
+    @Test("--requests with a --duration cap that comes first: each request sent and not answered is an error, those never sent are said, and the rate is counted over the whole cap, not to the last answer")
+    func requestLimitCapped() async throws {
+        let server = try await TestHTTPServer()
+        for newConnection in [false, true] {
+            // One connection: the first request is answered, the second never is, the rest never go.
+            var c = try LoadConfiguration(urls: "/status/200\n/stall\n", base: "http://127.0.0.1:\(server.port)")
+            c.duration = 0.5
+            c.connections = 1
+            c.threads = 1
+            c.requests = 5
+            c.newConnection = newConnection
+            let result = try await LoadGenerator.run(c)
+            let line = "new connection \(newConnection): \(result.requests) requests, \(result.unanswered) unanswered, \(result.issued) sent, \(result.errors) errors, \(result.seconds) s"
+            #expect(result.requests == 1 && result.unanswered == 1 && result.errors == 1 && result.issued == 2 && result.capped, "\(line)")
+            #expect(result.seconds >= 0.5 && result.seconds < 0.6, "\(line)")
+            let summary = result.summary(configuration: c)
+            #expect(summary.contains("unanswered at the end 1") && summary.contains("2 of 5 requests sent, 1 unanswered (raise --duration"), "\(summary)")
+        }
+        // Done before the cap: nothing is said.
+        var c = try configuration(server, "/status/200", duration: 60)
+        c.requests = 20
+        let result = try await LoadGenerator.run(c)
+        try await server.stop()
+        #expect(result.requests == 20 && result.errors == 0 && !result.capped && result.issued == 20)
+        #expect(!result.summary(configuration: c).contains("ended the run first"))
     }
 }
