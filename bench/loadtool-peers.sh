@@ -2,7 +2,8 @@
 # Is richpush-bench as trustworthy as wrk and h2load over HTTPS and HTTP/2 (SPEC §30, issue #51)?
 # Each pair loads the same nginx (nginx-light, one worker, the same ECDSA P-256 certificate)
 # serving media/logo.png, one client thread each, alternating ROUNDS times; medians reported,
-# with richpush-bench's figure as a ratio of its peer's (target: requests/s within 5%).
+# with richpush-bench's figure as a ratio of its peer's in the same round, the median of the
+# rounds' ratios (target: requests/s within 5%).
 #
 #   https-h1     wrk -t1 -c32                      richpush-bench -c32 --insecure https://…
 #   h2-tls       h2load -t1 -c32 -m10 (ALPN h2)    richpush-bench -c32 --http2 --streams 10 --insecure
@@ -80,25 +81,40 @@ h2l() { # PAIR ARGS...
 }
 : > "$work/results.txt"
 pairs=${PAIRS:-https-h1 h2-tls h2c urls-h2 new-conn new-tls}
-want() { [[ " $pairs " == *" $1 "* ]]; }
+peer_https_h1() { wrk1 https-h1 -c32 https://127.0.0.1:18522/logo.png; }
+rb_https_h1() { rb https-h1 --connections 32 --insecure https://127.0.0.1:18522/logo.png; }
+peer_h2_tls() { h2l h2-tls -c32 -m10 https://127.0.0.1:18522/logo.png; }
+rb_h2_tls() { rbmean h2-tls --connections 32 --http2 --streams 10 --insecure https://127.0.0.1:18522/logo.png; }
+peer_h2c() { h2l h2c -c32 -m10 http://127.0.0.1:18523/logo.png; }
+rb_h2c() { rbmean h2c --connections 32 --http2 --streams 10 http://127.0.0.1:18523/logo.png; }
+peer_urls_h2() { h2l urls-h2 -c32 -m10 -i "$work/uris.txt"; }
+rb_urls_h2() { rbmean urls-h2 --connections 32 --http2 --streams 10 --insecure --urls "$work/uris.txt"; }
+peer_new_conn() { wrk1 new-conn -c32 -H 'Connection: close' http://127.0.0.1:18521/logo.png; }
+rb_new_conn() { rb new-conn --connections 32 --new-connection http://127.0.0.1:18521/logo.png; }
+peer_new_tls() { wrk1 new-tls -c32 -H 'Connection: close' https://127.0.0.1:18525/logo.png; }
+rb_new_tls() { rb new-tls --connections 32 --new-connection --insecure https://127.0.0.1:18525/logo.png; }
+# Each pair's two runs are back to back, the peer first in odd rounds and richpush-bench first in
+# even ones: the machine's speed drifts by a quarter over minutes here, and a ratio of the two runs
+# of one round sees less of that drift than a ratio of medians taken minutes apart.
 for round in $(seq 1 "$rounds"); do
-    {
-        if want https-h1; then wrk1 https-h1 -c32 https://127.0.0.1:18522/logo.png;                 rb https-h1 --connections 32 --insecure https://127.0.0.1:18522/logo.png; fi
-        if want h2-tls; then h2l h2-tls -c32 -m10 https://127.0.0.1:18522/logo.png;               rbmean h2-tls --connections 32 --http2 --streams 10 --insecure https://127.0.0.1:18522/logo.png; fi
-        if want h2c; then h2l h2c -c32 -m10 http://127.0.0.1:18523/logo.png;                   rbmean h2c --connections 32 --http2 --streams 10 http://127.0.0.1:18523/logo.png; fi
-        if want urls-h2; then h2l urls-h2 -c32 -m10 -i "$work/uris.txt";                           rbmean urls-h2 --connections 32 --http2 --streams 10 --insecure --urls "$work/uris.txt"; fi
-        if want new-conn; then wrk1 new-conn -c32 -H 'Connection: close' http://127.0.0.1:18521/logo.png; rb new-conn --connections 32 --new-connection http://127.0.0.1:18521/logo.png; fi
-        if want new-tls; then wrk1 new-tls -c32 -H 'Connection: close' https://127.0.0.1:18525/logo.png; rb new-tls --connections 32 --new-connection --insecure https://127.0.0.1:18525/logo.png; fi
-    } | tee -a "$work/results.txt" >&2
+    for pair in $pairs; do
+        if (( round % 2 )); then "peer_${pair//-/_}"; "rb_${pair//-/_}"; else "rb_${pair//-/_}"; "peer_${pair//-/_}"; fi
+    done | awk -v r="$round" '{ print $0, r }' | tee -a "$work/results.txt" >&2
 done
-col() { awk -v p="$1" -v t="$2" -v c="$3" '$1 == p && $2 == t {print $c}' "$work/results.txt" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# Columns of results.txt: pair tool req/s latency(ms) errors µs/request round
+col() { awk -v p="$1" -v t="$2" -v c="$3" '$1 == p && $2 == t {print $c}' "$work/results.txt" | median; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# richpush-bench's req/s over its peer's in the same round, one line per round.
+ratios() { awk -v p="$1" '$1 == p { if ($2 == "richpush-bench") rb[$7] = $3; else peer[$7] = $3 }
+    END { for (r in rb) if (r in peer && peer[r] > 0) print rb[r] / peer[r] }' "$work/results.txt"; }
 errs() { awk -v p="$1" '$1 == p {s += $5} END {print s + 0}' "$work/results.txt"; }
-printf '%-9s %-7s %10s %10s %8s %8s %8s %9s %9s %7s\n' pair peer "peer r/s" "rb r/s" "ratio" "peer ms" "rb ms" "peer µs/r" "rb µs/r" errors
+printf '%-9s %-7s %10s %10s %8s %13s %8s %8s %9s %9s %7s\n' pair peer "peer r/s" "rb r/s" "ratio" "round ratios" "peer ms" "rb ms" "peer µs/r" "rb µs/r" errors
 for pair in $pairs; do
     peer=$(awk -v p="$pair" '$1 == p && $2 != "richpush-bench" {print $2; exit}' "$work/results.txt")
-    printf '%-9s %-7s %10.0f %10.0f %8.3f %8.3f %8.3f %9.1f %9.1f %7d\n' "$pair" "$peer" "$(col "$pair" "$peer" 3)" "$(col "$pair" richpush-bench 3)" \
-        "$(echo "$(col "$pair" richpush-bench 3) / $(col "$pair" "$peer" 3)" | bc -l)" "$(col "$pair" "$peer" 4)" "$(col "$pair" richpush-bench 4)" \
-        "$(col "$pair" "$peer" 6)" "$(col "$pair" richpush-bench 6)" "$(errs "$pair")"
+    printf '%-9s %-7s %10.0f %10.0f %8.3f %13s %8.3f %8.3f %9.1f %9.1f %7d\n' "$pair" "$peer" "$(col "$pair" "$peer" 3)" "$(col "$pair" richpush-bench 3)" \
+        "$(ratios "$pair" | median)" "$(ratios "$pair" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f-%.2f", lo, hi}')" \
+        "$(col "$pair" "$peer" 4)" "$(col "$pair" richpush-bench 4)" "$(col "$pair" "$peer" 6)" "$(col "$pair" richpush-bench 6)" "$(errs "$pair")"
 done
-echo "(medians of $rounds alternating rounds of ${seconds}s; nginx one worker on the first core, each client one thread on the second;"
-echo " latency: p50 against wrk, mean against h2load; µs/r: the client's own CPU per request)"
+echo "(ratio: the median over $rounds rounds of richpush-bench's req/s over its peer's in the same round, the two back to back,"
+echo " in turns; req/s, ms and µs/r: medians of ${seconds}s runs; nginx one worker on the first core, each client one thread on"
+echo " the second; latency: p50 against wrk, mean against h2load; µs/r: the client's own CPU per request)"

@@ -130,10 +130,16 @@ final class EpollWorker: @unchecked Sendable {
     /// Requests taken from the plan and neither answered nor failed: HTTP/2's open streams, and
     /// HTTP/1.1's request in flight (with `newConnection`, taken once its connection was made).
     private var openRequests: Int {
-        connections.reduce(0) { open, connection in
-            if let http2 = connection.http2 { return open + http2.streams.count }
-            return open + (connection.inFlight || (plan.newConnection && connection.wantsWrite) ? 1 : 0)
+        connections.indices.reduce(0) { open, index in
+            if let http2 = connections[index].http2 { return open + http2.streams.count }
+            return open + (holdsRequest(index) ? 1 : 0)
         }
+    }
+
+    /// HTTP/1.1: the connection has a request taken from the plan and not yet answered (with
+    /// `newConnection`, taken once the connection was made, before it is written).
+    private func holdsRequest(_ index: Int) -> Bool {
+        connections[index].inFlight || (plan.newConnection && connections[index].wantsWrite)
     }
 
     /// Whether a request of this thread is still open or waiting to be written (or, with
@@ -482,7 +488,7 @@ final class EpollWorker: @unchecked Sendable {
 
     /// The connection broke (an error, a close, or bytes that are not a response to our request).
     private func failed(_ index: Int) {
-        if connections[index].inFlight || !connections[index].parser.isIdle { stats.readErrors += 1 }
+        if holdsRequest(index) || !connections[index].parser.isIdle { stats.readErrors += 1 }
         if plan.newConnection {
             nextConnection(index)
         } else {

@@ -378,4 +378,25 @@ struct LoadGeneratorTests {
         #expect(result.requests == 20 && result.errors == 0 && !result.capped && result.issued == 20)
         #expect(!result.summary(configuration: c).contains("ended the run first"))
     }
+
+    @Test("--new-connection against a server that closes each connection as it accepts it: each of --requests is an error, none lost, and the run ends at once")
+    func newConnectionsClosed() async throws {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { $0.close() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        var c = try LoadConfiguration(url: "http://127.0.0.1:\(channel.localAddress!.port!)/")
+        c.duration = 60
+        c.connections = 2
+        c.threads = 1
+        c.requests = 20
+        c.newConnection = true
+        let result = try await LoadGenerator.run(c)
+        try await channel.close()
+        // A connection closed before its request was written fails as one closed after it.
+        #expect(result.requests == 0 && result.readErrors + result.timeouts == 20 && result.connectErrors == 0 && !result.capped,
+                "\(result.readErrors) read, \(result.timeouts) timeouts, \(result.connectErrors) connect errors, \(result.issued) sent")
+        #expect(result.seconds < 30, "\(result.seconds)")
+    }
 }
+

@@ -136,4 +136,33 @@ struct LoadToolPeerTests {
             Self.check(fresh, "h2 --new-connection", requests: 20, expected: ["200": 20], logo: logo.count)
         }
     }
+
+    @Test("--requests over HTTP/2 with a --duration cap that comes first: the streams a server never answers (hyper-h2's, a peer nobody here wrote) are errors, unanswered at the end, and the summary says how many of N were sent")
+    func cappedStreams() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let port = freePort()
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        server.arguments = ["python3", Fixtures.packageRoot.appendingPathComponent("scripts/h2-stall.py").path, String(port)]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(port), "h2-stall.py did not listen on \(port)")
+        let urls = dir.appendingPathComponent("urls.txt")
+        try "/ok\n/stall\n".write(to: urls, atomically: true, encoding: .utf8)
+        // Two connections of four streams: the /ok half of the ten is answered and frees its
+        // stream, so all ten go; the five /stall streams stay open until the cap.
+        let arguments = ["--http2", "--connections", "2", "--streams", "4", "--requests", "10", "--duration", "1s",
+                         "--urls", urls.path, "http://127.0.0.1:\(port)"]
+        let object = try await Self.bench(arguments)
+        #expect(object["requests"] as? Int == 5 && object["errors"] as? Int == 5 && Self.statuses(object) == ["200": 5], "\(object)")
+        #expect((object["seconds"] as? Double).map { $0 >= 1 } == true, "\(object)")
+        let bench = CLI.executable.deletingLastPathComponent().appendingPathComponent("richpush-bench").path
+        let summary = try await onOwnThread { try runCapturing(bench, ["--threads", "1"] + arguments) }
+        #expect(summary.status == 0 && summary.output.contains("unanswered at the end 5")
+                && summary.output.contains("10 of 10 requests sent, 5 unanswered (raise --duration"), "\(summary.output)")
+    }
 }
+
