@@ -192,6 +192,7 @@ let package = Package(
             dependencies: [
                 "CEpoll",
                 "CMemoryFile",
+                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

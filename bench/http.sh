@@ -9,7 +9,7 @@
 # worker: on this 2-core machine the load generator needs the other core. RICHPUSH_THREADS=0
 # measures the service's own default (one event loop per core).
 #
-# Usage: bench/http.sh [ROUNDS] [SECONDS]     (env BENCH_WORK, BENCH_TOOL=wrk|richpush-bench)
+# Usage: bench/http.sh [ROUNDS] [SECONDS]     (env BENCH_WORK, BENCH_TOOL=wrk|richpush-bench, RICHPUSH_BIN)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -26,7 +26,8 @@ install_missing nginx:nginx-light wrk:wrk
 swift build -c release --product richpush >&2
 [ "$tool" = wrk ] || swift build -c release --product richpush-bench >&2
 bin_dir=$(swift build -c release --show-bin-path)
-rp="$bin_dir/richpush"
+# RICHPUSH_BIN: another build's richpush to serve (an A/B against this checkout's).
+rp=${RICHPUSH_BIN:-"$bin_dir/richpush"}
 
 # --- nginx: one worker, sendfile, the same file.
 start_nginx "$work/nginx" $nginx_port media/logo.png

@@ -28,7 +28,8 @@ final class AdoptedConnections: Sendable {
     }
 
     /// Makes `adoption`'s channel: the bytes read from it go to the handlers `pipeline` adds, as
-    /// if NIO had read them; the rest of an answer is written, then the connection closed.
+    /// if NIO had read them; the rest of an answer is written first, then the connection closed
+    /// or (`thenServe`) served by `pipeline`'s handlers.
     func adopt(_ adoption: RawAdoption, pipeline: @escaping @Sendable (any Channel) throws -> Void) {
         let owned = NIOLockedValueBox(false)
         let idleTimeout = idleTimeout
@@ -38,10 +39,10 @@ final class AdoptedConnections: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     owned.withLockedValue { $0 = true }
                     track(channel)
-                    if let rest = adoption.rest {
+                    if let rest = adoption.rest, !adoption.thenServe {
                         try channel.pipeline.syncOperations.addHandler(WriteRestAndClose(rest, timeout: idleTimeout))
                     } else {
-                        try channel.pipeline.syncOperations.addHandler(ReplayFirstRead(adoption.read ?? ByteBuffer()))
+                        try channel.pipeline.syncOperations.addHandler(ReplayFirstRead(adoption.read ?? ByteBuffer(), writingFirst: adoption.rest))
                         try pipeline(channel)
                     }
                 }

@@ -1,5 +1,6 @@
 import CEpoll
 import Foundation
+import HeapModule
 import NIOCore
 import Synchronization
 #if canImport(Glibc)
@@ -7,23 +8,25 @@ import Glibc
 #endif
 
 /// The accepting side of the plain HTTP/1.1 listener: threads of its own, each with an epoll,
-/// accept every connection and answer the simplest and most common first fetch (one plain
-/// `GET` with `Connection: close`, answered from memory, whole in one write) without NIO.
+/// accept every connection and answer the simplest and most common requests (a plain `GET`
+/// answered from memory, whole in one write, with or without `Connection: close`) without NIO.
 /// Every other connection is given to NIO as it is, with the bytes already read
 /// (`RawAdoption`), and meets `FastPathFront` and the full pipeline as before.
 ///
 /// A first fetch over a new connection costs nginx about 33 µs of CPU on this machine; NIO's
 /// channel for it (the accept handler, the pipeline, its futures and loop tasks) cost `serve`
 /// about 40 µs more (BENCHMARKS.md, sessions 36 and 37). Here it costs one `accept4`, one
-/// `recv`, one `sendmsg` (and a `sendfile` for a large body) and one `close`.
+/// `recv`, one `sendmsg` (and a `sendfile` for a large body) and one `close`. A keep-alive
+/// connection stays here while its requests are answered so: each costs a `recv`, the writes
+/// and one `epoll_ctl` to wait for the next.
 ///
-/// The front is strict: it answers only when the first read holds exactly one complete head
-/// that `FrontRequestHead` reads and that asks to close, the hot routes answer it now, and the
-/// whole answer fits in the socket at once. Anything else (part of a head, a keep-alive
-/// request, a second request behind the first, a miss, an image due for its check, a head of
-/// more than 8 KiB, a write the socket took only in part) goes to NIO, untouched, with what was
-/// read (or the unwritten rest of the answer). A connection that sends nothing is closed at the
-/// idle timeout, as `FastPathFront` closes one.
+/// The front is strict: it answers only when a read holds exactly one complete head that
+/// `FrontRequestHead` reads, the hot routes answer it now, and the whole answer fits in the
+/// socket at once. Anything else (part of a head, a second request behind the first, a miss,
+/// an image due for its check, a head of more than 8 KiB) goes to NIO, untouched, with what was
+/// read; a write the socket took only in part goes with its unwritten rest (NIO writes it, then
+/// closes, or with keep-alive serves the connection on). A connection that sends nothing, at
+/// first or after an answer, is closed at the idle timeout, as `FastPathFront` closes one.
 final class RawFront<Routes: HotRoutes>: Sendable {
     let listening: CInt
     let fastPath: HotPath<Routes>
@@ -86,16 +89,33 @@ final class RawFront<Routes: HotRoutes>: Sendable {
     }
 }
 
-/// One accepting thread of a `RawFront`: its epoll, the connections waiting for their first
+/// One accepting thread of a `RawFront`: its epoll, the connections waiting for their next
 /// bytes, and a buffer to read them into. Used only by its thread.
 private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
+    /// A connection this thread holds: its serial (the epoll data's high half, so an event for a
+    /// closed connection's reused descriptor is known), and when it was accepted or last answered.
+    struct Held {
+        var serial: UInt32
+        var active: UInt64
+    }
+
+    /// When a held connection's idle timeout may fall due: one for each connection, moved on
+    /// when it falls due after an answer (`expire`).
+    struct Deadline: Comparable {
+        var time: UInt64
+        var fd: CInt
+        var serial: UInt32
+
+        static func < (a: Deadline, b: Deadline) -> Bool { a.time < b.time }
+        static func == (a: Deadline, b: Deadline) -> Bool { a.time == b.time }
+    }
+
     let front: RawFront<Routes>
     let epoll: CInt
-    /// The connections waiting for their first bytes: each one's serial (the epoll data's
-    /// high half, so an event for a closed connection's reused descriptor is known).
-    var waiting: [CInt: UInt32] = [:]
-    /// The same, in the order they were accepted (and so of their deadlines).
-    var deadlines = CircularBuffer<(fd: CInt, serial: UInt32, deadline: UInt64)>()
+    /// The connections this thread holds, waiting for their first bytes or, after a keep-alive
+    /// answer, their next request.
+    var held: [CInt: Held] = [:]
+    var deadlines = Heap<Deadline>()
     var serial: UInt32 = 0
     /// The listening socket is out of this epoll: the connection limit was reached, or the
     /// process ran out of descriptors (then until `resumeAt`, uptime ns).
@@ -103,6 +123,9 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
     var resumeAt: UInt64 = 0
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FrontRequestHead.maximumLength + 1, alignment: 16)
     static var listenData: UInt64 { UInt64.max }
+    /// Level-triggered, and left as it is while the connection is held: a keep-alive request
+    /// costs no `epoll_ctl` (a connection leaves the epoll before NIO may have it).
+    static var events: UInt32 { UInt32(CEPOLL_IN | CEPOLL_RDHUP) }
 
     init(front: RawFront<Routes>) throws {
         self.front = front
@@ -130,7 +153,7 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
                 paused = cepoll_set(epoll, front.listening, 1, UInt32(CEPOLL_IN | CEPOLL_EXCLUSIVE), Self.listenData) != 0
             }
             var wait: UInt64 = paused ? 10_000_000 : 100_000_000
-            if let first = deadlines.first { wait = min(wait, first.deadline > now ? first.deadline - now : 0) }
+            if let first = deadlines.min { wait = min(wait, first.time > now ? first.time - now : 0) }
             let count = cepoll_wait(epoll, events.baseAddress, Int32(capacity), Int64(wait))
             guard count > 0 else { continue }
             for event in events.prefix(Int(count)) {
@@ -141,13 +164,13 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
                 }
             }
         }
-        // Stopping: the connections that have sent nothing are closed, as NIO's quiescing closes
+        // Stopping: the connections waiting for a request are closed, as NIO's quiescing closes
         // an idle one.
-        for (fd, _) in waiting {
+        for (fd, _) in held {
             close(fd)
             front.connections.release()
         }
-        waiting = [:]
+        held = [:]
     }
 
     /// Accepts what is queued, up to a batch (the others wait for the next turn).
@@ -172,63 +195,79 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
                 return
             }
             serial &+= 1
-            first(fd: fd, serial: serial, registered: false)
+            read(fd: fd, serial: serial, registered: false)
         }
     }
 
-    /// A waiting connection's descriptor is readable (or closed).
+    /// A held connection's descriptor is readable (or closed).
     private func ready(fd: CInt, serial: UInt32) {
-        guard waiting[fd] == serial else { return }
-        first(fd: fd, serial: serial, registered: true)
+        guard held[fd]?.serial == serial else { return }
+        read(fd: fd, serial: serial, registered: true)
     }
 
-    /// Reads a connection's first bytes, and answers, adopts or closes it; with none yet, waits
-    /// for them.
-    private func first(fd: CInt, serial: UInt32, registered: Bool) {
+    /// Reads a connection's next bytes, and answers, adopts or closes it; with none yet, waits
+    /// for them. `registered`: the descriptor is in this epoll (held since an earlier turn).
+    private func read(fd: CInt, serial: UInt32, registered: Bool) {
         let count = recv(fd, buffer.baseAddress, buffer.count, 0)
         if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
-            let data = UInt64(serial) << 32 | UInt64(UInt32(bitPattern: fd))
-            let events = UInt32(CEPOLL_IN | CEPOLL_RDHUP | CEPOLL_ONESHOT)
-            if cepoll_set(epoll, fd, registered ? 0 : 1, events, data) != 0 {
-                waiting[fd] = nil
-                return drop(fd)
-            }
-            if !registered {
-                waiting[fd] = serial
-                deadlines.append((fd, serial, NIODeadline.now().uptimeNanoseconds + front.idleTimeout))
-            }
+            wait(fd: fd, serial: serial, registered: registered, answered: false)
             return
         }
-        if registered {
-            waiting[fd] = nil
-            // Out of this epoll before NIO may have it (a one-shot registration stays until removed).
-            _ = cepoll_remove(epoll, fd)
+        guard count > 0 else {
+            // Closed, or reset, before a byte of a request.
+            held[fd] = nil
+            return drop(fd)
         }
-        guard count > 0 else { return drop(fd) } // closed, or reset, before a byte
-        answer(fd: fd, bytes: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        answer(fd: fd, serial: serial, registered: registered, bytes: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
     }
 
-    /// Answers the request in `bytes`, the connection's first read, when the front may;
-    /// otherwise gives the connection to NIO.
-    private func answer(fd: CInt, bytes: UnsafeRawBufferPointer) {
+    /// Waits for the connection's next bytes: puts it in this epoll when it is not there yet,
+    /// and holds it with its idle deadline (a new one for a connection not held yet; after an
+    /// answer, its last activity moves on).
+    private func wait(fd: CInt, serial: UInt32, registered: Bool, answered: Bool) {
+        if !registered {
+            let data = UInt64(serial) << 32 | UInt64(UInt32(bitPattern: fd))
+            guard cepoll_set(epoll, fd, 1, Self.events, data) == 0 else {
+                held[fd] = nil
+                return drop(fd)
+            }
+        }
+        let now = NIODeadline.now().uptimeNanoseconds
+        if held[fd] == nil {
+            held[fd] = Held(serial: serial, active: now)
+            deadlines.insert(Deadline(time: now + front.idleTimeout, fd: fd, serial: serial))
+        } else if answered {
+            held[fd]?.active = now
+        }
+    }
+
+    /// Answers the request in `bytes` when the front may, and then closes the connection or
+    /// (keep-alive) waits for its next request; otherwise gives the connection to NIO.
+    private func answer(fd: CInt, serial: UInt32, registered: Bool, bytes: UnsafeRawBufferPointer) {
         let start = NIODeadline.now().uptimeNanoseconds
         let fastPath = front.fastPath
         guard bytes.count <= FrontRequestHead.maximumLength, case .head(let head) = FrontRequestHead.read(bytes),
-              head.close, head.length == bytes.count else { return handOver(fd, read: bytes) }
+              head.length == bytes.count else { return handOver(fd, registered: registered, read: bytes) }
         var memo: Routes.Memo?
         var recheck: Routes.Recheck?
         guard var answer = fastPath.routes.answer(uri: head.uri, authorization: head.authorization, memo: &memo, recheck: &recheck) else {
-            return handOver(fd, read: bytes)
+            return handOver(fd, registered: registered, read: bytes)
         }
-        answer.close = true
+        answer.close = head.close
         fastPath.sample(&answer, uri: head.uri, peer: peerAddress(fd), forwardedFor: head.forwardedFor)
-        let parts = [answer.head, connectionClose, HTTPDate.line(), answer.body.bytes]
+        if !head.close, let file = fastPath.wireFile(answer) {
+            return keepAlive(answer, from: file, fd: fd, serial: serial, registered: registered, since: start)
+        }
+        let parts = [answer.head, head.close ? connectionClose : ByteBuffer(), HTTPDate.line(), answer.body.bytes]
         let total = parts.reduce(0) { $0 + $1.readableBytes }
         let (written, error) = send(parts, of: answer, to: fd)
         fastPath.record(answer, since: start, EdgeMetric.memoryAnswersHTTP1)
+        if written == total, !head.close { return wait(fd: fd, serial: serial, registered: registered, answered: true) }
+        held[fd] = nil
         guard written < total else { return drop(fd) }
         guard written >= 0 || error == EAGAIN || error == EWOULDBLOCK else { return drop(fd) }
-        // The socket took part of it: NIO writes the rest when the client reads, then closes.
+        // The socket took part of it: NIO writes the rest when the client reads, then closes or,
+        // with keep-alive, serves the connection on.
         var rest = ByteBuffer()
         rest.reserveCapacity(total - max(written, 0))
         var skip = max(written, 0)
@@ -239,11 +278,30 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
             rest.writeBuffer(&part)
         }
         fastPath.noteAdoption(rest: true)
-        front.adopt(RawAdoption(fd: fd, read: nil, rest: rest))
+        if registered { _ = cepoll_remove(epoll, fd) }
+        front.adopt(RawAdoption(fd: fd, read: nil, rest: rest, thenServe: !head.close))
+    }
+
+    /// Sends a keep-alive answer as its wire file whole, in one `sendfile` (head, `Date` and body,
+    /// as `FastPathFront` sends it), then waits for the next request; a rest the socket did not
+    /// take goes to NIO, which writes it and serves the connection on.
+    private func keepAlive(_ answer: HotAnswer, from file: WireFile, fd: CInt, serial: UInt32, registered: Bool, since start: UInt64) {
+        let written = file.send(to: fd, from: 0, count: file.count)
+        let error = errno
+        front.fastPath.record(answer, since: start, EdgeMetric.memoryAnswersHTTP1)
+        if written == file.count { return wait(fd: fd, serial: serial, registered: registered, answered: true) }
+        held[fd] = nil
+        guard written >= 0 || error == EAGAIN || error == EWOULDBLOCK, let rest = file.bytes(from: max(written, 0)) else { return drop(fd) }
+        front.fastPath.noteAdoption(rest: true)
+        if registered { _ = cepoll_remove(epoll, fd) }
+        front.adopt(RawAdoption(fd: fd, read: nil, rest: rest, thenServe: true))
     }
 
     /// Gives the connection to NIO with the bytes read from it.
-    private func handOver(_ fd: CInt, read bytes: UnsafeRawBufferPointer) {
+    private func handOver(_ fd: CInt, registered: Bool, read bytes: UnsafeRawBufferPointer) {
+        held[fd] = nil
+        // Out of this epoll before NIO may have it (a registration stays until removed).
+        if registered { _ = cepoll_remove(epoll, fd) }
         front.fastPath.noteAdoption()
         front.adopt(RawAdoption(fd: fd, read: ByteBuffer(bytes: bytes), rest: nil))
     }
@@ -254,12 +312,18 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
         front.connections.release()
     }
 
-    /// Closes the connections that have sent nothing for the idle timeout.
+    /// Closes the connections that have sent nothing for the idle timeout; a deadline that
+    /// falls due for a connection answered since moves to its last answer's.
     private func expire(now: UInt64) {
-        while let first = deadlines.first, first.deadline <= now {
-            deadlines.removeFirst()
-            guard waiting[first.fd] == first.serial else { continue } // read from, or closed, since
-            waiting[first.fd] = nil
+        while let first = deadlines.min, first.time <= now {
+            deadlines.removeMin()
+            guard let connection = held[first.fd], connection.serial == first.serial else { continue } // adopted, or closed, since
+            let due = connection.active + front.idleTimeout
+            if due > now {
+                deadlines.insert(Deadline(time: due, fd: first.fd, serial: first.serial))
+                continue
+            }
+            held[first.fd] = nil
             drop(first.fd) // closing it takes it out of the epoll
         }
     }

@@ -75,6 +75,16 @@ public final class WireFile: Sendable {
         return Glibc.sendfile(fd, descriptor, &position, count)
     }
 
+    /// The file's bytes from `offset` to its end, copied (what the socket did not take of it).
+    func bytes(from offset: Int) -> ByteBuffer? {
+        var buffer = ByteBuffer()
+        let wanted = count - offset
+        let read = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: wanted) { target in
+            max(0, pread(descriptor, target.baseAddress, wanted, off_t(offset)))
+        }
+        return read == wanted ? buffer : nil
+    }
+
     deinit {
         // No write can be using a handle now: the budget and every holder have let go.
         let handles = handles.withLockedValue { $0 }

@@ -8,9 +8,9 @@ import Testing
 import Glibc
 #endif
 
-/// The plain listener's raw front (`RawFront`): a first fetch that asks to close is answered
-/// without NIO; everything else is given to NIO whole, with what was read; silent connections
-/// close at the idle timeout and count against the connection limit until they do.
+/// The plain listener's raw front (`RawFront`): a hot request, asking to close or not, is
+/// answered without NIO; everything else is given to NIO whole, with what was read; silent
+/// connections close at the idle timeout and count against the connection limit until they do.
 @Suite("The raw front of plain HTTP/1.1")
 struct RawFrontTests {
     @Test("twenty first fetches that ask to close are answered whole, each over its own connection, and NIO makes no channel for any")
@@ -178,42 +178,118 @@ struct RawFrontTests {
         let accessLog = AccessLog(fraction: 1, logger: Logger(label: "access") { _ in lines })
         try await withEdge(accessLog: accessLog) { edge in
             try await offPool {
-                for connection in ["close", "keep-alive"] {
-                    let client = try RawConnection(port: edge.port)
-                    client.write("GET /hot/a HTTP/1.1\r\nHost: x\r\nConnection: \(connection)\r\n\r\n")
-                    _ = try client.response()
-                }
+                // The raw front's answer, then two written at once: NIO's front answers those.
+                let client = try RawConnection(port: edge.port)
+                client.write("GET /hot/a HTTP/1.1\r\nHost: x\r\n\r\n")
+                _ = try client.response()
+                client.write("GET /hot/a HTTP/1.1\r\nHost: x\r\n\r\nGET /hot/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                _ = try client.response()
+                _ = try client.response()
             }
-            #expect(edge.hotPath.adoptions == 1) // the keep-alive one
+            #expect(edge.hotPath.adoptions == 1) // the two written at once
             // Each front logs an answer once it is written, so the client can have it first.
-            for _ in 0..<1_000 where lines.remotes.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
-            #expect(lines.remotes == ["127.0.0.1", "127.0.0.1"])
+            for _ in 0..<1_000 where lines.remotes.count < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(lines.remotes == ["127.0.0.1", "127.0.0.1", "127.0.0.1"])
         }
     }
 
-    @Test("a graceful shutdown closes a connection that has sent nothing and one NIO serves, then returns")
+    @Test("keep-alive: requests one at a time over one connection are answered by the raw front, copied or from their wire files, the connection kept open; a miss on it then goes to NIO with its bytes, and NIO serves the connection on")
+    func keepAlive() async throws {
+        let large = (0..<(64 * 1024 / 8)).map { String(format: "%07d\n", $0) }.joined()
+        try await withEdge(texts: ["a": "alpha", "b": "bravo", "large": large]) { edge in
+            let (answers, after) = try await offPool {
+                let connection = try RawConnection(port: edge.port)
+                var answers: [RawResponse] = []
+                for index in 0..<12 {
+                    connection.write("GET /hot/\(["a", "b", "large"][index % 3]) HTTP/1.1\r\nHost: x\r\n\r\n")
+                    answers.append(try connection.response())
+                }
+                let raw = (edge.hotPath.adoptions, connection.closedByServer(wait: false))
+                connection.write("GET /cold HTTP/1.1\r\nHost: x\r\n\r\n")
+                let miss = try connection.response()
+                connection.write("GET /hot/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                let last = try connection.response()
+                return (answers, (raw, miss, last, connection.closedByServer()))
+            }
+            #expect(answers.map(\.body) == (0..<12).map { ["alpha", "bravo", large][$0 % 3] })
+            #expect(answers.allSatisfy { $0.status == 200 && $0.field("Connection") == nil && $0.field("Date") != nil })
+            #expect(after.0.0 == 0 && !after.0.1, "answered by the raw front, the connection open: \(after.0)")
+            #expect(edge.hotPath.routes.wireBudget.bytes > large.utf8.count, "the large answer's file was made")
+            #expect(after.1.status == 404 && after.1.body == "no route for /cold")
+            #expect(after.2.status == 200 && after.2.body == "alpha" && after.2.field("Connection") == "close" && after.3)
+            #expect(edge.hotPath.adoptions == 1 && edge.hotPath.adoptedRests == 0)
+        }
+    }
+
+    @Test("keep-alive: an answer larger than the socket takes at once, to a client that reads nothing for a while, arrives whole (its rest written by NIO), copied or from its wire file, and NIO answers the next request on the connection",
+          arguments: [false, true])
+    func keepAliveRest(fromFile: Bool) async throws {
+        let big = (0..<(1 << 19)).map { String(format: "%07d\n", $0) }.joined()
+        try await withEdge(texts: ["big": big, "a": "alpha"], fileBudget: fromFile ? 16 << 20 : 1 << 20) { edge in
+            let (first, second) = try await offPool {
+                let connection = try RawConnection(port: edge.port, receiveBuffer: 4096)
+                connection.write("GET /hot/big HTTP/1.1\r\nHost: x\r\n\r\n")
+                usleep(300_000)
+                let first = try connection.response()
+                connection.write("GET /hot/a HTTP/1.1\r\nHost: x\r\n\r\n")
+                return (first, try connection.response())
+            }
+            #expect(first.status == 200 && first.body == big && first.field("Connection") == nil)
+            #expect(second.status == 200 && second.body == "alpha")
+            #expect(edge.hotPath.adoptions == 1 && edge.hotPath.adoptedRests == 1, "given to NIO to finish the answer")
+            // (NIO's front makes a file for its small keep-alive answer.)
+            let filed = edge.hotPath.routes.wireBudget.bytes
+            #expect(fromFile ? filed > big.utf8.count : filed < big.utf8.count, "sent from its file: \(fromFile)")
+        }
+    }
+
+    @Test("keep-alive: a connection that sends nothing after an answer is closed at the idle timeout, not before, counted from its last answer")
+    func keepAliveIdle() async throws {
+        try await withEdge(idleTimeout: .seconds(1)) { edge in
+            let (early, closed) = try await offPool {
+                let connection = try RawConnection(port: edge.port, timeout: 10)
+                // Answers 0.6 s apart keep it open past one idle timeout from its start.
+                for _ in 0..<3 {
+                    connection.write("GET /hot/a HTTP/1.1\r\nHost: x\r\n\r\n")
+                    guard try connection.response().body == "alpha" else { throw RawConnectionError(description: "wrong answer") }
+                    usleep(600_000)
+                }
+                let early = connection.closedByServer(wait: false)
+                return (early, connection.closedByServer())
+            }
+            #expect(!early, "closed within the idle timeout of its last answer")
+            #expect(closed, "not closed at the idle timeout")
+            #expect(edge.hotPath.adoptions == 0)
+        }
+    }
+
+    @Test("a graceful shutdown closes a connection that has sent nothing, one the raw front holds after a keep-alive answer, and one NIO serves, then returns")
     func shutdown() async throws {
         let connections = try await withEdge { edge in
             try await offPool {
                 let silent = try RawConnection(port: edge.port)
+                let held = try RawConnection(port: edge.port)
+                held.write("GET /hot/a HTTP/1.1\r\nHost: x\r\n\r\n")
                 let kept = try RawConnection(port: edge.port)
-                kept.write("GET /hot/a HTTP/1.1\r\nHost: x\r\n\r\n")
-                let answer = try kept.response()
-                guard answer.body == "alpha", edge.hotPath.adoptions == 1 else {
-                    throw RawConnectionError(description: "the keep-alive connection was not served by NIO: \(answer)")
+                kept.write("GET /cold HTTP/1.1\r\nHost: x\r\n\r\n")
+                let answers = (try held.response(), try kept.response())
+                guard answers.0.body == "alpha", answers.1.status == 404, edge.hotPath.adoptions == 1 else {
+                    throw RawConnectionError(description: "the keep-alive miss was not served by NIO: \(answers)")
                 }
-                return Connections(silent: silent, kept: kept)
+                return Connections(silent: silent, held: held, kept: kept)
             }
         }
         // `withEdge` returns once the listener's graceful shutdown has.
         #expect(connections.silent.closedByServer(wait: false), "the silent connection is still open")
+        #expect(connections.held.closedByServer(wait: false), "the connection the raw front held is still open")
         #expect(connections.kept.closedByServer(wait: false), "the adopted connection is still open")
     }
 }
 
-/// Two connections handed out of an edge's run, to look at after it stopped.
+/// Connections handed out of an edge's run, to look at after it stopped.
 private struct Connections: @unchecked Sendable {
     let silent: RawConnection
+    let held: RawConnection
     let kept: RawConnection
 }
 
