@@ -114,6 +114,18 @@ struct LoadGeneratorTests {
         return c
     }
 
+    /// A `--requests` run: `urls` (one path a line) in turn against the server on `port`.
+    func limited(_ urls: String, port: Int, requests: Int, duration: Double, connections: Int, threads: Int,
+                 newConnection: Bool) throws -> LoadConfiguration {
+        var c = try LoadConfiguration(urls: urls, base: "http://127.0.0.1:\(port)")
+        c.duration = duration
+        c.connections = connections
+        c.threads = threads
+        c.requests = requests
+        c.newConnection = newConnection
+        return c
+    }
+
     /// Runs `attempt` again, up to three times in all, while its run was starved: on a machine
     /// busy with the rest of the suite, a run that made almost no requests says nothing about
     /// how they are counted. The last outcome is returned either way.
@@ -333,12 +345,8 @@ struct LoadGeneratorTests {
     func requestLimit() async throws {
         for newConnection in [false, true] {
             let server = try await TestHTTPServer()
-            var c = try LoadConfiguration(urls: (0..<7).map { "/status/200?n=\($0)" }.joined(separator: "\n"), base: "http://127.0.0.1:\(server.port)")
-            c.duration = 60
-            c.connections = 3
-            c.threads = 2
-            c.requests = 7
-            c.newConnection = newConnection
+            let c = try limited((0..<7).map { "/status/200?n=\($0)" }.joined(separator: "\n"), port: server.port, requests: 7,
+                                duration: 60, connections: 3, threads: 2, newConnection: newConnection)
             let result = try await LoadGenerator.run(c)
             try await Task.sleep(for: .milliseconds(200))
             try await server.stop()
@@ -357,12 +365,8 @@ struct LoadGeneratorTests {
         let server = try await TestHTTPServer()
         for newConnection in [false, true] {
             // One connection: the first request is answered, the second never is, the rest never go.
-            var c = try LoadConfiguration(urls: "/status/200\n/stall\n", base: "http://127.0.0.1:\(server.port)")
-            c.duration = 0.5
-            c.connections = 1
-            c.threads = 1
-            c.requests = 5
-            c.newConnection = newConnection
+            let c = try limited("/status/200\n/stall\n", port: server.port, requests: 5, duration: 0.5, connections: 1, threads: 1,
+                                newConnection: newConnection)
             let result = try await LoadGenerator.run(c)
             let line = "new connection \(newConnection): \(result.requests) requests, \(result.unanswered) unanswered, \(result.issued) sent, \(result.errors) errors, \(result.seconds) s"
             #expect(result.requests == 1 && result.unanswered == 1 && result.errors == 1 && result.issued == 2 && result.capped, "\(line)")
@@ -385,12 +389,7 @@ struct LoadGeneratorTests {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { $0.close() }
             .bind(host: "127.0.0.1", port: 0).get()
-        var c = try LoadConfiguration(url: "http://127.0.0.1:\(channel.localAddress!.port!)/")
-        c.duration = 60
-        c.connections = 2
-        c.threads = 1
-        c.requests = 20
-        c.newConnection = true
+        let c = try limited("/", port: channel.localAddress!.port!, requests: 20, duration: 60, connections: 2, threads: 1, newConnection: true)
         let result = try await LoadGenerator.run(c)
         try await channel.close()
         // A connection closed before its request was written fails as one closed after it.
