@@ -260,7 +260,8 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
         }
         let parts = [answer.head, head.close ? connectionClose : ByteBuffer(), HTTPDate.line(), answer.body.bytes]
         let total = parts.reduce(0) { $0 + $1.readableBytes }
-        let (written, error) = send(parts, of: answer, to: fd)
+        // A keep-alive answer here has no file (`wireFile` just said so): it is not asked again.
+        let (written, error) = send(parts, of: answer, to: fd, mayUseFile: head.close)
         fastPath.record(answer, since: start, EdgeMetric.memoryAnswersHTTP1)
         if written == total, !head.close { return wait(fd: fd, serial: serial, registered: registered, answered: true) }
         held[fd] = nil
@@ -331,10 +332,10 @@ private final class RawFrontWorker<Routes: HotRoutes>: @unchecked Sendable {
     /// Sends `parts` (the head's three, then the body) of `answer`: a body of `sendfileFloor`
     /// bytes or more from its wire file (the head in a `sendmsg` marked `MSG_MORE`, then the body
     /// with `sendfile`, as nginx sends a file), when the file can be had; otherwise all four in
-    /// one `sendmsg`. Returns how much the socket took (-1: none), and `errno` after the last call.
-    private func send(_ parts: [ByteBuffer], of answer: HotAnswer, to fd: CInt) -> (Int, CInt) {
+    /// one `sendmsg` (always, without `mayUseFile`: a keep-alive answer whose file was refused). Returns how much the socket took (-1: none), and `errno` after the last call.
+    private func send(_ parts: [ByteBuffer], of answer: HotAnswer, to fd: CInt, mayUseFile: Bool) -> (Int, CInt) {
         let body = parts[3].readableBytes
-        guard body >= RawFront<Routes>.sendfileFloor,
+        guard mayUseFile, body >= RawFront<Routes>.sendfileFloor,
               let file = answer.body.wireFile(answer.style, date: HTTPDate.now(), budget: front.fastPath.routes.wireBudget),
               file.count > body else {
             let written = send(parts, to: fd, flags: 0)
