@@ -409,16 +409,23 @@ public struct OutboxStore: Sendable {
         }
     }
 
+    /// The statement that records a batch of a holder's pushes sent (arguments: the time, the
+    /// ids as one list, the holder's tag). On SQLite it deletes each push's entry in the index of
+    /// a campaign's pending pushes and writes none in the campaign's own (core-v30).
+    static func recordSentStatement(_ db: SQLConnection) -> String {
+        """
+        UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
+        WHERE \(db.idIn("id")) AND leaseTag = ? AND state = 'pending' RETURNING id
+        """
+    }
+
     /// `record` of the notifications' pushes (`deliveries`).
     private static func record(_ db: SQLConnection, notifications results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder,
                                now: Double) throws -> [String] {
         var recordedSent = Set<Int64>()
         let sent = results.filter { $0.1 == .sent }.map(\.0.id)
         for chunk in sent.sqlBatches() {
-            let ids = try Int64.fetchAll(db, sql: """
-                UPDATE deliveries SET state = 'sent', attempts = attempts + 1, reason = NULL, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ?
-                WHERE \(db.idIn("id")) AND leaseTag = ? AND state = 'pending' RETURNING id
-                """, arguments: [now, db.idList(chunk), holder.tag], cached: true)
+            let ids = try Int64.fetchAll(db, sql: recordSentStatement(db), arguments: [now, db.idList(chunk), holder.tag], cached: true)
             recordedSent.formUnion(ids)
         }
         var happenings: [Happening] = []
