@@ -69,12 +69,22 @@ extension CampaignStore {
     /// It samples a bounded number of rows and blocks neither reads nor writes; SKIP_LOCKED: it
     /// neither waits for an autovacuum of the table nor makes PostgreSQL cancel one. Run by a
     /// role that does not own the table, PostgreSQL skips it with a warning. SQLite: nothing.
+    ///
+    /// It samples `300 × outboxStatisticsTarget` rows, not PostgreSQL's default 30,000: what these
+    /// plans need is how many rows there are and what share is pending and due, which a small
+    /// sample tells as well, at a tenth of the cost (docs/design/campaign-queueing.md). A
+    /// campaign pays for one refresh at its start and one every 20 s while it is queued.
     public func refreshOutboxStatistics() async throws {
         guard database.dialect == .postgres else { return }
         try await database.write(isolation: .readCommitted) { db in
+            try db.execute(sql: "SET LOCAL default_statistics_target = \(Self.outboxStatisticsTarget)")
             try db.execute(sql: "ANALYZE (SKIP_LOCKED) deliveries")
         }
     }
+
+    /// The statistics target of the outbox's refreshes (`default_statistics_target`, for that
+    /// statement alone): at most 11 bounds in each column's histogram and 10 common values.
+    package static let outboxStatisticsTarget = 10
 
     /// Returns true once fewer than `ahead` of campaign `id`'s pushes wait, looking every 50 ms
     /// and renewing the campaign's lease meanwhile; false once none was sent or failed (its

@@ -242,10 +242,20 @@ struct CampaignTests {
         }
     }
 
-    @Test("on PostgreSQL the outbox's planner statistics are refreshed on demand (ANALYZE deliveries); on SQLite nothing is run", arguments: StoreEngine.all)
+    @Test("on PostgreSQL the outbox's planner statistics are refreshed on demand (ANALYZE deliveries, a small sample); on SQLite nothing is run",
+          arguments: StoreEngine.all)
     func outboxStatistics(engine: StoreEngine) async throws {
         try await TestServer.run(engine: engine) { s in
             let store = s.data.campaigns(links: nil, defaultImage: "logo.png")
+            if engine == .shared {
+                // 300 sent rows, each due at its own time: a default ANALYZE would keep 101 bounds of their histogram.
+                try await s.database.write { db in
+                    try db.execute(sql: """
+                        INSERT INTO deliveries (notificationId, target, state, pushId, nextAttemptAt, createdAt, updatedAt)
+                        SELECT 1, 'token-' || i, 'sent', 'push-' || i, i, 0, 0 FROM generate_series(1, 300) AS i
+                        """)
+                }
+            }
             try await store.refreshOutboxStatistics()
             guard engine == .shared else { return }
             #expect(try await eventually {
@@ -253,6 +263,14 @@ struct CampaignTests {
                     try Double.fetchOne(db, sql: "SELECT extract(epoch FROM last_analyze)::float8 FROM pg_stat_user_tables WHERE relname = 'deliveries'")
                 } != nil
             })
+            let (bounds, rows) = try await s.database.read { db in
+                (try Int.fetchOne(db, sql: """
+                    SELECT array_length(histogram_bounds::text::float8[], 1) FROM pg_stats
+                    WHERE tablename = 'deliveries' AND attname = 'nextattemptat'
+                    """),
+                 try Double.fetchOne(db, sql: "SELECT reltuples::float8 FROM pg_class WHERE relname = 'deliveries'"))
+            }
+            #expect(bounds == CampaignStore.outboxStatisticsTarget + 1 && rows == 300)
         }
     }
 
