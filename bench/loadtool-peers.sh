@@ -48,8 +48,8 @@ hz=$(getconf CLK_TCK)
 # The serving nginx worker's CPU per request, and how busy it was: if it was busy the whole run,
 # the server set the rate, and a difference between two clients is what each one's way of sending
 # costs the server; if not, the client did.
-worker=$main_worker
-server_start() { t0=$(cpu_ticks "$worker"); }
+# PAIR: the worker that serves it (new-tls has an nginx of its own).
+server_start() { worker=$main_worker; [ "$1" = new-tls ] && worker=$full_worker; t0=$(cpu_ticks "$worker"); }
 server_cost() { # REQ/S -> "µs/request busy"
     echo "$(cpu_ticks "$worker") $t0 $1" | awk -v hz="$hz" -v s="$seconds" '{ cpu = ($1 - $2) / hz; printf "%.1f %.2f", ($3 > 0 ? cpu * 1e6 / ($3 * s) : 0), cpu / s }'
 }
@@ -61,7 +61,7 @@ sed 's|^|https://127.0.0.1:18522|' "$work/paths.txt" > "$work/uris.txt"
 # Columns: pair tool req/s latency(ms) errors
 rb() { # PAIR ARGS... -> one line
     local pair=$1; shift
-    server_start
+    server_start "$pair"
     $pin "$bench" --threads 1 --duration "${seconds}s" --json "$@" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
@@ -72,7 +72,7 @@ print(sys.argv[1], "richpush-bench", r["requestsPerSecond"], r["latency"]["p50"]
 }
 rbmean() { # the same with the mean latency (compared with h2load's)
     local pair=$1; shift
-    server_start
+    server_start "$pair"
     $pin "$bench" --threads 1 --duration "${seconds}s" --latency "$@" | awk -v pair="$pair" '
         /^Requests\/sec:/ { rps = $2 } /Latency distribution/ { mean = $4; gsub(/[()ms]/, "", mean) }
         /Non-2xx/ { e += $5 } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 }
@@ -82,7 +82,7 @@ rbmean() { # the same with the mean latency (compared with h2load's)
 }
 wrk1() { # PAIR ARGS...
     local pair=$1; shift
-    server_start
+    server_start "$pair"
     $pin wrk -t1 -d"${seconds}s" --latency "$@" | awk -v pair="$pair" '
         function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
         /Requests\/sec:/ { rps = $2 } /^ +50%/ { p50 = ms($2) } /Non-2xx/ { e += $NF } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 + $10 }
@@ -92,7 +92,7 @@ wrk1() { # PAIR ARGS...
 }
 h2l() { # PAIR ARGS...
     local pair=$1; shift
-    server_start
+    server_start "$pair"
     $pin h2load -t1 -D "$seconds" "$@" | awk -v pair="$pair" '
         function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
         /^finished in/ { rps = $4 + 0 } /succeeded,/ { e += $10 + $12 + $14 } /^status codes:/ { e += $5 + $7 + $9 } /^time for request:/ { mean = ms($6) }
@@ -102,18 +102,18 @@ h2l() { # PAIR ARGS...
 }
 : > "$work/results.txt"
 pairs=${PAIRS:-https-h1 h2-tls h2c urls-h2 new-conn new-tls}
-peer_https_h1() { worker=$main_worker; wrk1 https-h1 -c32 https://127.0.0.1:18522/logo.png; }
-rb_https_h1() { worker=$main_worker; rb https-h1 --connections 32 --insecure https://127.0.0.1:18522/logo.png; }
-peer_h2_tls() { worker=$main_worker; h2l h2-tls -c32 -m10 https://127.0.0.1:18522/logo.png; }
-rb_h2_tls() { worker=$main_worker; rbmean h2-tls --connections 32 --http2 --streams 10 --insecure https://127.0.0.1:18522/logo.png; }
-peer_h2c() { worker=$main_worker; h2l h2c -c32 -m10 http://127.0.0.1:18523/logo.png; }
-rb_h2c() { worker=$main_worker; rbmean h2c --connections 32 --http2 --streams 10 http://127.0.0.1:18523/logo.png; }
-peer_urls_h2() { worker=$main_worker; h2l urls-h2 -c32 -m10 -i "$work/uris.txt"; }
-rb_urls_h2() { worker=$main_worker; rbmean urls-h2 --connections 32 --http2 --streams 10 --insecure --urls "$work/uris.txt"; }
-peer_new_conn() { worker=$main_worker; wrk1 new-conn -c32 -H 'Connection: close' http://127.0.0.1:18521/logo.png; }
-rb_new_conn() { worker=$main_worker; rb new-conn --connections 32 --new-connection http://127.0.0.1:18521/logo.png; }
-peer_new_tls() { worker=$full_worker; wrk1 new-tls -c32 -H 'Connection: close' https://127.0.0.1:18525/logo.png; }
-rb_new_tls() { worker=$full_worker; rb new-tls --connections 32 --new-connection --insecure https://127.0.0.1:18525/logo.png; }
+peer_https_h1() { wrk1 https-h1 -c32 https://127.0.0.1:18522/logo.png; }
+rb_https_h1() { rb https-h1 --connections 32 --insecure https://127.0.0.1:18522/logo.png; }
+peer_h2_tls() { h2l h2-tls -c32 -m10 https://127.0.0.1:18522/logo.png; }
+rb_h2_tls() { rbmean h2-tls --connections 32 --http2 --streams 10 --insecure https://127.0.0.1:18522/logo.png; }
+peer_h2c() { h2l h2c -c32 -m10 http://127.0.0.1:18523/logo.png; }
+rb_h2c() { rbmean h2c --connections 32 --http2 --streams 10 http://127.0.0.1:18523/logo.png; }
+peer_urls_h2() { h2l urls-h2 -c32 -m10 -i "$work/uris.txt"; }
+rb_urls_h2() { rbmean urls-h2 --connections 32 --http2 --streams 10 --insecure --urls "$work/uris.txt"; }
+peer_new_conn() { wrk1 new-conn -c32 -H 'Connection: close' http://127.0.0.1:18521/logo.png; }
+rb_new_conn() { rb new-conn --connections 32 --new-connection http://127.0.0.1:18521/logo.png; }
+peer_new_tls() { wrk1 new-tls -c32 -H 'Connection: close' https://127.0.0.1:18525/logo.png; }
+rb_new_tls() { rb new-tls --connections 32 --new-connection --insecure https://127.0.0.1:18525/logo.png; }
 # Each pair's two runs are back to back, the peer first in odd rounds and richpush-bench first in
 # even ones: the machine's speed drifts by a quarter over minutes here, and a ratio of the two runs
 # of one round sees less of that drift than a ratio of medians taken minutes apart.
