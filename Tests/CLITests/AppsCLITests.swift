@@ -26,30 +26,32 @@ struct AppsCLITests {
         defer { try? FileManager.default.removeItem(at: dir) }
         try prepareNodeDirectory(dir) // AuthKey.p8 (the shop's key), cert.pem / cert.key for the stand-ins
         try P256.Signing.PrivateKey().pemRepresentation.write(to: dir.appendingPathComponent("AuthKey2.p8"), atomically: true, encoding: .utf8)
-        let (shopPort, newsPort, fcmPort) = (freePort(), freePort(), freePort())
-        let account: [String: Any] = [
-            "type": "service_account", "project_id": "shop-android", "private_key_id": "k1",
-            "private_key": try _RSA.Signing.PrivateKey(keySize: .bits2048).pkcs8PEMRepresentation,
-            "client_email": "sender@shop-android.iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:\(fcmPort)/token",
-        ]
-        try JSONSerialization.data(withJSONObject: account).write(to: dir.appendingPathComponent("service-account.json"))
         // Each stand-in takes one team's key, for its app's topic alone (another is 400 TopicDisallowed),
         // and knows each phone's app, as Apple does (a token of another app is 400 DeviceTokenNotForTopic).
         let tokenShopAlice = String(repeating: "a1", count: 32), tokenNewsAlice = String(repeating: "b2", count: 32)
         let tokenShopBob = String(repeating: "c3", count: 32)
         let phones = [(tokenShopAlice, "com.example.shop"), (tokenShopBob, "com.example.shop"), (tokenNewsAlice, "com.example.news")]
             .flatMap { ["--device-topic", "\($0)=\($1)"] }
-        func apnsSandbox(_ port: Int, team: String, key: String, file: String, topic: String, log: String) throws -> Process {
-            try startProcess(["apns-sandbox", "--port", String(port), "--team-id", team, "--key-id", key, "--public-key", file,
-                              "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--topic", topic, "--log", log, "--token-update-interval", "0"] + phones,
-                             cwd: dir, log: dir.appendingPathComponent("\(log).out"))
+        func apnsSandbox(team: String, key: String, file: String, topic: String, log: String) async throws -> (Process, Int) {
+            try await startListening({ ["apns-sandbox", "--port", String($0), "--team-id", team, "--key-id", key, "--public-key", file,
+                                        "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--topic", topic, "--log", log, "--token-update-interval", "0"] + phones },
+                                     cwd: dir, log: dir.appendingPathComponent("\(log).out"))
         }
-        let shop = try apnsSandbox(shopPort, team: "TEAMSHOP01", key: "KEYSHOP001", file: "AuthKey.p8", topic: "com.example.shop", log: "shop.jsonl")
-        let news = try apnsSandbox(newsPort, team: "TEAMNEWS01", key: "KEYNEWS001", file: "AuthKey2.p8", topic: "com.example.news", log: "news.jsonl")
-        let fcm = try startProcess(["fcm-sandbox", "--port", String(fcmPort), "--service-account", "service-account.json", "--log", "fcm.jsonl"],
-                                   cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
-        defer { for process in [shop, news, fcm] where process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        for port in [shopPort, newsPort, fcmPort] { #expect(try await waitForPort(port)) }
+        let (shop, shopPort) = try await apnsSandbox(team: "TEAMSHOP01", key: "KEYSHOP001", file: "AuthKey.p8", topic: "com.example.shop", log: "shop.jsonl")
+        defer { kill(shop.processIdentifier, SIGKILL) }
+        let (news, newsPort) = try await apnsSandbox(team: "TEAMNEWS01", key: "KEYNEWS001", file: "AuthKey2.p8", topic: "com.example.news", log: "news.jsonl")
+        defer { kill(news.processIdentifier, SIGKILL) }
+        // The FCM stand-in serves its own OAuth token endpoint: the service account names it.
+        let accountKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let (fcm, fcmPort) = try await startListening({ port in
+            let account: [String: Any] = [
+                "type": "service_account", "project_id": "shop-android", "private_key_id": "k1", "private_key": accountKey.pkcs8PEMRepresentation,
+                "client_email": "sender@shop-android.iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:\(port)/token",
+            ]
+            try JSONSerialization.data(withJSONObject: account).write(to: dir.appendingPathComponent("service-account.json"))
+            return ["fcm-sandbox", "--port", String(port), "--service-account", "service-account.json", "--log", "fcm.jsonl"]
+        }, cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
+        defer { kill(fcm.processIdentifier, SIGKILL) }
 
         let apps: [String: Any] = ["apps": [
             ["name": "shop-ios", "apns": ["key": "AuthKey.p8", "keyId": "KEYSHOP001", "teamId": "TEAMSHOP01", "topic": "com.example.shop",
@@ -74,11 +76,9 @@ struct AppsCLITests {
         #expect(try await CLI.run(["api-keys", "add", "backend", "--scope", "read"], cwd: dir, environment: environment).status == 1)
         #expect(try await CLI.run(["api-keys", "add", "x", "--scope", "owner"], cwd: dir, environment: environment).status != 0)
 
-        let port = freePort()
-        let server = try startProcess(["serve", "--port", String(port), "--apps", "apps.json", "--push-ca", "cert.pem"],
-                                      cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
+        let (server, port) = try await startListening({ ["serve", "--port", String($0), "--apps", "apps.json", "--push-ca", "cert.pem"] },
+                                                      cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(port))
         // A key bound to an app: taken once serve has recorded its apps in the store (as it starts).
         var bound: CLI.Result?
         for _ in 0..<100 where bound?.status != 0 {

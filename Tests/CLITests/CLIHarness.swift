@@ -80,7 +80,8 @@ extension CLI {
             var up = false
             for _ in 0..<200 where !up && server.isRunning {
                 try await Task.sleep(for: .milliseconds(100))
-                if let fd = try? connectTo(port: port, timeout: 2) {
+                // Its own socket: another test's serve on a port taken first would answer too.
+                if listens(pid: server.processIdentifier, port: port), let fd = try? connectTo(port: port, timeout: 2) {
                     sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
                     up = receiveAll(fd).contains("{\"status\":\"ok\"}")
                     close(fd)
@@ -95,6 +96,31 @@ extension CLI {
         }
         throw CLIError(message: "serve exited at once on ports \(exited) (taken?)")
     }
+}
+
+/// Starts `richpush args(port)…` on a free port, its output appended to `log`, and waits until
+/// the process itself listens there. A free port can be taken by another test's process before
+/// this one binds it: then this one exits at once, and another port is tried. The caller kills
+/// the process.
+func startListening(_ args: (Int) throws -> [String], cwd: URL, log: URL, environment: [String: String] = [:],
+                    within seconds: Int = 30) async throws -> (process: Process, port: Int) {
+    var exited: [Int] = [], name = ""
+    for _ in 0..<3 {
+        let port = freePort()
+        let arguments = try args(port)
+        name = arguments.first ?? ""
+        let process = try startProcess(arguments, cwd: cwd, log: log, environment: environment)
+        for _ in 0..<(seconds * 10) where process.isRunning {
+            if listens(pid: process.processIdentifier, port: port) { return (process, port) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        guard !process.isRunning else {
+            kill(process.processIdentifier, SIGKILL)
+            throw CLIError(message: "\(name) did not listen on port \(port) in \(seconds) seconds (its log: \(log.path))")
+        }
+        exited.append(port)
+    }
+    throw CLIError(message: "\(name) exited at once on ports \(exited) (taken?); its log: \(log.path)")
 }
 
 struct CLIError: Error, CustomStringConvertible {

@@ -52,28 +52,24 @@ struct ClusterCLITests {
         let registered = try await setup.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM registrations WHERE handle IS NOT NULL") }
         #expect(registered == Self.deviceCount, "registered \(registered ?? -1)")
 
-        let apnsPort = freePort(), portA = freePort(), portB = freePort()
         let pushes = dir.appendingPathComponent("pushes.jsonl")
         // Answers take 400 ms, as a slow link to Apple would: pushes are in flight when a node dies.
         // Each node signs its own provider token, so the sandbox's 20-minute rule is off.
-        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
-                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--log", pushes.path,
-                                        "--delay", "400ms", "--token-update-interval", "0"],
-                                       cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        let (sandbox, apnsPort) = try await startListening({ ["apns-sandbox", "--port", String($0), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                                              "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--log", pushes.path,
+                                                              "--delay", "400ms", "--token-update-interval", "0"] },
+                                                           cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(apnsPort))
-        func node(_ port: Int, _ name: String) throws -> Process {
-            try startProcess(["serve", "--port", String(port), "--data", dir.appendingPathComponent(name).path,
-                              "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                              "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"],
-                             cwd: dir, log: dir.appendingPathComponent("\(name).log"), environment: environment)
+        func node(_ name: String) async throws -> (Process, Int) {
+            try await startListening({ ["serve", "--port", String($0), "--data", dir.appendingPathComponent(name).path,
+                                        "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+                                        "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"] },
+                                     cwd: dir, log: dir.appendingPathComponent("\(name).log"), environment: environment)
         }
-        let a = try node(portA, "node-a"), b = try node(portB, "node-b")
-        defer {
-            for process in [a, b] where process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
-        let upA = try await waitForPort(portA), upB = try await waitForPort(portB)
-        #expect(upA && upB)
+        let (a, portA) = try await node("node-a")
+        defer { if a.isRunning { kill(a.processIdentifier, SIGKILL) } }
+        let (b, portB) = try await node("node-b")
+        defer { if b.isRunning { kill(b.processIdentifier, SIGKILL) } }
         let root = Data("root:rootpw".utf8).base64EncodedString(), alice = Data("alice:pw".utf8).base64EncodedString()
 
         // Media stored through A is served by B, byte for byte.

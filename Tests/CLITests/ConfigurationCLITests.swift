@@ -108,11 +108,9 @@ struct ConfigurationCLITests {
         let refused = try await CLI.run(["media", "add", "--config=\(tight.path)", jpeg])
         #expect(refused.status == 1 && refused.stderr.contains("too_large"), "\(refused.stderr)")
         // serve takes the log format from the file.
-        let port = freePort()
         let served = dir.appendingPathComponent("serve.log")
-        let server = try startProcess(["serve", "--config", config.path, "--port", String(port)], cwd: dir, log: served)
+        let (server, _) = try await startListening({ ["serve", "--config", config.path, "--port", String($0)] }, cwd: dir, log: served)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(port))
         kill(server.processIdentifier, SIGTERM)
         await waitForExit(server)
         let lines = ((try? String(contentsOf: served, encoding: .utf8)) ?? "").split(separator: "\n")

@@ -245,12 +245,10 @@ struct ConsoleCLITests {
         #expect(try await CLI.run(["users", "add", "root", "--admin", "--password-stdin"], cwd: dir, stdin: "root-password\n").status == 0)
         #expect(try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "alice-password\n").status == 0)
         // The APNs sandbox, and serve sending to it.
-        let apnsPort = freePort()
-        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
-                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key"],
-                                       cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        let (sandbox, apnsPort) = try await startListening({ ["apns-sandbox", "--port", String($0), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                                              "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key"] },
+                                                           cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(apnsPort))
         let (server, port) = try await CLI.startServe(["--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
                                                        "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)",
                                                        "--push-ca", "cert.pem"], cwd: dir)

@@ -101,8 +101,8 @@ struct FirstHourCLITests {
         let apps: [String: Any] = ["apps": [["name": "shop-ios", "apns": ["key": "AuthKey.p8", "keyId": "KEY1234567", "teamId": "TEAM123456",
                                                                           "topic": "com.example.shop", "env": "https://127.0.0.1:\(freePort())"]]]]
         try JSONSerialization.data(withJSONObject: apps).write(to: dir.appendingPathComponent("apps.json"))
-        let port = freePort()
-        let server = try startProcess(["serve", "--port", String(port), "--apps", "apps.json"], cwd: dir, log: dir.appendingPathComponent("serve.log"))
+        let (server, port) = try await startListening({ ["serve", "--port", String($0), "--apps", "apps.json"] },
+                                                      cwd: dir, log: dir.appendingPathComponent("serve.log"))
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForHealth(port))
         let added = try await CLI.run(["api-keys", "add", "shop-backend", "--scope", "send", "--app", "shop-ios"], cwd: dir)

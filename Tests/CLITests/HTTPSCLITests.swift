@@ -19,11 +19,8 @@ struct HTTPSCLITests {
     /// certificate), listening once this returns.
     static func startServe(in dir: URL) async throws -> (process: Process, port: Int) {
         try prepareNodeDirectory(dir)
-        let port = freePort()
-        let server = try startProcess(["serve", "--port", String(port), "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--demo-auth"],
-                                      cwd: dir, log: dir.appendingPathComponent("serve.log"))
-        #expect(try await waitForPort(port))
-        return (server, port)
+        return try await startListening({ ["serve", "--port", String($0), "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--demo-auth"] },
+                                    cwd: dir, log: dir.appendingPathComponent("serve.log"))
     }
 
     @Test("richpush-bench over HTTPS against serve (SPEC §30): HTTP/2 by ALPN with 10 streams, HTTP/1.1, a new connection per request, --urls in turn, --requests exactly: every answer a 200, no error; a certificate it was not told to trust stops it naming --ca and --insecure")

@@ -19,18 +19,17 @@ struct InsightCLITests {
         try FileManager.default.createDirectory(at: hooks, withIntermediateDirectories: true)
         let secret = "whsec_cli_0123456789abcdef"
         try secret.write(to: dir.appendingPathComponent("secret.txt"), atomically: true, encoding: .utf8)
-        let (apnsPort, port) = (freePort(), freePort())
         let (receiver, hookPort) = try startWebhookReceiver(in: hooks, secret: secret)
         defer { receiver.terminate() }
 
         let users = (1...6).map { "user\($0)" }
         func token(_ index: Int) -> String { String(format: "%064x", index) }
         let dead = token(6)
-        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
-                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--log", "pushes.jsonl",
-                                        "--fail", "\(dead)=410:Unregistered"], cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        let (sandbox, apnsPort) = try await startListening({ ["apns-sandbox", "--port", String($0), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                                              "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key",
+                                                              "--log", "pushes.jsonl", "--fail", "\(dead)=410:Unregistered"] },
+                                                           cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(apnsPort))
         #expect(try await CLI.run(["users", "add", "root", "--admin", "--password-stdin"], cwd: dir, stdin: "rootpw\n", environment: environment).status == 0)
         for user in users {
             #expect(try await CLI.run(["users", "add", user, "--password-stdin"], cwd: dir, stdin: "pw\n", environment: environment).status == 0)
@@ -42,12 +41,11 @@ struct InsightCLITests {
         #expect(added.status == 0, "\(added.stderr)")
         let hookID = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
-        let server = try startProcess(["serve", "--port", String(port), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                       "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem",
-                                       "--allow-private-webhooks"],
-                                      cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
+        let (server, port) = try await startListening({ ["serve", "--port", String($0), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567",
+                                                         "--apns-team-id", "TEAM123456", "--apns-topic", "com.example.richpush",
+                                                         "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem", "--allow-private-webhooks"] },
+                                                      cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(port))
         for (index, user) in users.enumerated() {
             let auth = Data("\(user):pw".utf8).base64EncodedString()
             let registered = try await http(port, "POST", "/api/register", auth: auth)

@@ -17,11 +17,9 @@ struct LoggingCLITests {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         try prepareNodeDirectory(dir)
-        let port = freePort()
         let log = dir.appendingPathComponent("serve.log")
-        let server = try startProcess(["serve", "--port", String(port), "--log-format", "json", "--access-log", "on"], cwd: dir, log: log)
+        let (server, port) = try await startListening({ ["serve", "--port", String($0), "--log-format", "json", "--access-log", "on"] }, cwd: dir, log: log)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(port))
         let token = String(repeating: "A", count: 86)
         _ = try await http(port, "GET", "/health", auth: "")
         _ = try await http(port, "GET", "/p/\(token)", auth: "")
@@ -44,13 +42,11 @@ struct LoggingCLITests {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         try prepareNodeDirectory(dir)
-        let port = freePort()
         let log = dir.appendingPathComponent("sandbox.log")
-        let sandbox = try startProcess(["apns-sandbox", "--port", String(port), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
-                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--log-format", "json"],
-                                       cwd: dir, log: log)
+        let (sandbox, _) = try await startListening({ ["apns-sandbox", "--port", String($0), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                                       "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--log-format", "json"] },
+                                                    cwd: dir, log: log)
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(port))
         kill(sandbox.processIdentifier, SIGTERM)
         await waitForExit(sandbox)
         let written = lines(log)
@@ -59,10 +55,8 @@ struct LoggingCLITests {
             #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) is [String: Any], "not JSON: \(line)")
         }
         let serveLog = dir.appendingPathComponent("serve.log")
-        let servePort = freePort()
-        let server = try startProcess(["serve", "--port", String(servePort)], cwd: dir, log: serveLog)
+        let (server, _) = try await startListening({ ["serve", "--port", String($0)] }, cwd: dir, log: serveLog)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(servePort))
         kill(server.processIdentifier, SIGTERM)
         await waitForExit(server)
         let started = try #require(lines(serveLog).first { $0.contains("msg=\"Server started") })

@@ -14,30 +14,32 @@ struct PushPlatformsCLITests {
         response.range(of: "\r\n\r\n").map { String(response[$0.upperBound...]) } ?? ""
     }
 
+    /// A Google service account with `key`, whose OAuth token endpoint is `tokenURI`, written to `file`.
+    static func serviceAccount(key: _RSA.Signing.PrivateKey, tokenURI: String, to file: URL) throws {
+        let account: [String: Any] = [
+            "type": "service_account", "project_id": "rich-push-cli", "private_key_id": "k1",
+            "private_key": key.pkcs8PEMRepresentation,
+            "client_email": "sender@rich-push-cli.iam.gserviceaccount.com", "token_uri": tokenURI,
+        ]
+        try JSONSerialization.data(withJSONObject: account).write(to: file)
+    }
+
     @Test("an Android app and a browser registered through the API each get an alert, logged by their stand-ins as JSON lines")
     func endToEnd() async throws {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         try prepareNodeDirectory(dir)
-        let (fcmPort, webPort) = (freePort(), freePort())
-        let account: [String: Any] = [
-            "type": "service_account", "project_id": "rich-push-cli", "private_key_id": "k1",
-            "private_key": try _RSA.Signing.PrivateKey(keySize: .bits2048).pkcs8PEMRepresentation,
-            "client_email": "sender@rich-push-cli.iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:\(fcmPort)/token",
-        ]
-        try JSONSerialization.data(withJSONObject: account).write(to: dir.appendingPathComponent("service-account.json"))
+        // The FCM stand-in serves its own OAuth token endpoint: the service account names it.
+        let accountKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let (fcm, fcmPort) = try await startListening({ port in
+            try Self.serviceAccount(key: accountKey, tokenURI: "http://127.0.0.1:\(port)/token", to: dir.appendingPathComponent("service-account.json"))
+            return ["fcm-sandbox", "--port", String(port), "--service-account", "service-account.json", "--log", "fcm.jsonl"]
+        }, cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
+        defer { kill(fcm.processIdentifier, SIGKILL) }
+        let (web, webPort) = try await startListening({ ["webpush-sandbox", "--port", String($0), "--log", "web.jsonl"] },
+                                                      cwd: dir, log: dir.appendingPathComponent("webpush-sandbox.log"))
+        defer { kill(web.processIdentifier, SIGKILL) }
         try P256.Signing.PrivateKey().pemRepresentation.write(to: dir.appendingPathComponent("vapid.pem"), atomically: true, encoding: .utf8)
-        let fcm = try startProcess(["fcm-sandbox", "--port", String(fcmPort), "--service-account", "service-account.json", "--log", "fcm.jsonl"],
-                                   cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
-        let web = try startProcess(["webpush-sandbox", "--port", String(webPort), "--log", "web.jsonl"],
-                                   cwd: dir, log: dir.appendingPathComponent("webpush-sandbox.log"))
-        defer {
-            kill(fcm.processIdentifier, SIGKILL)
-            kill(web.processIdentifier, SIGKILL)
-        }
-        let fcmUp = try await waitForPort(fcmPort)
-        let webUp = try await waitForPort(webPort)
-        #expect(fcmUp && webUp)
         let added = try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n")
         #expect(added.status == 0, "\(added.stderr)")
         let (server, port) = try await CLI.startServe(["--fcm-service-account", "service-account.json", "--fcm-endpoint", "http://127.0.0.1:\(fcmPort)",

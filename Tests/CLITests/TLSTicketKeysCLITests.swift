@@ -85,19 +85,16 @@ struct TLSTicketKeysCLITests {
         try Self.replace(dir.appendingPathComponent("b.keys"), with: [old])
         // Every node has the same certificate (cert.pem, for 127.0.0.1); A looks at its file every second.
         let tls = ["--tls-cert", "cert.pem", "--tls-key", "cert.key", "--threads", "1"]
-        let (portA, portB, portC) = (freePort(), freePort(), freePort())
         let logA = dir.appendingPathComponent("a.log")
-        let a = try startProcess(["serve", "--port", String(portA), "--data", "data-a", "--tls-ticket-keys", "a.keys", "--tls-ticket-keys-check", "1s"] + tls,
-                                 cwd: dir, log: logA)
+        let (a, portA) = try await startListening({ ["serve", "--port", String($0), "--data", "data-a", "--tls-ticket-keys", "a.keys",
+                                                     "--tls-ticket-keys-check", "1s"] + tls }, cwd: dir, log: logA)
         defer { if a.isRunning { kill(a.processIdentifier, SIGKILL) } }
-        let b = try startProcess(["serve", "--port", String(portB), "--data", "data-b", "--tls-ticket-keys", "b.keys"] + tls,
-                                 cwd: dir, log: dir.appendingPathComponent("b.log"))
+        let (b, portB) = try await startListening({ ["serve", "--port", String($0), "--data", "data-b", "--tls-ticket-keys", "b.keys"] + tls },
+                                                  cwd: dir, log: dir.appendingPathComponent("b.log"))
         defer { if b.isRunning { kill(b.processIdentifier, SIGKILL) } }
-        let c = try startProcess(["serve", "--port", String(portC), "--data", "data-c"] + tls, cwd: dir, log: dir.appendingPathComponent("c.log"))
+        let (c, portC) = try await startListening({ ["serve", "--port", String($0), "--data", "data-c"] + tls },
+                                                  cwd: dir, log: dir.appendingPathComponent("c.log"))
         defer { if c.isRunning { kill(c.processIdentifier, SIGKILL) } }
-        for port in [portA, portB, portC] {
-            try #require(try await waitForPort(port), "serve did not listen on \(port) (its log is in \(dir.path))")
-        }
         let client = try TLSResumeClient(ca: dir.appendingPathComponent("cert.pem").path)
         defer { client.stop() }
 

@@ -42,7 +42,7 @@ struct TracesCLITests {
 
         // The collector, the APNs stand-in (slow enough that both nodes take their share), two nodes.
         let spansFile = dir.appendingPathComponent("spans.jsonl")
-        let otlpPort = freePort(), apnsPort = freePort(), portA = freePort(), portB = freePort()
+        let otlpPort = freePort()
         let collector = Process()
         collector.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         collector.arguments = ["python3", Fixtures.packageRoot.appendingPathComponent("scripts/otlp-receiver.py").path, String(otlpPort), spansFile.path]
@@ -50,25 +50,26 @@ struct TracesCLITests {
         collector.standardError = FileHandle.nullDevice
         try collector.run()
         defer { collector.terminate() }
-        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
-                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key",
-                                        "--delay", "200ms", "--token-update-interval", "0"],
-                                       cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        let (sandbox, apnsPort) = try await startListening({ ["apns-sandbox", "--port", String($0), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                                              "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key",
+                                                              "--delay", "200ms", "--token-update-interval", "0"] },
+                                                           cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
-        func node(_ port: Int, _ name: String) throws -> Process {
+        func node(_ name: String) async throws -> (Process, Int) {
             var environment = shared.processEnvironment
             environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:\(otlpPort)"
             environment["OTEL_SERVICE_NAME"] = "richpush-\(name)"
             environment["OTEL_BSP_SCHEDULE_DELAY"] = "200"
-            return try startProcess(["serve", "--port", String(port), "--data", dir.appendingPathComponent(name).path, "--allow-private-webhooks",
-                                     "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                     "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"],
-                                    cwd: dir, log: dir.appendingPathComponent("\(name).log"), environment: environment)
+            return try await startListening({ ["serve", "--port", String($0), "--data", dir.appendingPathComponent(name).path, "--allow-private-webhooks",
+                                               "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+                                               "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"] },
+                                            cwd: dir, log: dir.appendingPathComponent("\(name).log"), environment: environment)
         }
-        let a = try node(portA, "a"), b = try node(portB, "b")
-        defer { for process in [a, b] where process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        let up = [try await waitForPort(otlpPort), try await waitForPort(apnsPort), try await waitForPort(portA), try await waitForPort(portB)]
-        #expect(up.allSatisfy { $0 })
+        let (a, portA) = try await node("a")
+        defer { if a.isRunning { kill(a.processIdentifier, SIGKILL) } }
+        let (b, portB) = try await node("b")
+        defer { if b.isRunning { kill(b.processIdentifier, SIGKILL) } }
+        #expect(try await waitForPort(otlpPort))
 
         // The caller's own trace: the campaign's spans are its descendants.
         let traceID = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()

@@ -51,20 +51,18 @@ struct TracesFaultCLITests {
             collectorPort = freePort()  // nothing listens: every export is refused
         }
         defer { if stalled >= 0 { close(stalled) } }
-        let apnsPort = freePort(), port = freePort()
-        let sandbox = try startProcess(["apns-sandbox", "--port", String(apnsPort), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
-                                        "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key", "--token-update-interval", "0"],
-                                       cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
+        let (sandbox, apnsPort) = try await startListening({ ["apns-sandbox", "--port", String($0), "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                                                              "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key",
+                                                              "--token-update-interval", "0"] },
+                                                           cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
-        let server = try startProcess(["serve", "--port", String(port), "--data", data.path,
-                                       "--otel-endpoint", "http://127.0.0.1:\(collectorPort)",
-                                       "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                       "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"],
-                                      cwd: dir, log: dir.appendingPathComponent("serve.log"),
-                                      environment: ["OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64"])
+        let (server, port) = try await startListening({ ["serve", "--port", String($0), "--data", data.path,
+                                                         "--otel-endpoint", "http://127.0.0.1:\(collectorPort)",
+                                                         "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+                                                         "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"] },
+                                                      cwd: dir, log: dir.appendingPathComponent("serve.log"),
+                                                      environment: ["OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64"])
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        #expect(try await waitForPort(apnsPort))
-        #expect(try await waitForPort(port))
 
         let root = Data("root:rootpw".utf8).base64EncodedString()
         let made = try await http(port, "POST", "/api/admin/campaigns", auth: root, body: #"{"audience":{"all":true},"title":"Untraced","message":"m"}"#)

@@ -10,8 +10,8 @@ public func pythonReference(_ script: String, input: Any, count: Int) throws -> 
     defer { try? FileManager.default.removeItem(at: dir) }
     let (inURL, outURL, errURL) = (dir.appendingPathComponent("in.json"), dir.appendingPathComponent("out.json"), dir.appendingPathComponent("err.txt"))
     try JSONSerialization.data(withJSONObject: input).write(to: inURL)
-    FileManager.default.createFile(atPath: outURL.path, contents: nil)
-    FileManager.default.createFile(atPath: errURL.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["python3", path]

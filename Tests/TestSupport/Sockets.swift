@@ -14,14 +14,14 @@ public func freePort() -> Int {
     return port
 }
 
-/// A TCP socket bound to a free loopback port, listening when `listening`, and that port; the
-/// caller closes it (a listening one holds the port as another process would).
-public func boundLoopbackSocket(listening: Bool = false) -> (fd: Int32, port: Int) {
+/// A TCP socket bound to loopback `port` (0: a free one), listening when `listening`, and that
+/// port; the caller closes it (a listening one holds the port as another process would).
+public func boundLoopbackSocket(listening: Bool = false, port: Int = 0) -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
     _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     if listening { _ = listen(fd, 8) }
@@ -38,13 +38,38 @@ public func connectTo(port: Int, timeout: Int = 10, receiveBuffer: Int32? = nil)
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    if result != 0 { close(fd); throw POSIXError(.ECONNREFUSED) }
+    var result: Int32
+    repeat {
+        result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    } while result != 0 && errno == EINTR
+    // The error connect gave, not always "refused": a test that fails here says why.
+    if result != 0 { let code = errno; close(fd); throw POSIXError(POSIXErrorCode(rawValue: code) ?? .ECONNREFUSED) }
     var tv = timeval(tv_sec: timeout, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     return fd
+}
+
+/// Whether process `pid` itself holds a socket listening on loopback TCP `port` (Linux's
+/// `/proc`): a port that answers may belong to another test's process that took it first.
+public func listens(pid: Int32, port: Int) -> Bool {
+    let hex = String(format: ":%04X", port)
+    var inodes = Set<String>()
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = (try? String(contentsOfFile: table, encoding: .utf8)) ?? ""
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            // sl, local address, remote address, state (0A is LISTEN), …, inode is the tenth.
+            if fields.count > 9, fields[1].hasSuffix(hex), fields[3] == "0A" { inodes.insert(String(fields[9])) }
+        }
+    }
+    guard !inodes.isEmpty, let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return false }
+    return fds.contains { fd in
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+              target.hasPrefix("socket:[") else { return false }
+        return inodes.contains(String(target.dropFirst(8).dropLast()))
+    }
 }
 
 public func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
