@@ -16,8 +16,13 @@ import RichPushCore
 import ServiceLifecycle
 
 /// Notifications by id, with the two things a payload fetch needs: the recipient and the
-/// payload, which never change once a notification exists (ids are never reused), and whether
-/// its read mark is already taken care of.
+/// payload, and whether its read mark is already taken care of. Ids are never reused; a
+/// payload changes only by a change (`PATCH`), which removes the entry.
+///
+/// What is read from the database is stored only if nothing was removed since the read began
+/// (`mark`, then `load` or `set` with it): a read made before a change committed, stored after
+/// the change removed the entry, would serve the old image. A read skipped costs a miss, and a
+/// miss reads the database.
 ///
 /// Filled as notifications are made here (a campaign's batches, `POST /api/notifications`) and
 /// as they are fetched, so a device's first fetch with a session finds its notification
@@ -34,6 +39,8 @@ package final class PayloadIndex: Sendable {
     private struct Generations {
         var current: [Int64: Entry] = [:]
         var previous: [Int64: Entry] = [:]
+        /// Removals so far: a read that began before one is not stored.
+        var removals: UInt64 = 0
 
         subscript(id: Int64) -> Entry? { current[id] ?? previous[id] }
 
@@ -57,11 +64,20 @@ package final class PayloadIndex: Sendable {
         generations.withLockedValue { $0[id] }
     }
 
-    func set(_ id: Int64, _ entry: Entry) {
-        generations.withLockedValue { $0.insert(id, entry, half: half) }
+    /// Where removals stand: take it before a read whose rows are then stored with `since`.
+    func mark() -> UInt64 {
+        generations.withLockedValue { $0.removals }
     }
 
-    /// Records notifications just made (unread).
+    /// Stores `entry`, read after `mark` was taken, unless something was removed since.
+    func set(_ id: Int64, _ entry: Entry, since mark: UInt64) {
+        generations.withLockedValue { g in
+            guard g.removals == mark else { return }
+            g.insert(id, entry, half: half)
+        }
+    }
+
+    /// Records notifications just made (unread): committed this instant, nothing changed them yet.
     package func made(_ notifications: [QueuedNotification]) {
         generations.withLockedValue { g in
             for n in notifications { g.insert(n.id, Entry(recipient: n.recipient, payload: n.payload, read: false), half: half) }
@@ -78,9 +94,11 @@ package final class PayloadIndex: Sendable {
         }
     }
 
-    /// Records notifications read from the database, keeping what is known here already.
-    func load(_ entries: [(notification: QueuedNotification, read: Bool)]) {
+    /// Records notifications read from the database after `mark` was taken, keeping what is
+    /// known here already; none if something was removed since.
+    func load(_ entries: [(notification: QueuedNotification, read: Bool)], since mark: UInt64) {
         generations.withLockedValue { g in
+            guard g.removals == mark else { return }
             for (n, read) in entries where g[n.id] == nil {
                 g.insert(n.id, Entry(recipient: n.recipient, payload: n.payload, read: read), half: half)
             }
@@ -88,13 +106,14 @@ package final class PayloadIndex: Sendable {
     }
 
     package func removeAll() {
-        generations.withLockedValue { $0 = Generations() }
+        generations.withLockedValue { $0 = Generations(removals: $0.removals &+ 1) }
     }
 
     /// Forgets notifications that were removed (withdrawn, or their recipient removed).
     func remove(_ ids: [Int64]) {
         guard !ids.isEmpty else { return }
         generations.withLockedValue { g in
+            g.removals &+= 1
             for id in ids {
                 g.current[id] = nil
                 g.previous[id] = nil

@@ -37,8 +37,9 @@ package struct PayloadIndexFollower: Service {
     package func start() async throws {
         removedSince.withLockedValue { $0 = nil }
         let since = try await notifications.databaseNow()
+        let mark = index.mark()
         let newest = try await notifications.indexEntries(after: nil, limit: index.capacity / 2)
-        index.load(newest.entries)
+        index.load(newest.entries, since: mark)
         last.withLockedValue { $0 = newest.last ?? 0 }
         removedSince.withLockedValue { $0 = since }
     }
@@ -71,8 +72,10 @@ package struct PayloadIndexFollower: Service {
             }
             do {
                 while true {
+                    // A batch read across a removal is not stored (its ids are read from the database when fetched).
+                    let mark = index.mark()
                     let (batch, read, full) = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
-                    index.load(batch)
+                    index.load(batch, since: mark)
                     if let warmer, !batch.isEmpty { await warmer.warm(Set(batch.map(\.notification.payload))) }
                     if let read { last.withLockedValue { $0 = read } }
                     if !full { break }

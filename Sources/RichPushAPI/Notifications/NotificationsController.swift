@@ -136,9 +136,10 @@ struct NotificationsController: Sendable {
         let user = try context.requireUser()
         let raw = try context.parameters.require("id")
         guard let id = Int64(raw), id > 0 else { throw Problem(.notFound, "no notification \(raw.prefix(40))") }
+        let mark = payloadIndex.mark()
         if let known = payloadIndex.get(id) {
             guard known.recipient == user else { throw Problem(.notFound, "no notification \(id) for \(user)") }
-            return try await payloadResponse(request, notification: id, payload: known.payload, recipient: user, alreadyRead: known.read)
+            return try await payloadResponse(request, notification: id, payload: known.payload, recipient: user, alreadyRead: known.read, since: mark)
         }
         guard let notification = try await notifications.find(id: id, for: user) else {
             if let owned = try await notifications.ownership(id), owned.recipient == user, owned.retractedAt != nil {
@@ -146,7 +147,7 @@ struct NotificationsController: Sendable {
             }
             throw Problem(.notFound, "no notification \(id) for \(user)")
         }
-        return try await payloadResponse(request, notification: id, payload: notification.payload, recipient: user, alreadyRead: false)
+        return try await payloadResponse(request, notification: id, payload: notification.payload, recipient: user, alreadyRead: false, since: mark)
     }
 
     /// Notification `{id}`, for a caller who may change or take it back: an admin, or its sender
@@ -189,8 +190,10 @@ struct NotificationsController: Sendable {
         return try JSONResponse.encode(RetractResponse(outcome))
     }
 
-    /// The payload image of notification `id`, marking it read on its first full or ranged GET.
-    func payloadResponse(_ request: Request, notification id: Int64, payload: MediaID, recipient: String, alreadyRead: Bool) async throws -> Response {
+    /// The payload image of notification `id`, marking it read on its first full or ranged GET
+    /// (and storing it in the index, unless something was removed from it since `mark`).
+    func payloadResponse(_ request: Request, notification id: Int64, payload: MediaID, recipient: String, alreadyRead: Bool,
+                         since mark: UInt64) async throws -> Response {
         let served = try await mediaRoom.variantOrSelf(request, payload)
         guard let source = try await blobs.servable(served) else {
             throw Problem(.notFound, "the payload of notification \(id) is no longer stored")
@@ -199,7 +202,7 @@ struct NotificationsController: Sendable {
         if outcome != .head { Metric.credentialFetches.increment() }
         if !alreadyRead && outcome != .head {
             try await readMarks.mark(id)
-            payloadIndex.set(id, .init(recipient: recipient, payload: payload, read: true))
+            payloadIndex.set(id, .init(recipient: recipient, payload: payload, read: true), since: mark)
         }
         return response
     }
