@@ -22,6 +22,11 @@ public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
     /// The transaction lost a race with another and may be run again.
     var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
 
+    /// A prepared statement the server no longer takes as it was prepared (another node's
+    /// migration changed its result's columns, or the server forgot it): the transaction may
+    /// be run again once, with the statement prepared anew.
+    var staleStatement = false
+
     init(_ message: String, sqlState: String? = nil, unreachable: Bool = false) {
         self.message = message
         self.sqlState = sqlState
@@ -31,6 +36,19 @@ public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
     init(_ error: any Error, sql: String? = nil) {
         if let error = error as? SQLEngineError {
             self = error
+        } else if let error = error as? PostgresError {
+            // The older API's errors (prepared statements run through `PreparedQuery`).
+            switch error {
+            case .server(let answer):
+                var message = answer.fields[.message] ?? "PostgreSQL: \(error)"
+                if let detail = answer.fields[.detail] { message += ": \(detail)" }
+                if let sql { message += " in: \(sql.prefix(200))" }
+                self.init(message, sqlState: answer.fields[.sqlState])
+            case .connectionClosed:
+                self.init("PostgreSQL: the connection was closed", unreachable: true)
+            case .protocol(let message):
+                self.init("PostgreSQL: \(message)")
+            }
         } else if let error = error as? PSQLError {
             let state = error.serverInfo?[.sqlState]
             var message = error.serverInfo?[.message] ?? "PostgreSQL: \(error.code)"
@@ -44,18 +62,36 @@ public struct SQLEngineError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+/// The statements prepared on one pooled connection, by their text and their arguments' types:
+/// PostgreSQL parses each once per connection, and plans it once when its plan does not depend
+/// on the arguments (docs/design/outbox.md#statements-prepared-once). Used only by the thread
+/// that holds the connection.
+final class PreparedStatements: @unchecked Sendable {
+    /// At most this many on one connection; a statement past them runs unnamed, as before.
+    static let limit = 128
+    var byKey: [String: PreparedQuery] = [:]
+}
+
+/// A pooled connection and the statements prepared on it.
+struct PooledConnection: Sendable {
+    let connection: PostgresConnection
+    let statements: PreparedStatements
+}
+
 /// One pooled PostgreSQL connection used from a thread of the database's pool: every call
 /// blocks that thread until the server answers (never an event loop's thread).
 final class PostgresSession {
     let connection: PostgresConnection
+    let statements: PreparedStatements
     let logger: Logger
     /// Sees every statement start and end, so a stalled server is noticed (see `StatementWatch`).
     let watch: StatementWatch
     /// The pool's column types, for `insertRows`.
     let catalog: PostgresColumnCatalog
 
-    init(connection: PostgresConnection, logger: Logger, watch: StatementWatch, catalog: PostgresColumnCatalog) {
-        self.connection = connection
+    init(pooled: PooledConnection, logger: Logger, watch: StatementWatch, catalog: PostgresColumnCatalog) {
+        self.connection = pooled.connection
+        self.statements = pooled.statements
         self.logger = logger
         self.watch = watch
         self.catalog = catalog
@@ -67,12 +103,13 @@ final class PostgresSession {
         return result.metadata.rows ?? 0
     }
 
-    /// Runs a query and returns its rows.
-    func query(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
-        let result = try run(sql, values)
-        guard let first = result.rows.first?.makeRandomAccess() else { return [] }
+    /// Runs a query and returns its rows; `prepared`, it is prepared on this connection the
+    /// first time and run by name after (for statements run often whose text does not vary).
+    func query(_ sql: String, _ values: [SQLValue], prepared: Bool = false) throws -> [SQLRow] {
+        let rows = prepared ? try runPrepared(sql, values) : try run(sql, values).rows
+        guard let first = rows.first?.makeRandomAccess() else { return [] }
         let columns = SQLColumns(first.indices.map { first[$0].columnName })
-        return try result.rows.map { row in
+        return try rows.map { row in
             let cells = row.makeRandomAccess()
             return SQLRow(values: try cells.indices.map { try Self.value(of: cells[$0]) }, columns: columns)
         }
@@ -83,6 +120,54 @@ final class PostgresSession {
     func script(_ sql: String) throws {
         for statement in Placeholders.statements(sql) {
             _ = try execute(statement, [])
+        }
+    }
+
+    /// Runs `sql` as a statement prepared on this connection, parsed with its arguments' types
+    /// (as the unnamed one is), so it means the same.
+    private func runPrepared(_ sql: String, _ values: [SQLValue]) throws -> [PostgresRow] {
+        let key = Placeholders.key(sql, values)
+        let statement: PreparedQuery
+        if let known = statements.byKey[key] {
+            statement = known
+        } else {
+            guard statements.byKey.count < PreparedStatements.limit else { return try run(sql, values).rows }
+            let text = Placeholders.numbered(sql, typedAs: values)
+            statement = try wait(sql) { connection.prepare(query: text) }
+            statements.byKey[key] = statement
+        }
+        do {
+            return try wait(sql) { statement.execute(values.map(Self.data)) }
+        } catch var error as SQLEngineError where error.sqlState == "0A000" || error.sqlState == "26000" {
+            // "cached plan must not change result type" (a column added or dropped under it),
+            // or a statement the server does not have: forget them all.
+            statements.byKey.removeAll()
+            error.staleStatement = true
+            throw error
+        }
+    }
+
+    /// Waits for `start`'s answer, watched as `run`'s is.
+    private func wait<Answer: Sendable>(_ sql: String, _ start: () -> EventLoopFuture<Answer>) throws -> Answer {
+        let answer = connection.eventLoop.makePromise(of: Answer.self)
+        let ticket = watch.begin(connection, answer)
+        defer { watch.end(ticket) }
+        start().cascade(to: answer)
+        do {
+            return try answer.futureResult.wait()
+        } catch {
+            throw SQLEngineError(error, sql: sql)
+        }
+    }
+
+    /// A value as the older API binds it: the same types, in binary, as `bindings` gives.
+    private static func data(_ value: SQLValue) -> PostgresData {
+        switch value {
+        case .null: PostgresData(type: .null, value: nil)
+        case .integer(let value): PostgresData(int64: value)
+        case .real(let value): PostgresData(double: value)
+        case .text(let value): PostgresData(string: value)
+        case .blob(let value): PostgresData(bytes: value)
         }
     }
 
@@ -122,6 +207,10 @@ final class PostgresSession {
 
     private static func value(of cell: PostgresCell) throws -> SQLValue {
         guard cell.bytes != nil else { return .null }
+        // PostgresNIO's Bind asks for every result column in binary, but a statement prepared
+        // through `PreparedQuery` keeps the Describe's formats (text) for its cells.
+        var cell = cell
+        cell.format = .binary
         switch cell.dataType {
         case .int2, .int4, .int8, .oid: return .integer(try cell.decode(Int64.self))
         case .float4, .float8: return .real(try cell.decode(Double.self))
@@ -144,6 +233,46 @@ final class PostgresSession {
 /// bodies are left alone. Rewritten statements are remembered per text.
 enum Placeholders {
     private static let cache = NIOLockedValueBox([String: String]())
+
+    /// The key of `sql` run with `values`: the text and the types of its arguments.
+    static func key(_ sql: String, _ values: [SQLValue]) -> String {
+        var key = sql
+        key.reserveCapacity(sql.utf8.count + values.count + 1)
+        key.append("\u{0}")
+        for value in values { key.append(typeLetter(value)) }
+        return key
+    }
+
+    private static func typeLetter(_ value: SQLValue) -> Character {
+        switch value {
+        case .null: "n"
+        case .integer: "i"
+        case .real: "r"
+        case .text: "t"
+        case .blob: "b"
+        }
+    }
+
+    /// `numbered(sql)` with each placeholder cast to its argument's type (`$1::int8`), which
+    /// types it as the unnamed statement's Parse message does; a NULL's is left to PostgreSQL.
+    static func numbered(_ sql: String, typedAs values: [SQLValue]) -> String {
+        var result = ""
+        result.reserveCapacity(sql.utf8.count + 8 * values.count)
+        var number = 0
+        scan(sql) { character, inCode in
+            guard inCode && character == "?" else { result.append(character); return }
+            let cast: String = switch number < values.count ? values[number] : .null {
+            case .null: ""
+            case .integer: "::int8"
+            case .real: "::float8"
+            case .text: "::text"
+            case .blob: "::bytea"
+            }
+            number += 1
+            result += "$\(number)\(cast)"
+        }
+        return result
+    }
 
     static func numbered(_ sql: String) -> String {
         if let known = cache.withLockedValue({ $0[sql] }) { return known }

@@ -92,8 +92,9 @@ public final class SQLConnection {
         }
     }
 
-    /// Every row of a query; `cached` keeps SQLite's compiled statement for the next call (for
-    /// statements run often whose text does not vary).
+    /// Every row of a query; `cached` keeps SQLite's compiled statement for the next call, and
+    /// PostgreSQL's prepared statement on the connection (for statements run often whose text
+    /// does not vary).
     public func fetchAll(sql: String, arguments: SQLArguments = [], cached: Bool = false) throws -> [SQLRow] {
         switch backend {
         case .sqlite(let db):
@@ -101,7 +102,7 @@ public final class SQLConnection {
             let columns = SQLColumns(statement.columnNames)
             return try statement.rows(arguments.values).map { SQLRow(values: $0, columns: columns) }
         case .postgres(let session):
-            return try session.query(sql, arguments.values)
+            return try session.query(sql, arguments.values, prepared: cached)
         }
     }
 

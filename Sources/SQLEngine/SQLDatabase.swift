@@ -264,7 +264,7 @@ public final class SQLDatabase: Sendable {
 final class PostgresPool: Sendable {
     private let configuration: PostgresConnection.Configuration
     private let threads: NIOThreadPool
-    private let idle = NIOLockedValueBox([PostgresConnection]())
+    private let idle = NIOLockedValueBox([PooledConnection]())
     /// The server's clock minus this machine's, and when that was measured.
     private let offset = NIOLockedValueBox<(seconds: Double, measuredAt: Double)>((0, -.infinity))
     private let nextID = NIOLockedValueBox(0)
@@ -304,14 +304,15 @@ final class PostgresPool: Sendable {
     }
 
 
-    private func checkout() throws -> PostgresConnection {
-        while let connection = idle.withLockedValue({ $0.popLast() }) {
-            if !connection.isClosed { return connection }
+    private func checkout() throws -> PooledConnection {
+        while let pooled = idle.withLockedValue({ $0.popLast() }) {
+            if !pooled.connection.isClosed { return pooled }
         }
         let id = nextID.withLockedValue { $0 += 1; return $0 }
         do {
-            return try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
-                                                  id: id, logger: logger).wait()
+            let connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
+                                                            id: id, logger: logger).wait()
+            return PooledConnection(connection: connection, statements: PreparedStatements())
         } catch {
             let failure = SQLEngineError(error)
             throw SQLEngineError("cannot connect to PostgreSQL at \(configuration.host ?? "?"):\(configuration.port ?? 5432): \(failure.message)",
@@ -319,11 +320,11 @@ final class PostgresPool: Sendable {
         }
     }
 
-    private func checkin(_ connection: PostgresConnection, healthy: Bool) {
-        if healthy && !connection.isClosed {
-            idle.withLockedValue { $0.append(connection) }
+    private func checkin(_ pooled: PooledConnection, healthy: Bool) {
+        if healthy && !pooled.connection.isClosed {
+            idle.withLockedValue { $0.append(pooled) }
         } else {
-            Self.close(connection)
+            Self.close(pooled.connection)
         }
     }
 
@@ -363,7 +364,7 @@ final class PostgresPool: Sendable {
         var attempt = 0, reconnects = 0
         while true {
             let connection = try checkout()
-            let session = PostgresSession(connection: connection, logger: logger, watch: watch, catalog: catalog)
+            let session = PostgresSession(pooled: connection, logger: logger, watch: watch, catalog: catalog)
             do {
                 _ = try session.execute(begin, [])
             } catch {
@@ -386,7 +387,8 @@ final class PostgresPool: Sendable {
                 checkin(connection, healthy: rolledBack)
                 // Lost a race with another transaction (serialization failure, deadlock): run it
                 // again after a random pause that grows, up to 100 ms, for up to about 5 s.
-                if let failure = error as? SQLEngineError, failure.isRetryable, attempt < 60 {
+                // A prepared statement that another node's migration made stale: once more, prepared anew.
+                if let failure = error as? SQLEngineError, (failure.isRetryable && attempt < 60) || (failure.staleStatement && attempt < 2) {
                     usleep(UInt32.random(in: 0...min(100_000, 1_000 << min(attempt, 7))))
                     continue
                 }
@@ -444,7 +446,7 @@ final class PostgresPool: Sendable {
         if stale {
             threads.submit { [self] state in
                 guard state == .active, let connection = try? checkout() else { return }
-                let session = PostgresSession(connection: connection, logger: logger, watch: watch, catalog: catalog)
+                let session = PostgresSession(pooled: connection, logger: logger, watch: watch, catalog: catalog)
                 let before = Date().timeIntervalSince1970
                 let server = try? session.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS now", []).first.map { $0["now"] as Double }
                 let after = Date().timeIntervalSince1970
@@ -458,7 +460,7 @@ final class PostgresPool: Sendable {
     /// Applies what `migrations` holds that the database has not seen, under an advisory lock.
     func migrate(_ migrations: [SQLMigration]) throws {
         let connection = try checkout()
-        let session = PostgresSession(connection: connection, logger: logger, watch: watch, catalog: catalog)
+        let session = PostgresSession(pooled: connection, logger: logger, watch: watch, catalog: catalog)
         var healthy = false
         defer { checkin(connection, healthy: healthy) }
         // pg_advisory_lock's key: "RichPush" in ASCII.
@@ -484,13 +486,13 @@ final class PostgresPool: Sendable {
     func shutdown() {
         watch.stop()
         let connections = idle.withLockedValue { idle in defer { idle.removeAll() }; return idle }
-        for connection in connections { Self.close(connection) }
+        for pooled in connections { Self.close(pooled.connection) }
         threads.shutdownGracefully { _ in }
     }
 
     deinit {
         watch.stop()
-        for connection in idle.withLockedValue({ $0 }) { Self.close(connection) }
+        for pooled in idle.withLockedValue({ $0 }) { Self.close(pooled.connection) }
         threads.shutdownGracefully { _ in }
     }
 }

@@ -22,7 +22,8 @@ final class StatementWatch: Sendable {
 
     private struct Running {
         var connection: PostgresConnection
-        var answer: EventLoopPromise<PostgresQueryResult>
+        /// Fails the statement's caller.
+        var fail: @Sendable (any Error) -> Void
         var started: Double
     }
 
@@ -62,11 +63,11 @@ final class StatementWatch: Sendable {
     }
 
     /// A statement starts on `connection`, its caller waiting for `answer`; the ticket ends it.
-    func begin(_ connection: PostgresConnection, _ answer: EventLoopPromise<PostgresQueryResult>) -> Int {
+    func begin<Answer>(_ connection: PostgresConnection, _ answer: EventLoopPromise<Answer>) -> Int {
         let now = CircuitBreaker.uptime()
         return state.withLockedValue { state in
             state.next += 1
-            state.running[state.next] = Running(connection: connection, answer: answer, started: now)
+            state.running[state.next] = Running(connection: connection, fail: { answer.fail($0) }, started: now)
             return state.next
         }
     }
@@ -79,10 +80,10 @@ final class StatementWatch: Sendable {
         let now = CircuitBreaker.uptime()
         // A statement whose connection is closed has no answer coming, whatever its future says.
         let orphans = state.withLockedValue { state in
-            state.running.values.filter { now - $0.started >= Self.stallAfter && $0.connection.isClosed }.map(\.answer)
+            state.running.values.filter { now - $0.started >= Self.stallAfter && $0.connection.isClosed }.map(\.fail)
         }
-        for answer in orphans {
-            answer.fail(SQLEngineError("PostgreSQL: the connection was lost before the statement's answer", unreachable: true))
+        for fail in orphans {
+            fail(SQLEngineError("PostgreSQL: the connection was lost before the statement's answer", unreachable: true))
         }
         let due = state.withLockedValue { state -> Bool in
             guard !state.probing, now - state.lastProbe >= 1,
@@ -107,7 +108,7 @@ final class StatementWatch: Sendable {
                 logger.error("PostgreSQL is not answering: closing the connections of \(stalled.count) waiting statements",
                              metadata: ["error": "\(reason)"])
                 for statement in stalled {
-                    statement.answer.fail(SQLEngineError("PostgreSQL: \(reason)", unreachable: true))
+                    statement.fail(SQLEngineError("PostgreSQL: \(reason)", unreachable: true))
                     PostgresPool.close(statement.connection)
                 }
             }
