@@ -123,6 +123,14 @@ func startListening(_ args: (Int) throws -> [String], cwd: URL, log: URL, enviro
     throw CLIError(message: "\(name) exited at once on ports \(exited) (taken?); its log: \(log.path)")
 }
 
+/// `serve`'s flags for sending to an APNs sandbox on `port` that checks the key
+/// `prepareNodeDirectory` made (team TEAM123456, key KEY1234567, topic com.example.richpush),
+/// trusting the sandbox's certificate.
+func sandboxAPNs(_ port: Int) -> [String] {
+    ["--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
+     "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(port)", "--push-ca", "cert.pem"]
+}
+
 struct CLIError: Error, CustomStringConvertible {
     let message: String
     var description: String { message }

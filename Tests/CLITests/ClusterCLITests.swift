@@ -61,9 +61,7 @@ struct ClusterCLITests {
                                                            cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
         func node(_ name: String) async throws -> (Process, Int) {
-            try await startListening({ ["serve", "--port", String($0), "--data", dir.appendingPathComponent(name).path,
-                                        "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                        "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"] },
+            try await startListening({ ["serve", "--port", String($0), "--data", dir.appendingPathComponent(name).path] + sandboxAPNs(apnsPort) },
                                      cwd: dir, log: dir.appendingPathComponent("\(name).log"), environment: environment)
         }
         let (a, portA) = try await node("node-a")

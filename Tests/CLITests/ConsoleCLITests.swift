@@ -249,9 +249,7 @@ struct ConsoleCLITests {
                                                               "--public-key", "AuthKey.p8", "--tls-cert", "cert.pem", "--tls-key", "cert.key"] },
                                                            cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
-        let (server, port) = try await CLI.startServe(["--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                                       "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)",
-                                                       "--push-ca", "cert.pem"], cwd: dir)
+        let (server, port) = try await CLI.startServe(sandboxAPNs(apnsPort), cwd: dir)
         defer { kill(server.processIdentifier, SIGKILL) }
         // Two iPhones of alice's, tagged sports.
         let auth = Data("alice:alice-password".utf8).base64EncodedString()

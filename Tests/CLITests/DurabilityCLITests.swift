@@ -79,8 +79,7 @@ struct DurabilityCLITests {
         #expect(try await CLI.run(["users", "add", "alice", "--password-stdin"], cwd: dir, stdin: "pw\n", environment: environment).status == 0)
 
         let apnsPort = freePort(), port = freePort()
-        let serve = ["serve", "--port", String(port), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                     "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"]
+        let serve = ["serve", "--port", String(port)] + sandboxAPNs(apnsPort)
         var server = try startProcess(serve, cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         #expect(try await waitForPort(port))

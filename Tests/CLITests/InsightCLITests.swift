@@ -41,9 +41,7 @@ struct InsightCLITests {
         #expect(added.status == 0, "\(added.stderr)")
         let hookID = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
-        let (server, port) = try await startListening({ ["serve", "--port", String($0), "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567",
-                                                         "--apns-team-id", "TEAM123456", "--apns-topic", "com.example.richpush",
-                                                         "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem", "--allow-private-webhooks"] },
+        let (server, port) = try await startListening({ ["serve", "--port", String($0), "--allow-private-webhooks"] + sandboxAPNs(apnsPort) },
                                                       cwd: dir, log: dir.appendingPathComponent("serve.log"), environment: environment)
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         for (index, user) in users.enumerated() {

@@ -60,9 +60,8 @@ struct TracesCLITests {
             environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:\(otlpPort)"
             environment["OTEL_SERVICE_NAME"] = "richpush-\(name)"
             environment["OTEL_BSP_SCHEDULE_DELAY"] = "200"
-            return try await startListening({ ["serve", "--port", String($0), "--data", dir.appendingPathComponent(name).path, "--allow-private-webhooks",
-                                               "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                               "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"] },
+            return try await startListening({ ["serve", "--port", String($0), "--data", dir.appendingPathComponent(name).path,
+                                               "--allow-private-webhooks"] + sandboxAPNs(apnsPort) },
                                             cwd: dir, log: dir.appendingPathComponent("\(name).log"), environment: environment)
         }
         let (a, portA) = try await node("a")

@@ -57,9 +57,7 @@ struct TracesFaultCLITests {
                                                            cwd: dir, log: dir.appendingPathComponent("sandbox.log"))
         defer { if sandbox.isRunning { kill(sandbox.processIdentifier, SIGKILL) } }
         let (server, port) = try await startListening({ ["serve", "--port", String($0), "--data", data.path,
-                                                         "--otel-endpoint", "http://127.0.0.1:\(collectorPort)",
-                                                         "--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
-                                                         "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(apnsPort)", "--push-ca", "cert.pem"] },
+                                                         "--otel-endpoint", "http://127.0.0.1:\(collectorPort)"] + sandboxAPNs(apnsPort) },
                                                       cwd: dir, log: dir.appendingPathComponent("serve.log"),
                                                       environment: ["OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64"])
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
