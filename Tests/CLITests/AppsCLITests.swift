@@ -44,11 +44,8 @@ struct AppsCLITests {
         // The FCM stand-in serves its own OAuth token endpoint: the service account names it.
         let accountKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let (fcm, fcmPort) = try await startListening({ port in
-            let account: [String: Any] = [
-                "type": "service_account", "project_id": "shop-android", "private_key_id": "k1", "private_key": accountKey.pkcs8PEMRepresentation,
-                "client_email": "sender@shop-android.iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:\(port)/token",
-            ]
-            try JSONSerialization.data(withJSONObject: account).write(to: dir.appendingPathComponent("service-account.json"))
+            try writeServiceAccount(key: accountKey, project: "shop-android", tokenURI: "http://127.0.0.1:\(port)/token",
+                                    to: dir.appendingPathComponent("service-account.json"))
             return ["fcm-sandbox", "--port", String(port), "--service-account", "service-account.json", "--log", "fcm.jsonl"]
         }, cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
         defer { kill(fcm.processIdentifier, SIGKILL) }

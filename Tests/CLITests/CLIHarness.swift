@@ -1,3 +1,4 @@
+import CryptoExtras
 import Foundation
 import RichPushTestSupport
 
@@ -62,49 +63,32 @@ enum CLI {
 }
 
 extension CLI {
-    /// Starts `richpush serve --port <free port> args…` in `cwd` and waits until /health answers;
-    /// the caller kills the process (a `defer` with `SIGKILL` is fine).
+    /// Starts `richpush serve --port <free port> args…` in `cwd` (its output discarded) and waits
+    /// until /health answers; the caller kills the process (a `defer` with `SIGKILL` is fine).
     static func startServe(_ args: [String] = [], cwd: URL) async throws -> (process: Process, port: Int) {
-        // A free port can be taken by another test before serve binds it: then serve exits at
-        // once, and another port is tried.
-        var exited: [Int] = []
-        for _ in 0..<3 {
-            let port = freePort()
-            let server = Process()
-            server.executableURL = executable
-            server.arguments = ["serve", "--port", String(port)] + args
-            server.currentDirectoryURL = cwd
-            server.standardOutput = FileHandle.nullDevice
-            server.standardError = FileHandle.nullDevice
-            try server.run()
-            var up = false
-            for _ in 0..<200 where !up && server.isRunning {
-                try await Task.sleep(for: .milliseconds(100))
-                // Its own socket: another test's serve on a port taken first would answer too.
-                if listens(pid: server.processIdentifier, port: port), let fd = try? connectTo(port: port, timeout: 2) {
-                    sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-                    up = receiveAll(fd).contains("{\"status\":\"ok\"}")
-                    close(fd)
-                }
+        let (server, port) = try await startListening({ ["serve", "--port", String($0)] + args }, cwd: cwd, log: nil, within: 20)
+        for _ in 0..<200 where server.isRunning {
+            if let fd = try? connectTo(port: port, timeout: 2) {
+                sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+                let up = receiveAll(fd).contains("{\"status\":\"ok\"}")
+                close(fd)
+                if up { return (server, port) }
             }
-            if up { return (server, port) }
-            guard !server.isRunning else {
-                kill(server.processIdentifier, SIGKILL)
-                throw CLIError(message: "serve did not come up on port \(port) in 20 seconds")
-            }
-            exited.append(port)
+            try await Task.sleep(for: .milliseconds(100))
         }
-        throw CLIError(message: "serve exited at once on ports \(exited) (taken?)")
+        kill(server.processIdentifier, SIGKILL)
+        throw CLIError(message: "serve listened on port \(port) but /health did not answer ok in 20 seconds")
     }
 }
 
-/// Starts `richpush args(port)…` on a free port, its output appended to `log`, and waits until
-/// the process itself listens there. A free port can be taken by another test's process before
-/// this one binds it: then this one exits at once, and another port is tried. The caller kills
-/// the process.
-func startListening(_ args: (Int) throws -> [String], cwd: URL, log: URL, environment: [String: String] = [:],
+/// Starts `richpush args(port)…` on a free port, its output appended to `log` (nil: discarded),
+/// and waits until the process itself listens there. A free port can be taken by another test's
+/// process before this one binds it: then this one exits at once, and another port is tried. The
+/// caller kills the process.
+func startListening(_ args: (Int) throws -> [String], cwd: URL, log: URL?, environment: [String: String] = [:],
                     within seconds: Int = 30) async throws -> (process: Process, port: Int) {
     var exited: [Int] = [], name = ""
+    let output = log.map { "its log: \($0.path)" } ?? "its output was discarded"
     for _ in 0..<3 {
         let port = freePort()
         let arguments = try args(port)
@@ -116,11 +100,11 @@ func startListening(_ args: (Int) throws -> [String], cwd: URL, log: URL, enviro
         }
         guard !process.isRunning else {
             kill(process.processIdentifier, SIGKILL)
-            throw CLIError(message: "\(name) did not listen on port \(port) in \(seconds) seconds (its log: \(log.path))")
+            throw CLIError(message: "\(name) did not listen on port \(port) in \(seconds) seconds (\(output))")
         }
         exited.append(port)
     }
-    throw CLIError(message: "\(name) exited at once on ports \(exited) (taken?); its log: \(log.path)")
+    throw CLIError(message: "\(name) exited at once on ports \(exited) (taken?); \(output)")
 }
 
 /// `serve`'s flags for sending to an APNs sandbox on `port` that checks the key
@@ -129,6 +113,16 @@ func startListening(_ args: (Int) throws -> [String], cwd: URL, log: URL, enviro
 func sandboxAPNs(_ port: Int) -> [String] {
     ["--apns-key", "AuthKey.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456",
      "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(port)", "--push-ca", "cert.pem"]
+}
+
+/// Writes a Google service account with `key` for project `project`, whose OAuth token endpoint
+/// is `tokenURI` (the FCM sandbox's own), to `file`.
+func writeServiceAccount(key: _RSA.Signing.PrivateKey, project: String, tokenURI: String, to file: URL) throws {
+    let account: [String: Any] = [
+        "type": "service_account", "project_id": project, "private_key_id": "k1", "private_key": key.pkcs8PEMRepresentation,
+        "client_email": "sender@\(project).iam.gserviceaccount.com", "token_uri": tokenURI,
+    ]
+    try JSONSerialization.data(withJSONObject: account).write(to: file)
 }
 
 struct CLIError: Error, CustomStringConvertible {

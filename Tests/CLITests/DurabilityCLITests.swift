@@ -24,7 +24,7 @@ func http(_ port: Int, _ method: String, _ path: String, authorization: String, 
     }
 }
 
-func startProcess(_ args: [String], cwd: URL, log: URL, environment: [String: String] = [:]) throws -> Process {
+func startProcess(_ args: [String], cwd: URL, log: URL?, environment: [String: String] = [:]) throws -> Process {
     let process = Process()
     process.executableURL = CLI.executable
     process.arguments = args
@@ -32,11 +32,16 @@ func startProcess(_ args: [String], cwd: URL, log: URL, environment: [String: St
     if !environment.isEmpty {
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
     }
-    _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-    let handle = try FileHandle(forWritingTo: log)
-    handle.seekToEndOfFile()
-    process.standardOutput = handle
-    process.standardError = handle
+    if let log {
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        handle.seekToEndOfFile()
+        process.standardOutput = handle
+        process.standardError = handle
+    } else {
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+    }
     try process.run()
     return process
 }

@@ -14,16 +14,6 @@ struct PushPlatformsCLITests {
         response.range(of: "\r\n\r\n").map { String(response[$0.upperBound...]) } ?? ""
     }
 
-    /// A Google service account with `key`, whose OAuth token endpoint is `tokenURI`, written to `file`.
-    static func serviceAccount(key: _RSA.Signing.PrivateKey, tokenURI: String, to file: URL) throws {
-        let account: [String: Any] = [
-            "type": "service_account", "project_id": "rich-push-cli", "private_key_id": "k1",
-            "private_key": key.pkcs8PEMRepresentation,
-            "client_email": "sender@rich-push-cli.iam.gserviceaccount.com", "token_uri": tokenURI,
-        ]
-        try JSONSerialization.data(withJSONObject: account).write(to: file)
-    }
-
     @Test("an Android app and a browser registered through the API each get an alert, logged by their stand-ins as JSON lines")
     func endToEnd() async throws {
         let dir = try Fixtures.tempDirectory()
@@ -32,7 +22,8 @@ struct PushPlatformsCLITests {
         // The FCM stand-in serves its own OAuth token endpoint: the service account names it.
         let accountKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let (fcm, fcmPort) = try await startListening({ port in
-            try Self.serviceAccount(key: accountKey, tokenURI: "http://127.0.0.1:\(port)/token", to: dir.appendingPathComponent("service-account.json"))
+            try writeServiceAccount(key: accountKey, project: "rich-push-cli", tokenURI: "http://127.0.0.1:\(port)/token",
+                                    to: dir.appendingPathComponent("service-account.json"))
             return ["fcm-sandbox", "--port", String(port), "--service-account", "service-account.json", "--log", "fcm.jsonl"]
         }, cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
         defer { kill(fcm.processIdentifier, SIGKILL) }
