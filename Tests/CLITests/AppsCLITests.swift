@@ -1,5 +1,4 @@
 import Crypto
-import CryptoExtras
 import Foundation
 import RichPushTestSupport
 import Testing
@@ -41,13 +40,7 @@ struct AppsCLITests {
         defer { kill(shop.processIdentifier, SIGKILL) }
         let (news, newsPort) = try await apnsSandbox(team: "TEAMNEWS01", key: "KEYNEWS001", file: "AuthKey2.p8", topic: "com.example.news", log: "news.jsonl")
         defer { kill(news.processIdentifier, SIGKILL) }
-        // The FCM stand-in serves its own OAuth token endpoint: the service account names it.
-        let accountKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let (fcm, fcmPort) = try await startListening({ port in
-            try writeServiceAccount(key: accountKey, project: "shop-android", tokenURI: "http://127.0.0.1:\(port)/token",
-                                    to: dir.appendingPathComponent("service-account.json"))
-            return ["fcm-sandbox", "--port", String(port), "--service-account", "service-account.json", "--log", "fcm.jsonl"]
-        }, cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
+        let (fcm, fcmPort) = try await startFCMSandbox(project: "shop-android", in: dir)
         defer { kill(fcm.processIdentifier, SIGKILL) }
 
         let apps: [String: Any] = ["apps": [

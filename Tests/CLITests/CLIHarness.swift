@@ -115,14 +115,19 @@ func sandboxAPNs(_ port: Int) -> [String] {
      "--apns-topic", "com.example.richpush", "--apns-env", "https://127.0.0.1:\(port)", "--push-ca", "cert.pem"]
 }
 
-/// Writes a Google service account with `key` for project `project`, whose OAuth token endpoint
-/// is `tokenURI` (the FCM sandbox's own), to `file`.
-func writeServiceAccount(key: _RSA.Signing.PrivateKey, project: String, tokenURI: String, to file: URL) throws {
-    let account: [String: Any] = [
-        "type": "service_account", "project_id": project, "private_key_id": "k1", "private_key": key.pkcs8PEMRepresentation,
-        "client_email": "sender@\(project).iam.gserviceaccount.com", "token_uri": tokenURI,
-    ]
-    try JSONSerialization.data(withJSONObject: account).write(to: file)
+/// Starts `fcm-sandbox` in `dir`, logging what it is sent to `fcm.jsonl`, with a new Google
+/// service account for `project` in `dir/service-account.json` (for serve too) whose OAuth token
+/// endpoint is the sandbox's own.
+func startFCMSandbox(project: String, in dir: URL) async throws -> (process: Process, port: Int) {
+    let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+    return try await startListening({ port in
+        let account: [String: Any] = [
+            "type": "service_account", "project_id": project, "private_key_id": "k1", "private_key": key.pkcs8PEMRepresentation,
+            "client_email": "sender@\(project).iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:\(port)/token",
+        ]
+        try JSONSerialization.data(withJSONObject: account).write(to: dir.appendingPathComponent("service-account.json"))
+        return ["fcm-sandbox", "--port", String(port), "--service-account", "service-account.json", "--log", "fcm.jsonl"]
+    }, cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
 }
 
 struct CLIError: Error, CustomStringConvertible {

@@ -1,5 +1,4 @@
 import Crypto
-import CryptoExtras
 import Foundation
 import RichPushTestSupport
 import Testing
@@ -19,13 +18,7 @@ struct PushPlatformsCLITests {
         let dir = try Fixtures.tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         try prepareNodeDirectory(dir)
-        // The FCM stand-in serves its own OAuth token endpoint: the service account names it.
-        let accountKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let (fcm, fcmPort) = try await startListening({ port in
-            try writeServiceAccount(key: accountKey, project: "rich-push-cli", tokenURI: "http://127.0.0.1:\(port)/token",
-                                    to: dir.appendingPathComponent("service-account.json"))
-            return ["fcm-sandbox", "--port", String(port), "--service-account", "service-account.json", "--log", "fcm.jsonl"]
-        }, cwd: dir, log: dir.appendingPathComponent("fcm-sandbox.log"))
+        let (fcm, fcmPort) = try await startFCMSandbox(project: "rich-push-cli", in: dir)
         defer { kill(fcm.processIdentifier, SIGKILL) }
         let (web, webPort) = try await startListening({ ["webpush-sandbox", "--port", String($0), "--log", "web.jsonl"] },
                                                       cwd: dir, log: dir.appendingPathComponent("webpush-sandbox.log"))
