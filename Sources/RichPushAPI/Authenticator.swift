@@ -41,8 +41,19 @@ public final class Authenticator: Sendable {
     private let cache = NIOLockedValueBox<[CredentialKey: Entry]>([:])
     private let inFlight = InFlightVerifications()
     private let throttle: LoginThrottle
-    /// A hash of the default cost, checked against for names that have no account.
-    static let dummyHash = Bcrypt.hash("no such user: \(UInt64.random(in: .min ... .max))", cost: 12)
+    /// Hashes checked against for names that have no account, one per cost: the store's own, so
+    /// that a name without an account takes as long as a wrong password (made once, on first use).
+    private static let dummyHashes = NIOLockedValueBox<[UInt8: String]>([:])
+
+    /// The hash of `cost` for names that have no account.
+    static func dummyHash(cost: UInt8) -> String {
+        dummyHashes.withLockedValue { hashes in
+            if let hash = hashes[cost] { return hash }
+            let hash = Bcrypt.hash("no such user: \(UInt64.random(in: .min ... .max))", cost: cost)
+            hashes[cost] = hash
+            return hash
+        }
+    }
     /// The threads bcrypt runs on: its own, so that a flood of sign-ins (each a cost-12 bcrypt,
     /// about 0.2 s of a core) never makes a blob read or a decode wait for a thread of
     /// `NIOThreadPool.singleton`. Half the cores, at least two: on a large machine a flood of
@@ -296,7 +307,7 @@ public final class Authenticator: Sendable {
                         if demoAuth && user == password && (try? UserStore.validateName(user)) != nil { return false }
                         // An unknown name costs the same bcrypt as a known one: timing tells nobody which names exist.
                         if hideUnknownNames {
-                            _ = try await bcryptPool.runIfActive { UserStore.verify(password: password, hash: Authenticator.dummyHash) }
+                            _ = try await bcryptPool.runIfActive { UserStore.verify(password: password, hash: Authenticator.dummyHash(cost: users.cost)) }
                             Authenticator.unknownNameChecks.withLockedValue { $0 += 1 }
                         }
                         return nil

@@ -52,7 +52,9 @@ public final class DataStore: Sendable {
     /// `database` (`--database sqlite:PATH`) puts the SQLite file elsewhere; `blobs` (`--blobs`) puts the blob bytes in an S3 bucket instead of `path/blobs`
     /// (`s3://BUCKET[/PREFIX]?endpoint=…`, credentials from `AWS_ACCESS_KEY_ID` and
     /// `AWS_SECRET_ACCESS_KEY`); nil or `file:<path>/blobs` keeps them as files.
+    /// `passwordCost` is the bcrypt cost of the passwords it hashes (`--bcrypt-cost`).
     public static func open(path: String, database: String? = nil, blobs: String? = nil, limits: MediaLimits = .default,
+                            passwordCost: UInt8 = UserStore.defaultCost,
                             environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DataStore {
         var databasePath: String?
         var postgres: String?
@@ -66,27 +68,31 @@ public final class DataStore: Sendable {
         if let blobs, case .s3(let location) = try BlobsLocation(blobs, dataPath: path) {
             bucket = S3Client(location: location, credentials: try S3Credentials.fromEnvironment(environment))
         }
-        return DataStore(directory: directory, database: try CoreDatabase.open(directory, postgres: postgres), limits: limits, bucket: bucket)
+        return DataStore(directory: directory, database: try CoreDatabase.open(directory, postgres: postgres), limits: limits, bucket: bucket,
+                         passwordCost: passwordCost)
     }
 
     /// `open` on a thread of its own: connecting to PostgreSQL and migrating block, and must not
     /// hold up a thread of the concurrency pool (a server or a test suite has only a few).
     public static func open(path: String, database: String? = nil, blobs: String? = nil, limits: MediaLimits = .default,
+                            passwordCost: UInt8 = UserStore.defaultCost,
                             environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> DataStore {
         try await withCheckedThrowingContinuation { continuation in
             Thread {
                 continuation.resume(with: Result {
-                    try open(path: path, database: database, blobs: blobs, limits: limits, environment: environment) as DataStore
+                    try open(path: path, database: database, blobs: blobs, limits: limits, passwordCost: passwordCost,
+                             environment: environment) as DataStore
                 })
             }.start()
         }
     }
 
-    init(directory: DataDirectory, database: SQLDatabase, limits: MediaLimits, bucket: S3Client? = nil) {
+    init(directory: DataDirectory, database: SQLDatabase, limits: MediaLimits, bucket: S3Client? = nil,
+         passwordCost: UInt8 = UserStore.defaultCost) {
         self.directory = directory
         self.database = database
         self.media = MediaStore(directory: directory, database: database, limits: limits, bucket: bucket)
-        self.users = UserStore(database: database)
+        self.users = UserStore(database: database, cost: passwordCost)
         self.sessions = SessionStore(database: database)
         self.registrations = RegistrationStore(database: database)
         self.topics = TopicStore(database: database)

@@ -69,9 +69,13 @@ public struct UserStore: Sendable {
     let database: SQLDatabase
     /// bcrypt cost for new hashes.
     public let cost: UInt8
+    /// The cost a store hashes at unless told otherwise (`--bcrypt-cost`'s default).
+    public static let defaultCost: UInt8 = 12
+    /// The costs bcrypt allows (`--bcrypt-cost`'s range).
+    public static let costs: ClosedRange<UInt8> = 4...31
 
     /// Creates the store over a database opened with `CoreDatabase`.
-    init(database: SQLDatabase, cost: UInt8 = 12) {
+    init(database: SQLDatabase, cost: UInt8 = UserStore.defaultCost) {
         self.database = database
         self.cost = cost
     }

@@ -45,6 +45,10 @@ struct DataOptions: ParsableArguments {
             help: ArgumentHelp("A file holding the --database URL, which may carry a password, e.g. a Docker secret (env RICHPUSH_DATABASE_FILE).",
                                valueName: "path"))
     var databaseFile: String?
+    @Option(name: .customLong("bcrypt-cost"), help: ArgumentHelp(
+        "The bcrypt cost of passwords this command hashes, 4–31; each step doubles the work. Below 10 only for tests (env RICHPUSH_BCRYPT_COST).",
+        valueName: "n"))
+    var bcryptCost: Int = Environment.int("RICHPUSH_BCRYPT_COST") ?? Int(UserStore.defaultCost)
 
     /// `--database`, else `--database-file`'s contents, else `RICHPUSH_DATABASE` (or
     /// `RICHPUSH_DATABASE_FILE`'s), else nil (`<data>/richpush.sqlite`).
@@ -56,6 +60,9 @@ struct DataOptions: ParsableArguments {
     var blobs: String? { blobsFlag ?? Environment.string("RICHPUSH_BLOBS") }
 
     func validate() throws {
+        guard UserStore.costs.contains(where: { Int($0) == bcryptCost }) else {
+            throw ValidationError("--bcrypt-cost (env RICHPUSH_BCRYPT_COST) \(bcryptCost) is not from \(UserStore.costs.lowerBound) to \(UserStore.costs.upperBound)")
+        }
         if let database = try Environment.secret(databaseFlag, file: databaseFile, fileFlag: "--database-file", variable: "RICHPUSH_DATABASE") {
             do { _ = try DatabaseLocation(database) } catch let error as DatabaseConfigurationError { throw ValidationError(error.description) }
         }
@@ -76,7 +83,7 @@ extension DataOptions {
     /// from another folder than `serve`'s is not silently working on a store of its own.
     func open(limits: MediaLimits = .default, announce: Bool = true) async throws -> DataStore {
         let new = isNew
-        let store = try await DataStore.open(path: data, database: database, blobs: blobs, limits: limits)
+        let store = try await DataStore.open(path: data, database: database, blobs: blobs, limits: limits, passwordCost: UInt8(bcryptCost))
         if new && announce { Terminal.error("note: \(createdMessage)") }
         return store
     }

@@ -18,6 +18,13 @@ enum CLI {
         return Fixtures.packageRoot.appendingPathComponent(".build/debug/richpush")
     }()
 
+    /// The environment a `richpush` of the tests runs with: this process's, passwords hashed at
+    /// bcrypt's lowest cost (`--bcrypt-cost 4`: a cost-12 hash takes 0.4 s of a debug build's CPU,
+    /// and the suite hashed and checked a few hundred), then `extra`.
+    static func environment(_ extra: [String: String] = [:]) -> [String: String] {
+        ProcessInfo.processInfo.environment.merging(["RICHPUSH_BCRYPT_COST": "4"]) { _, new in new }.merging(extra) { _, new in new }
+    }
+
     struct Result: Sendable {
         var status: Int32
         var stdout: String
@@ -35,9 +42,7 @@ enum CLI {
         let process = Process()
         process.executableURL = executable
         process.arguments = args
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
+        process.environment = CLI.environment(environment)
         if let cwd { process.currentDirectoryURL = cwd }
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out

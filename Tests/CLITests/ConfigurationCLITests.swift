@@ -1,4 +1,5 @@
 import Foundation
+import RichPushCore
 import RichPushTestSupport
 import Testing
 
@@ -129,6 +130,34 @@ struct ConfigurationCLITests {
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains(words), "\(arguments): \(result.stderr)")
         }
+    }
+
+    @Test("--bcrypt-cost (env RICHPUSH_BCRYPT_COST) is the cost users add, passwd and import hash at, 12 unless given; a hash of any cost verifies; outside 4–31 is a usage error")
+    func bcryptCost() async throws {
+        let dir = try Fixtures.tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let data = dir.appendingPathComponent("data").path
+        #expect(try await CLI.run(["users", "add", "five", "--password-stdin", "--bcrypt-cost", "5", "--data", data], stdin: "pw5\n").status == 0)
+        #expect(try await CLI.run(["users", "add", "six", "--password-stdin", "--data", data], stdin: "pw6\n",
+                                  environment: ["RICHPUSH_BCRYPT_COST": "6"]).status == 0)
+        #expect(try await CLI.run(["users", "passwd", "six", "--password-stdin", "--bcrypt-cost", "7", "--data", data], stdin: "pw7\n").status == 0)
+        #expect(try await CLI.run(["users", "import", "-", "--bcrypt-cost", "8", "--data", data], stdin: "{\"name\": \"eight\", \"password\": \"pw8\"}\n").status == 0)
+        for (words, value) in [("is not from 4 to 31", "3"), ("is not from 4 to 31", "32"), ("is not a whole number", "x")] {
+            let refused = try await CLI.run(["users", "add", "no", "--password-stdin", "--data", data], stdin: "pw\n",
+                                            environment: ["RICHPUSH_BCRYPT_COST": value])
+            #expect(refused.status == 2 && refused.stderr.contains(words), "\(value): \(refused.stderr)")
+        }
+        let store = try await DataStore.open(path: data)
+        defer { store.close() }
+        for (name, password, cost) in [("five", "pw5", "05"), ("six", "pw7", "07"), ("eight", "pw8", "08")] {
+            let hash = try #require(try await store.users.credentials(of: name)).passwordHash
+            #expect(hash.dropFirst(3).hasPrefix("$\(cost)$"), "\(name): \(hash)")
+            #expect(UserStore.verify(password: password, hash: hash) && !UserStore.verify(password: password + "x", hash: hash))
+        }
+        #expect(try await store.users.credentials(of: "no") == nil)
+        // The default, as `serve` and every command take it without the flag or the variable.
+        _ = try await store.users.add(name: "twelve", password: "pw12")
+        #expect(try #require(try await store.users.credentials(of: "twelve")).passwordHash.dropFirst(3).hasPrefix("$12$"))
     }
 
     @Test("a new data directory, its database and keys are readable by their owner alone")

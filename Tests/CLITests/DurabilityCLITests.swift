@@ -29,9 +29,7 @@ func startProcess(_ args: [String], cwd: URL, log: URL?, environment: [String: S
     process.executableURL = CLI.executable
     process.arguments = args
     process.currentDirectoryURL = cwd
-    if !environment.isEmpty {
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-    }
+    process.environment = CLI.environment(environment)
     if let log {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let handle = try FileHandle(forWritingTo: log)

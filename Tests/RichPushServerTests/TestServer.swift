@@ -34,7 +34,7 @@ struct TestServer {
     /// The same store opened again, as another process (another node) would.
     func openStoreAgain() async throws -> DataStore {
         try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
-                           limits: configuration.limits, environment: environment)
+                           limits: configuration.limits, passwordCost: 4, environment: environment)
     }
 
     static let passwords = ["alice": "wonderland", "bob": "builder", "root": "rootpw"]
@@ -64,7 +64,7 @@ struct TestServer {
         }
         configure(&configuration)
         let data = try await DataStore.open(path: configuration.dataPath, database: configuration.database, blobs: configuration.blobs,
-                                      limits: configuration.limits, environment: environment)
+                                      limits: configuration.limits, passwordCost: 4, environment: environment)
         defer { data.close() }
         let users = data.users(cost: 4)
         for (name, password) in passwords { _ = try await users.add(name: name, password: password, admin: name == "root") }
