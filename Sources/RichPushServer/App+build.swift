@@ -52,7 +52,7 @@ public func buildApplication(
     let links = PayloadLinks(key: payloadKey, lifetime: configuration.payloadURLLifetime) { publicURL.value }
     let blobs = BlobCache(store: media, capacity: configuration.blobCacheBytes)
     // docs/design/fast-path.md: a campaign's image and its push variant are in memory before its first push.
-    let warmer = PayloadWarmer(blobs: blobs, logger: logger)
+    let warmer = PayloadWarmer(blobs: blobs, logger: logger, patience: configuration.warmUpPatience)
     var campaigns = data.campaigns(links: links, defaultImage: configuration.defaultImage)
     campaigns.batchSize = configuration.campaignBatchSize
     campaigns.onQueued = { payloadIndex.made($0) }

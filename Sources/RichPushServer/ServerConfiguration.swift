@@ -47,6 +47,9 @@ public struct ServerConfiguration: Sendable {
     public var outboxGaugeInterval: Duration = .seconds(5)
     /// How many bytes of hot blobs are kept in memory.
     public var blobCacheBytes = 64 << 20
+    /// How long a campaign's POST and a node's first pushes wait for its image and push variant
+    /// to be in memory (docs/design/fast-path.md); the warm-up goes on behind them past it.
+    public var warmUpPatience: Duration = .seconds(2)
     /// Event-loop threads (0: one per core).
     public var eventLoopThreads = 0
     /// How long a session token (`POST /api/sessions`) works, in seconds.

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HTTPTypes
 import MediaStore
 import NIOConcurrencyHelpers
@@ -32,6 +33,14 @@ final class FirstPushHook: PushProvider {
 struct WarmUpTests {
     static let jpeg = try! Fixtures.bytes(Fixtures.media.appendingPathComponent("landscape.jpg"))
 
+    /// The order is what these tests check, not the time: on a loaded machine, decoding the JPEG
+    /// and making its push variant in a debug build took longer than the 2 s a server waits by
+    /// default before sending anyway (a full local run, session 43), so here it waits for as long
+    /// as it takes. FaultTests checks that a stalled store holds nobody up past the 2 s.
+    static func patient(_ configuration: inout ServerConfiguration) {
+        configuration.warmUpPatience = .seconds(120)
+    }
+
     /// The push variant recorded for `id`, if one was made.
     static func pushVariant(_ s: TestServer, _ id: MediaID) async throws -> MediaID? {
         try await s.database.read { db in
@@ -61,7 +70,7 @@ struct WarmUpTests {
 
     @Test("a campaign sent through the API: both are in memory when the POST answers, before anything fetched them")
     func throughTheAPI() async throws {
-        try await TestServer.run { s in
+        try await TestServer.run(Self.patient) { s in
             let upload = try await s.request(.post, "/api/media", as: "root", body: Self.jpeg)
             #expect(upload.status == .created)
             let id = MediaID(hashing: Self.jpeg)
@@ -87,7 +96,7 @@ struct WarmUpTests {
             guard let s = server.withLockedValue({ $0 }) else { return }
             do { try await Self.scramble(s, id) } catch { scrambled.withLockedValue { $0 = error } }
         }
-        try await TestServer.run(provider: hook) { s in
+        try await TestServer.run(Self.patient, provider: hook) { s in
             server.withLockedValue { $0 = s }
             #expect(try await s.request(.post, "/api/media", as: "root", body: Self.jpeg).status == .created)
             _ = try await s.registerDevice(tokenA)
@@ -100,4 +109,29 @@ struct WarmUpTests {
             try await Self.expectServedFromMemory(s, id, nil)
         }
     }
+
+    @Test("a warm-up another caller began is waited for, not taken as done: the dispatcher's first pushes wait for the one the index follower began (the bucket stalled, then failing)")
+    func joinsAWarmUpInFlight() async throws {
+        let (proxy, useProxy) = try await FaultTests.bucketProxy()
+        defer { proxy.stop() }
+        try await TestServer.run(engine: .shared, { Self.patient(&$0); useProxy(&$0) }) { s in
+            let image = PNGBuilder.rgb(width: 8, height: 8, seed: 43)
+            #expect(try await s.request(.post, "/api/media", body: image).status == .created)
+            let id = MediaID(hashing: image)
+            // A cache and warmer of this test's own, so that the server's own warm-ups play no part.
+            let warmer = PayloadWarmer(blobs: BlobCache(store: s.data.media, capacity: 8 << 20), logger: Logger(label: "test"), patience: .seconds(60))
+            proxy.set(.stall)
+            let first = Task { await FaultTests.timed { await warmer.warm([id]) }.1 }
+            try await Task.sleep(for: .milliseconds(300))
+            let second = Task { await FaultTests.timed { await warmer.warm([id]) }.1 }
+            // The stalled calls fail at their 6 s deadline: both callers wait for that, not the second alone returning at once.
+            let (firstSeconds, secondSeconds) = (await first.value, await second.value)
+            #expect(firstSeconds > 3 && secondSeconds > 3, "the first waited \(firstSeconds) s, the second \(secondSeconds) s")
+            proxy.set(.forward)
+            // Done (failed), it is not tried again within the minute, and nobody waits for it.
+            let (_, again) = await FaultTests.timed { await warmer.warm([id]) }
+            #expect(again < 1, "\(again) s")
+        }
+    }
+
 }

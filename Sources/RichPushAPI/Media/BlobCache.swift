@@ -427,52 +427,73 @@ enum FileChunks {
 package final class PayloadWarmer: Sendable {
     let blobs: BlobCache
     let logger: Logger
-    /// Image → when it was last warmed (uptime, ns). Bounded: cleared past 10,000.
-    private let warmed = NIOLockedValueBox<[MediaID: UInt64]>([:])
+    /// An image's last warm-up: when it began (uptime, ns), and the load while it runs.
+    private struct WarmUp {
+        var startedAt: UInt64
+        var loading: Task<Void, Never>?
+    }
+    /// Image → its last warm-up. Bounded: cleared past 10,000.
+    private let warmed = NIOLockedValueBox<[MediaID: WarmUp]>([:])
     private static let interval: UInt64 = 60_000_000_000
 
-    package init(blobs: BlobCache, logger: Logger) {
+    /// How long a caller waits for a warm-up.
+    let patience: Duration
+
+    package init(blobs: BlobCache, logger: Logger, patience: Duration = PayloadWarmer.patience) {
         self.blobs = blobs
         self.logger = logger
+        self.patience = patience
     }
 
-    /// How long a caller waits for a warm-up: a campaign's POST and a node's first pushes wait no
-    /// longer for a store that is slow or stalled (the warm-up goes on behind them).
-    static let patience: Duration = .seconds(2)
+    /// How long a caller waits for a warm-up unless told otherwise: a campaign's POST and a node's
+    /// first pushes wait no longer for a store that is slow or stalled (the warm-up goes on behind them).
+    package static let patience: Duration = .seconds(2)
 
-    /// Warms each of `ids` not warmed (or tried) in the last minute, waiting at most `patience`;
-    /// a failure is logged (the fetches then load it as they would have), never thrown.
-    package func warm(_ ids: some Sequence<MediaID>, patience: Duration = PayloadWarmer.patience) async {
+    /// Warms each of `ids` not warmed (or tried) in the last minute, waiting at most `patience`
+    /// for them, and for those whose warm-up another caller began and is still running (the index
+    /// follower may begin one just before the dispatcher claims the campaign's first pushes); a
+    /// failure is logged (the fetches then load it as they would have), never thrown.
+    package func warm(_ ids: some Sequence<MediaID>) async {
         let now = DispatchTime.now().uptimeNanoseconds
-        let due = warmed.withLockedValue { warmed -> [MediaID] in
-            var due: [MediaID] = []
-            for id in ids where warmed[id].map({ now &- $0 >= Self.interval }) ?? true {
+        let running = warmed.withLockedValue { warmed -> [Task<Void, Never>] in
+            var running: [Task<Void, Never>] = []
+            for id in ids {
+                if let last = warmed[id], now &- last.startedAt < Self.interval {
+                    if let loading = last.loading { running.append(loading) }
+                    continue
+                }
                 if warmed.count >= 10_000 { warmed.removeAll() }
-                warmed[id] = now
-                due.append(id)
+                let loading = Task { await self.load(id, startedAt: now) }
+                warmed[id] = WarmUp(startedAt: now, loading: loading)
+                running.append(loading)
             }
-            return due
+            return running
         }
-        guard !due.isEmpty else { return }
+        guard !running.isEmpty else { return }
         let done = NIOLockedValueBox(false)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             @Sendable func resume() {
                 if done.withLockedValue({ finished in defer { finished = true }; return !finished }) { continuation.resume() }
             }
-            Task { await self.load(due); resume() }
+            Task {
+                for loading in running { await loading.value }
+                resume()
+            }
             Task { try? await Task.sleep(for: patience); resume() }
         }
     }
 
-    private func load(_ due: [MediaID]) async {
-        for id in due {
-            do {
-                let variant = try await blobs.warm(id)
-                logger.debug("payload warmed", metadata: ["media": "\(id.hex)", "push": "\(variant.hex)"])
-            } catch {
-                // Not tried again for a minute: with the store failing, pushes must not wait on it per batch.
-                logger.warning("cannot warm a payload", metadata: ["media": "\(id.hex)", "error": "\(error)"])
-            }
+    private func load(_ id: MediaID, startedAt: UInt64) async {
+        do {
+            let variant = try await blobs.warm(id)
+            logger.debug("payload warmed", metadata: ["media": "\(id.hex)", "push": "\(variant.hex)"])
+        } catch {
+            // Not tried again for a minute: with the store failing, pushes must not wait on it per batch.
+            logger.warning("cannot warm a payload", metadata: ["media": "\(id.hex)", "error": "\(error)"])
+        }
+        // Done: later callers within the minute need not wait for it (unless a newer one began).
+        warmed.withLockedValue { warmed in
+            if warmed[id]?.startedAt == startedAt { warmed[id]?.loading = nil }
         }
     }
 }
