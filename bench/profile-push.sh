@@ -6,7 +6,8 @@
 # time, then with children) for the second; the raw profile stays in $work/perf.data. On
 # postgres, PostgreSQL's processes are profiled too (self time only: Debian builds it without
 # frame pointers), with their CPU per push, into $work/perf-pg.data; PG_STATEMENTS=1 adds
-# pg_stat_statements' table of statements. SYSCALLS=1 counts `serve`'s system calls in the
+# pg_stat_statements' table of statements (with NO_PERF, one for each campaign; PG_STATEMENTS_ROWS
+# of them, default 25). SYSCALLS=1 counts `serve`'s system calls in the
 # second campaign instead of profiling it.
 #
 # Every campaign's line gives the APNs sandbox's CPU per push too, a reference measured in the
@@ -93,18 +94,19 @@ pg = sys.argv[4] == "postgres"
 print("serve %.1f µs a push, sandbox %.1f%s; per µs of the sandbox: serve %.3f%s"
       % (s, b, ", PostgreSQL %.1f" % p if pg else "", s / b, ", PostgreSQL %.3f" % (p / b) if pg else ""))' "$serve" "$sandbox" "$postgres" "$engine"
 }
-statements() { # PG_STATEMENTS=1: pg_stat_statements' table, every campaign's statements
+statements() { # PG_STATEMENTS=1: pg_stat_statements' table of the statements since the last (TITLE), then reset
     [ "$engine" = postgres ] && [ "${PG_STATEMENTS:-}" = 1 ] || return 0
-    echo "--- PostgreSQL, statements (every campaign)"
+    echo "--- PostgreSQL, statements ($1)"
     "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -P pager=off -c "
         SELECT calls, rows, round(total_plan_time::numeric, 0) AS plan_ms, round(total_exec_time::numeric, 0) AS exec_ms,
-               wal_records, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
-        FROM pg_stat_statements ORDER BY total_plan_time + total_exec_time DESC LIMIT 25"
+               wal_records, shared_blks_hit AS hit, left(regexp_replace(query, '\s+', ' ', 'g'), 100) AS query
+        FROM pg_stat_statements ORDER BY total_plan_time + total_exec_time DESC LIMIT ${PG_STATEMENTS_ROWS:-25}" -c "SELECT pg_stat_statements_reset()" |
+        grep -v -e pg_stat_statements_reset -e '^-*$' -e '^(1 row)$' -e '^ *$'
 }
 echo "warm-up campaign ($(basename "$rp")): $(campaign)" >&2
 if [ "${NO_PERF:-}" = 1 ]; then
-    for k in $(seq 1 "${ROUNDS:-1}"); do echo "campaign $k ($rp): $(campaign)"; done
-    statements
+    statements "the users' and devices' inserts and the warm-up campaign"
+    for k in $(seq 1 "${ROUNDS:-1}"); do echo "campaign $k ($rp): $(campaign)"; statements "campaign $k"; done
     exit 0
 fi
 if [ "${SYSCALLS:-}" = 1 ]; then
@@ -132,7 +134,7 @@ if [ "$engine" = postgres ]; then
     kill -INT "$perf_pg_pid"; wait "$perf_pg_pid" 2>/dev/null || true
     echo "--- PostgreSQL, self time"
     perf report -i perf-pg.data --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -60 || true
-    statements
+    statements "every campaign"
     echo "--- PostgreSQL, by process"
     perf report -i perf-pg.data --no-children --sort comm,pid --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -20 || true
 fi
