@@ -22,7 +22,8 @@
 # - CPU per push of `serve` and of the sandbox (from /proc, over the whole campaign).
 #
 # Every campaign, of every size, also gives the CPU the machine spent per push while it ran:
-# its node's `serve`, the sandbox and the PostgreSQL cluster (from /proc). A campaign's rate moves
+# its node's `serve`, the sandbox and the PostgreSQL cluster (from /proc), and on PostgreSQL the
+# cluster's CPU in the VACUUM of the campaign's rows run right after it. A campaign's rate moves
 # by ±15% from run to run on this shared machine with what else runs on it; what it costs per push
 # does not, and is what would grow if anything grew with the audience.
 #
@@ -93,14 +94,25 @@ pg_ticks() {
 }
 # timed_campaign ENGINE SIZE ROUND DETAIL: campaign's rate, and the CPU of the node's serve, the
 # sandbox and PostgreSQL while it ran, per push, appended to cpu-ENGINE-SIZE.txt (µs: serve
-# sandbox postgres all). On this shared machine a campaign's rate moves by ±15% from run to run
-# with what else runs; the CPU it takes per push does not, and is what would grow with the audience.
+# sandbox postgres vacuum all). On this shared machine a campaign's rate moves by ±15% from run to
+# run with what else runs; the CPU it takes per push does not, and is what would grow with the audience.
+#
+# On PostgreSQL each campaign is followed by a VACUUM (ANALYZE) of its database's outbox and
+# notifications, timed by the cluster's CPU like the campaign (the vacuum column): the dead row
+# versions a campaign's records leave are its own cost. Left to autovacuum, that work fell within
+# whichever campaign ran next, on any of the cluster's databases: a campaign to 10,000 after the
+# million's paid for the million's vacuum. The million's campaign still pays within its run for
+# the autovacuum passes that its own growing tables set off.
 timed_campaign() {
-    local s0 b0 p0 rate
+    local s0 b0 p0 p1 rate
     s0=$(cpu_ticks "${serve_pids[$2]}"); b0=$(cpu_ticks "$sandbox_pid"); p0=$(pg_ticks)
     rate=$(campaign "$@")
-    python3 -c 'import sys; t = [(int(b) - int(a)) * 1e6 / int(sys.argv[1]) / int(sys.argv[2]) for a, b in zip(sys.argv[3::2], sys.argv[4::2])]; print("%.0f %.0f %.0f %.0f" % (*t, sum(t)))' \
-        "$hz" "$2" "$s0" "$(cpu_ticks "${serve_pids[$2]}")" "$b0" "$(cpu_ticks "$sandbox_pid")" "$p0" "$(pg_ticks)" >> "cpu-$1-$2.txt"
+    local s1 b1; s1=$(cpu_ticks "${serve_pids[$2]}") b1=$(cpu_ticks "$sandbox_pid") p1=$(pg_ticks)
+    if [ "$1" = postgres ]; then
+        "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d "$(dbname_of "$1" "$2")" -qc "VACUUM (ANALYZE) deliveries, notifications"
+    fi
+    python3 -c 'import sys; t = [(int(b) - int(a)) * 1e6 / int(sys.argv[1]) / int(sys.argv[2]) for a, b in zip(sys.argv[3::2], sys.argv[4::2])]; print("%.0f %.0f %.0f %.0f %.0f" % (*t, sum(t)))' \
+        "$hz" "$2" "$s0" "$s1" "$b0" "$b1" "$p0" "$p1" "$p1" "$(pg_ticks)" >> "cpu-$1-$2.txt"
     echo "$rate"
 }
 
@@ -252,12 +264,13 @@ medians = {}
 for size in sizes:
     rows = [[float(x) for x in line.split()] for line in open(f"cpu-{engine}-{size}.txt")]
     medians[size] = [statistics.median(column) for column in zip(*rows)]
-    print(f"{engine}: CPU per push in the campaigns to {size:,} (µs, serve + sandbox + PostgreSQL = all): "
-          + " / ".join("%.0f + %.0f + %.0f = %.0f" % tuple(row) for row in rows)
-          + (", median %.0f" % medians[size][3] if len(rows) > 1 else ""), file=sys.stderr)
-alls = [m[3] for m in medians.values()]
-print(f"{engine}: the machine's CPU per push (serve, sandbox and PostgreSQL) in a campaign to "
-      + ", ".join(f"{size:,}: {m[3]:.0f} µs (serve {m[0]:.0f})" for size, m in medians.items())
+    print(f"{engine}: CPU per push in the campaigns to {size:,} (µs, serve + sandbox + PostgreSQL + its vacuum after = all): "
+          + " / ".join("%.0f + %.0f + %.0f + %.0f = %.0f" % tuple(row) for row in rows)
+          + (", median %.0f" % medians[size][4] if len(rows) > 1 else ""), file=sys.stderr)
+alls = [m[4] for m in medians.values()]
+print(f"{engine}: the machine's CPU per push (serve, sandbox, PostgreSQL and its vacuum) in a campaign to "
+      + ", ".join(f"{size:,}: {m[4]:.0f} µs (serve {m[0]:.0f}"
+                  + (f", PostgreSQL {m[2]:.0f} + {m[3]:.0f}" if engine == "postgres" else "") + ")" for size, m in medians.items())
       + f"; spread {(max(alls) / min(alls) - 1) * 100:.1f}%")
 PY
     if [ "${KEEP_WORK:-0}" != 1 ]; then
