@@ -127,9 +127,13 @@ for round in $(seq 1 "$rounds"); do
         echo "round $round: $layout $us µs a push"
     done
 done
-# Every push claimed and recorded, in both layouts.
-"${psql[@]}" -tAc "SELECT 'outbox rows still pending: ' || count(*) FROM deliveries WHERE state = 'pending'"
-"${psql[@]}" -tAc "SELECT 'batch pushes not recorded: ' || coalesce(sum((SELECT count(*) FROM unnest(states) s WHERE s <> 1)), 0) FROM outbox_batches"
+# Every push claimed and recorded, in both layouts, or the figures mean nothing.
+left=$("${psql[@]}" -tAc "SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending' OR campaignId IS NULL)
+    + (SELECT coalesce(sum((SELECT count(*) FROM unnest(states) s WHERE s <> 1)), 0) FROM outbox_batches WHERE state = 'done')
+    + (SELECT count(*) FROM outbox_batches WHERE state <> 'done')")
+[ "$left" = 0 ] || { echo "$left pushes were not claimed and recorded" >&2; exit 1; }
+sent=$("${psql[@]}" -tAc "SELECT (SELECT count(*) FROM deliveries WHERE state = 'sent') + (SELECT coalesce(sum(array_length(states, 1)), 0) FROM outbox_batches)")
+[ "$sent" = $((2 * rounds * batches * 500)) ] || { echo "$sent pushes recorded, not $((2 * rounds * batches * 500))" >&2; exit 1; }
 python3 - ${runs[notif]} -- ${runs[today]} -- ${runs[batch]} <<'PY'
 import statistics, sys
 args = " ".join(sys.argv[1:]).split(" -- ")
