@@ -68,6 +68,17 @@ now() { date +%s.%N; }
 # cpu_ticks PID: the CPU process PID has used so far (user + system, clock ticks: getconf CLK_TCK a second).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# pg_cluster_ticks DIR: the CPU so far of the PostgreSQL cluster in DIR/pg: its live processes, and
+# the backends that ended (the postmaster's reaped children). A backend's time reaches its parent
+# only once it has exited: after a psql whose work should count, `sleep 0.5` first.
+pg_cluster_ticks() {
+    local master t c
+    master=$(head -1 "$1/pg/postmaster.pid" 2>/dev/null) || { echo 0; return; }
+    t=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$master/stat")
+    for c in $(pgrep -P "$master"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$c/stat" 2>/dev/null || echo 0))); done
+    echo "$t"
+}
+
 # median VALUE...: the median of the values given (the mean of the two middle ones for an even count).
 median_of() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 

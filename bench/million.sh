@@ -84,14 +84,7 @@ size_of() { # ENGINE SIZE -> bytes
     fi
 }
 hz=$(getconf CLK_TCK)
-# pg_ticks: the PostgreSQL cluster's CPU so far: its live processes, and the backends that ended
-# (the postmaster's reaped children).
-pg_ticks() {
-    local master
-    master=$(head -1 "$work/pg/postmaster.pid" 2>/dev/null) || { echo 0; return; }
-    { awk '{print $16 + $17}' "/proc/$master/stat"; for p in $(pgrep -x postgres); do awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null; done; } |
-        awk '{s += $1} END {print s + 0}'
-}
+pg_ticks() { pg_cluster_ticks "$work"; }
 # timed_campaign ENGINE SIZE ROUND DETAIL: campaign's rate, and the CPU of the node's serve, the
 # sandbox and PostgreSQL while it ran, per push, appended to cpu-ENGINE-SIZE.txt (µs: serve
 # sandbox postgres vacuum all). On this shared machine a campaign's rate moves by ±15% from run to
@@ -110,6 +103,7 @@ timed_campaign() {
     local s1 b1; s1=$(cpu_ticks "${serve_pids[$2]}") b1=$(cpu_ticks "$sandbox_pid") p1=$(pg_ticks)
     if [ "$1" = postgres ]; then
         "$pg/psql" -h 127.0.0.1 -p $pgport -U richpush -d "$(dbname_of "$1" "$2")" -qc "VACUUM (ANALYZE) deliveries, notifications"
+        sleep 0.5  # the vacuum's backend exits, so its time is counted (pg_cluster_ticks)
     fi
     python3 -c 'import sys; t = [(int(b) - int(a)) * 1e6 / int(sys.argv[1]) / int(sys.argv[2]) for a, b in zip(sys.argv[3::2], sys.argv[4::2])]; print("%.0f %.0f %.0f %.0f %.0f" % (*t, sum(t)))' \
         "$hz" "$2" "$s0" "$s1" "$b0" "$b1" "$p0" "$p1" "$p1" "$(pg_ticks)" >> "cpu-$1-$2.txt"

@@ -101,13 +101,6 @@ EOF
     printf 'BEGIN;\nUPDATE outbox_batches SET state = %s, leaseUntil = NULL, leaseTag = NULL WHERE id = :bid;\nCOMMIT;\n' "'done'"
 } > batch.sql
 
-postmaster=$(head -1 pg/postmaster.pid)
-cluster_ticks() { # every PostgreSQL process's CPU, and the backends' that have exited (the postmaster's children's time)
-    local t c
-    t=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$postmaster/stat")
-    for c in $(pgrep -P "$postmaster"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$c/stat" 2>/dev/null || echo 0))); done
-    echo "$t"
-}
 hz=$(getconf CLK_TCK)
 declare -A runs=()
 for round in $(seq 1 "$rounds"); do
@@ -117,12 +110,12 @@ for round in $(seq 1 "$rounds"); do
         # faster than autovacuum wakes), and the later rounds cost more and more.
         "${psql[@]}" -c "VACUUM (ANALYZE) deliveries, notifications, outbox_batches"
         sleep 0.5  # and its backend's exit, so the vacuum is not counted in the run
-        t0=$(cluster_ticks)
+        t0=$(pg_cluster_ticks "$work")
         "$pg/pgbench" -h 127.0.0.1 -p "$pgport" -U richpush -n -c 1 -M prepared -t "$batches" -f "$layout.sql" richpush > "$layout-$round.out" 2>&1 \
             || { tail -5 "$layout-$round.out"; exit 1; }
-        sleep 0.5  # the backend's exit, so its time is its parent's
+        sleep 0.5  # the backend's exit, so its time is counted (pg_cluster_ticks)
         us=$(python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) * 1e6 / int(sys.argv[3]) / (int(sys.argv[4]) * 500)))' \
-            "$t0" "$(cluster_ticks)" "$hz" "$batches")
+            "$t0" "$(pg_cluster_ticks "$work")" "$hz" "$batches")
         runs[$layout]="${runs[$layout]:-} $us"
         echo "round $round: $layout $us µs a push"
     done
