@@ -105,14 +105,24 @@ struct FastPathFrontTests {
             defer { other.close() }
             _ = try await other.media.remove(couponID)
             let port = try #require(s.client.port)
-            let before = s.fastPath.handOffs
             // Three requests in one write: the first waits for the check, the others behind it.
+            // A check that takes over a second (a machine busy with other tests: CI run 77 took
+            // 75 s over this test) leaves the image due again when they resume, and then the
+            // router has it, by design (`rechecked`): so up to three tries, each after a quiet
+            // second, and one must stay on the front.
             let get = "GET /media/\(logoID) HTTP/1.1\r\nHost: x\r\n\r\n"
-            let answers = try await rawExchange(port: port, get + get + get.replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n"),
-                                                untilClose: true)
-            #expect(answers.components(separatedBy: "HTTP/1.1 200 OK\r\n").count == 4, "\(answers.prefix(300))")
-            #expect(s.fastPath.handOffs == before, "the connection went to the full pipeline")
+            var stayed = false
+            for attempt in 1...3 where !stayed {
+                if attempt > 1 { try await Task.sleep(for: .milliseconds(1300)) }
+                let before = s.fastPath.handOffs
+                let answers = try await rawExchange(port: port, get + get + get.replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n"),
+                                                    untilClose: true)
+                #expect(answers.components(separatedBy: "HTTP/1.1 200 OK\r\n").count == 4, "\(answers.prefix(300))")
+                stayed = s.fastPath.handOffs == before
+            }
+            #expect(stayed, "the connection went to the full pipeline in each of three tries")
             // The removed one: its check finds it gone, and the router answers.
+            let before = s.fastPath.handOffs
             let gone = try await rawExchange(port: port, "GET /media/\(couponID) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", untilClose: true)
             #expect(gone.hasPrefix("HTTP/1.1 404"), "\(gone.prefix(200))")
             #expect(s.fastPath.handOffs == before + 1)
