@@ -49,6 +49,7 @@ extension CampaignStore {
             let open = try Int64.fetchAll(db, sql: """
                 SELECT id FROM campaigns c WHERE queued = 1 AND doneAt IS NULL AND cancelledAt IS NULL
                     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.campaignId = c.id AND d.state = 'pending')
+                    AND NOT EXISTS (SELECT 1 FROM outbox_runs r WHERE r.campaignId = c.id AND r.state = 'pending')
                 """)
             guard !open.isEmpty else { return [] }
             try Insight.finishCampaigns(db, Set(open), now: db.now, whateverTheCounters: true)

@@ -13,6 +13,28 @@ extension Guardrails {
         var mayHaveEnded: Set<Int64> = []
     }
 
+    /// Whether `screen` could hold back or fail any of `jobs`: a campaign's own push, of an app
+    /// with limits or while some user has quiet hours.
+    func mayHoldBack(_ db: SQLConnection, _ jobs: [DeliveryJob]) throws -> Bool {
+        let candidates = Self.candidates(jobs)
+        guard !candidates.isEmpty else { return false }
+        return try candidates.contains { apps[jobs[$0].app] != nil } || Self.someoneQuiet(db)
+    }
+
+    /// The indices of `jobs` that `screen` looks at.
+    private static func candidates(_ jobs: [DeliveryJob]) -> [Int] {
+        jobs.indices.filter { index in
+            let job = jobs[index]
+            guard job.campaignId != nil, job.recipient != nil, job.activity == nil, job.kind == .original else { return false }
+            return job.options.interruptionLevel != .timeSensitive && job.options.interruptionLevel != .critical
+        }
+    }
+
+    /// Whether any user set quiet hours (one probe of the index of those who did).
+    private static func someoneQuiet(_ db: SQLConnection) throws -> Bool {
+        try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE quietHours IS NOT NULL LIMIT 1", cached: true) != nil
+    }
+
     /// Screens pushes just claimed, in the claim's transaction (docs/api.md#frequency-caps-and-quiet-hours),
     /// and returns those to send now.
     ///
@@ -36,14 +58,10 @@ extension Guardrails {
     /// The caller finishes `mayHaveEnded` after the claim commits; `finishStragglers` mends a
     /// process that stopped in between.
     func screen(_ db: SQLConnection, _ jobs: [DeliveryJob], now: Double) throws -> Screened {
-        let candidates = jobs.indices.filter { index in
-            let job = jobs[index]
-            guard job.campaignId != nil, job.recipient != nil, job.activity == nil, job.kind == .original else { return false }
-            return job.options.interruptionLevel != .timeSensitive && job.options.interruptionLevel != .critical
-        }
+        let candidates = Self.candidates(jobs)
         guard !candidates.isEmpty else { return Screened(jobs: jobs) }
         let appLimited = candidates.contains { apps[jobs[$0].app] != nil }
-        let someoneQuiet = try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE quietHours IS NOT NULL LIMIT 1", cached: true) != nil
+        let someoneQuiet = try Self.someoneQuiet(db)
         guard appLimited || someoneQuiet else { return Screened(jobs: jobs) }
         let campaigns = Array(Set(candidates.compactMap { jobs[$0].campaignId })).sorted()
         var unlimited = Set<Int64>()

@@ -161,6 +161,7 @@ enum Insight {
             try db.execute(sql: """
                 UPDATE campaigns SET doneAt = ? WHERE id = ? AND queued = 1 AND doneAt IS NULL AND cancelledAt IS NULL
                     AND NOT EXISTS (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending')
+                    AND NOT EXISTS (SELECT 1 FROM outbox_runs WHERE campaignId = campaigns.id AND state = 'pending')
                     AND NOT EXISTS (SELECT 1 FROM campaign_experiments e WHERE e.campaignId = campaigns.id AND e.decidedAt IS NULL)
                 """, arguments: [now, campaign, campaign], cached: true)
             guard db.changesCount > 0 else { continue }

@@ -180,6 +180,9 @@ struct NotificationWriter {
         var notificationRows: [[SQLValue]] = []
         var deliveryRows: [[SQLValue]] = []
         var failedRows: [[SQLValue]] = []
+        var runPushes: [OutboxRuns.Push] = []
+        // A campaign's first attempts, unpaced, go in runs where every holder alive reads them.
+        let runs = pace == nil && entries.contains { $0.writer.campaignId != nil } ? try OutboxRuns.writable(db, now: db.now) : false
         var happenings: [Happening] = []
         // The options' JSON, made once for the recipients that share them (a campaign's all do).
         var storedOptions: (options: PushOptions, json: String?)?
@@ -200,6 +203,12 @@ struct NotificationWriter {
                     happenings.append(writer.failed(id: id, recipient: entry.name, target: target, reason: failure))
                     continue
                 }
+                if runs, let campaign = writer.campaignId, let registration = target.registration, let platform = target.platform {
+                    runPushes.append(OutboxRuns.Push(notificationId: id, campaignId: campaign, registrationId: registration, target: target.target,
+                                                     platform: platform, app: target.app, pushId: pushIDs.next() ?? RandomUUIDs.string(),
+                                                     due: due, createdAt: time))
+                    continue
+                }
                 deliveryRows.append([id.sqlValue, writer.campaignId.sqlValue, target.registration.sqlValue, target.target.sqlValue,
                                      target.platform.sqlValue, target.app.sqlValue, .text("pending"),
                                      (pushIDs.next() ?? RandomUUIDs.string()).sqlValue, due.sqlValue, due.sqlValue, time.sqlValue, time.sqlValue])
@@ -209,7 +218,8 @@ struct NotificationWriter {
         try db.insertRows(into: "notifications", columns: notificationColumns, notificationRows)
         try db.insertRows(into: "deliveries", columns: deliveryColumns, deliveryRows)
         try db.insertRows(into: "deliveries", columns: failedColumnList, failedRows)
-        if !deliveryRows.isEmpty { try db.notify(DataChange.outbox.rawValue) }
+        try OutboxRuns.insert(db, runPushes)
+        if !deliveryRows.isEmpty || !runPushes.isEmpty { try db.notify(DataChange.outbox.rawValue) }
         if !happenings.isEmpty { try Insight.record(db, happenings, now: db.now) }
         return created
     }

@@ -230,7 +230,7 @@ public struct OutboxStore: Sendable {
             let activities = try LiveActivityStore.claim(db, limit: limit, now: now, lease: lease, holder: holder, only: only)
             let limit = limit - activities.count
             guard limit > 0 else { return (activities, nil) }
-            let rows = try db.fetchAll(sql: """
+            let rowsOnly = try db.fetchAll(sql: """
                 SELECT d.id, d.notificationId, d.registrationId, d.target, d.platform, d.app, d.campaignId, n.recipient, d.pushId, d.attempts, n.push, n.mode,
                        n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, d.dueAt, n.payload, r.updatedAt AS registrationUpdatedAt,
                        d.kind, d.extra
@@ -239,11 +239,15 @@ public struct OutboxStore: Sendable {
                 WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseTag IS NULL OR d.leaseUntil IS NULL OR d.leaseUntil <= ?) \(only)
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
                 """, arguments: [now, now, limit], cached: true)
+            // Then a campaign's runs (docs/design/outbox.md#runs), with the room left.
+            let rows = try rowsOnly + OutboxRuns.claim(db, limit: limit - rowsOnly.count, now: now, until: now + lease, holder: holder, only: only)
             // A campaign's pushes share their options: read once per claim, not once per push.
             var options: (stored: String?, read: PushOptions) = (nil, PushOptions())
-            var jobs = rows.map { row in
-                var job = DeliveryJob(id: row["id"], notificationId: row["notificationId"], registrationId: row["registrationId"], target: row["target"],
-                            payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: row["attempts"],
+            var jobs = rows.indices.map { index in
+                let row = rows[index], fromRun = index >= rowsOnly.count
+                var job = DeliveryJob(id: fromRun ? OutboxRuns.jobID(run: row["run"], index: row["place"]) : row["id"], notificationId: row["notificationId"],
+                            registrationId: row["registrationId"], target: row["target"],
+                            payload: row["push"], mode: PushMode(rawValue: row["mode"]) ?? .silent, pushId: row["pushId"], attempts: fromRun ? 0 : row["attempts"],
                             registrationUpdatedAt: (row["registrationUpdatedAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
                             platform: row["platform"],
                             content: PushContent(id: row["notificationId"], message: row["message"], title: row["title"], richType: row["richType"],
@@ -257,16 +261,18 @@ public struct OutboxStore: Sendable {
                 job.options = options.read
                 job.content?.options = options.read
                 if case .count(let fixed)? = options.read.badge { job.content?.badge = fixed }
-                if let kind = row["kind"] as String? { Self.revise(&job, kind: kind, extra: row["extra"], richUrl: row["richUrl"]) }
+                if !fromRun, let kind = row["kind"] as String? { Self.revise(&job, kind: kind, extra: row["extra"], richUrl: row["richUrl"]) }
                 let lifetime = job.options.lifetime
                 // A push's life counts from its notification's making, or from its turn in a paced campaign.
-                let born = max(row["createdAt"] as Double, (row["dueAt"] as Double?) ?? 0)
+                let born = max(row["createdAt"] as Double, fromRun ? 0 : (row["dueAt"] as Double?) ?? 0)
                 job.expiresAt = Date(timeIntervalSince1970: born + (lifetime == 0 ? DeliveryJob.nowOrNeverWindow : Double(lifetime)))
                 return job
             }
             // Caps and quiet hours hold some back (docs/api.md#frequency-caps-and-quiet-hours), in this transaction.
             var screened: Guardrails.Screened?
-            if let guardrails {
+            if let guardrails, try guardrails.mayHoldBack(db, jobs) {
+                // What is held back or capped changes a row of its own: a run's pushes get theirs first.
+                try OutboxRuns.spill(db, &jobs, holder: holder, until: now + lease, now: now)
                 screened = try guardrails.screen(db, jobs, now: now)
                 jobs = screened!.jobs
             }
@@ -276,7 +282,7 @@ public struct OutboxStore: Sendable {
             let until = now + lease
             let alsoDue = try !jobs.isEmpty && Self.olderHolderAlive(db, now: now)
             let ends: [any SQLValueConvertible] = alsoDue ? [until, until] : [until]
-            for chunk in jobs.map(\.id).sqlBatches() {
+            for chunk in jobs.map(\.id).filter({ $0 > 0 }).sqlBatches() {
                 try db.execute(sql: """
                     UPDATE deliveries SET leaseUntil = ?, \(alsoDue ? "nextAttemptAt = ?, " : "")leasedBy = ?, leaseTag = ?, leaseOwner = ? WHERE \(db.idIn("id"))
                     """, arguments: SQLArguments(ends + [holder.pid, holder.tag, holder.tag, db.idList(chunk)]), cached: true)
@@ -423,7 +429,11 @@ public struct OutboxStore: Sendable {
     private static func record(_ db: SQLConnection, notifications results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder,
                                now: Double) throws -> [String] {
         var recordedSent = Set<Int64>()
-        let sent = results.filter { $0.1 == .sent }.map(\.0.id)
+        // A run's pushes are bits of their run, and rows of their own when not sent (docs/design/outbox.md#runs).
+        let fromRuns = results.filter { $0.0.id < 0 }
+        let recordedInRuns = fromRuns.isEmpty ? [] : try OutboxRuns.record(db, fromRuns, holder: holder, now: now)
+        recordedSent.formUnion(fromRuns.filter { $0.1 == .sent && recordedInRuns.contains($0.0.id) }.map(\.0.id))
+        let sent = results.filter { $0.1 == .sent && $0.0.id > 0 }.map(\.0.id)
         for chunk in sent.sqlBatches() {
             let ids = try Int64.fetchAll(db, sql: recordSentStatement(db), arguments: [now, db.idList(chunk), holder.tag], cached: true)
             recordedSent.formUnion(ids)
@@ -445,13 +455,14 @@ public struct OutboxStore: Sendable {
                 return "sent"
             case .failed(let reason, let prune, let deadSince):
                 let label = try Self.recordFailure(db, job, reason: reason, prune: prune, deadSince: deadSince, holder: holder, now: now,
-                                                   happenings: &happenings)
+                                                   recordedInRun: job.id < 0 ? recordedInRuns.contains(job.id) : nil, happenings: &happenings)
                 if label == "failed" {
                     happenings.append(Happening(type: .failed, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
                                                 platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns"), reason: reason))
                 }
                 return label
             case .retry(let reason, let at):
+                if job.id < 0 { return recordedInRuns.contains(job.id) ? "retried" : "lease_lost" }
                 // `at` is this machine's time; the row keeps the database's.
                 let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
                 try db.execute(sql: """
@@ -486,10 +497,14 @@ public struct OutboxStore: Sendable {
 
     /// A push refused for good, pruning its registration where `prune` says so.
     private static func recordFailure(_ db: SQLConnection, _ job: DeliveryJob, reason: String, prune: Bool, deadSince: Date?,
-                                      holder: OutboxHolder, now: Double, happenings: inout [Happening]) throws -> String {
-        try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = ? AND state = 'pending'",
-                       arguments: [job.attempts + 1, reason, now, job.id, holder.tag], cached: true)
-        guard db.changesCount > 0 else { return "lease_lost" }
+                                      holder: OutboxHolder, now: Double, recordedInRun: Bool?, happenings: inout [Happening]) throws -> String {
+        if let recordedInRun {
+            guard recordedInRun else { return "lease_lost" }
+        } else {
+            try db.execute(sql: "UPDATE deliveries SET state = 'failed', attempts = ?, reason = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL, updatedAt = ? WHERE id = ? AND leaseTag = ? AND state = 'pending'",
+                           arguments: [job.attempts + 1, reason, now, job.id, holder.tag], cached: true)
+            guard db.changesCount > 0 else { return "lease_lost" }
+        }
         // 410 only prunes a registration that has not been renewed since Apple saw the token die,
         // and that nobody changed since this push was claimed (a device may have registered again meanwhile).
         let renewedSince = deadSince.map { stamp in (job.registrationUpdatedAt ?? .distantPast) > stamp } ?? false

@@ -15,9 +15,10 @@ extension OutboxStore {
         }
     }
 
-    /// How this version leases (`outbox_holders.outboxVersion`): in `leaseUntil`. A holder with
-    /// none is from before core-v28 and leases by moving `nextAttemptAt`.
-    static let outboxVersion = 2
+    /// How this version leases (`outbox_holders.outboxVersion`): in `leaseUntil` (2), and it
+    /// claims a campaign's runs (3, `OutboxRuns.version`). A holder with none is from before
+    /// core-v28 and leases by moving `nextAttemptAt`.
+    static let outboxVersion = OutboxRuns.version
 
     /// Whether a holder from before core-v28 said it was alive within `holderTimeout`.
     static func olderHolderAlive(_ db: SQLConnection, now: Double) throws -> Bool {
@@ -39,6 +40,9 @@ extension OutboxStore {
                 """, arguments: [db.now, holder.tag])
             try db.execute(sql: """
                 UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
+                """, arguments: [db.now, holder.tag])
+            try db.execute(sql: """
+                UPDATE outbox_runs SET nextAttemptAt = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
                 """, arguments: [db.now, holder.tag])
             try db.execute(sql: "DELETE FROM outbox_holders WHERE tag = ?", arguments: [holder.tag])
         }
@@ -64,6 +68,8 @@ extension OutboxStore {
                 """, arguments: [now + lease, movedIfAfter, now + lease, holder.tag, now])
             try db.execute(sql: "UPDATE activity_pushes SET nextAttemptAt = ? WHERE leaseTag = ? AND state = 'pending' AND nextAttemptAt > ?",
                            arguments: [now + lease, holder.tag, now])
+            try db.execute(sql: "UPDATE outbox_runs SET leaseUntil = ? WHERE leaseTag = ? AND state = 'pending' AND leaseUntil > ?",
+                           arguments: [now + lease, holder.tag, now])
         }
     }
 
@@ -88,6 +94,9 @@ extension OutboxStore {
                     """, arguments: [now, row["tag"] as Int64])
                 try db.execute(sql: """
                     UPDATE activity_pushes SET nextAttemptAt = ?, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
+                    """, arguments: [now, row["tag"] as Int64])
+                try db.execute(sql: """
+                    UPDATE outbox_runs SET nextAttemptAt = ?, leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending' AND leaseTag = ?
                     """, arguments: [now, row["tag"] as Int64])
             }
             return stale.map { "\($0["host"] as String)/\($0["pid"] as Int)" }

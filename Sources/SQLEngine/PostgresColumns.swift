@@ -188,3 +188,59 @@ extension SQLValue {
         }
     }
 }
+
+/// A column of values bound as one one-dimensional PostgreSQL array (`?::int8[]` and so on), for
+/// statements that write or read many rows' values at once (`SQLConnection.execute(sql:arrays:)`).
+public struct SQLArray: Sendable {
+    /// The array's element type.
+    public enum Kind: Sendable {
+        case int8, float8, text, bytea
+    }
+
+    /// The element type.
+    public var kind: Kind
+    /// The elements, each of `kind` (an integer for `text` travels as its digits) or NULL.
+    public var values: [SQLValue]
+
+    /// An array of `values` as `kind`.
+    public init(_ kind: Kind, _ values: [SQLValue]) {
+        self.kind = kind
+        self.values = values
+    }
+
+    var wire: PostgresColumn.Wire {
+        switch kind {
+        case .int8: .int8
+        case .float8: .float8
+        case .text: .text
+        case .bytea: .bytea
+        }
+    }
+}
+
+/// A statement's argument: one value, or a column of values as one array (`SQLArray`).
+public enum SQLParameter: Sendable {
+    case value(SQLValue)
+    case array(SQLArray)
+}
+
+extension PostgresSession {
+    /// Runs `sql` with `parameters` bound to its `?` placeholders in order.
+    func run(_ sql: String, parameters: [SQLParameter]) throws -> PostgresQueryResult {
+        var binds = PostgresBindings(capacity: parameters.count)
+        for (index, parameter) in parameters.enumerated() {
+            switch parameter {
+            case .value(let value): Self.append(value, to: &binds)
+            case .array(let array):
+                binds.append(try PostgresColumnArray(array.wire, values: array.values, table: "statement", column: "argument \(index + 1)"))
+            }
+        }
+        return try run(sql, binds)
+    }
+
+    /// `run(_:parameters:)`'s rows, and how many rows it changed.
+    func rows(_ sql: String, parameters: [SQLParameter]) throws -> (rows: [SQLRow], changed: Int) {
+        let result = try run(sql, parameters: parameters)
+        return (try rows(of: result), result.metadata.rows ?? 0)
+    }
+}

@@ -106,7 +106,15 @@ final class PostgresSession {
     /// Runs a query and returns its rows; `prepared`, it is prepared on this connection the
     /// first time and run by name after (for statements run often whose text does not vary).
     func query(_ sql: String, _ values: [SQLValue], prepared: Bool = false) throws -> [SQLRow] {
-        let rows = prepared ? try runPrepared(sql, values) : try run(sql, values).rows
+        try rows(of: prepared ? try runPrepared(sql, values) : try run(sql, values).rows)
+    }
+
+    /// `rows` as `SQLRow`s.
+    func rows(of result: PostgresQueryResult) throws -> [SQLRow] {
+        try rows(of: result.rows)
+    }
+
+    private func rows(of rows: [PostgresRow]) throws -> [SQLRow] {
         guard let first = rows.first?.makeRandomAccess() else { return [] }
         let columns = SQLColumns(first.indices.map { first[$0].columnName })
         return try rows.map { row in
@@ -177,16 +185,19 @@ final class PostgresSession {
 
     private static func bindings(_ values: [SQLValue]) -> PostgresBindings {
         var binds = PostgresBindings(capacity: values.count)
-        for value in values {
-            switch value {
-            case .null: binds.appendNull()
-            case .integer(let value): binds.append(value)
-            case .real(let value): binds.append(value)
-            case .text(let value): binds.append(value)
-            case .blob(let value): binds.append(ByteBuffer(bytes: value))
-            }
-        }
+        for value in values { append(value, to: &binds) }
         return binds
+    }
+
+    /// Binds `value` as its own type, in binary.
+    static func append(_ value: SQLValue, to binds: inout PostgresBindings) {
+        switch value {
+        case .null: binds.appendNull()
+        case .integer(let value): binds.append(value)
+        case .real(let value): binds.append(value)
+        case .text(let value): binds.append(value)
+        case .blob(let value): binds.append(ByteBuffer(bytes: value))
+        }
     }
 
     /// Runs `sql` (with `?` placeholders) with `binds`.

@@ -53,6 +53,23 @@ public final class SQLConnection {
         }
     }
 
+    /// PostgreSQL only: runs one statement with `parameters` bound to its `?` placeholders in
+    /// order, an array (`SQLArray`) as a one-dimensional array of its kind (`?::int8[]`);
+    /// `changesCount` is the rows it changed. One statement writes any number of rows' values
+    /// (`unnest`, `array_agg`).
+    public func execute(sql: String, parameters: [SQLParameter]) throws {
+        guard case .postgres(let session) = backend else { throw SQLEngineError("arrays as parameters are PostgreSQL's alone") }
+        changesCount = try session.rows(sql, parameters: parameters).changed
+    }
+
+    /// PostgreSQL only: `execute(sql:parameters:)` for a statement that returns rows (`RETURNING`).
+    public func fetchAll(sql: String, parameters: [SQLParameter]) throws -> [SQLRow] {
+        guard case .postgres(let session) = backend else { throw SQLEngineError("arrays as parameters are PostgreSQL's alone") }
+        let (rows, changed) = try session.rows(sql, parameters: parameters)
+        changesCount = changed
+        return rows
+    }
+
     /// Inserts `rows`, each the values of `columns` in order, into `table`; `changesCount` is
     /// the rows inserted. `table` and `columns` are put in the SQL as they are: the caller's own
     /// names, never input. SQLite: one multi-row INSERT per 500 rows, a whole 500's compiled

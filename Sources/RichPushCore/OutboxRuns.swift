@@ -1,0 +1,228 @@
+import Foundation
+import SQLEngine
+
+/// A campaign's first attempts as a row per run of pushes, on PostgreSQL
+/// (docs/design/outbox.md#runs): written as one row of `outbox_runs` for up to `size` pushes of
+/// one app and platform, claimed and leased a run at a time, and recorded as bits. A push sent
+/// sets its bit in `sent` and `settled`; a push that fails, is tried again or held back gets a
+/// row of `deliveries` of its own (it is *spilled*) and its bit in `settled` alone.
+///
+/// Work in progress on the branch `outbox-runs`: the readers of the outbox's history
+/// (docs/design/outbox-runs-survey.md on `proto-runs`) do not read runs yet.
+enum OutboxRuns {
+    /// Pushes a run holds at most: the bits of `settled` and `sent`.
+    static let capacity = 512
+    /// Pushes written to a run: about a claim's worth (the dispatcher's window per platform).
+    static let size = 200
+    /// `outbox_holders.outboxVersion` of holders that claim runs; older holders do not see them.
+    static let version = 3
+
+    /// One push of a campaign's first attempts, as the queue writes it.
+    struct Push {
+        var notificationId: Int64
+        var campaignId: Int64
+        var registrationId: String
+        var target: String
+        var platform: String
+        var app: String
+        var pushId: String
+        var due: Double
+        var createdAt: Double
+    }
+
+    /// Whether a batch may be written as runs now: on PostgreSQL, while every holder alive claims
+    /// runs (an older one would neither send them nor see them when it cancels).
+    static func writable(_ db: SQLConnection, now: Double) throws -> Bool {
+        guard db.dialect == .postgres else { return false }
+        return try Int.fetchOne(db, sql: """
+            SELECT 1 FROM outbox_holders WHERE (outboxVersion IS NULL OR outboxVersion < ?) AND seenAt >= ? LIMIT 1
+            """, arguments: [version, now - OutboxStore.holderTimeout], cached: true) == nil
+    }
+
+    /// Writes `pushes` as runs of one campaign, app and platform each, in one statement.
+    static func insert(_ db: SQLConnection, _ pushes: [Push]) throws {
+        guard !pushes.isEmpty else { return }
+        var groups: [String: [Push]] = [:]
+        for push in pushes { groups["\(push.campaignId)/\(push.app)/\(push.platform)", default: []].append(push) }
+        var run: [SQLValue] = [], campaign: [SQLValue] = [], notification: [SQLValue] = [], app: [SQLValue] = [], platform: [SQLValue] = []
+        var registration: [SQLValue] = [], target: [SQLValue] = [], pushId: [SQLValue] = [], due: [SQLValue] = [], created: [SQLValue] = []
+        var number: Int64 = 0
+        for key in groups.keys.sorted() {
+            for slice in groups[key]!.sqlBatches(of: size) {
+                number += 1
+                for push in slice {
+                    run.append(.integer(number))
+                    campaign.append(.integer(push.campaignId))
+                    notification.append(.integer(push.notificationId))
+                    app.append(.text(push.app))
+                    platform.append(.text(push.platform))
+                    registration.append(.text(push.registrationId))
+                    target.append(.text(push.target))
+                    pushId.append(.text(push.pushId))
+                    due.append(.real(push.due))
+                    created.append(.real(push.createdAt))
+                }
+            }
+        }
+        try db.execute(sql: """
+            INSERT INTO outbox_runs (campaignId, app, platform, state, nextAttemptAt, span, notificationIds, registrationIds, targets, pushIds,
+                                     settled, sent, size, remaining, createdAt, updatedAt)
+            SELECT min(u.campaign), min(u.app), min(u.platform), 'pending', min(u.due), int8range(min(u.nid), max(u.nid), '[]'),
+                   array_agg(u.nid ORDER BY u.o), array_agg(u.rid ORDER BY u.o), array_agg(u.target ORDER BY u.o), array_agg(u.pushid ORDER BY u.o),
+                   0::bit(512), 0::bit(512), count(*), count(*), min(u.created), min(u.created)
+            FROM unnest(?::int8[], ?::int8[], ?::int8[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], ?::float8[])
+                 WITH ORDINALITY AS u(run, campaign, nid, app, platform, rid, target, pushid, due, created, o)
+            GROUP BY u.run
+            """, parameters: [.array(SQLArray(.int8, run)), .array(SQLArray(.int8, campaign)), .array(SQLArray(.int8, notification)),
+                              .array(SQLArray(.text, app)), .array(SQLArray(.text, platform)), .array(SQLArray(.text, registration)),
+                              .array(SQLArray(.text, target)), .array(SQLArray(.text, pushId)), .array(SQLArray(.float8, due)),
+                              .array(SQLArray(.float8, created))])
+    }
+
+    /// A run's push as a job's id: negative, so it is never a row of `deliveries`.
+    static func jobID(run: Int64, index: Int) -> Int64 { -(run * Int64(capacity) + Int64(index)) }
+
+    /// The run and the place in it (from 0) of a job whose id is negative.
+    static func place(of id: Int64) -> (run: Int64, index: Int) { (-id / Int64(capacity), Int(-id % Int64(capacity))) }
+
+    /// Claims due runs for `holder`, up to about `limit` pushes (at least one run), oldest due
+    /// first, `FOR UPDATE SKIP LOCKED`, and leases them until `until`; returns their pushes not
+    /// yet settled, with the columns of `OutboxStore.claim`'s rows and `run`, `place`.
+    /// `only` is the claim's condition on platforms and apps (alias `d`).
+    static func claim(_ db: SQLConnection, limit: Int, now: Double, until: Double, holder: OutboxHolder, only: String) throws -> [SQLRow] {
+        guard db.dialect == .postgres, limit > 0 else { return [] }
+        let rows = try db.fetchAll(sql: """
+            WITH b AS (SELECT d.id, d.campaignId, d.app, d.platform, d.nextAttemptAt, d.notificationIds, d.registrationIds, d.targets, d.pushIds, d.settled
+                FROM outbox_runs d WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseTag IS NULL OR d.leaseUntil <= ?) \(only)
+                ORDER BY d.nextAttemptAt, d.id LIMIT ? FOR UPDATE SKIP LOCKED)
+            SELECT b.id AS run, u.i - 1 AS place, u.nid AS notificationId, u.rid AS registrationId, u.target, b.platform, b.app, b.campaignId,
+                   n.recipient, u.pushId, n.push, n.mode, n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, n.payload,
+                   r.updatedAt AS registrationUpdatedAt
+            FROM b CROSS JOIN LATERAL unnest(b.notificationIds, b.registrationIds, b.targets, b.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
+            JOIN notifications n ON n.id = u.nid LEFT JOIN registrations r ON r.id = u.rid
+            WHERE get_bit(b.settled, u.i::int - 1) = 0
+            ORDER BY b.nextAttemptAt, b.id, u.i
+            """, arguments: [now, now, max(1, limit / size)], cached: true)
+        let runs = Array(Set(rows.map { $0["run"] as Int64 })).sorted()
+        if !runs.isEmpty {
+            try db.execute(sql: "UPDATE outbox_runs SET leaseUntil = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
+                           arguments: [until, holder.pid, holder.tag, db.idList(runs)])
+        }
+        return rows
+    }
+
+    /// The bits of `places` in a run, as the text of a `bit(512)`.
+    static func mask(_ places: some Sequence<Int>) -> String {
+        var bits = [UInt8](repeating: UInt8(ascii: "0"), count: capacity)
+        for place in places where (0..<capacity).contains(place) { bits[place] = UInt8(ascii: "1") }
+        return String(decoding: bits, as: UTF8.self)
+    }
+
+    /// Records the outcomes of run pushes `jobs` held by `holder` (`sent`: sent from the run;
+    /// the others are spilled by the caller), each run's in one statement; a run with none left
+    /// is done and its lease ends. Returns the jobs recorded: those of runs `holder` still held,
+    /// whose bits were not yet set.
+    static func settle(_ db: SQLConnection, _ jobs: [(id: Int64, sent: Bool)], holder: OutboxHolder, now: Double) throws -> Set<Int64> {
+        var byRun: [Int64: [(place: Int, sent: Bool)]] = [:]
+        for job in jobs {
+            let (run, place) = place(of: job.id)
+            byRun[run, default: []].append((place, job.sent))
+        }
+        var recorded = Set<Int64>()
+        for run in byRun.keys.sorted() {
+            let places = byRun[run]!
+            // Bits already set are not recorded twice (a push claimed again after its lease lapsed):
+            // `fresh` is what this call set, from the run as it was.
+            let fresh = try String.fetchOne(db, sql: """
+                UPDATE outbox_runs r SET settled = r.settled | m.bits, sent = r.sent | (s.bits & ~r.settled),
+                    remaining = r.remaining - bit_count(m.bits & ~r.settled)::int, updatedAt = ?,
+                    state = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN 'done' ELSE r.state END,
+                    leaseUntil = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leaseUntil END,
+                    leasedBy = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leasedBy END,
+                    leaseTag = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leaseTag END
+                FROM (SELECT ?::bit(512) AS bits) m, (SELECT ?::bit(512) AS bits) s,
+                     (SELECT id, settled AS old FROM outbox_runs WHERE id = ? FOR UPDATE) o
+                WHERE r.id = o.id AND r.leaseTag = ? AND r.state = 'pending'
+                RETURNING (m.bits & ~o.old)::text
+                """, arguments: [now, mask(places.map(\.place)), mask(places.filter(\.sent).map(\.place)), run, holder.tag], cached: true)
+            guard let fresh = fresh.map({ Array($0.utf8) }) else { continue }
+            for (place, _) in places where place < fresh.count && fresh[place] == UInt8(ascii: "1") {
+                recorded.insert(jobID(run: run, index: place))
+            }
+        }
+        return recorded
+    }
+}
+
+extension OutboxRuns {
+    /// Gives the run pushes among `jobs` rows of `deliveries` of their own, pending and leased
+    /// to `holder` until `until` (for the guardrails, which hold back or fail rows), and settles
+    /// them in their runs, not sent. Their jobs take the rows' ids; a push whose run `holder` no
+    /// longer holds is left out.
+    static func spill(_ db: SQLConnection, _ jobs: inout [DeliveryJob], holder: OutboxHolder, until: Double, now: Double) throws {
+        let fromRuns = jobs.filter { $0.id < 0 }
+        guard !fromRuns.isEmpty else { return }
+        let recorded = try settle(db, fromRuns.map { ($0.id, false) }, holder: holder, now: now)
+        let ids = try insertRows(db, fromRuns.filter { recorded.contains($0.id) }, state: "pending", reasons: nil, attempts: 0, due: now,
+                                 lease: (until, holder), now: now)
+        jobs = jobs.compactMap { job in
+            guard job.id < 0 else { return job }
+            guard let id = ids[job.pushId] else { return nil }
+            var spilled = job
+            spilled.id = id
+            return spilled
+        }
+    }
+
+    /// Writes `jobs`, pushes of runs, as rows of `deliveries` in `state` (with `reasons` by push
+    /// id, `attempts`, due at `due` or at `dues` by push id), leased to `lease` if given; returns
+    /// their ids by push id.
+    static func insertRows(_ db: SQLConnection, _ jobs: [DeliveryJob], state: String, reasons: [String: String]?, attempts: Int, due: Double,
+                           dues: [String: Double] = [:], lease: (until: Double, holder: OutboxHolder)?, now: Double) throws -> [String: Int64] {
+        guard !jobs.isEmpty else { return [:] }
+        func column(_ kind: SQLArray.Kind, _ value: (DeliveryJob) -> SQLValue) -> SQLParameter { .array(SQLArray(kind, jobs.map(value))) }
+        let rows = try db.fetchAll(sql: """
+            INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, pushId, reason, nextAttemptAt,
+                                    state, attempts, leaseUntil, leasedBy, leaseTag, leaseOwner, createdAt, updatedAt)
+            SELECT u.nid, u.campaign, u.rid, u.target, u.platform, u.app, u.pushid, u.reason, u.due, ?, ?, ?, ?, ?, ?, ?, ?
+            FROM unnest(?::int8[], ?::int8[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[])
+                 AS u(nid, campaign, rid, target, platform, app, pushid, reason, due)
+            RETURNING id, pushId
+            """, parameters: [.value(.text(state)), .value(.integer(Int64(attempts))), .value(lease.map { .real($0.until) } ?? .null),
+                              .value(lease.map { .integer(Int64($0.holder.pid)) } ?? .null), .value(lease.map { .integer($0.holder.tag) } ?? .null),
+                              .value(lease.map { .integer($0.holder.tag) } ?? .null), .value(.real(now)), .value(.real(now)),
+                              column(.int8) { .integer($0.notificationId) }, column(.int8) { $0.campaignId.map(SQLValue.integer) ?? .null },
+                              column(.text) { $0.registrationId.map(SQLValue.text) ?? .null }, column(.text) { .text($0.target) },
+                              column(.text) { $0.platform.map(SQLValue.text) ?? .null }, column(.text) { .text($0.app) },
+                              column(.text) { .text($0.pushId) }, column(.text) { reasons?[$0.pushId].map(SQLValue.text) ?? .null },
+                              column(.float8) { .real(dues[$0.pushId] ?? due) }])
+        var ids: [String: Int64] = [:]
+        for row in rows { ids[row["pushId"] as String] = row["id"] as Int64 }
+        return ids
+    }
+
+    /// Records the outcomes of run pushes (`OutboxStore.record`): a push sent sets its bits; one
+    /// failed or tried again is settled and gets a row of its own, failed or due again at its
+    /// time. Returns the jobs recorded (see `settle`).
+    static func record(_ db: SQLConnection, _ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder, now: Double) throws -> Set<Int64> {
+        let recorded = try settle(db, results.map { ($0.0.id, $0.1 == .sent) }, holder: holder, now: now)
+        var failed: [DeliveryJob] = [], retried: [DeliveryJob] = []
+        var reasons: [String: String] = [:], dues: [String: Double] = [:]
+        for (job, result) in results where recorded.contains(job.id) {
+            switch result {
+            case .sent: continue
+            case .failed(let reason, _, _):
+                failed.append(job)
+                reasons[job.pushId] = reason
+            case .retry(let reason, let at):
+                retried.append(job)
+                reasons[job.pushId] = reason
+                // `at` is this machine's time; the row keeps the database's.
+                dues[job.pushId] = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
+            }
+        }
+        _ = try insertRows(db, failed, state: "failed", reasons: reasons, attempts: 1, due: now, lease: nil, now: now)
+        _ = try insertRows(db, retried, state: "pending", reasons: reasons, attempts: 1, due: now, dues: dues, lease: nil, now: now)
+        return recorded
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+@testable import RichPushCore
+import RichPushTestSupport
+import SQLEngine
+import Testing
+
+@Suite("A campaign's first attempts as runs of pushes on PostgreSQL: claimed a run at a time, recorded as bits, spilled into rows of their own when not sent",
+       .enabled(if: StoreEngine.all.contains(.shared)))
+struct OutboxRunsCoreTests {
+    /// Campaign `id`'s runs, by id: size, pushes left, state, lease tag, and the places settled and sent.
+    static func runs(_ store: DataStore, campaign id: Int64) async throws -> [Int64: (size: Int, remaining: Int, state: String, tag: Int64?, settled: Set<Int>, sent: Set<Int>)] {
+        try await store.database.read { db in
+            var runs: [Int64: (size: Int, remaining: Int, state: String, tag: Int64?, settled: Set<Int>, sent: Set<Int>)] = [:]
+            for row in try db.fetchAll(sql: """
+                SELECT id, size, remaining, state, leaseTag, settled::text AS settled, sent::text AS sent FROM outbox_runs WHERE campaignId = ?
+                """, arguments: [id]) {
+                func places(_ bits: String) -> Set<Int> { Set(Array(bits.utf8).indices.filter { Array(bits.utf8)[$0] == UInt8(ascii: "1") }) }
+                runs[row["id"]] = (row["size"], row["remaining"], row["state"], row["leaseTag"], places(row["settled"]), places(row["sent"]))
+            }
+            return runs
+        }
+    }
+
+    @Test("450 devices are three runs (200, 200, 50) and no rows; a claim takes a run and leases it; sent, failed and retried pushes set their bits, the last two with rows of their own; a run with nothing left is done; a lapsed lease's pushes go to the next holder, and the late outcome is lease_lost; a retiring holder gives its run back")
+    func runsClaimedAndRecorded() async throws {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 450)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
+        let holder = OutboxHolder(pid: 1), other = OutboxHolder(pid: 2)
+        try await store.outbox.heartbeat(holder: holder)
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        var runs = try await Self.runs(store, campaign: campaign.id)
+        #expect(runs.values.map(\.size).sorted() == [50, 200, 200])
+        #expect(runs.values.allSatisfy { $0.state == "pending" && $0.remaining == $0.size && $0.settled.isEmpty && $0.tag == nil })
+        let rowsQueued = try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ?", arguments: [campaign.id]) }
+        #expect(rowsQueued == 0)
+
+        // A claim of 200 takes the first run whole.
+        let first = try await store.outbox.claim(limit: 200, lease: 300, holder: holder)
+        #expect(first.count == 200 && first.allSatisfy { $0.id < 0 && $0.campaignId == campaign.id && $0.content?.message == "hi" && $0.recipient != nil })
+        #expect(Set(first.map(\.pushId)).count == 200 && Set(first.map(\.target)).count == 200)
+        let run = OutboxRuns.place(of: first[0].id).run
+        #expect(first.allSatisfy { OutboxRuns.place(of: $0.id).run == run })
+        runs = try await Self.runs(store, campaign: campaign.id)
+        #expect(runs[run]?.tag == holder.tag)
+
+        // 197 sent, one failed, one retried, one still in flight.
+        let failed = first[0], retried = first[1], inFlight = first[2]
+        var results: [(DeliveryJob, OutboxResult)] = first.dropFirst(3).map { ($0, .sent) }
+        results.append((failed, .failed(reason: "BadDeviceToken", prune: false, deadSince: nil)))
+        results.append((retried, .retry(reason: "TooManyRequests", at: Date().addingTimeInterval(3600))))
+        let labels = try await store.outbox.record(results, holder: holder)
+        #expect(labels.filter { $0 == "sent" }.count == 197 && labels.suffix(2) == ["failed", "retried"])
+        runs = try await Self.runs(store, campaign: campaign.id)
+        let place = { (job: DeliveryJob) in OutboxRuns.place(of: job.id).index }
+        #expect(runs[run]?.remaining == 1 && runs[run]?.state == "pending")
+        #expect(runs[run]?.sent == Set(first.dropFirst(3).map(place)))
+        #expect(runs[run]?.settled == Set(first.dropFirst(3).map(place) + [place(failed), place(retried)]))
+        let spilled = try await store.database.read { db in
+            try db.fetchAll(sql: "SELECT pushId, state, reason, attempts, nextAttemptAt > ? AS later FROM deliveries WHERE campaignId = ? ORDER BY state",
+                            arguments: [db.now + 3000, campaign.id])
+        }
+        #expect(spilled.map { $0["pushId"] as String } == [failed.pushId, retried.pushId])
+        #expect(spilled.map { $0["state"] as String } == ["failed", "pending"])
+        #expect(spilled.map { $0["reason"] as String } == ["BadDeviceToken", "TooManyRequests"])
+        #expect(spilled.allSatisfy { $0["attempts"] as Int == 1 } && spilled[1]["later"] as Bool == true)
+
+        // Recording the same outcomes again changes nothing and counts as lease_lost.
+        #expect(try await store.outbox.record(Array(results.prefix(3)), holder: holder) == ["lease_lost", "lease_lost", "lease_lost"])
+
+        // The lease lapses: the other holder gets the one push left (and the next run), the late
+        // outcome is lease_lost.
+        try await store.database.write { db in try db.execute(sql: "UPDATE outbox_runs SET leaseUntil = ? WHERE id = ?", arguments: [db.now - 1, run]) }
+        let second = try await store.outbox.claim(limit: 200, lease: 300, holder: other)
+        #expect(second.first?.id == inFlight.id && second.first?.pushId == inFlight.pushId)
+        #expect(try await store.outbox.record([(inFlight, .sent)], holder: holder) == ["lease_lost"])
+        #expect(try await store.outbox.record([(second[0], .sent)], holder: other) == ["sent"])
+        runs = try await Self.runs(store, campaign: campaign.id)
+        #expect(runs[run]?.state == "done" && runs[run]?.remaining == 0 && runs[run]?.tag == nil && runs[run]?.sent.count == 198)
+
+        // The other holder retires: its runs are due again, unleased, with their bits kept.
+        try await store.outbox.retire(holder: other)
+        runs = try await Self.runs(store, campaign: campaign.id)
+        #expect(runs.values.allSatisfy { $0.tag == nil })
+        var rest = try await store.outbox.claim(limit: 1000, lease: 300, holder: holder)
+        #expect(rest.count == 250 && Set(rest.map(\.id)).count == 250)
+        #expect(try await store.outbox.record(rest.map { ($0, .sent) }, holder: holder).allSatisfy { $0 == "sent" })
+        rest = try await store.outbox.claim(limit: 1000, lease: 300, holder: holder)
+        #expect(rest.isEmpty)
+        runs = try await Self.runs(store, campaign: campaign.id)
+        #expect(runs.values.allSatisfy { $0.state == "done" && $0.remaining == 0 })
+        #expect(runs.values.map(\.sent.count).reduce(0, +) == 448)
+    }
+
+    @Test("while a holder from before runs is alive, a campaign is queued as rows")
+    func olderHolderGetsRows() async throws {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 5)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        try await store.database.write { db in
+            try db.execute(sql: "INSERT INTO outbox_holders (tag, pid, host, seenAt, outboxVersion) VALUES (5, 5, 'old', ?, 2)", arguments: [db.now])
+        }
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        #expect(try await Self.runs(store, campaign: campaign.id).isEmpty)
+        let rows = try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ?", arguments: [campaign.id]) }
+        #expect(rows == 5)
+    }
+}
