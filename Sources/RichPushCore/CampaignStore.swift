@@ -231,12 +231,12 @@ public struct CampaignStore: Sendable {
                 // (the outbox's leases are on the database's clock).
                 let dropped = Set(try Int64.fetchAll(db, sql: """
                     DELETE FROM deliveries WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR \(OutboxStore.leaseEnd) <= ?) RETURNING notificationId
-                    """, arguments: [id, db.now]))
+                    """, arguments: [id, db.now]) + OutboxRuns.drop(db, campaign: id))
                 // Recipients who now get nothing lose the inbox entry, unless they have read it.
                 for chunk in Array(dropped).sorted().sqlBatches() {
                     let gone = try Int64.fetchAll(db, sql: """
                         SELECT n.id FROM notifications n WHERE n.id IN (\(sqlPlaceholders(chunk.count))) AND n.read = 0
-                            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id)
+                            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id) AND NOT \(OutboxRuns.hasPush(db, notification: "n.id"))
                         """, arguments: SQLArguments(Array(chunk)))
                     guard !gone.isEmpty else { continue }
                     try db.execute(sql: "DELETE FROM media_refs WHERE owner IN (\(sqlPlaceholders(gone.count)))",
@@ -247,7 +247,8 @@ public struct CampaignStore: Sendable {
                 campaign.cancelledAt = now
                 campaign.queued = true
                 campaign.recipients = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE campaignId = ?", arguments: [id]) ?? 0
-                campaign.devices = try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ?", arguments: [id]) ?? 0
+                campaign.devices = try (Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ?", arguments: [id]) ?? 0)
+                    + OutboxRuns.pushes(db, campaign: id)
                 if campaign.pushes != nil { campaign.pushes = campaign.devices }
                 try db.execute(sql: "UPDATE campaigns SET recipients = ?, devices = ?, pushes = ? WHERE id = ?",
                                arguments: [campaign.recipients, campaign.devices, campaign.pushes, id])
@@ -362,15 +363,16 @@ public struct CampaignStore: Sendable {
     /// figure stands. Campaigns from before pushes were counted are counted row by row.
     private static func pending(_ db: SQLConnection, campaign: Campaign, sent: Int, failed: Int, countedUpTo: Int) throws -> Int {
         guard let pushes = campaign.pushes else {
-            return try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ? AND state = 'pending'", arguments: [campaign.id]) ?? 0
+            return try (Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ? AND state = 'pending'", arguments: [campaign.id]) ?? 0)
+                + OutboxRuns.pending(db, campaign: campaign.id)
         }
         if campaign.cancelledAt == nil,
            try Bool.fetchOne(db, sql: "SELECT revisedAt IS NULL FROM campaigns WHERE id = ?", arguments: [campaign.id], cached: true) == true {
             return max(0, pushes - sent - failed)
         }
-        let counted = try Int.fetchOne(db, sql: """
+        let counted = try (Int.fetchOne(db, sql: """
             SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
-            """, arguments: [campaign.id, countedUpTo], cached: true) ?? 0
+            """, arguments: [campaign.id, countedUpTo], cached: true) ?? 0) + OutboxRuns.pending(db, campaign: campaign.id)
         return counted < countedUpTo ? counted : max(counted, pushes - sent - failed)
     }
 

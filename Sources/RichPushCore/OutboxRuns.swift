@@ -211,3 +211,49 @@ extension OutboxRuns {
         return recorded
     }
 }
+
+extension OutboxRuns {
+    /// Cancelling campaign `id`: the pushes of its runs that no live lease holds (never claimed,
+    /// or claimed by a holder whose lease lapsed, on the database's clock) are dropped: settled,
+    /// not sent, with no row. Returns their notifications' ids. Leased runs finish.
+    static func drop(_ db: SQLConnection, campaign id: Int64) throws -> [Int64] {
+        guard db.dialect == .postgres else { return [] }
+        let dropped = try Int64.fetchAll(db, sql: """
+            SELECT u.nid FROM (SELECT id, size, notificationIds, settled FROM outbox_runs
+                               WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR leaseUntil <= ?) FOR UPDATE) r
+            CROSS JOIN LATERAL unnest(r.notificationIds) WITH ORDINALITY AS u(nid, i)
+            WHERE get_bit(r.settled, u.i::int - 1) = 0
+            """, arguments: [id, db.now])
+        try db.execute(sql: """
+            UPDATE outbox_runs SET settled = ~(0::bit(512)), remaining = 0, state = 'done', leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL,
+                updatedAt = ?
+            WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR leaseUntil <= ?)
+            """, arguments: [db.now, id, db.now])
+        return dropped
+    }
+
+    /// An SQL condition on notification `n`: a push of it in a run was sent, or is still to be
+    /// sent (empty on SQLite, which has no runs).
+    static func hasPush(_ db: SQLConnection, notification n: String) -> String {
+        guard db.dialect == .postgres else { return "FALSE" }
+        return """
+            EXISTS (SELECT 1 FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds) WITH ORDINALITY AS u(nid, i)
+                    WHERE r.span @> \(n) AND u.nid = \(n)
+                      AND (get_bit(r.sent, u.i::int - 1) = 1 OR (r.state = 'pending' AND get_bit(r.settled, u.i::int - 1) = 0)))
+            """
+    }
+
+    /// Campaign `id`'s pushes in runs that were sent or are still to be sent.
+    static func pushes(_ db: SQLConnection, campaign id: Int64) throws -> Int {
+        guard db.dialect == .postgres else { return 0 }
+        return try Int.fetchOne(db, sql: "SELECT coalesce(sum(bit_count(sent) + remaining), 0)::int8 FROM outbox_runs WHERE campaignId = ?",
+                                arguments: [id]) ?? 0
+    }
+
+    /// Campaign `id`'s pushes in runs still to be sent.
+    static func pending(_ db: SQLConnection, campaign id: Int64) throws -> Int {
+        guard db.dialect == .postgres else { return 0 }
+        return try Int.fetchOne(db, sql: "SELECT coalesce(sum(remaining), 0)::int8 FROM outbox_runs WHERE campaignId = ? AND state = 'pending'",
+                                arguments: [id], cached: true) ?? 0
+    }
+}

@@ -92,6 +92,29 @@ struct OutboxRunsCoreTests {
         #expect(runs.values.map(\.sent.count).reduce(0, +) == 448)
     }
 
+    @Test("cancelling drops the pushes of runs no live lease holds (their recipients lose the inbox entry), and the leased run finishes; the campaign's counts follow")
+    func cancelDropsRuns() async throws {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 450)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
+        let holder = OutboxHolder(pid: 1)
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        let inFlight = try await store.outbox.claim(limit: 200, lease: 300, holder: holder)
+        #expect(inFlight.count == 200)
+        let progress = try await campaigns.cancel(campaign.id)
+        #expect(progress.pending == 200 && progress.campaign.devices == 200 && progress.campaign.recipients == 200)
+        #expect(try await store.outbox.claim(limit: 1000, lease: 300, holder: holder).isEmpty)
+        let left = try await store.database.read { db in
+            try Set(Int64.fetchAll(db, sql: "SELECT id FROM notifications WHERE campaignId = ?", arguments: [campaign.id]))
+        }
+        #expect(left == Set(inFlight.map(\.notificationId)), "only the recipients of the pushes in flight keep their inbox entry")
+        let runs = try await Self.runs(store, campaign: campaign.id)
+        #expect(runs.values.filter { $0.state == "done" }.count == 2 && runs.values.allSatisfy { $0.sent.isEmpty })
+        #expect(try await store.outbox.record(inFlight.map { ($0, .sent) }, holder: holder).allSatisfy { $0 == "sent" })
+        let after = try #require(try await campaigns.progress(campaign.id))
+        #expect(after.pending == 0 && after.sent == 200 && after.campaign.devices == 200)
+    }
+
     @Test("while a holder from before runs is alive, a campaign is queued as rows")
     func olderHolderGetsRows() async throws {
         let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 5)
