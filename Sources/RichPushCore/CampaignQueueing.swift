@@ -120,9 +120,9 @@ extension CampaignStore {
                    pushes - done < ahead || !countNow {
                     return (pushes - done, done, false)
                 }
-                let waiting = try Int.fetchOne(db, sql: """
+                let waiting = try (Int.fetchOne(db, sql: """
                     SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE campaignId = ? AND state = 'pending' LIMIT ?) AS pending
-                    """, arguments: [id, ahead], cached: true) ?? 0
+                    """, arguments: [id, ahead], cached: true) ?? 0) + OutboxRuns.pending(db, campaign: id)
                 return (waiting, done, true)
             }
             if exact { counted = .now }

@@ -39,14 +39,21 @@ public struct DeliveryStore: Sendable {
     /// Deliveries of one notification, or of the `recent` newest notifications.
     public func list(notification: Int64? = nil, recent: Int = 20) async throws -> [Delivery] {
         try await database.read { db in
+            // A campaign's pushes in runs (docs/design/outbox.md#runs) come after each notification's rows.
             if let notification {
                 return try SQLRow.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notificationId = ? ORDER BY id", arguments: [notification]).map(Self.delivery)
+                    + OutboxRuns.deliveries(db, notifications: [notification])
             }
-            return try SQLRow.fetchAll(db, sql: """
+            let rows = try SQLRow.fetchAll(db, sql: """
                 SELECT * FROM deliveries WHERE notificationId IN
                     (SELECT id FROM notifications ORDER BY id DESC LIMIT ?)
                 ORDER BY notificationId DESC, id
                 """, arguments: [recent]).map(Self.delivery)
+            let newest = try Int64.fetchAll(db, sql: "SELECT id FROM notifications ORDER BY id DESC LIMIT ?", arguments: [recent])
+            let fromRuns = Dictionary(grouping: try OutboxRuns.deliveries(db, notifications: newest), by: \.notificationId)
+            guard !fromRuns.isEmpty else { return rows }
+            let byNotification = Dictionary(grouping: rows, by: \.notificationId)
+            return newest.flatMap { (byNotification[$0] ?? []) + (fromRuns[$0] ?? []) }
         }
     }
 
@@ -58,12 +65,16 @@ public struct DeliveryStore: Sendable {
         }
     }
 
-    /// Up to `limit` deliveries of campaign `campaign` with ids above `after`, in id order
-    /// (page through a large campaign without holding it in memory).
+    /// Up to `limit` deliveries of campaign `campaign` after the one whose id is `after` (0:
+    /// from the first): its rows in id order, then its pushes in runs, whose ids are negative
+    /// (docs/design/outbox.md#runs). Page through a large campaign, without holding it in
+    /// memory, by passing the last id of each page.
     public func list(campaign: Int64, after: Int64 = 0, limit: Int = 1000) async throws -> [Delivery] {
         try await database.read { db in
-            try SQLRow.fetchAll(db, sql: "SELECT * FROM deliveries WHERE campaignId = ? AND id > ? ORDER BY id LIMIT ?",
-                             arguments: [campaign, after, limit]).map(Self.delivery)
+            guard after >= 0 else { return try OutboxRuns.deliveries(db, campaign: campaign, after: -after, limit: limit) }
+            let rows = try SQLRow.fetchAll(db, sql: "SELECT * FROM deliveries WHERE campaignId = ? AND id > ? ORDER BY id LIMIT ?",
+                                           arguments: [campaign, after, limit]).map(Self.delivery)
+            return rows + OutboxRuns.deliveries(db, campaign: campaign, after: 0, limit: limit - rows.count)
         }
     }
 
@@ -87,6 +98,10 @@ public struct DeliveryStore: Sendable {
                 } else {
                     unnamed += row["pending"] as Int
                 }
+            }
+            // A campaign's runs (docs/design/outbox.md#runs): the pushes each has left.
+            for row in try SQLRow.fetchAll(db, sql: "SELECT platform, sum(remaining) AS pending FROM outbox_runs WHERE state = 'pending' GROUP BY 1") {
+                pending[row["platform"] as String, default: 0] += row["pending"] as Int
             }
             guard unnamed > 0 else { return pending }
             for row in try SQLRow.fetchAll(db, sql: """

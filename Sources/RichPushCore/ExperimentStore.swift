@@ -280,8 +280,8 @@ enum Experiments {
         for row in try SQLRow.fetchAll(db, sql: """
             SELECT m.arm AS arm, count(*) AS n, coalesce(sum(m.\(column)), 0) AS hit FROM campaign_members m
             WHERE m.campaignId = ? AND m.arm >= 0
-                AND EXISTS (SELECT 1 FROM notifications n JOIN deliveries d ON d.notificationId = n.id
-                            WHERE n.campaignId = m.campaignId AND n.recipient = m.userName)
+                AND EXISTS (SELECT 1 FROM notifications n WHERE n.campaignId = m.campaignId AND n.recipient = m.userName
+                            AND (EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id) OR \(OutboxRuns.hasPush(db, notification: "n.id"))))
             GROUP BY m.arm
             """, arguments: [id]) {
             let (arm, reached, hit): (Int, Int, Int) = (row["arm"], row["n"], row["hit"])
@@ -422,8 +422,9 @@ extension CampaignStore {
             let reached = try Int64.fetchAll(db, sql: """
                 SELECT DISTINCT n.campaignId FROM notifications n
                 WHERE n.recipient = ? AND n.campaignId IS NOT NULL
-                    AND EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id AND d.state = 'sent' AND d.kind IS NULL AND d.updatedAt >= ?)
-                """, arguments: [user, since])
+                    AND (EXISTS (SELECT 1 FROM deliveries d WHERE d.notificationId = n.id AND d.state = 'sent' AND d.kind IS NULL AND d.updatedAt >= ?)
+                         OR \(OutboxRuns.sent(db, notification: "n.id", since: "?")))
+                """, arguments: [user, since, since])
             let heldOut = try Int64.fetchAll(db, sql: """
                 SELECT m.campaignId FROM campaign_members m JOIN campaign_experiments e ON e.campaignId = m.campaignId
                 WHERE m.userName = ? AND m.arm = \(ExperimentArm.holdout) AND e.startedAt >= ?

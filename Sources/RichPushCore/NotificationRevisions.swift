@@ -55,6 +55,7 @@ extension NotificationStore {
                                                              title: before.title, mode: before.mode, options: PushOptions(stored: row["options"])))
             let writer = try NotificationWriter(db, draft: draft, defaultImage: defaultImage, links: links, campaignId: before.campaignId, now: now)
             let web = try Int.fetchOne(db, sql: "SELECT 1 FROM deliveries WHERE notificationId = ? AND platform = 'web' LIMIT 1", arguments: [id]) != nil
+                || OutboxRuns.pushes(db, notifications: [id]).contains { $0["platform"] as String == "web" }
             let richUrl = try writer.rewrite(db, id: id, web: web)
             var outcome = ChangeOutcome()
             outcome.notifications = 1

@@ -515,7 +515,7 @@ public struct OutboxStore: Sendable {
             for row in try db.fetchAll(sql: """
                 UPDATE deliveries SET state = 'failed', reason = ?, leaseUntil = NULL, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'
                 RETURNING notificationId, campaignId, platform
-                """, arguments: [cascade, now, registration]) {
+                """, arguments: [cascade, now, registration]) + OutboxRuns.fail(db, registration: registration, reason: cascade, now: now) {
                 let notification: Int64 = row["notificationId"]
                 let recipient = try String.fetchOne(db, sql: "SELECT recipient FROM notifications WHERE id = ?", arguments: [notification])
                 happenings.append(Happening(type: .failed, campaign: row["campaignId"], notification: notification, user: recipient,

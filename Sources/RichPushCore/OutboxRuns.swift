@@ -84,7 +84,7 @@ enum OutboxRuns {
                    n.recipient, u.pushId, n.push, n.mode, n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, n.payload,
                    r.updatedAt AS registrationUpdatedAt
             FROM b CROSS JOIN LATERAL unnest(b.notificationIds, b.registrationIds, b.targets, b.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
-            JOIN notifications n ON n.id = u.nid LEFT JOIN registrations r ON r.id = u.rid
+            LEFT JOIN notifications n ON n.id = u.nid LEFT JOIN registrations r ON r.id = u.rid
             WHERE get_bit(b.settled, u.i::int - 1) = 0
             ORDER BY b.nextAttemptAt, b.id, u.i
             """, arguments: [now, now, max(1, limit / size)], cached: true)
@@ -93,7 +93,12 @@ enum OutboxRuns {
             try db.execute(sql: "UPDATE outbox_runs SET leaseUntil = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
                            arguments: [until, holder.pid, holder.tag, db.idList(runs)])
         }
-        return rows
+        // A push whose notification is gone (its recipient removed, a cancel's inbox entry
+        // deleted) is dropped here: settled, not sent, so its run still ends.
+        let orphans = rows.filter { $0["recipient"] as String? == nil }
+        guard !orphans.isEmpty else { return rows }
+        _ = try settle(db, orphans.map { (jobID(run: $0["run"], index: $0["place"]), false) }, holder: holder, now: now)
+        return rows.filter { $0["recipient"] as String? != nil }
     }
 
     /// The bits of `places` in a run, as the text of a `bit(512)`.
@@ -243,6 +248,18 @@ extension OutboxRuns {
             """
     }
 
+    /// An SQL condition on notification `n`: a push of it was sent from a run recorded at or
+    /// after `since` (a placeholder or an expression: the run's last record, within the seconds
+    /// a run takes of its push's own). `FALSE` on SQLite, whose `since` must then be bound all
+    /// the same: the condition names it once either way.
+    static func sent(_ db: SQLConnection, notification n: String, since: String) -> String {
+        guard db.dialect == .postgres else { return "(FALSE AND \(since) IS NULL)" }
+        return """
+            EXISTS (SELECT 1 FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds) WITH ORDINALITY AS u(nid, i)
+                    WHERE r.span @> \(n) AND u.nid = \(n) AND get_bit(r.sent, u.i::int - 1) = 1 AND r.updatedAt >= \(since))
+            """
+    }
+
     /// Campaign `id`'s pushes in runs that were sent or are still to be sent.
     static func pushes(_ db: SQLConnection, campaign id: Int64) throws -> Int {
         guard db.dialect == .postgres else { return 0 }
@@ -255,5 +272,170 @@ extension OutboxRuns {
         guard db.dialect == .postgres else { return 0 }
         return try Int.fetchOne(db, sql: "SELECT coalesce(sum(remaining), 0)::int8 FROM outbox_runs WHERE campaignId = ? AND state = 'pending'",
                                 arguments: [id], cached: true) ?? 0
+    }
+}
+
+extension OutboxRuns {
+    /// A registration pruned: its pushes in pending runs (leased or not, as its rows) fail with
+    /// `reason`, each with a row of its own, settled and not sent. Returns them as the cascade
+    /// of `OutboxStore.recordFailure` reads its rows: `notificationId`, `campaignId`, `platform`.
+    static func fail(_ db: SQLConnection, registration: String, reason: String, now: Double) throws -> [SQLRow] {
+        guard db.dialect == .postgres else { return [] }
+        let pushes = try db.fetchAll(sql: """
+            SELECT r.id AS run, u.i - 1 AS place, u.nid AS notificationId, u.target, u.pushId, r.campaignId, r.app, r.platform
+            FROM (SELECT * FROM outbox_runs WHERE state = 'pending' AND ? = ANY(registrationIds) FOR UPDATE) r
+            CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets, r.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
+            WHERE u.rid = ? AND get_bit(r.settled, u.i::int - 1) = 0
+            """, arguments: [registration, registration])
+        guard !pushes.isEmpty else { return [] }
+        var byRun: [Int64: [Int]] = [:]
+        for push in pushes { byRun[push["run"] as Int64, default: []].append(push["place"]) }
+        for (run, places) in byRun.sorted(by: { $0.key < $1.key }) {
+            try db.execute(sql: """
+                UPDATE outbox_runs SET settled = settled | ?::bit(512), remaining = remaining - ?, updatedAt = ?,
+                    state = CASE WHEN remaining - ? <= 0 THEN 'done' ELSE state END,
+                    leaseUntil = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseUntil END,
+                    leasedBy = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leasedBy END,
+                    leaseTag = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseTag END
+                WHERE id = ?
+                """, arguments: [mask(places), places.count, now, places.count, places.count, places.count, places.count, run])
+        }
+        let jobs = pushes.map { push in
+            var job = DeliveryJob(id: 0, notificationId: push["notificationId"], registrationId: registration, target: push["target"],
+                                  payload: Data(), pushId: push["pushId"], platform: push["platform"])
+            job.campaignId = push["campaignId"]
+            job.app = push["app"]
+            return job
+        }
+        _ = try insertRows(db, jobs, state: "failed", reasons: Dictionary(jobs.map { ($0.pushId, reason) }, uniquingKeysWith: { a, _ in a }),
+                           attempts: 0, due: now, lease: nil, now: now)
+        return pushes
+    }
+}
+
+extension OutboxRuns {
+    /// A user removed, whose notifications are `ids`: their pushes in pending runs are dropped
+    /// (settled, not sent), and their tokens and registration ids are blanked in every run, sent
+    /// or not (what the user leaves behind is their notifications' ids alone). Returns the pushes
+    /// dropped by campaign, which leave the campaigns' counts of pushes queued.
+    static func remove(_ db: SQLConnection, notifications ids: [Int64], now: Double) throws -> [Int64: Int] {
+        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return [:] }
+        let places = try db.fetchAll(sql: """
+            SELECT r.id AS run, u.i - 1 AS place, r.campaignId, get_bit(r.settled, u.i::int - 1) = 0 AS pending
+            FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds) WITH ORDINALITY AS u(nid, i)
+            WHERE r.span && int8range(?, ?, '[]') AND u.nid = ANY(?::int8[])
+            """, parameters: [.value(.integer(low)), .value(.integer(high)), .array(SQLArray(.int8, ids.map(SQLValue.integer)))])
+        var byRun: [Int64: (campaign: Int64, all: [Int], pending: [Int])] = [:]
+        for row in places {
+            var entry = byRun[row["run"] as Int64] ?? (row["campaignId"], [], [])
+            entry.all.append(row["place"])
+            if row["pending"] as Bool { entry.pending.append(row["place"]) }
+            byRun[row["run"] as Int64] = entry
+        }
+        var dropped: [Int64: Int] = [:]
+        for (run, entry) in byRun.sorted(by: { $0.key < $1.key }) {
+            let blank = "(SELECT array_agg(CASE WHEN x.i - 1 = ANY(?::int8[]) THEN '' ELSE x.v END ORDER BY x.i) FROM unnest(%@) WITH ORDINALITY AS x(v, i))"
+            let count = entry.pending.count
+            try db.execute(sql: """
+                UPDATE outbox_runs SET targets = \(blank.replacingOccurrences(of: "%@", with: "targets")),
+                    registrationIds = \(blank.replacingOccurrences(of: "%@", with: "registrationIds")),
+                    settled = settled | ?::bit(512), remaining = remaining - ?, updatedAt = ?,
+                    state = CASE WHEN remaining - ? <= 0 THEN 'done' ELSE state END,
+                    leaseUntil = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseUntil END,
+                    leasedBy = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leasedBy END,
+                    leaseTag = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseTag END
+                WHERE id = ?
+                """, parameters: [.array(SQLArray(.int8, entry.all.map { .integer(Int64($0)) })), .array(SQLArray(.int8, entry.all.map { .integer(Int64($0)) })),
+                                  .value(.text(mask(entry.pending))), .value(.integer(Int64(count))), .value(.real(now))]
+                                  + Array(repeating: SQLParameter.value(.integer(Int64(count))), count: 4) + [.value(.integer(run))])
+            if count > 0 { dropped[entry.campaign, default: 0] += count }
+        }
+        return dropped
+    }
+}
+
+extension OutboxRuns {
+    /// The places of notifications `ids` in runs: each push's run, place, campaign, registration,
+    /// target, platform, app, and whether it was sent, is settled, and its run's lease.
+    static func pushes(_ db: SQLConnection, notifications ids: [Int64]) throws -> [SQLRow] {
+        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return [] }
+        return try db.fetchAll(sql: """
+            SELECT r.id AS run, u.i - 1 AS place, u.nid AS notificationId, r.campaignId, u.rid AS registrationId, u.target, r.platform, r.app,
+                   get_bit(r.sent, u.i::int - 1) = 1 AS sent, get_bit(r.settled, u.i::int - 1) = 1 AS settled, r.state, r.leaseTag, r.leaseUntil
+            FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets) WITH ORDINALITY AS u(nid, rid, target, i)
+            WHERE r.span && int8range(?, ?, '[]') AND u.nid = ANY(?::int8[])
+            ORDER BY r.id, u.i
+            """, parameters: [.value(.integer(low)), .value(.integer(high)), .array(SQLArray(.int8, ids.map(SQLValue.integer)))])
+    }
+
+    /// Locks, in id order, the runs in flight (leased until after `now`) that hold a push of
+    /// notifications `ids` (see `Revisions.devices`).
+    static func lockInFlight(_ db: SQLConnection, notifications ids: [Int64], now: Double) throws {
+        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return }
+        _ = try db.fetchAll(sql: """
+            SELECT id FROM outbox_runs WHERE span && int8range(?, ?, '[]') AND state = 'pending' AND leaseTag IS NOT NULL AND leaseUntil > ?
+            ORDER BY id FOR UPDATE
+            """, arguments: [low, high, now])
+    }
+
+    /// Taking notifications `ids` back: their pushes in runs that no live lease holds are
+    /// dropped (settled, not sent). Returns how many.
+    static func drop(_ db: SQLConnection, notifications ids: [Int64], now: Double) throws -> Int {
+        var byRun: [Int64: [Int]] = [:]
+        for push in try pushes(db, notifications: ids)
+        where !(push["settled"] as Bool) && push["state"] as String == "pending"
+            && ((push["leaseTag"] as Int64?) == nil || ((push["leaseUntil"] as Double?) ?? 0) <= now) {
+            byRun[push["run"] as Int64, default: []].append(push["place"])
+        }
+        for (run, places) in byRun.sorted(by: { $0.key < $1.key }) {
+            try db.execute(sql: """
+                UPDATE outbox_runs SET settled = settled | ?::bit(512), remaining = remaining - ?, updatedAt = ?,
+                    state = CASE WHEN remaining - ? <= 0 THEN 'done' ELSE state END,
+                    leaseUntil = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseUntil END,
+                    leasedBy = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leasedBy END,
+                    leaseTag = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseTag END
+                WHERE id = ? AND (leaseTag IS NULL OR leaseUntil <= ?)
+                """, arguments: [mask(places), places.count, now, places.count, places.count, places.count, places.count, run, now])
+        }
+        return byRun.values.map(\.count).reduce(0, +)
+    }
+}
+
+extension OutboxRuns {
+    /// The columns of a run's push as `DeliveryStore.delivery` reads a row: `id` its job id
+    /// (negative), `sent` once sent, else `pending` (dropped and spilled pushes are left out: a
+    /// spilled one is its own row).
+    private static let deliveryColumns = """
+        -(r.id * 512 + u.i - 1) AS id, u.nid AS notificationId, u.rid AS registrationId, u.target,
+        CASE WHEN get_bit(r.sent, u.i::int - 1) = 1 THEN 'sent' ELSE 'pending' END AS state,
+        CASE WHEN get_bit(r.sent, u.i::int - 1) = 1 THEN 1 ELSE 0 END AS attempts, NULL::text AS reason, u.pushId,
+        r.nextAttemptAt, r.createdAt, r.updatedAt
+        """
+
+    /// Which of a run's pushes are deliveries: sent, or still to be sent.
+    private static let shown = "(get_bit(r.sent, u.i::int - 1) = 1 OR (r.state = 'pending' AND get_bit(r.settled, u.i::int - 1) = 0))"
+
+    /// The pushes of notifications `ids` in runs, as deliveries.
+    static func deliveries(_ db: SQLConnection, notifications ids: [Int64]) throws -> [Delivery] {
+        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return [] }
+        return try db.fetchAll(sql: """
+            SELECT \(deliveryColumns)
+            FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets, r.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
+            WHERE r.span && int8range(?, ?, '[]') AND u.nid = ANY(?::int8[]) AND \(shown)
+            ORDER BY u.nid DESC, r.id, u.i
+            """, parameters: [.value(.integer(low)), .value(.integer(high)), .array(SQLArray(.int8, ids.map(SQLValue.integer)))])
+            .map(DeliveryStore.delivery)
+    }
+
+    /// Up to `limit` pushes of campaign `id` in runs after the one whose delivery id is
+    /// `-after` (0: from the first), in run and place order.
+    static func deliveries(_ db: SQLConnection, campaign id: Int64, after: Int64, limit: Int) throws -> [Delivery] {
+        guard db.dialect == .postgres, limit > 0 else { return [] }
+        return try db.fetchAll(sql: """
+            SELECT \(deliveryColumns)
+            FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets, r.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
+            WHERE r.campaignId = ? AND r.id >= ? AND r.id * 512 + u.i - 1 > ? AND \(shown)
+            ORDER BY r.id, u.i LIMIT ?
+            """, arguments: [id, after / 512, after, limit]).map(DeliveryStore.delivery)
     }
 }

@@ -150,6 +150,7 @@ enum Revisions {
                     SELECT id FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND leaseTag IS NOT NULL AND \(OutboxStore.leaseEnd) > ?
                     ORDER BY id FOR UPDATE
                     """, arguments: [db.idList(chunk), now])
+                try OutboxRuns.lockInFlight(db, notifications: Array(chunk), now: now)
             }
         }
         for chunk in ids.sqlBatches() {
@@ -169,6 +170,25 @@ enum Revisions {
                     device.leaseEnd = max(device.leaseEnd ?? next, next)
                 } else {
                     device.waiting = (row["kind"] as String?) == nil ? .original : .revision
+                }
+                found[key] = device
+            }
+            // A campaign's pushes in runs (docs/design/outbox.md#runs): sent, in flight, or waiting.
+            for push in try OutboxRuns.pushes(db, notifications: Array(chunk)) {
+                let sent: Bool = push["sent"], settled: Bool = push["settled"]
+                guard sent || (!settled && push["state"] as String == "pending") else { continue }
+                let key = Key(notification: push["notificationId"], target: push["target"])
+                if found[key] == nil { order.append(key) }
+                var device = found[key] ?? Device(notification: key.notification, campaign: push["campaignId"], registration: push["registrationId"],
+                                                  target: key.target, platform: push["platform"], app: push["app"])
+                let until = (push["leaseUntil"] as Double?) ?? 0
+                if sent {
+                    device.reached = true
+                } else if (push["leaseTag"] as Int64?) != nil, until > now {
+                    device.reached = true
+                    device.leaseEnd = max(device.leaseEnd ?? until, until)
+                } else {
+                    device.waiting = .original
                 }
                 found[key] = device
             }
@@ -225,6 +245,7 @@ enum Revisions {
                 DELETE FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND (kind IS NULL OR kind <> 'retract')
                     AND (leaseTag IS NULL OR \(OutboxStore.leaseEnd) <= ?) RETURNING id
                 """, arguments: [db.idList(chunk), now]).count
+            outcome.cancelled += try OutboxRuns.drop(db, notifications: Array(chunk), now: now)
         }
         let reached = try devices(db, ids, now: now).filter(\.reached)
         var retracted: [Int64] = []

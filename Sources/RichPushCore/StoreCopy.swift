@@ -103,6 +103,13 @@ extension DataStore {
             report.rows.append((table.name, copied))
             progress("\(table.name): \(copied) rows")
         }
+        // A campaign's pushes in runs (PostgreSQL, docs/design/outbox.md#runs) become rows of the
+        // target's outbox: sent, or pending. Their rows get the target's ids.
+        let expanded = try await copyRuns(to: target)
+        if expanded > 0 {
+            report.rows.append(("outbox_runs (as deliveries)", expanded))
+            progress("outbox_runs: \(expanded) pushes as deliveries")
+        }
         try await target.database.write { db in
             // Leases name holders of the source; the target's dispatchers take the rows up.
             try db.execute(sql: "UPDATE deliveries SET leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending'")
@@ -117,6 +124,46 @@ extension DataStore {
             try await target.settings.set(PayloadKey.settingsKey, hex, notify: .users)
         }
         return report
+    }
+
+    /// Copies the source's runs as rows of the target's `deliveries`, a page of deliveries at a
+    /// time; returns how many. A push the target already has (its push id, for a copy run again) is left.
+    private func copyRuns(to target: DataStore) async throws -> Int {
+        guard database.dialect == .postgres else { return 0 }
+        let campaigns = try await database.read { db in try Int64.fetchAll(db, sql: "SELECT DISTINCT campaignId FROM outbox_runs ORDER BY 1") }
+        var copied = 0
+        for campaign in campaigns {
+            var after: Int64 = 0
+            while true {
+                let cursor = after
+                let page = try await database.read { db in try OutboxRuns.deliveries(db, campaign: campaign, after: cursor, limit: 500) }
+                guard let last = page.last else { break }
+                after = -last.id
+                let platforms = try await database.read { db in
+                    try db.fetchAll(sql: "SELECT id, platform, app FROM outbox_runs WHERE campaignId = ? AND \(db.idIn("id"))",
+                                    arguments: [campaign, db.idList(Set(page.map { OutboxRuns.place(of: $0.id).run }).sorted())])
+                }
+                var runs: [Int64: (platform: String, app: String)] = [:]
+                for row in platforms { runs[row["id"] as Int64] = (row["platform"], row["app"]) }
+                copied += try await target.database.write { db in
+                    var inserted = 0
+                    for push in page {
+                        guard try Int.fetchOne(db, sql: "SELECT 1 FROM deliveries WHERE pushId = ? AND notificationId = ?",
+                                               arguments: [push.pushId, push.notificationId]) == nil else { continue }
+                        let run = runs[OutboxRuns.place(of: push.id).run]
+                        try db.execute(sql: """
+                            INSERT INTO deliveries (notificationId, campaignId, registrationId, target, platform, app, state, attempts, pushId,
+                                                    nextAttemptAt, createdAt, updatedAt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            """, arguments: [push.notificationId, campaign, push.registrationId, push.target, run?.platform, run?.app,
+                                             push.state.rawValue, push.attempts, push.pushId, push.nextAttemptAt.timeIntervalSince1970,
+                                             push.createdAt.timeIntervalSince1970, push.updatedAt.timeIntervalSince1970])
+                        inserted += 1
+                    }
+                    return inserted
+                }
+            }
+        }
+        return copied
     }
 
     /// Copies `table`'s rows, 500 to a transaction, in key order; returns how many the target did not have.

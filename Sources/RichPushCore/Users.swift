@@ -173,9 +173,14 @@ public struct UserStore: Sendable {
             WHERE n.recipient = ? AND d.campaignId IS NOT NULL AND d.state = 'pending' AND d.kind IS NULL GROUP BY d.campaignId ORDER BY d.campaignId
             """, arguments: [name])
         try db.execute(sql: "DELETE FROM deliveries WHERE notificationId IN (SELECT id FROM notifications WHERE recipient = ?)", arguments: [name])
-        for row in leaving {
-            try db.execute(sql: "UPDATE campaigns SET pushes = pushes - ? WHERE id = ? AND pushes IS NOT NULL",
-                           arguments: [row["n"] as Int, row["campaignId"] as Int64])
+        var left: [Int64: Int] = [:]
+        for row in leaving { left[row["campaignId"] as Int64, default: 0] += row["n"] as Int }
+        // And their pushes in a campaign's runs (docs/design/outbox.md#runs), with their tokens.
+        let runs = try OutboxRuns.remove(db, notifications: Int64.fetchAll(db, sql: "SELECT id FROM notifications WHERE recipient = ?", arguments: [name]),
+                                         now: db.now)
+        left.merge(runs, uniquingKeysWith: +)
+        for (campaign, n) in left.sorted(by: { $0.key < $1.key }) {
+            try db.execute(sql: "UPDATE campaigns SET pushes = pushes - ? WHERE id = ? AND pushes IS NOT NULL", arguments: [n, campaign])
         }
         try db.execute(sql: "DELETE FROM notifications WHERE recipient = ?", arguments: [name])
         try SessionStore.revokeAll(db, username: name)

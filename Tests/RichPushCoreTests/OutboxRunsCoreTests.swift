@@ -115,6 +115,85 @@ struct OutboxRunsCoreTests {
         #expect(after.pending == 0 && after.sent == 200 && after.campaign.devices == 200)
     }
 
+    @Test("a token gone (410) removes its registration, and its pushes waiting in another campaign's run fail with it: settled, not sent, with a row of their own")
+    func goneTokenFailsRunPushes() async throws {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 3)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let first = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "one", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(first.id, addressing: .perDevice)
+        let second = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "two", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(second.id, addressing: .perDevice)
+        let holder = OutboxHolder(pid: 1)
+        let claimed = try await store.outbox.claim(limit: 200, lease: 300, holder: holder)
+        #expect(claimed.count == 3 && claimed.allSatisfy { $0.campaignId == first.id })
+        let gone = claimed[0]
+        let labels = try await store.outbox.record([(gone, .failed(reason: "Unregistered", prune: true, deadSince: nil))], holder: holder)
+        #expect(labels == ["failed"])
+        let registrations = try await store.database.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM registrations WHERE id = ?", arguments: [gone.registrationId])
+        }
+        #expect(registrations == 0)
+        let runs = try await Self.runs(store, campaign: second.id)
+        let run = try #require(runs.values.first)
+        #expect(run.remaining == 2 && run.settled.count == 1 && run.sent.isEmpty)
+        let failed = try await store.database.read { db in
+            try db.fetchAll(sql: "SELECT target, state, reason FROM deliveries WHERE campaignId = ?", arguments: [second.id])
+        }
+        #expect(failed.count == 1 && failed.first?["target"] as String? == gone.target && failed.first?["state"] as String? == "failed")
+        #expect((failed.first?["reason"] as String?)?.hasPrefix("device registration removed after Unregistered") == true)
+        let rest = try await store.outbox.claim(limit: 200, lease: 300, holder: holder)
+        #expect(rest.count == 2 && rest.allSatisfy { $0.campaignId == second.id && $0.target != gone.target })
+    }
+
+    @Test("a user removed mid-campaign: their push waiting in a run is dropped and leaves the campaign's pushes queued, their token and registration are blanked in every run, and the run still ends")
+    func removedUserLeavesRuns() async throws {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 3)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        let holder = OutboxHolder(pid: 1)
+        let before = try #require(try await campaigns.progress(campaign.id))
+        #expect(before.pending == 3)
+        let token = try await store.database.read { db in
+            try String.fetchOne(db, sql: "SELECT handle FROM registrations WHERE username = 'user02'")
+        }
+        try await store.users(cost: 4).remove(name: "user02")
+        let runs = try await Self.runs(store, campaign: campaign.id)
+        #expect(runs.values.first?.remaining == 2 && runs.values.first?.settled.count == 1 && runs.values.first?.sent.isEmpty == true)
+        let arrays = try await store.database.read { db in
+            try db.fetchOne(sql: "SELECT array_to_string(targets, ',') AS t, array_to_string(registrationIds, ',') AS r FROM outbox_runs WHERE campaignId = ?",
+                            arguments: [campaign.id])
+        }
+        let targets = (arrays?["t"] as String?)?.split(separator: ",", omittingEmptySubsequences: false).map(String.init) ?? []
+        #expect(targets.count == 3 && targets.filter(\.isEmpty).count == 1 && !targets.contains(try #require(token)))
+        #expect((arrays?["r"] as String?)?.split(separator: ",", omittingEmptySubsequences: false).filter(\.isEmpty).count == 1)
+        let after = try #require(try await campaigns.progress(campaign.id))
+        #expect(after.pending == 2)
+        let claimed = try await store.outbox.claim(limit: 200, lease: 300, holder: holder)
+        #expect(claimed.count == 2 && claimed.allSatisfy { $0.recipient != "user02" })
+        #expect(try await store.outbox.record(claimed.map { ($0, .sent) }, holder: holder) == ["sent", "sent"])
+        #expect(try await Self.runs(store, campaign: campaign.id).values.first?.state == "done")
+    }
+
+    @Test("taking a campaign back reads its runs: pushes waiting in runs are dropped, each device sent from a run gets a retraction")
+    func retractReadsRuns() async throws {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 450)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
+        let holder = OutboxHolder(pid: 1)
+        let sent = try await store.outbox.claim(limit: 200, lease: 300, holder: holder)
+        #expect(try await store.outbox.record(sent.map { ($0, .sent) }, holder: holder).allSatisfy { $0 == "sent" })
+        let (_, outcome) = try await campaigns.retract(campaign.id)
+        #expect(outcome.cancelled == 250)
+        #expect(outcome.retractPushes.values.reduce(0, +) == 200)
+        let retractions = try await store.database.read { db in
+            try Set(String.fetchAll(db, sql: "SELECT target FROM deliveries WHERE kind = 'retract' AND campaignId = ?", arguments: [campaign.id]))
+        }
+        #expect(retractions == Set(sent.map(\.target)))
+        #expect(try await Self.runs(store, campaign: campaign.id).values.allSatisfy { $0.state == "done" })
+    }
+
     @Test("while a holder from before runs is alive, a campaign is queued as rows")
     func olderHolderGetsRows() async throws {
         let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 5)
