@@ -327,7 +327,7 @@ extension OutboxRuns {
             """, parameters: [.value(.integer(low)), .value(.integer(high)), .array(SQLArray(.int8, ids.map(SQLValue.integer)))])
         var byRun: [Int64: (campaign: Int64, all: [Int], pending: [Int])] = [:]
         for row in places {
-            var entry = byRun[row["run"] as Int64] ?? (row["campaignId"], [], [])
+            var entry = byRun[row["run"] as Int64] ?? (campaign: row["campaignId"] as Int64, all: [Int](), pending: [Int]())
             entry.all.append(row["place"])
             if row["pending"] as Bool { entry.pending.append(row["place"]) }
             byRun[row["run"] as Int64] = entry
@@ -336,6 +336,11 @@ extension OutboxRuns {
         for (run, entry) in byRun.sorted(by: { $0.key < $1.key }) {
             let blank = "(SELECT array_agg(CASE WHEN x.i - 1 = ANY(?::int8[]) THEN '' ELSE x.v END ORDER BY x.i) FROM unnest(%@) WITH ORDINALITY AS x(v, i))"
             let count = entry.pending.count
+            let places = SQLArray(.int8, entry.all.map { .integer(Int64($0)) })
+            var parameters: [SQLParameter] = [.array(places), .array(places), .value(.text(mask(entry.pending))), .value(.integer(Int64(count))),
+                                              .value(.real(now))]
+            parameters += Array(repeating: SQLParameter.value(.integer(Int64(count))), count: 4)
+            parameters.append(.value(.integer(run)))
             try db.execute(sql: """
                 UPDATE outbox_runs SET targets = \(blank.replacingOccurrences(of: "%@", with: "targets")),
                     registrationIds = \(blank.replacingOccurrences(of: "%@", with: "registrationIds")),
@@ -345,9 +350,7 @@ extension OutboxRuns {
                     leasedBy = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leasedBy END,
                     leaseTag = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseTag END
                 WHERE id = ?
-                """, parameters: [.array(SQLArray(.int8, entry.all.map { .integer(Int64($0)) })), .array(SQLArray(.int8, entry.all.map { .integer(Int64($0)) })),
-                                  .value(.text(mask(entry.pending))), .value(.integer(Int64(count))), .value(.real(now))]
-                                  + Array(repeating: SQLParameter.value(.integer(Int64(count))), count: 4) + [.value(.integer(run))])
+                """, parameters: parameters)
             if count > 0 { dropped[entry.campaign, default: 0] += count }
         }
         return dropped
