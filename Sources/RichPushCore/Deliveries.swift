@@ -74,7 +74,7 @@ public struct DeliveryStore: Sendable {
             guard after >= 0 else { return try OutboxRuns.deliveries(db, campaign: campaign, after: -after, limit: limit) }
             let rows = try SQLRow.fetchAll(db, sql: "SELECT * FROM deliveries WHERE campaignId = ? AND id > ? ORDER BY id LIMIT ?",
                                            arguments: [campaign, after, limit]).map(Self.delivery)
-            return rows + OutboxRuns.deliveries(db, campaign: campaign, after: 0, limit: limit - rows.count)
+            return try rows + OutboxRuns.deliveries(db, campaign: campaign, after: 0, limit: limit - rows.count)
         }
     }
 

@@ -143,8 +143,8 @@ extension DataStore {
                     try db.fetchAll(sql: "SELECT id, platform, app FROM outbox_runs WHERE campaignId = ? AND \(db.idIn("id"))",
                                     arguments: [campaign, db.idList(Set(page.map { OutboxRuns.place(of: $0.id).run }).sorted())])
                 }
-                var runs: [Int64: (platform: String, app: String)] = [:]
-                for row in platforms { runs[row["id"] as Int64] = (row["platform"], row["app"]) }
+                let runs = Dictionary(platforms.map { row -> (Int64, (platform: String, app: String)) in (row["id"], (row["platform"], row["app"])) },
+                                      uniquingKeysWith: { first, _ in first })
                 copied += try await target.database.write { db in
                     var inserted = 0
                     for push in page {
