@@ -453,6 +453,9 @@ public struct SettingsStore: Sendable {
     public static let publicURL = "publicUrl"
     /// The key under which `serve` records its apps' names (comma-separated), for the CLI.
     public static let apps = "apps"
+    /// The key that, set to `off`, has campaigns queued a row a push on PostgreSQL rather than in
+    /// runs (docs/design/outbox.md#runs): to read each push with SQL, or to compare the layouts.
+    public static let outboxRuns = "outboxRuns"
 
     /// The value of `key`, or nil.
     public func value(_ key: String) async throws -> String? {

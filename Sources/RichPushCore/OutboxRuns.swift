@@ -16,6 +16,9 @@ enum OutboxRuns {
     static let size = 200
     /// `outbox_holders.outboxVersion` of holders that claim runs; older holders do not see them.
     static let version = 3
+    /// The most runs a claim looks at: runs of four pushes fill a claim of 200, and a claim of
+    /// full runs reads no more than this to find its one.
+    static let claimedRuns = 50
 
     /// One push of a campaign's first attempts, as the queue writes it.
     struct Push {
@@ -31,9 +34,12 @@ enum OutboxRuns {
     }
 
     /// Whether a batch may be written as runs now: on PostgreSQL, while every holder alive claims
-    /// runs (an older one would neither send them nor see them when it cancels).
+    /// runs (an older one would neither send them nor see them when it cancels), and unless the
+    /// database's setting `outboxRuns` is `off` (`SettingsStore.outboxRuns`).
     static func writable(_ db: SQLConnection, now: Double) throws -> Bool {
-        guard db.dialect == .postgres else { return false }
+        guard db.dialect == .postgres,
+              try String.fetchOne(db, sql: "SELECT value FROM settings WHERE key = ?", arguments: [SettingsStore.outboxRuns], cached: true) != "off"
+        else { return false }
         return try Int.fetchOne(db, sql: """
             SELECT 1 FROM outbox_holders WHERE (outboxVersion IS NULL OR outboxVersion < ?) AND seenAt >= ? LIMIT 1
             """, arguments: [version, now - OutboxStore.holderTimeout], cached: true) == nil
@@ -70,16 +76,20 @@ enum OutboxRuns {
     /// The run and the place in it (from 0) of a job whose id is negative.
     static func place(of id: Int64) -> (run: Int64, index: Int) { (-id / Int64(capacity), Int(-id % Int64(capacity))) }
 
-    /// Claims due runs for `holder`, up to about `limit` pushes (at least one run), oldest due
-    /// first, `FOR UPDATE SKIP LOCKED`, and leases them until `until`; returns their pushes not
-    /// yet settled, with the columns of `OutboxStore.claim`'s rows and `run`, `place`.
+    /// Claims due runs for `holder`, oldest due first, `FOR UPDATE SKIP LOCKED`: of the first
+    /// `claimedRuns`, each that starts within `limit` pushes (so at least one, which may hold
+    /// more), and leases them until `until`; returns their pushes not yet settled, with the columns of `OutboxStore.claim`'s rows and `run`, `place`.
     /// `only` is the claim's condition on platforms and apps (alias `d`).
     static func claim(_ db: SQLConnection, limit: Int, now: Double, until: Double, holder: OutboxHolder, only: String) throws -> [SQLRow] {
         guard db.dialect == .postgres, limit > 0 else { return [] }
         let rows = try db.fetchAll(sql: """
-            WITH b AS (SELECT d.id, d.campaignId, d.app, d.platform, d.nextAttemptAt, d.notificationIds, d.registrationIds, d.targets, d.pushIds, d.settled
-                FROM outbox_runs d WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseTag IS NULL OR d.leaseUntil <= ?) \(only)
-                ORDER BY d.nextAttemptAt, d.id LIMIT ? FOR UPDATE SKIP LOCKED)
+            WITH c AS (SELECT w.id FROM (SELECT d.id, sum(d.remaining) OVER (ORDER BY d.nextAttemptAt, d.id) - d.remaining AS before
+                    FROM (SELECT d.id, d.nextAttemptAt, d.remaining FROM outbox_runs d
+                          WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseTag IS NULL OR d.leaseUntil <= ?) \(only)
+                          ORDER BY d.nextAttemptAt, d.id LIMIT ?) d) w WHERE w.before < ?),
+            b AS (SELECT d.id, d.campaignId, d.app, d.platform, d.nextAttemptAt, d.notificationIds, d.registrationIds, d.targets, d.pushIds, d.settled
+                FROM outbox_runs d WHERE d.id IN (SELECT id FROM c) AND d.state = 'pending' AND (d.leaseTag IS NULL OR d.leaseUntil <= ?)
+                ORDER BY d.nextAttemptAt, d.id FOR UPDATE SKIP LOCKED)
             SELECT b.id AS run, u.i - 1 AS place, u.nid AS notificationId, u.rid AS registrationId, u.target, b.platform, b.app, b.campaignId,
                    n.recipient, u.pushId, n.push, n.mode, n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, n.payload,
                    r.updatedAt AS registrationUpdatedAt
@@ -87,7 +97,7 @@ enum OutboxRuns {
             LEFT JOIN notifications n ON n.id = u.nid LEFT JOIN registrations r ON r.id = u.rid
             WHERE get_bit(b.settled, u.i::int - 1) = 0
             ORDER BY b.nextAttemptAt, b.id, u.i
-            """, arguments: [now, now, max(1, limit / size)], cached: true)
+            """, arguments: [now, now, min(limit, claimedRuns), limit, now], cached: true)
         let runs = Array(Set(rows.map { $0["run"] as Int64 })).sorted()
         if !runs.isEmpty {
             try db.execute(sql: "UPDATE outbox_runs SET leaseUntil = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",

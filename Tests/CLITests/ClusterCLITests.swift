@@ -154,7 +154,11 @@ struct ClusterCLITests {
         let database = setup.database
         #expect(try await eventually(within: 30) {
             try await database.read { db in
-                try Int.fetchOne(db, sql: "SELECT count(DISTINCT leaseTag) FROM deliveries WHERE state = 'pending' AND leaseTag IS NOT NULL")
+                // Rows, and runs of pushes (docs/design/outbox.md#runs).
+                try Int.fetchOne(db, sql: """
+                    SELECT count(DISTINCT leaseTag) FROM (SELECT leaseTag FROM deliveries WHERE state = 'pending' AND leaseTag IS NOT NULL
+                        UNION ALL SELECT leaseTag FROM outbox_runs WHERE state = 'pending' AND leaseTag IS NOT NULL) AS leased
+                    """)
             } == 2
         })
         #expect(try await eventually(within: 30) { lines().count >= Self.deviceCount / 5 })

@@ -10,17 +10,20 @@ struct ClaimCoreTests {
     static let links = PayloadLinks(key: try! PayloadKey(secret: String(repeating: "k", count: 32)), baseURL: "https://push.example.com", lifetime: 600)
 
     /// A store on `engine` with `users` users of one device each, and its campaigns (in a new directory).
-    static func store(_ engine: StoreEngine, users: Int) async throws -> (URL, DataStore, CampaignStore) {
+    /// With `runs` false, campaigns are queued a row a push on PostgreSQL too (`SettingsStore.outboxRuns`),
+    /// for tests of the rows' own leases.
+    static func store(_ engine: StoreEngine, users: Int, runs: Bool = true) async throws -> (URL, DataStore, CampaignStore) {
         let dir = try Fixtures.tempDirectory()
         let names = (1...users).map { (String(format: "user%02d", $0), String?.none, String?.none) }
         let store = try await ScheduleCoreTests.store(dir, users: names, on: try await engine.locations())
+        if !runs { try await store.settings.set(SettingsStore.outboxRuns, "off") }
         return (dir, store, store.campaigns(links: links, defaultImage: "logo.png"))
     }
 
     @Test("claims made at once by two holders never share a push; each push claimed is leased to its holder until the lease's end, in due order; what a claim returns is what it leased",
           arguments: StoreEngine.all)
     func leasedToItsHolder(engine: StoreEngine) async throws {
-        let (dir, store, campaigns) = try await Self.store(engine, users: 40)
+        let (dir, store, campaigns) = try await Self.store(engine, users: 40, runs: false)
         defer { store.close(); try? FileManager.default.removeItem(at: dir) }
         let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
         _ = try await campaigns.queue(campaign.id, addressing: .perDevice)

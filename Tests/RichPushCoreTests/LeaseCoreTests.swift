@@ -18,9 +18,10 @@ struct LeaseCoreTests {
         }
     }
 
-    /// A store on `engine` with `users` users of a device each, and a campaign queued to all of them.
+    /// A store on `engine` with `users` users of a device each, and a campaign queued to all of
+    /// them a row a push (these are the rows' leases; runs have theirs in `OutboxRunsCoreTests`).
     static func queued(_ engine: StoreEngine, users: Int) async throws -> (URL, DataStore, Campaign) {
-        let (dir, store, campaigns) = try await ClaimCoreTests.store(engine, users: users)
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(engine, users: users, runs: false)
         let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
         _ = try await campaigns.queue(campaign.id, addressing: .perDevice)
         return (dir, store, campaign)
@@ -193,6 +194,8 @@ struct LeaseCoreTests {
             _ = try await old.registrations.update(id: registration.id, for: name,
                                                    with: DeviceRegistration(platform: "apns", handle: String(format: "%064x", index + 1), tags: []))
         }
+        // That version queued a row a push (today's code, queueing for it, is told so).
+        try await old.settings.set(SettingsStore.outboxRuns, "off")
         let campaigns = old.campaigns(links: ClaimCoreTests.links, defaultImage: "logo.png")
         let campaign = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "hi", mode: .alert)), by: "root")
         _ = try await campaigns.queue(campaign.id, addressing: .perDevice)

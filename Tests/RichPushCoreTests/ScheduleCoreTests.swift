@@ -257,13 +257,12 @@ struct ScheduleCoreTests {
         let (store, campaigns, campaign) = try await Self.queuedToThree(engine, dir)
         defer { store.close() }
         try await store.users.remove(name: "b")
+        // The campaign's pushes, rows or runs as the engine queued them.
+        let listed = try await store.deliveries.list(campaign: campaign.id)
         let left = try await store.database.read { db in
-            try SQLRow.fetchAll(db, sql: """
-                SELECT coalesce(n.recipient, '(none)') AS recipient FROM deliveries d LEFT JOIN notifications n ON n.id = d.notificationId
-                WHERE d.campaignId = ? ORDER BY 1
-                """, arguments: [campaign.id]).map { $0["recipient"] as String }
+            try listed.map { try String.fetchOne(db, sql: "SELECT recipient FROM notifications WHERE id = ?", arguments: [$0.notificationId]) ?? "(none)" }
         }
-        #expect(left == ["a", "c"])
+        #expect(left.sorted() == ["a", "c"])
         var progress = try #require(try await campaigns.progress(campaign.id))
         #expect(progress.pending == 2 && progress.campaign.pushes == 2 && progress.status == .sending)
         let holder = OutboxHolder(pid: Int(getpid()))

@@ -221,10 +221,11 @@ struct TemplateCoreTests {
         let stats = try #require(try await campaigns.stats(campaign.id))
         #expect(stats.totals.failed == 1 && stats.byPlatform["apns"]?.failed == 1)
         #expect(stats.failures == [CampaignTemplates.tooLargeReason: 1])
+        // The campaign's pushes, rows or runs as the engine queued them.
+        let listed = try await store.deliveries.list(campaign: campaign.id)
         let deliveries = try await store.database.read { db in
-            try SQLRow.fetchAll(db, sql: """
-                SELECT n.recipient, d.state, d.reason FROM deliveries d JOIN notifications n ON n.id = d.notificationId WHERE d.campaignId = ?
-                """, arguments: [campaign.id]).map { ($0["recipient"] as String, $0["state"] as String, $0["reason"] as String?) }
+            try listed.map { (try String.fetchOne(db, sql: "SELECT recipient FROM notifications WHERE id = ?", arguments: [$0.notificationId]) ?? "",
+                              $0.state.rawValue, $0.reason) }
         }
         let big = try #require(deliveries.first { $0.0 == "big" }), small = try #require(deliveries.first { $0.0 == "small" })
         #expect(big.1 == "failed" && big.2?.hasPrefix("too-large-after-personalization: the push would be ") == true, "\(big)")
