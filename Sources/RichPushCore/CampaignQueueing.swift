@@ -78,7 +78,7 @@ extension CampaignStore {
         guard database.dialect == .postgres else { return }
         try await database.write(isolation: .readCommitted) { db in
             try db.execute(sql: "SET LOCAL default_statistics_target = \(Self.outboxStatisticsTarget)")
-            try db.execute(sql: "ANALYZE (SKIP_LOCKED) deliveries")
+            try db.execute(sql: "ANALYZE (SKIP_LOCKED) deliveries, outbox_runs")
         }
     }
 

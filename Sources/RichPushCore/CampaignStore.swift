@@ -229,9 +229,11 @@ public struct CampaignStore: Sendable {
                 try db.execute(sql: "UPDATE campaigns SET cancelledAt = ?, queued = 1, leaseUntil = NULL WHERE id = ?", arguments: [time, id])
                 // Not handed to a push service: never claimed, or claimed by a holder whose lease lapsed
                 // (the outbox's leases are on the database's clock).
+                // Runs before rows, the order in which recording sends locks them.
+                let fromRuns = try OutboxRuns.drop(db, campaign: id)
                 let dropped = Set(try Int64.fetchAll(db, sql: """
                     DELETE FROM deliveries WHERE campaignId = ? AND state = 'pending' AND (leaseTag IS NULL OR \(OutboxStore.leaseEnd) <= ?) RETURNING notificationId
-                    """, arguments: [id, db.now]) + OutboxRuns.drop(db, campaign: id))
+                    """, arguments: [id, db.now]) + fromRuns)
                 // Recipients who now get nothing lose the inbox entry, unless they have read it.
                 for chunk in Array(dropped).sorted().sqlBatches() {
                     let gone = try Int64.fetchAll(db, sql: """

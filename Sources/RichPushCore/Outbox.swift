@@ -240,7 +240,9 @@ public struct OutboxStore: Sendable {
                 ORDER BY d.nextAttemptAt, d.id LIMIT ? \(lock)
                 """, arguments: [now, now, limit], cached: true)
             // Then a campaign's runs (docs/design/outbox.md#runs), with the room left.
-            let rows = try rowsOnly + OutboxRuns.claim(db, limit: limit - rowsOnly.count, now: now, until: now + lease, holder: holder, only: only)
+            // At least one run however many rows are due, so that a backlog of rows (a paced
+            // campaign's) does not hold runs back.
+            let rows = try rowsOnly + OutboxRuns.claim(db, limit: max(limit - rowsOnly.count, 1), now: now, until: now + lease, holder: holder, only: only)
             // A campaign's pushes share their options: read once per claim, not once per push.
             var options: (stored: String?, read: PushOptions) = (nil, PushOptions())
             var jobs = rows.indices.map { index in
@@ -431,8 +433,11 @@ public struct OutboxStore: Sendable {
         var recordedSent = Set<Int64>()
         // A run's pushes are bits of their run, and rows of their own when not sent (docs/design/outbox.md#runs).
         let fromRuns = results.filter { $0.0.id < 0 }
-        let recordedInRuns = fromRuns.isEmpty ? [] : try OutboxRuns.record(db, fromRuns, holder: holder, now: now)
-        recordedSent.formUnion(fromRuns.filter { $0.1 == .sent && recordedInRuns.contains($0.0.id) }.map(\.0.id))
+        // A push listed twice is recorded by its first result (`OutboxRuns.record`), and labelled
+        // once: each result of a run push takes its id out of `recordedInRuns`.
+        var recordedInRuns = fromRuns.isEmpty ? [] : try OutboxRuns.record(db, fromRuns, holder: holder, now: now)
+        var firstOfRun = Set<Int64>()
+        recordedSent.formUnion(fromRuns.filter { firstOfRun.insert($0.0.id).inserted && $0.1 == .sent && recordedInRuns.contains($0.0.id) }.map(\.0.id))
         let sent = results.filter { $0.1 == .sent && $0.0.id > 0 }.map(\.0.id)
         for chunk in sent.sqlBatches() {
             let ids = try Int64.fetchAll(db, sql: recordSentStatement(db), arguments: [now, db.idList(chunk), holder.tag], cached: true)
@@ -445,6 +450,7 @@ public struct OutboxStore: Sendable {
                 // Once per row updated: the same push twice in one batch (claimed again by this
                 // holder after its lease lapsed) is counted sent once.
                 guard recordedSent.remove(job.id) != nil else { return "lease_lost" }
+                if job.id < 0 { recordedInRuns.remove(job.id) }
                 let type: DeliveryEventType = switch job.kind {
                 case .original: .sent
                 case .update: .updated
@@ -455,14 +461,14 @@ public struct OutboxStore: Sendable {
                 return "sent"
             case .failed(let reason, let prune, let deadSince):
                 let label = try Self.recordFailure(db, job, reason: reason, prune: prune, deadSince: deadSince, holder: holder, now: now,
-                                                   recordedInRun: job.id < 0 ? recordedInRuns.contains(job.id) : nil, happenings: &happenings)
+                                                   recordedInRun: job.id < 0 ? recordedInRuns.remove(job.id) != nil : nil, happenings: &happenings)
                 if label == "failed" {
                     happenings.append(Happening(type: .failed, campaign: job.campaignId, notification: job.notificationId, user: job.recipient,
                                                 platform: job.platform ?? (job.registrationId == nil ? "hub" : "apns"), reason: reason))
                 }
                 return label
             case .retry(let reason, let at):
-                if job.id < 0 { return recordedInRuns.contains(job.id) ? "retried" : "lease_lost" }
+                if job.id < 0 { return recordedInRuns.remove(job.id) != nil ? "retried" : "lease_lost" }
                 // `at` is this machine's time; the row keeps the database's.
                 let due = at.timeIntervalSince1970 + (now - Date().timeIntervalSince1970)
                 try db.execute(sql: """
@@ -515,7 +521,7 @@ public struct OutboxStore: Sendable {
             for row in try db.fetchAll(sql: """
                 UPDATE deliveries SET state = 'failed', reason = ?, leaseUntil = NULL, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'
                 RETURNING notificationId, campaignId, platform
-                """, arguments: [cascade, now, registration]) + OutboxRuns.fail(db, registration: registration, reason: cascade, now: now) {
+                """, arguments: [cascade, now, registration]) + OutboxRuns.fail(db, registration: registration, user: job.recipient, reason: cascade, now: now) {
                 let notification: Int64 = row["notificationId"]
                 let recipient = try String.fetchOne(db, sql: "SELECT recipient FROM notifications WHERE id = ?", arguments: [notification])
                 happenings.append(Happening(type: .failed, campaign: row["campaignId"], notification: notification, user: recipient,

@@ -6,9 +6,6 @@ import SQLEngine
 /// one app and platform, claimed and leased a run at a time, and recorded as bits. A push sent
 /// sets its bit in `sent` and `settled`; a push that fails, is tried again or held back gets a
 /// row of `deliveries` of its own (it is *spilled*) and its bit in `settled` alone.
-///
-/// Work in progress on the branch `outbox-runs`: the readers of the outbox's history
-/// (docs/design/outbox-runs-survey.md on `proto-runs`) do not read runs yet.
 enum OutboxRuns {
     /// Pushes a run holds at most: the bits of `settled` and `sent`.
     static let capacity = 512
@@ -16,9 +13,8 @@ enum OutboxRuns {
     static let size = 200
     /// `outbox_holders.outboxVersion` of holders that claim runs; older holders do not see them.
     static let version = 3
-    /// The most runs a claim looks at: runs of four pushes fill a claim of 200, and a claim of
-    /// full runs reads no more than this to find its one.
-    static let claimedRuns = 50
+    /// The most runs a claim takes (a statement each): runs of 13 pushes fill a claim of 200.
+    static let claimedRuns = 16
 
     /// One push of a campaign's first attempts, as the queue writes it.
     struct Push {
@@ -76,32 +72,33 @@ enum OutboxRuns {
     /// The run and the place in it (from 0) of a job whose id is negative.
     static func place(of id: Int64) -> (run: Int64, index: Int) { (-id / Int64(capacity), Int(-id % Int64(capacity))) }
 
-    /// Claims due runs for `holder`, oldest due first, `FOR UPDATE SKIP LOCKED`: of the first
-    /// `claimedRuns`, each that starts within `limit` pushes (so at least one, which may hold
-    /// more), and leases them until `until`; returns their pushes not yet settled, with the columns of `OutboxStore.claim`'s rows and `run`, `place`.
+    /// Claims due runs for `holder`, oldest due first, one at a time (`FOR UPDATE SKIP LOCKED`)
+    /// while fewer than `limit` pushes are claimed (so at least one run, which may hold more; at
+    /// most `claimedRuns`), each leased until `until` in the statement that takes it; returns
+    /// their pushes not yet settled, with the columns of `OutboxStore.claim`'s rows and `run`, `place`.
     /// `only` is the claim's condition on platforms and apps (alias `d`).
     static func claim(_ db: SQLConnection, limit: Int, now: Double, until: Double, holder: OutboxHolder, only: String) throws -> [SQLRow] {
         guard db.dialect == .postgres, limit > 0 else { return [] }
-        let rows = try db.fetchAll(sql: """
-            WITH c AS (SELECT w.id FROM (SELECT d.id, sum(d.remaining) OVER (ORDER BY d.nextAttemptAt, d.id) - d.remaining AS before
-                    FROM (SELECT d.id, d.nextAttemptAt, d.remaining FROM outbox_runs d
-                          WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseTag IS NULL OR d.leaseUntil <= ?) \(only)
-                          ORDER BY d.nextAttemptAt, d.id LIMIT ?) d) w WHERE w.before < ?),
-            b AS (SELECT d.id, d.campaignId, d.app, d.platform, d.nextAttemptAt, d.notificationIds, d.registrationIds, d.targets, d.pushIds, d.settled
-                FROM outbox_runs d WHERE d.id IN (SELECT id FROM c) AND d.state = 'pending' AND (d.leaseTag IS NULL OR d.leaseUntil <= ?)
-                ORDER BY d.nextAttemptAt, d.id FOR UPDATE SKIP LOCKED)
-            SELECT b.id AS run, u.i - 1 AS place, u.nid AS notificationId, u.rid AS registrationId, u.target, b.platform, b.app, b.campaignId,
-                   n.recipient, u.pushId, n.push, n.mode, n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, n.payload,
-                   r.updatedAt AS registrationUpdatedAt
-            FROM b CROSS JOIN LATERAL unnest(b.notificationIds, b.registrationIds, b.targets, b.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
-            LEFT JOIN notifications n ON n.id = u.nid LEFT JOIN registrations r ON r.id = u.rid
-            WHERE get_bit(b.settled, u.i::int - 1) = 0
-            ORDER BY b.nextAttemptAt, b.id, u.i
-            """, arguments: [now, now, min(limit, claimedRuns), limit, now], cached: true)
-        let runs = Array(Set(rows.map { $0["run"] as Int64 })).sorted()
-        if !runs.isEmpty {
-            try db.execute(sql: "UPDATE outbox_runs SET leaseUntil = ?, leasedBy = ?, leaseTag = ? WHERE \(db.idIn("id"))",
-                           arguments: [until, holder.pid, holder.tag, db.idList(runs)])
+        // A run a statement, each the first due that no other claim holds, leased as it is read
+        // (so the next statement passes over it): two nodes claiming at once each take a run
+        // (locking a few and keeping one would leave the other none).
+        var rows: [SQLRow] = []
+        for _ in 0..<claimedRuns where rows.count < limit {
+            let run = try db.fetchAll(sql: """
+                WITH b AS (SELECT d.id, d.campaignId, d.app, d.platform, d.nextAttemptAt, d.notificationIds, d.registrationIds, d.targets, d.pushIds, d.settled
+                    FROM outbox_runs d WHERE d.state = 'pending' AND d.nextAttemptAt <= ? AND (d.leaseTag IS NULL OR d.leaseUntil <= ?) \(only)
+                    ORDER BY d.nextAttemptAt, d.id LIMIT 1 FOR UPDATE SKIP LOCKED),
+                l AS (UPDATE outbox_runs SET leaseUntil = ?, leasedBy = ?, leaseTag = ? FROM b WHERE outbox_runs.id = b.id)
+                SELECT b.id AS run, u.i - 1 AS place, u.nid AS notificationId, u.rid AS registrationId, u.target, b.platform, b.app, b.campaignId,
+                       n.recipient, u.pushId, n.push, n.mode, n.message, n.title, n.richType, n.richUrl, n.options, n.createdAt, n.payload,
+                       r.updatedAt AS registrationUpdatedAt
+                FROM b CROSS JOIN LATERAL unnest(b.notificationIds, b.registrationIds, b.targets, b.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
+                LEFT JOIN notifications n ON n.id = u.nid LEFT JOIN registrations r ON r.id = u.rid
+                WHERE get_bit(b.settled, u.i::int - 1) = 0
+                ORDER BY u.i
+                """, arguments: [now, now, until, holder.pid, holder.tag], cached: true)
+            guard !run.isEmpty else { break }
+            rows += run
         }
         // A push whose notification is gone (its recipient removed, a cancel's inbox entry
         // deleted) is dropped here: settled, not sent, so its run still ends.
@@ -136,6 +133,7 @@ enum OutboxRuns {
             let fresh = try String.fetchOne(db, sql: """
                 UPDATE outbox_runs r SET settled = r.settled | m.bits, sent = r.sent | (s.bits & ~r.settled),
                     remaining = r.remaining - bit_count(m.bits & ~r.settled)::int, updatedAt = ?,
+                    sentAt = CASE WHEN bit_count(s.bits & ~r.settled) > 0 THEN ? ELSE r.sentAt END,
                     state = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN 'done' ELSE r.state END,
                     leaseUntil = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leaseUntil END,
                     leasedBy = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leasedBy END,
@@ -144,7 +142,7 @@ enum OutboxRuns {
                      (SELECT id, settled AS old FROM outbox_runs WHERE id = ? FOR UPDATE) o
                 WHERE r.id = o.id AND r.leaseTag = ? AND r.state = 'pending'
                 RETURNING (m.bits & ~o.old)::text
-                """, arguments: [now, mask(places.map(\.place)), mask(places.filter(\.sent).map(\.place)), run, holder.tag], cached: true)
+                """, arguments: [now, now, mask(places.map(\.place)), mask(places.filter(\.sent).map(\.place)), run, holder.tag], cached: true)
             guard let fresh = fresh.map({ Array($0.utf8) }) else { continue }
             for (place, _) in places where place < fresh.count && fresh[place] == UInt8(ascii: "1") {
                 recorded.insert(jobID(run: run, index: place))
@@ -204,7 +202,11 @@ extension OutboxRuns {
     /// Records the outcomes of run pushes (`OutboxStore.record`): a push sent sets its bits; one
     /// failed or tried again is settled and gets a row of its own, failed or due again at its
     /// time. Returns the jobs recorded (see `settle`).
+    /// A push listed twice (claimed again by the same holder after its lease lapsed) is recorded
+    /// by its first result only.
     static func record(_ db: SQLConnection, _ results: [(DeliveryJob, OutboxResult)], holder: OutboxHolder, now: Double) throws -> Set<Int64> {
+        var seen = Set<Int64>()
+        let results = results.filter { seen.insert($0.0.id).inserted }
         let recorded = try settle(db, results.map { ($0.0.id, $0.1 == .sent) }, holder: holder, now: now)
         var failed: [DeliveryJob] = [], retried: [DeliveryJob] = []
         var reasons: [String: String] = [:], dues: [String: Double] = [:]
@@ -258,15 +260,15 @@ extension OutboxRuns {
             """
     }
 
-    /// An SQL condition on notification `n`: a push of it was sent from a run recorded at or
-    /// after `since` (a placeholder or an expression: the run's last record, within the seconds
-    /// a run takes of its push's own). `FALSE` on SQLite, whose `since` must then be bound all
+    /// An SQL condition on notification `n`: a push of it was sent from a run whose last send
+    /// was recorded at or after `since` (a placeholder or an expression; `sentAt` is within the
+    /// seconds a run takes of its push's own). `FALSE` on SQLite, whose `since` must then be bound all
     /// the same: the condition names it once either way.
     static func sent(_ db: SQLConnection, notification n: String, since: String) -> String {
         guard db.dialect == .postgres else { return "(FALSE AND \(since) IS NULL)" }
         return """
             EXISTS (SELECT 1 FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds) WITH ORDINALITY AS u(nid, i)
-                    WHERE r.span @> \(n) AND u.nid = \(n) AND get_bit(r.sent, u.i::int - 1) = 1 AND r.updatedAt >= \(since))
+                    WHERE r.span @> \(n) AND u.nid = \(n) AND get_bit(r.sent, u.i::int - 1) = 1 AND r.sentAt >= \(since))
             """
     }
 
@@ -286,30 +288,56 @@ extension OutboxRuns {
 }
 
 extension OutboxRuns {
-    /// A registration pruned: its pushes in pending runs (leased or not, as its rows) fail with
-    /// `reason`, each with a row of its own, settled and not sent. Returns them as the cascade
-    /// of `OutboxStore.recordFailure` reads its rows: `notificationId`, `campaignId`, `platform`.
-    static func fail(_ db: SQLConnection, registration: String, reason: String, now: Double) throws -> [SQLRow] {
-        guard db.dialect == .postgres else { return [] }
+    /// Settles `places` of run `run`, not sent, where `condition` (alias `r`) holds: `remaining`
+    /// counts down by those not settled before (read under the run's lock, so a record or another
+    /// drop at the same time is not counted twice), and a run with none left is done and its
+    /// lease ends. `unsend` clears their `sent` bits too; `blank` (with `blanks`) sets more
+    /// columns; `bound` are `condition`'s. Returns how many this call settled, or nil if
+    /// `condition` did not hold.
+    @discardableResult
+    static func drop(_ db: SQLConnection, run: Int64, places: [Int], now: Double, condition: String = "TRUE", bound: [SQLParameter] = [],
+                     unsend: Bool = false, blank: String = "", blanks: [SQLParameter] = []) throws -> Int? {
+        let left = "r.remaining - bit_count(m.bits & ~r.settled)"
+        return try db.fetchAll(sql: """
+            UPDATE outbox_runs r SET settled = r.settled | m.bits, sent = CASE WHEN ?::int8 = 1 THEN r.sent & ~m.bits ELSE r.sent END,
+                remaining = \(left)::int, updatedAt = ?,
+                state = CASE WHEN \(left) <= 0 THEN 'done' ELSE r.state END,
+                leaseUntil = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leaseUntil END,
+                leasedBy = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leasedBy END,
+                leaseTag = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leaseTag END\(blank)
+            FROM (SELECT ?::bit(512) AS bits) m, (SELECT id, settled AS old FROM outbox_runs WHERE id = ? FOR UPDATE) o
+            WHERE r.id = o.id AND \(condition)
+            RETURNING bit_count(m.bits & ~o.old)::int8 AS dropped
+            """, parameters: [.value(.integer(unsend ? 1 : 0)), .value(.real(now))] + blanks
+                + [.value(.text(mask(places))), .value(.integer(run))] + bound).first.map { $0["dropped"] as Int }
+    }
+
+    /// The runs holding a push of notifications `ids` (an SQL condition on `r.id`, bound to the
+    /// ids as an array): each id found through the runs' span index.
+    private static let holding = "r.id IN (SELECT h.id FROM unnest(?::int8[]) AS q(id) JOIN outbox_runs h ON h.span @> q.id)"
+
+    /// A registration pruned (a 410), whose user is `user`: its pushes in pending runs (leased or
+    /// not, as its rows) fail with `reason`, each with a row of its own, settled and not sent.
+    /// The runs are found through the user's notifications in campaigns with runs pending (a
+    /// run's registration ids have no index). Returns them as the cascade of
+    /// `OutboxStore.recordFailure` reads its rows: `notificationId`, `campaignId`, `platform`.
+    static func fail(_ db: SQLConnection, registration: String, user: String?, reason: String, now: Double) throws -> [SQLRow] {
+        guard db.dialect == .postgres, let user else { return [] }
+        let notifications = try Int64.fetchAll(db, sql: """
+            SELECT n.id FROM notifications n WHERE n.recipient = ? AND n.campaignId IN (SELECT DISTINCT campaignId FROM outbox_runs WHERE state = 'pending')
+            """, arguments: [user])
+        guard !notifications.isEmpty else { return [] }
+        let ids = SQLParameter.array(SQLArray(.int8, notifications.map(SQLValue.integer)))
         let pushes = try db.fetchAll(sql: """
             SELECT r.id AS run, u.i - 1 AS place, u.nid AS notificationId, u.target, u.pushId, r.campaignId, r.app, r.platform
-            FROM (SELECT * FROM outbox_runs WHERE state = 'pending' AND ? = ANY(registrationIds) FOR UPDATE) r
+            FROM (SELECT * FROM outbox_runs r WHERE state = 'pending' AND \(holding) ORDER BY id FOR UPDATE) r
             CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets, r.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
             WHERE u.rid = ? AND get_bit(r.settled, u.i::int - 1) = 0
-            """, arguments: [registration, registration])
+            """, parameters: [ids, .value(.text(registration))])
         guard !pushes.isEmpty else { return [] }
         var byRun: [Int64: [Int]] = [:]
         for push in pushes { byRun[push["run"] as Int64, default: []].append(push["place"]) }
-        for (run, places) in byRun.sorted(by: { $0.key < $1.key }) {
-            try db.execute(sql: """
-                UPDATE outbox_runs SET settled = settled | ?::bit(512), remaining = remaining - ?, updatedAt = ?,
-                    state = CASE WHEN remaining - ? <= 0 THEN 'done' ELSE state END,
-                    leaseUntil = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseUntil END,
-                    leasedBy = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leasedBy END,
-                    leaseTag = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseTag END
-                WHERE id = ?
-                """, arguments: [mask(places), places.count, now, places.count, places.count, places.count, places.count, run])
-        }
+        for (run, places) in byRun.sorted(by: { $0.key < $1.key }) { try drop(db, run: run, places: places, now: now) }
         let jobs = pushes.map { push in
             var job = DeliveryJob(id: 0, notificationId: push["notificationId"], registrationId: registration, target: push["target"],
                                   payload: Data(), pushId: push["pushId"], platform: push["platform"])
@@ -321,46 +349,27 @@ extension OutboxRuns {
                            attempts: 0, due: now, lease: nil, now: now)
         return pushes
     }
-}
 
-extension OutboxRuns {
-    /// A user removed, whose notifications are `ids`: their pushes in pending runs are dropped
-    /// (settled, not sent), and their tokens and registration ids are blanked in every run, sent
-    /// or not (what the user leaves behind is their notifications' ids alone). Returns the pushes
-    /// dropped by campaign, which leave the campaigns' counts of pushes queued.
+    /// A user removed, whose notifications are `ids`: their pushes in runs are dropped (settled;
+    /// those sent lose their `sent` bit, as their rows are deleted), and their tokens and
+    /// registration ids are blanked, in every run (what the user leaves behind is their
+    /// notifications' ids alone). A push under a live lease is dropped too: its record is then
+    /// `lease_lost`, as a deleted row's. Returns the pushes dropped that were still to be sent, by
+    /// campaign: they leave the campaigns' counts of pushes queued.
     static func remove(_ db: SQLConnection, notifications ids: [Int64], now: Double) throws -> [Int64: Int] {
-        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return [:] }
-        let places = try db.fetchAll(sql: """
-            SELECT r.id AS run, u.i - 1 AS place, r.campaignId, get_bit(r.settled, u.i::int - 1) = 0 AS pending
-            FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds) WITH ORDINALITY AS u(nid, i)
-            WHERE r.span && int8range(?, ?, '[]') AND u.nid = ANY(?::int8[])
-            """, parameters: [.value(.integer(low)), .value(.integer(high)), .array(SQLArray(.int8, ids.map(SQLValue.integer)))])
-        var byRun: [Int64: (campaign: Int64, all: [Int], pending: [Int])] = [:]
-        for row in places {
-            var entry = byRun[row["run"] as Int64] ?? (campaign: row["campaignId"] as Int64, all: [Int](), pending: [Int]())
-            entry.all.append(row["place"])
-            if row["pending"] as Bool { entry.pending.append(row["place"]) }
-            byRun[row["run"] as Int64] = entry
+        guard db.dialect == .postgres, !ids.isEmpty else { return [:] }
+        var byRun: [Int64: (campaign: Int64, places: [Int])] = [:]
+        for push in try pushes(db, notifications: ids) {
+            byRun[push["run"] as Int64, default: (push["campaignId"] as Int64, [])].places.append(push["place"])
         }
         var dropped: [Int64: Int] = [:]
         for (run, entry) in byRun.sorted(by: { $0.key < $1.key }) {
-            let blank = "(SELECT array_agg(CASE WHEN x.i - 1 = ANY(?::int8[]) THEN '' ELSE x.v END ORDER BY x.i) FROM unnest(%@) WITH ORDINALITY AS x(v, i))"
-            let count = entry.pending.count
-            let places = SQLArray(.int8, entry.all.map { .integer(Int64($0)) })
-            var parameters: [SQLParameter] = [.array(places), .array(places), .value(.text(mask(entry.pending))), .value(.integer(Int64(count))),
-                                              .value(.real(now))]
-            parameters += Array(repeating: SQLParameter.value(.integer(Int64(count))), count: 4)
-            parameters.append(.value(.integer(run)))
-            try db.execute(sql: """
-                UPDATE outbox_runs SET targets = \(blank.replacingOccurrences(of: "%@", with: "targets")),
-                    registrationIds = \(blank.replacingOccurrences(of: "%@", with: "registrationIds")),
-                    settled = settled | ?::bit(512), remaining = remaining - ?, updatedAt = ?,
-                    state = CASE WHEN remaining - ? <= 0 THEN 'done' ELSE state END,
-                    leaseUntil = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseUntil END,
-                    leasedBy = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leasedBy END,
-                    leaseTag = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseTag END
-                WHERE id = ?
-                """, parameters: parameters)
+            let blank = "(SELECT array_agg(CASE WHEN x.i - 1 = ANY(?::int8[]) THEN '' ELSE x.v END ORDER BY x.i) FROM unnest(r.%@) WITH ORDINALITY AS x(v, i))"
+            let places = SQLParameter.array(SQLArray(.int8, entry.places.map { .integer(Int64($0)) }))
+            let count = try drop(db, run: run, places: entry.places, now: now, unsend: true,
+                                 blank: ", targets = \(blank.replacingOccurrences(of: "%@", with: "targets")), "
+                                     + "registrationIds = \(blank.replacingOccurrences(of: "%@", with: "registrationIds"))",
+                                 blanks: [places, places]) ?? 0
             if count > 0 { dropped[entry.campaign, default: 0] += count }
         }
         return dropped
@@ -368,49 +377,44 @@ extension OutboxRuns {
 }
 
 extension OutboxRuns {
-    /// The places of notifications `ids` in runs: each push's run, place, campaign, registration,
-    /// target, platform, app, and whether it was sent, is settled, and its run's lease.
+    /// The places of notifications `ids` in runs, in run order: each push's run, place, campaign,
+    /// registration, target, platform, app, and whether it was sent, is settled, and its run's
+    /// state and lease.
     static func pushes(_ db: SQLConnection, notifications ids: [Int64]) throws -> [SQLRow] {
-        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return [] }
+        guard db.dialect == .postgres, !ids.isEmpty else { return [] }
+        let array = SQLParameter.array(SQLArray(.int8, ids.map(SQLValue.integer)))
         return try db.fetchAll(sql: """
             SELECT r.id AS run, u.i - 1 AS place, u.nid AS notificationId, r.campaignId, u.rid AS registrationId, u.target, r.platform, r.app,
                    get_bit(r.sent, u.i::int - 1) = 1 AS sent, get_bit(r.settled, u.i::int - 1) = 1 AS settled, r.state, r.leaseTag, r.leaseUntil
             FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets) WITH ORDINALITY AS u(nid, rid, target, i)
-            WHERE r.span && int8range(?, ?, '[]') AND u.nid = ANY(?::int8[])
+            WHERE \(holding) AND u.nid = ANY(?::int8[])
             ORDER BY r.id, u.i
-            """, parameters: [.value(.integer(low)), .value(.integer(high)), .array(SQLArray(.int8, ids.map(SQLValue.integer)))])
+            """, parameters: [array, array])
     }
 
     /// Locks, in id order, the runs in flight (leased until after `now`) that hold a push of
     /// notifications `ids` (see `Revisions.devices`).
     static func lockInFlight(_ db: SQLConnection, notifications ids: [Int64], now: Double) throws {
-        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return }
+        guard db.dialect == .postgres, !ids.isEmpty else { return }
         _ = try db.fetchAll(sql: """
-            SELECT id FROM outbox_runs WHERE span && int8range(?, ?, '[]') AND state = 'pending' AND leaseTag IS NOT NULL AND leaseUntil > ?
-            ORDER BY id FOR UPDATE
-            """, arguments: [low, high, now])
+            SELECT r.id FROM outbox_runs r WHERE \(holding) AND r.state = 'pending' AND r.leaseTag IS NOT NULL AND r.leaseUntil > ?
+            ORDER BY r.id FOR UPDATE
+            """, parameters: [.array(SQLArray(.int8, ids.map(SQLValue.integer))), .value(.real(now))])
     }
 
     /// Taking notifications `ids` back: their pushes in runs that no live lease holds are
     /// dropped (settled, not sent). Returns how many.
     static func drop(_ db: SQLConnection, notifications ids: [Int64], now: Double) throws -> Int {
         var byRun: [Int64: [Int]] = [:]
-        for push in try pushes(db, notifications: ids)
-        where !(push["settled"] as Bool) && push["state"] as String == "pending"
-            && ((push["leaseTag"] as Int64?) == nil || ((push["leaseUntil"] as Double?) ?? 0) <= now) {
+        for push in try pushes(db, notifications: ids) where !(push["settled"] as Bool) && push["state"] as String == "pending" {
             byRun[push["run"] as Int64, default: []].append(push["place"])
         }
+        var dropped = 0
         for (run, places) in byRun.sorted(by: { $0.key < $1.key }) {
-            try db.execute(sql: """
-                UPDATE outbox_runs SET settled = settled | ?::bit(512), remaining = remaining - ?, updatedAt = ?,
-                    state = CASE WHEN remaining - ? <= 0 THEN 'done' ELSE state END,
-                    leaseUntil = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseUntil END,
-                    leasedBy = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leasedBy END,
-                    leaseTag = CASE WHEN remaining - ? <= 0 THEN NULL ELSE leaseTag END
-                WHERE id = ? AND (leaseTag IS NULL OR leaseUntil <= ?)
-                """, arguments: [mask(places), places.count, now, places.count, places.count, places.count, places.count, run, now])
+            dropped += try drop(db, run: run, places: places, now: now, condition: "r.state = 'pending' AND (r.leaseTag IS NULL OR r.leaseUntil <= ?)",
+                                bound: [.value(.real(now))]) ?? 0
         }
-        return byRun.values.map(\.count).reduce(0, +)
+        return dropped
     }
 }
 
@@ -430,13 +434,14 @@ extension OutboxRuns {
 
     /// The pushes of notifications `ids` in runs, as deliveries.
     static func deliveries(_ db: SQLConnection, notifications ids: [Int64]) throws -> [Delivery] {
-        guard db.dialect == .postgres, let low = ids.min(), let high = ids.max() else { return [] }
+        guard db.dialect == .postgres, !ids.isEmpty else { return [] }
+        let array = SQLParameter.array(SQLArray(.int8, ids.map(SQLValue.integer)))
         return try db.fetchAll(sql: """
             SELECT \(deliveryColumns)
             FROM outbox_runs r CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets, r.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
-            WHERE r.span && int8range(?, ?, '[]') AND u.nid = ANY(?::int8[]) AND \(shown)
+            WHERE \(holding) AND u.nid = ANY(?::int8[]) AND \(shown)
             ORDER BY u.nid DESC, r.id, u.i
-            """, parameters: [.value(.integer(low)), .value(.integer(high)), .array(SQLArray(.int8, ids.map(SQLValue.integer)))])
+            """, parameters: [array, array])
             .map(DeliveryStore.delivery)
     }
 

@@ -145,12 +145,13 @@ enum Revisions {
             // and then sees the revision waiting for it and releases it (`OutboxStore.releaseRevisions`).
             // Unlocked, a record committed between this read and this commit would release
             // nothing, and the revision would wait for the lease to end.
+            // Runs before rows, the order in which recording sends locks them.
             for chunk in ids.sqlBatches() {
+                try OutboxRuns.lockInFlight(db, notifications: Array(chunk), now: now)
                 _ = try db.fetchAll(sql: """
                     SELECT id FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND leaseTag IS NOT NULL AND \(OutboxStore.leaseEnd) > ?
                     ORDER BY id FOR UPDATE
                     """, arguments: [db.idList(chunk), now])
-                try OutboxRuns.lockInFlight(db, notifications: Array(chunk), now: now)
             }
         }
         for chunk in ids.sqlBatches() {

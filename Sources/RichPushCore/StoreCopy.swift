@@ -103,13 +103,6 @@ extension DataStore {
             report.rows.append((table.name, copied))
             progress("\(table.name): \(copied) rows")
         }
-        // A campaign's pushes in runs (PostgreSQL, docs/design/outbox.md#runs) become rows of the
-        // target's outbox: sent, or pending. Their rows get the target's ids.
-        let expanded = try await copyRuns(to: target)
-        if expanded > 0 {
-            report.rows.append(("outbox_runs (as deliveries)", expanded))
-            progress("outbox_runs: \(expanded) pushes as deliveries")
-        }
         try await target.database.write { db in
             // Leases name holders of the source; the target's dispatchers take the rows up.
             try db.execute(sql: "UPDATE deliveries SET leaseUntil = NULL, leasedBy = NULL, leaseTag = NULL WHERE state = 'pending'")
@@ -119,6 +112,14 @@ extension DataStore {
                     try db.execute(sql: "SELECT setval(pg_get_serial_sequence('\(table)', 'id'), (SELECT COALESCE(max(id), 0) + 1 FROM \(table)), false)")
                 }
             }
+        }
+        // A campaign's pushes in runs (PostgreSQL, docs/design/outbox.md#runs) become rows of the
+        // target's outbox: sent, or pending. Their rows get the target's ids, after those
+        // copied (the sequences were set above).
+        let expanded = try await copyRuns(to: target)
+        if expanded > 0 {
+            report.rows.append(("outbox_runs (as deliveries)", expanded))
+            progress("outbox_runs: \(expanded) pushes as deliveries")
         }
         if database.dialect == .sqlite, target.database.dialect == .postgres, let hex = try? PayloadKey.storedHex(directory: directory) {
             try await target.settings.set(PayloadKey.settingsKey, hex, notify: .users)
@@ -171,6 +172,15 @@ extension DataStore {
         var copied = 0
         var last: [SQLValue]?
         let keyList = key.joined(separator: ", ")
+        // The target's own columns, less those it computes (a generated column takes no value).
+        let writable = Set(try await target.database.read { db in
+            db.dialect == .postgres
+                ? try String.fetchAll(db, sql: """
+                    SELECT lower(column_name) FROM information_schema.columns
+                    WHERE table_schema = current_schema() AND table_name = ? AND is_generated = 'NEVER'
+                    """, arguments: [table])
+                : try String.fetchAll(db, sql: "SELECT lower(name) FROM pragma_table_xinfo(?) WHERE hidden = 0", arguments: [table])
+        })
         while true {
             let bound = last
             let rows = try await database.read { db -> [SQLRow] in
@@ -183,12 +193,13 @@ extension DataStore {
             copied += try await target.database.write { db in
                 var inserted = 0
                 for row in rows {
-                    let columns = row.columnNames
+                    let kept = row.columnNames.indices.filter { writable.contains(row.columnNames[$0].lowercased()) }
+                    let columns = kept.map { row.columnNames[$0] }
                     let conflict = upsert
                         ? "ON CONFLICT (\(keyList)) DO UPDATE SET " + columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
                         : "ON CONFLICT DO NOTHING"
                     try db.execute(sql: "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", "))) \(conflict)",
-                                   arguments: SQLArguments(values: row.values))
+                                   arguments: SQLArguments(values: kept.map { row.values[$0] }))
                     inserted += db.changesCount
                 }
                 return inserted

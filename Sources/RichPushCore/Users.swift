@@ -168,6 +168,10 @@ public struct UserStore: Sendable {
         // counts of pushes queued, which say how many are left (`Insight.finishCampaigns`): counted
         // first, the outbox's rows deleted, then the campaigns' rows changed (the order in which
         // recording sends takes them).
+        // Runs first, then rows: the order in which recording sends locks them.
+        // Their pushes in a campaign's runs (docs/design/outbox.md#runs), with their tokens.
+        let runs = try OutboxRuns.remove(db, notifications: Int64.fetchAll(db, sql: "SELECT id FROM notifications WHERE recipient = ?", arguments: [name]),
+                                         now: db.now)
         let leaving = try db.fetchAll(sql: """
             SELECT d.campaignId, count(*) AS n FROM deliveries d JOIN notifications n ON n.id = d.notificationId
             WHERE n.recipient = ? AND d.campaignId IS NOT NULL AND d.state = 'pending' AND d.kind IS NULL GROUP BY d.campaignId ORDER BY d.campaignId
@@ -175,9 +179,6 @@ public struct UserStore: Sendable {
         try db.execute(sql: "DELETE FROM deliveries WHERE notificationId IN (SELECT id FROM notifications WHERE recipient = ?)", arguments: [name])
         var left: [Int64: Int] = [:]
         for row in leaving { left[row["campaignId"] as Int64, default: 0] += row["n"] as Int }
-        // And their pushes in a campaign's runs (docs/design/outbox.md#runs), with their tokens.
-        let runs = try OutboxRuns.remove(db, notifications: Int64.fetchAll(db, sql: "SELECT id FROM notifications WHERE recipient = ?", arguments: [name]),
-                                         now: db.now)
         left.merge(runs, uniquingKeysWith: +)
         for (campaign, n) in left.sorted(by: { $0.key < $1.key }) {
             try db.execute(sql: "UPDATE campaigns SET pushes = pushes - ? WHERE id = ? AND pushes IS NOT NULL", arguments: [n, campaign])
