@@ -518,10 +518,13 @@ public struct OutboxStore: Sendable {
             guard try RegistrationStore.prune(db, id: registration, ifUpdatedAt: claimedVersion) else { return "failed" }
             // The device's other pending pushes fail with it, and count as failed too.
             let cascade = "device registration removed after \(reason)"
-            for row in try db.fetchAll(sql: """
+            // Runs before rows (docs/design/outbox.md#runs).
+            let fromRuns = try OutboxRuns.fail(db, registration: registration, user: job.recipient, reason: cascade, now: now)
+            // (The rows `fail` wrote for them are failed already: the statement below passes over them.)
+            for row in try fromRuns + db.fetchAll(sql: """
                 UPDATE deliveries SET state = 'failed', reason = ?, leaseUntil = NULL, leasedBy = NULL, updatedAt = ? WHERE registrationId = ? AND state = 'pending'
                 RETURNING notificationId, campaignId, platform
-                """, arguments: [cascade, now, registration]) + OutboxRuns.fail(db, registration: registration, user: job.recipient, reason: cascade, now: now) {
+                """, arguments: [cascade, now, registration]) {
                 let notification: Int64 = row["notificationId"]
                 let recipient = try String.fetchOne(db, sql: "SELECT recipient FROM notifications WHERE id = ?", arguments: [notification])
                 happenings.append(Happening(type: .failed, campaign: row["campaignId"], notification: notification, user: recipient,

@@ -324,16 +324,17 @@ extension OutboxRuns {
     static func fail(_ db: SQLConnection, registration: String, user: String?, reason: String, now: Double) throws -> [SQLRow] {
         guard db.dialect == .postgres, let user else { return [] }
         let notifications = try Int64.fetchAll(db, sql: """
-            SELECT n.id FROM notifications n WHERE n.recipient = ? AND n.campaignId IN (SELECT DISTINCT campaignId FROM outbox_runs WHERE state = 'pending')
+            SELECT n.id FROM notifications n WHERE n.recipient = ?
+                AND EXISTS (SELECT 1 FROM outbox_runs o WHERE o.campaignId = n.campaignId AND o.state = 'pending')
             """, arguments: [user])
         guard !notifications.isEmpty else { return [] }
         let ids = SQLParameter.array(SQLArray(.int8, notifications.map(SQLValue.integer)))
         let pushes = try db.fetchAll(sql: """
             SELECT r.id AS run, u.i - 1 AS place, u.nid AS notificationId, u.target, u.pushId, r.campaignId, r.app, r.platform
-            FROM (SELECT * FROM outbox_runs r WHERE state = 'pending' AND \(holding) ORDER BY id FOR UPDATE) r
+            FROM (SELECT * FROM outbox_runs r WHERE state = 'pending' AND \(holding) AND ? = ANY(r.registrationIds) ORDER BY id FOR UPDATE) r
             CROSS JOIN LATERAL unnest(r.notificationIds, r.registrationIds, r.targets, r.pushIds) WITH ORDINALITY AS u(nid, rid, target, pushId, i)
             WHERE u.rid = ? AND get_bit(r.settled, u.i::int - 1) = 0
-            """, parameters: [ids, .value(.text(registration))])
+            """, parameters: [ids, .value(.text(registration)), .value(.text(registration))])
         guard !pushes.isEmpty else { return [] }
         var byRun: [Int64: [Int]] = [:]
         for push in pushes { byRun[push["run"] as Int64, default: []].append(push["place"]) }

@@ -146,8 +146,8 @@ enum Revisions {
             // Unlocked, a record committed between this read and this commit would release
             // nothing, and the revision would wait for the lease to end.
             // Runs before rows, the order in which recording sends locks them.
+            try OutboxRuns.lockInFlight(db, notifications: ids, now: now)
             for chunk in ids.sqlBatches() {
-                try OutboxRuns.lockInFlight(db, notifications: Array(chunk), now: now)
                 _ = try db.fetchAll(sql: """
                     SELECT id FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND leaseTag IS NOT NULL AND \(OutboxStore.leaseEnd) > ?
                     ORDER BY id FOR UPDATE
@@ -241,12 +241,13 @@ enum Revisions {
         try markCampaignsRevised(db, ids)
         // On PostgreSQL retractions take turns (a device's budget is read, then written).
         if db.dialect == .postgres { try db.execute(sql: "SELECT pg_advisory_xact_lock(7265701)") }
+        // Runs before rows (docs/design/outbox.md#runs).
+        outcome.cancelled += try OutboxRuns.drop(db, notifications: ids, now: now)
         for chunk in ids.sqlBatches() {
             outcome.cancelled += try Int64.fetchAll(db, sql: """
                 DELETE FROM deliveries WHERE \(db.idIn("notificationId")) AND state = 'pending' AND (kind IS NULL OR kind <> 'retract')
                     AND (leaseTag IS NULL OR \(OutboxStore.leaseEnd) <= ?) RETURNING id
                 """, arguments: [db.idList(chunk), now]).count
-            outcome.cancelled += try OutboxRuns.drop(db, notifications: Array(chunk), now: now)
         }
         let reached = try devices(db, ids, now: now).filter(\.reached)
         var retracted: [Int64] = []

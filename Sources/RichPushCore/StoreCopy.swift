@@ -195,6 +195,7 @@ extension DataStore {
                 for row in rows {
                     let kept = row.columnNames.indices.filter { writable.contains(row.columnNames[$0].lowercased()) }
                     let columns = kept.map { row.columnNames[$0] }
+                    guard !columns.isEmpty else { throw CoreError(.invalid, "the target has no table \(table) to copy into: migrate it first") }
                     let conflict = upsert
                         ? "ON CONFLICT (\(keyList)) DO UPDATE SET " + columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
                         : "ON CONFLICT DO NOTHING"
