@@ -20,7 +20,11 @@
 #   for b in /tmp/rp-old /tmp/rp-new /tmp/rp-old /tmp/rp-new; do
 #       RICHPUSH_BIN=$b SANDBOX_BIN=/tmp/rp-old ROUNDS=2 NO_PERF=1 bench/profile-push.sh 20000 postgres; done
 #
-# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK, PG_STATEMENTS, SYSCALLS, RICHPUSH_BIN, SANDBOX_BIN, ROUNDS, NO_PERF)
+# OUTBOX_RUNS=off queues the campaigns a row a push on PostgreSQL (the database's setting
+# `outboxRuns`), for an A/B of the two layouts in one binary:
+#   for r in off on off on; do OUTBOX_RUNS=$r ROUNDS=2 NO_PERF=1 bench/profile-push.sh 20000 postgres; done
+#
+# Usage: bench/profile-push.sh [N] [ENGINE]   (default 50000 sqlite; env BENCH_WORK, PG_STATEMENTS, SYSCALLS, RICHPUSH_BIN, SANDBOX_BIN, ROUNDS, NO_PERF, OUTBOX_RUNS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -51,6 +55,10 @@ fi
 start_apns_sandbox "$sandbox_rp" $sandbox_port
 echo "$password" | "$rp" users add admin --admin --password-stdin --data "data-$engine" ${pg:+--database "$(database_of "$engine")"} >/dev/null
 if [ "$engine" = postgres ]; then insert_devices postgres "$n"; else insert_devices sqlite "$n" "$work/data-sqlite/richpush.sqlite"; fi
+# OUTBOX_RUNS=off: campaigns a row a push on PostgreSQL (the database's setting, docs/design/outbox.md#runs), for an A/B in one binary.
+if [ "$engine" = postgres ] && [ "${OUTBOX_RUNS:-on}" = off ]; then
+    "$pg/psql" -h 127.0.0.1 -p "$pgport" -U richpush -d richpush -qc "INSERT INTO settings (key, value) VALUES ('outboxRuns', 'off')"
+fi
 "$rp" serve --data "data-$engine" ${pg:+--database "$(database_of "$engine")"} --port "$port" --log-level warning \
     --apns-key AuthKey.p8 --apns-key-id KEY1234567 --apns-team-id TEAM123456 --apns-topic com.example.app \
     --apns-env "https://127.0.0.1:$sandbox_port" --push-ca apns-sandbox-cert.pem 2>> serve.log &
