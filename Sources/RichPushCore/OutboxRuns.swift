@@ -108,6 +108,19 @@ enum OutboxRuns {
         return rows.filter { $0["recipient"] as String? != nil }
     }
 
+    /// The assignments of an UPDATE of run `r` that settles the bits `m.bits`: `remaining`
+    /// counts down by those not settled before, and a run with none left is done and its lease
+    /// ends (`settle` and `drop(run:)`, each under the run's lock).
+    private static let countDown = {
+        let left = "r.remaining - bit_count(m.bits & ~r.settled)"
+        return """
+            remaining = \(left)::int, state = CASE WHEN \(left) <= 0 THEN 'done' ELSE r.state END,
+                leaseUntil = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leaseUntil END,
+                leasedBy = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leasedBy END,
+                leaseTag = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leaseTag END
+            """
+    }()
+
     /// The bits of `places` in a run, as the text of a `bit(512)`.
     static func mask(_ places: some Sequence<Int>) -> String {
         var bits = [UInt8](repeating: UInt8(ascii: "0"), count: capacity)
@@ -132,12 +145,7 @@ enum OutboxRuns {
             // `fresh` is what this call set, from the run as it was.
             let fresh = try String.fetchOne(db, sql: """
                 UPDATE outbox_runs r SET settled = r.settled | m.bits, sent = r.sent | (s.bits & ~r.settled),
-                    remaining = r.remaining - bit_count(m.bits & ~r.settled)::int, updatedAt = ?,
-                    sentAt = CASE WHEN bit_count(s.bits & ~r.settled) > 0 THEN ? ELSE r.sentAt END,
-                    state = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN 'done' ELSE r.state END,
-                    leaseUntil = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leaseUntil END,
-                    leasedBy = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leasedBy END,
-                    leaseTag = CASE WHEN r.remaining - bit_count(m.bits & ~r.settled) <= 0 THEN NULL ELSE r.leaseTag END
+                    updatedAt = ?, sentAt = CASE WHEN bit_count(s.bits & ~r.settled) > 0 THEN ? ELSE r.sentAt END, \(countDown)
                 FROM (SELECT ?::bit(512) AS bits) m, (SELECT ?::bit(512) AS bits) s,
                      (SELECT id, settled AS old FROM outbox_runs WHERE id = ? FOR UPDATE) o
                 WHERE r.id = o.id AND r.leaseTag = ? AND r.state = 'pending'
@@ -297,14 +305,9 @@ extension OutboxRuns {
     @discardableResult
     static func drop(_ db: SQLConnection, run: Int64, places: [Int], now: Double, condition: String = "TRUE", bound: [SQLParameter] = [],
                      unsend: Bool = false, blank: String = "", blanks: [SQLParameter] = []) throws -> Int? {
-        let left = "r.remaining - bit_count(m.bits & ~r.settled)"
         return try db.fetchAll(sql: """
             UPDATE outbox_runs r SET settled = r.settled | m.bits, sent = CASE WHEN ?::int8 = 1 THEN r.sent & ~m.bits ELSE r.sent END,
-                remaining = \(left)::int, updatedAt = ?,
-                state = CASE WHEN \(left) <= 0 THEN 'done' ELSE r.state END,
-                leaseUntil = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leaseUntil END,
-                leasedBy = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leasedBy END,
-                leaseTag = CASE WHEN \(left) <= 0 THEN NULL ELSE r.leaseTag END\(blank)
+                updatedAt = ?, \(countDown)\(blank)
             FROM (SELECT ?::bit(512) AS bits) m, (SELECT id, settled AS old FROM outbox_runs WHERE id = ? FOR UPDATE) o
             WHERE r.id = o.id AND \(condition)
             RETURNING bit_count(m.bits & ~o.old)::int8 AS dropped
