@@ -114,13 +114,21 @@ final class PostgresSession {
         try rows(of: result.rows)
     }
 
+    /// Walks each row's cells in order (a random-access row would build two arrays a row first,
+    /// which a profile of a campaign showed).
     private func rows(of rows: [PostgresRow]) throws -> [SQLRow] {
-        guard let first = rows.first?.makeRandomAccess() else { return [] }
-        let columns = SQLColumns(first.indices.map { first[$0].columnName })
-        return try rows.map { row in
-            let cells = row.makeRandomAccess()
-            return SQLRow(values: try cells.indices.map { try Self.value(of: cells[$0]) }, columns: columns)
+        guard let first = rows.first else { return [] }
+        let columns = SQLColumns(first.map(\.columnName))
+        let width = columns.names.count
+        var result: [SQLRow] = []
+        result.reserveCapacity(rows.count)
+        for row in rows {
+            var values: [SQLValue] = []
+            values.reserveCapacity(width)
+            for cell in row { values.append(try Self.value(of: cell)) }
+            result.append(SQLRow(values: values, columns: columns))
         }
+        return result
     }
 
     /// Runs statements separated by semicolons, without arguments, one at a time (PostgresNIO
@@ -216,7 +224,25 @@ final class PostgresSession {
         }
     }
 
+    /// A cell as a value. Every cell arrives in binary (PostgresNIO's Bind asks for it), so the
+    /// common types are read straight from their bytes; the rest (numeric, uuid, json…) go
+    /// through PostgresNIO's own decoding.
     private static func value(of cell: PostgresCell) throws -> SQLValue {
+        guard var bytes = cell.bytes else { return .null }
+        let size = bytes.readableBytes
+        switch cell.dataType {
+        case .int8 where size == 8: return .integer(bytes.readInteger(as: Int64.self)!)
+        case .int4 where size == 4: return .integer(Int64(bytes.readInteger(as: Int32.self)!))
+        case .int2 where size == 2: return .integer(Int64(bytes.readInteger(as: Int16.self)!))
+        case .float8 where size == 8: return .real(Double(bitPattern: bytes.readInteger(as: UInt64.self)!))
+        case .text, .varchar, .name, .bpchar: return .text(bytes.readString(length: size)!)
+        case .bytea: return .blob(Data(bytes.readBytes(length: size)!))
+        default: return try decoded(cell)
+        }
+    }
+
+    /// A cell of any other type, through PostgresNIO's decoding.
+    private static func decoded(_ cell: PostgresCell) throws -> SQLValue {
         guard cell.bytes != nil else { return .null }
         // PostgresNIO's Bind asks for every result column in binary, but a statement prepared
         // through `PreparedQuery` keeps the Describe's formats (text) for its cells.

@@ -61,6 +61,35 @@ struct PreparedStatementTests {
         }
     }
 
+    @Test("every type a column can hold reads as the same value through a cached query as through the unnamed one: integers of each width with their sign, reals, text of each kind, bytes, booleans, numerics, a uuid, jsonb and NULL")
+    func everyType() async throws {
+        let database = try await database()
+        defer { database.shutdown() }
+        let sql = """
+            SELECT -2::int2 AS a, -70000::int4 AS b, -5000000000::int8 AS c, 9223372036854775807::int8 AS d, -1.25::float8 AS e,
+                   0.5::float4 AS f, 'é?'::text AS g, 'v'::varchar(3) AS h, 'n'::name AS i, 'x'::char(2) AS j, '\\x00ff'::bytea AS k,
+                   ''::bytea AS l, NULL::int4 AS m, NULL::text AS n, true AS o, false AS p, 12.5::numeric AS q, 7::numeric AS r,
+                   'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid AS s, '{"a":1}'::jsonb AS t, ?::int8 AS u
+            """
+        let expected: [SQLValue] = [
+            .integer(-2), .integer(-70000), .integer(-5_000_000_000), .integer(.max), .real(-1.25),
+            .real(0.5), .text("é?"), .text("v"), .text("n"), .text("x "), .blob(Data([0, 255])),
+            .blob(Data()), .null, .null, .integer(1), .integer(0), .real(12.5), .integer(7),
+            .text("A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"), .text(#"{"a": 1}"#), .integer(-1),
+        ]
+        try await database.write { db in
+            #expect(try db.fetchAll(sql: sql, arguments: [Int64(-1)]).map(\.values) == [expected])
+            for _ in 0..<2 {
+                #expect(try db.fetchAll(sql: sql, arguments: [Int64(-1)], cached: true).map(\.values) == [expected])
+            }
+            let rows = try db.fetchAll(sql: "SELECT id, r, s, b, n FROM t ORDER BY id", arguments: [])
+            #expect(rows.map(\.values) == [
+                [.integer(1), .real(0.5), .text("a"), .blob(Data([0, 255])), .null], [.integer(2), .real(1.5), .text("a"), .null, .integer(7)],
+                [.integer(3), .real(2.5), .text("b"), .blob(Data([1])), .integer(8)], [.integer(4), .real(3.0), .text("a"), .blob(Data()), .null],
+            ])
+        }
+    }
+
     @Test("a column added under a prepared statement (another node's migration): the next call is prepared anew and reads the new column, and its transaction is not refused")
     func columnAdded() async throws {
         let database = try await database()
