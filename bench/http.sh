@@ -3,7 +3,8 @@
 # with a Bearer session) of media/logo.png (~48 KB PNG) with 32 keep-alive connections, next to
 # nginx (Debian's nginx-light, one worker, sendfile) serving the same file. Runs alternate nginx /
 # media / payload / bearer ROUNDS times with wrk (one thread), the order rotating each round;
-# medians are reported, with RichPush's peak RSS under load.
+# medians are reported, with RichPush's peak RSS under load, each round's own ratio, and each
+# server's CPU a request (at 70–80,000 requests a second one wrk thread can set both rates).
 #
 # RichPush runs with one event loop (RICHPUSH_THREADS, default 1 here), matching nginx's single
 # worker: on this 2-core machine the load generator needs the other core. RICHPUSH_THREADS=0
@@ -60,8 +61,24 @@ sample_rss() {
     true
 }
 
-# run NAME URL [HEADER] -> "rps p50ms p99ms errors"
+# The server's own CPU per request, beside its rate: at 70–80,000 requests a second both servers
+# can be faster than one wrk thread, which then sets the rate of both (session 48), while the CPU
+# each spends per request still tells them apart. nginx's is its one worker's.
+nginx_worker=$(pgrep -P "$nginx_pid")
+hz=$(getconf CLK_TCK)
+
+# run NAME URL [HEADER] -> "rps p50ms p99ms errors cpu-µs-a-request"
 run() {
+    local line ticks0 ticks1 server=$rp_pid
+    [ "$1" = nginx ] && server=$nginx_worker
+    ticks0=$(cpu_ticks "$server")
+    line=$(measure "$@")
+    ticks1=$(cpu_ticks "$server")
+    echo "$line" | awk -v t=$((ticks1 - ticks0)) -v hz="$hz" -v s="$seconds" '{ printf "%s %.1f\n", $0, ($2 > 0 ? t / hz * 1e6 / ($2 * s) : 0) }'
+}
+
+# measure NAME URL [HEADER] -> "rps p50ms p99ms errors"
+measure() {
     local name=$1 url=$2 header=${3:-}
     local out="$work/$name.out"
     if [ "$tool" = wrk ]; then
@@ -106,9 +123,18 @@ col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$results" | median; }
 errors() { awk -v n="$1" '$1 == n {s += $5} END {print s + 0}' "$results"; }
 nginx_rps=$(col nginx 2)
 printf 'richpush event loops: %s (0 = one per core); nginx: 1 worker\n' "${RICHPUSH_THREADS:-1}"
-printf '%-34s %10s %9s %9s %7s %7s\n' "GET ${size}-byte PNG, 32 conns ($tool)" "req/s" "p50 ms" "p99 ms" "errors" "ratio"
+nginx_cpu=$(col nginx 6)
+# round_ratio NAME: the median over rounds of NAME's req/s over nginx's in the same round (4 lines
+# a round); round_cpu NAME: of nginx's CPU a request over NAME's. The machine's speed moves from
+# round to round (the CPU a request by a fifth), so a round's own pair is the fairer figure.
+round_ratio() { awk -v n="$1" '{ r = int((NR - 1) / 4); v[r, $1] = $2 } END { for (i = 0; i <= r; i++) print v[i, n] / v[i, "nginx"] }' "$results" | median; }
+round_cpu() { awk -v n="$1" '{ r = int((NR - 1) / 4); v[r, $1] = $6 } END { for (i = 0; i <= r; i++) print v[i, "nginx"] / v[i, n] }' "$results" | median; }
+printf '%-34s %10s %9s %9s %7s %7s %7s %8s %9s %7s\n' "GET ${size}-byte PNG, 32 conns ($tool)" "req/s" "p50 ms" "p99 ms" "errors" "ratio" "rounds" "CPU µs" "CPU ratio" "rounds"
 for n in nginx media payload bearer; do
-    printf '%-34s %10.0f %9.3f %9.3f %7d %7.2f\n' "$n" "$(col $n 2)" "$(col $n 3)" "$(col $n 4)" "$(errors $n)" "$(echo "$(col $n 2) / $nginx_rps" | bc -l)"
+    printf '%-34s %10.0f %9.3f %9.3f %7d %7.2f %7.2f %8.1f %9.2f %7.2f\n' "$n" "$(col $n 2)" "$(col $n 3)" "$(col $n 4)" "$(errors $n)" "$(echo "$(col $n 2) / $nginx_rps" | bc -l)" \
+        "$(round_ratio $n)" "$(col $n 6)" "$(echo "$nginx_cpu / $(col $n 6)" | bc -l)" "$(round_cpu $n)"
 done
+printf '(ratio: of the medians; rounds: the median of each round'"'"'s own ratio; CPU µs: the server'"'"'s CPU a request, median;\n'
+printf ' CPU ratio: nginx'"'"'s over it, above 1 when it spends less than nginx)\n'
 printf 'richpush peak RSS under load: %.1f MiB\n' "$(echo "$(cat "$work/peak_rss") / 1024" | bc -l)"
 printf 'targets (issue #28): media >= 1.0x nginx, payload (Basic and Bearer) >= 0.9x, zero errors\n'
