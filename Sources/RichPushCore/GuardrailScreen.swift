@@ -57,7 +57,13 @@ extension Guardrails {
     /// row, which a cancel takes before the pushes the claim holds (a deadlock on PostgreSQL).
     /// The caller finishes `mayHaveEnded` after the claim commits; `finishStragglers` mends a
     /// process that stopped in between.
-    func screen(_ db: SQLConnection, _ jobs: [DeliveryJob], now: Double) throws -> Screened {
+    ///
+    /// What it holds back or fails changes a row of `deliveries`: a push of a run (a negative
+    /// id, docs/design/outbox.md#runs) is first given one by `spill`, which sets the pushes' new
+    /// ids and leaves out any it could not spill. Only those: the pushes that go stay in their run.
+    func screen(_ db: SQLConnection, _ jobs: [DeliveryJob], now: Double,
+                spill: (inout [DeliveryJob]) throws -> Void = { _ in }) throws -> Screened {
+        var jobs = jobs
         let candidates = Self.candidates(jobs)
         guard !candidates.isEmpty else { return Screened(jobs: jobs) }
         let appLimited = candidates.contains { apps[jobs[$0].app] != nil }
@@ -107,7 +113,23 @@ extension Guardrails {
                 counted.append(index)
             }
         }
-        let capped = try cap(db, jobs, counted, now: now)
+        var capped = try cap(db, jobs, counted, now: now)
+
+        // The pushes held back that are a run's get rows of their own; one that cannot (its run
+        // no longer this claim's) is neither sent nor held back here.
+        let fromRuns = (delayed.map(\.index) + capped + dropped).filter { jobs[$0].id < 0 }
+        var lost = Set<Int>()
+        if !fromRuns.isEmpty {
+            var spilled = fromRuns.map { jobs[$0] }
+            try spill(&spilled)
+            let ids = Dictionary(spilled.map { ($0.pushId, $0.id) }, uniquingKeysWith: { first, _ in first })
+            for index in fromRuns {
+                if let id = ids[jobs[index].pushId], id > 0 { jobs[index].id = id } else { lost.insert(index) }
+            }
+            delayed.removeAll { lost.contains($0.index) }
+            capped.removeAll { lost.contains($0) }
+            dropped.removeAll { lost.contains($0) }
+        }
 
         var happenings: [Happening] = [], heldBack: HeldBack = []
         if !delayed.isEmpty {
@@ -143,7 +165,7 @@ extension Guardrails {
             }
         }
         try Insight.record(db, happenings, now: now)
-        let held = Set(delayed.map(\.index) + capped + dropped)
+        let held = Set(delayed.map(\.index) + capped + dropped).union(lost)
         return Screened(jobs: jobs.indices.filter { !held.contains($0) }.map { jobs[$0] }, heldBack: heldBack,
                         mayHaveEnded: Set((capped + dropped).compactMap { jobs[$0].campaignId }))
     }

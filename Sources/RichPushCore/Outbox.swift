@@ -273,9 +273,10 @@ public struct OutboxStore: Sendable {
             // Caps and quiet hours hold some back (docs/api.md#frequency-caps-and-quiet-hours), in this transaction.
             var screened: Guardrails.Screened?
             if let guardrails, try guardrails.mayHoldBack(db, jobs) {
-                // What is held back or capped changes a row of its own: a run's pushes get theirs first.
-                try OutboxRuns.spill(db, &jobs, holder: holder, until: now + lease, now: now)
-                screened = try guardrails.screen(db, jobs, now: now)
+                // What is held back or capped changes a row of its own: a run's pushes held back get theirs first.
+                screened = try guardrails.screen(db, jobs, now: now) { held in
+                    try OutboxRuns.spill(db, &held, holder: holder, until: now + lease, now: now)
+                }
                 jobs = screened!.jobs
             }
             try Self.setUnreadBadges(db, &jobs)

@@ -196,6 +196,58 @@ struct OutboxRunsCoreTests {
         #expect(try await Self.runs(store, campaign: campaign.id).values.allSatisfy { $0.state == "done" })
     }
 
+    @Test("with a frequency cap and quiet hours, a claim spills into rows only the run pushes the screen holds back (delayed, dropped, capped), with their delay or failure; the pushes that go stay in their run, which ends once they are recorded")
+    func guardrailsSpillOnlyHeld() async throws {
+        let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 10)
+        defer { store.close(); try? FileManager.default.removeItem(at: dir) }
+        // user01's own quiet hours delay, user02's drop; a window that covers now in UTC.
+        let now = Date().timeIntervalSince1970
+        let hour = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: Date(timeIntervalSince1970: now)).hour!
+        for (name, mode) in [("user01", QuietHours.Mode.delay), ("user02", .drop)] {
+            let window = try QuietHours(from: LocalTime(String(format: "%02d:00", hour)), to: LocalTime(String(format: "%02d:00", (hour + 2) % 24)), mode: mode)
+            _ = try await store.users.setPreferences(name, timezone: nil, locale: nil, quietHours: .some(window))
+        }
+        var outbox = store.outbox
+        outbox.guardrails = Guardrails(apps: [AppName.default: AppLimits(frequencyCap: try FrequencyCap("1/24h"))])
+        let holder = OutboxHolder(pid: 1)
+        let rows = { (campaign: Int64) in
+            try await store.database.read { db in
+                try db.fetchAll(sql: "SELECT d.state, d.reason, d.attempts, d.nextAttemptAt > ? AS later, n.recipient FROM deliveries d JOIN notifications n ON n.id = d.notificationId WHERE d.campaignId = ? ORDER BY n.recipient",
+                                arguments: [db.now + 1, campaign])
+            }
+        }
+
+        // The first campaign: eight go from their run, user01's is delayed and user02's dropped, each in a row of its own.
+        let first = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "one", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(first.id, addressing: .perDevice)
+        let going = try await outbox.claim(limit: 200, lease: 300, holder: holder)
+        #expect(going.count == 8 && going.allSatisfy { $0.id < 0 } && Set(going.compactMap(\.recipient)) == Set((3...10).map { String(format: "user%02d", $0) }))
+        let held = try await rows(first.id)
+        #expect(held.map { $0["recipient"] as String } == ["user01", "user02"])
+        #expect(held[0]["state"] as String == "pending" && held[0]["later"] as Bool == true && held[0]["attempts"] as Int == 0)
+        #expect(held[0]["reason"] as String == Guardrails.quietReason)
+        #expect(held[1]["state"] as String == "failed" && (held[1]["reason"] as String).hasPrefix("quiet hours: dropped"))
+        var run = try #require(try await Self.runs(store, campaign: first.id).values.first)
+        #expect(run.size == 10 && run.remaining == 8 && run.settled.count == 2 && run.sent.isEmpty && run.state == "pending")
+        #expect(try await outbox.record(going.map { ($0, .sent) }, holder: holder).allSatisfy { $0 == "sent" })
+        run = try #require(try await Self.runs(store, campaign: first.id).values.first)
+        #expect(run.state == "done" && run.remaining == 0 && run.sent.count == 8)
+        let firstStats = try #require(try await campaigns.stats(first.id))
+        #expect(firstStats.totals.sent == 8 && firstStats.totals.delayed == 1 && firstStats.totals.failed == 1)
+
+        // The second, within the day: the eight are over their cap of one, so nothing goes; every push is a row, and the run is done.
+        let second = try await campaigns.create(CampaignDraft(audience: .all, content: NotificationDraft(message: "two", mode: .alert)), by: "root")
+        _ = try await campaigns.queue(second.id, addressing: .perDevice)
+        #expect(try await outbox.claim(limit: 200, lease: 300, holder: holder).isEmpty)
+        let after = try await rows(second.id)
+        #expect(after.count == 10 && after.filter { $0["state"] as String == "failed" }.count == 9)
+        #expect(after.filter { ($0["reason"] as String).hasPrefix("capped: over app default's frequency cap") }.count == 8)
+        run = try #require(try await Self.runs(store, campaign: second.id).values.first)
+        #expect(run.state == "done" && run.remaining == 0 && run.settled.count == 10 && run.sent.isEmpty)
+        let secondStats = try #require(try await campaigns.stats(second.id))
+        #expect(secondStats.totals.capped == 8 && secondStats.totals.sent == 0)
+    }
+
     @Test("while a holder from before runs is alive, a campaign is queued as rows")
     func olderHolderGetsRows() async throws {
         let (dir, store, campaigns) = try await ClaimCoreTests.store(.shared, users: 5)
