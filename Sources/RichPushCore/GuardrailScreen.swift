@@ -171,6 +171,14 @@ extension Guardrails {
     }
 
     /// The indices among `counted` over their app's cap, counting the others in `frequency_windows`.
+    ///
+    /// Two statements for every 500 users and apps, not two to four for each: one upsert makes
+    /// the rows missing and locks every row (a no-op update: on PostgreSQL the row lock of the
+    /// one that counts) in (user, app) order, so two claims never wait for each other in a
+    /// circle; then the rows whose sends changed are written in one UPDATE. A user deleted
+    /// meanwhile gets no row: their pushes fail with their registrations. (Two to four statements
+    /// a user cost about 120 µs of `serve` and 60 of PostgreSQL a push under a cap, BENCHMARKS.md,
+    /// session 48.)
     private func cap(_ db: SQLConnection, _ jobs: [DeliveryJob], _ counted: [Int], now: Double) throws -> [Int] {
         guard !counted.isEmpty else { return [] }
         struct Key: Hashable, Comparable {
@@ -179,35 +187,37 @@ extension Guardrails {
             static func < (a: Key, b: Key) -> Bool { (a.user, a.app) < (b.user, b.app) }
         }
         let groups = Dictionary(grouping: counted) { Key(user: jobs[$0].recipient!, app: jobs[$0].app) }
-        let lock = db.dialect == .postgres ? "FOR UPDATE" : ""
         var over: [Int] = []
-        // Locked in one order on every node, so two claims never wait for each other in a circle.
-        for key in groups.keys.sorted() {
-            guard let cap = apps[key.app]?.frequencyCap else { continue }
-            let read = "SELECT sends FROM frequency_windows WHERE userName = ? AND app = ? \(lock)"
-            var stored = try String.fetchOne(db, sql: read, arguments: [key.user, key.app], cached: true)
-            if stored == nil {
-                // A user deleted meanwhile has no row made: their pushes fail with their registrations.
-                try db.execute(sql: """
-                    INSERT INTO frequency_windows (userName, app, sends) SELECT ?, ?, '' WHERE EXISTS (SELECT 1 FROM users WHERE name = ?)
-                    ON CONFLICT (userName, app) DO NOTHING
-                    """, arguments: [key.user, key.app, key.user])
-                stored = try String.fetchOne(db, sql: read, arguments: [key.user, key.app], cached: true)
+        for chunk in groups.keys.filter({ apps[$0.app]?.frequencyCap != nil }).sorted().sqlBatches() {
+            let stored = try db.fetchAll(sql: """
+                WITH asked(name, app) AS (VALUES \(Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")))
+                INSERT INTO frequency_windows (userName, app, sends)
+                SELECT u.name, asked.app, '' FROM asked JOIN users u ON u.name = asked.name ORDER BY u.name, asked.app
+                ON CONFLICT (userName, app) DO UPDATE SET sends = frequency_windows.sends
+                RETURNING userName, app, sends
+                """, arguments: SQLArguments(chunk.flatMap { [$0.user, $0.app] }))
+            var changed: [(key: Key, sends: String)] = []
+            for row in stored {
+                let key = Key(user: row["userName"], app: row["app"])
+                guard let cap = apps[key.app]?.frequencyCap, let indices = groups[key] else { continue }
+                let before = Self.sends(row["sends"])
+                var sends = before.filter { $0.at > now - Double(cap.per) }
+                for index in indices {
+                    let campaign = jobs[index].campaignId!
+                    if sends.contains(where: { $0.campaign == campaign }) { continue }
+                    if sends.count < cap.max { sends.append((campaign, now)) } else { over.append(index) }
+                }
+                if sends.count != before.count || zip(sends, before).contains(where: { $0.campaign != $1.campaign }) {
+                    changed.append((key, sends.map { "\($0.campaign):\(Int64($0.at))" }.joined(separator: ",")))
+                }
             }
-            guard let stored else { continue }
-            let before = Self.sends(stored)
-            var sends = before.filter { $0.at > now - Double(cap.per) }
-            for index in groups[key]! {
-                let campaign = jobs[index].campaignId!
-                if sends.contains(where: { $0.campaign == campaign }) { continue }
-                if sends.count < cap.max { sends.append((campaign, now)) } else { over.append(index) }
-            }
-            if sends.count != before.count || zip(sends, before).contains(where: { $0.campaign != $1.campaign }) {
-                try db.execute(sql: "UPDATE frequency_windows SET sends = ? WHERE userName = ? AND app = ?",
-                               arguments: [sends.map { "\($0.campaign):\(Int64($0.at))" }.joined(separator: ","), key.user, key.app], cached: true)
-            }
+            guard !changed.isEmpty else { continue }
+            let cases = Array(repeating: "WHEN userName = ? AND app = ? THEN ?", count: changed.count).joined(separator: " ")
+            let pairs = Array(repeating: "(?, ?)", count: changed.count).joined(separator: ", ")
+            try db.execute(sql: "UPDATE frequency_windows SET sends = CASE \(cases) END WHERE (userName, app) IN (VALUES \(pairs))",
+                           arguments: SQLArguments(changed.flatMap { [$0.key.user, $0.key.app, $0.sends] } + changed.flatMap { [$0.key.user, $0.key.app] }))
         }
-        return over
+        return over.sorted()
     }
 
     /// `campaignId:at,…` read back.
