@@ -45,8 +45,8 @@ extension Guardrails {
     /// push due when they end, spread over `Guardrails.spread` by user, and counts it `delayed`
     /// once; `drop` fails it. Past quiet hours, a push over its app's frequency cap fails `capped`.
     ///
-    /// The cap is counted in `frequency_windows`, one row per user and app, read `FOR UPDATE` on
-    /// PostgreSQL, in user order: two nodes claiming pushes of one user take turns on that row,
+    /// The cap is counted in `frequency_windows`, one row per user and app, locked on PostgreSQL
+    /// (by an upsert's update), in user order: two nodes claiming pushes of one user take turns on that row,
     /// and the second sees what the first counted. A campaign counts once per user, so a
     /// user's second device, or a retry of a push counted, is not counted again.
     ///
@@ -175,8 +175,11 @@ extension Guardrails {
     /// Two statements for every 500 users and apps, not two to four for each: one upsert makes
     /// the rows missing and locks every row (a no-op update: on PostgreSQL the row lock of the
     /// one that counts) in (user, app) order, so two claims never wait for each other in a
-    /// circle; then the rows whose sends changed are written in one UPDATE. A user deleted
-    /// meanwhile gets no row: their pushes fail with their registrations. (Two to four statements
+    /// circle; then the rows whose sends changed are written in one UPDATE. A user already deleted
+    /// gets no row: their pushes fail with their registrations. (One removed while the claim runs
+    /// must first take the push the claim holds: the two wait for each other, and PostgreSQL
+    /// ends one, which is tried again.) The order is bytes' on both engines, the chunks' and the
+    /// upsert's, so that every node cuts and locks in one order. (Two to four statements
     /// a user cost about 120 µs of `serve` and 60 of PostgreSQL a push under a cap, BENCHMARKS.md,
     /// session 48.)
     private func cap(_ db: SQLConnection, _ jobs: [DeliveryJob], _ counted: [Int], now: Double) throws -> [Int] {
@@ -184,15 +187,20 @@ extension Guardrails {
         struct Key: Hashable, Comparable {
             var user: String
             var app: String
-            static func < (a: Key, b: Key) -> Bool { (a.user, a.app) < (b.user, b.app) }
+            /// Byte order, as PostgreSQL's `"C"` and SQLite's `BINARY` (Swift's own compares canonically).
+            static func < (a: Key, b: Key) -> Bool {
+                a.user.utf8.elementsEqual(b.user.utf8) ? a.app.utf8.lexicographicallyPrecedes(b.app.utf8) : a.user.utf8.lexicographicallyPrecedes(b.user.utf8)
+            }
         }
         let groups = Dictionary(grouping: counted) { Key(user: jobs[$0].recipient!, app: jobs[$0].app) }
+        // `asked.app`, a parameter, has the database's default collation: sorted as bytes, as users.name ("C") is.
+        let bytewise = db.dialect == .postgres ? #" COLLATE "C""# : ""
         var over: [Int] = []
         for chunk in groups.keys.filter({ apps[$0.app]?.frequencyCap != nil }).sorted().sqlBatches() {
             let stored = try db.fetchAll(sql: """
                 WITH asked(name, app) AS (VALUES \(Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")))
                 INSERT INTO frequency_windows (userName, app, sends)
-                SELECT u.name, asked.app, '' FROM asked JOIN users u ON u.name = asked.name ORDER BY u.name, asked.app
+                SELECT u.name, asked.app, '' FROM asked JOIN users u ON u.name = asked.name ORDER BY u.name, asked.app\(bytewise)
                 ON CONFLICT (userName, app) DO UPDATE SET sends = frequency_windows.sends
                 RETURNING userName, app, sends
                 """, arguments: SQLArguments(chunk.flatMap { [$0.user, $0.app] }))
