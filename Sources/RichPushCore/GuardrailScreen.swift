@@ -172,16 +172,16 @@ extension Guardrails {
 
     /// The indices among `counted` over their app's cap, counting the others in `frequency_windows`.
     ///
-    /// Two statements for every 500 users and apps, not two to four for each: one upsert makes
-    /// the rows missing and locks every row (a no-op update: on PostgreSQL the row lock of the
-    /// one that counts) in (user, app) order, so two claims never wait for each other in a
-    /// circle; then the rows whose sends changed are written in one UPDATE. A user already deleted
-    /// gets no row: their pushes fail with their registrations. (One removed while the claim runs
-    /// must first take the push the claim holds: the two wait for each other, and PostgreSQL
-    /// ends one, which is tried again.) The order is bytes' on both engines, the chunks' and the
-    /// upsert's, so that every node cuts and locks in one order. (Two to four statements
-    /// a user cost about 120 µs of `serve` and 60 of PostgreSQL a push under a cap, BENCHMARKS.md,
-    /// session 48.)
+    /// On PostgreSQL, two statements for every 500 users and apps, not two to four for each (each
+    /// a round trip: they were about 120 µs of `serve` and 60 of PostgreSQL a push under a cap,
+    /// BENCHMARKS.md, session 48): one upsert makes the missing rows and locks every row (a no-op
+    /// update: the row lock of the one that counts) in (user, app) order, bytes' as the chunks',
+    /// so two claims never wait for each other in a circle; then one UPDATE writes the rows whose
+    /// sends changed. A user already deleted gets no row: their pushes fail with their
+    /// registrations. (One removed while the claim runs must first take the push the claim holds:
+    /// the two wait for each other, and PostgreSQL ends one, which is tried again.) SQLite, one
+    /// writer in-process, reads and writes a row at a time with statements compiled once: there a
+    /// statement of every row's values, compiled anew each time, cost more than it saved.
     private func cap(_ db: SQLConnection, _ jobs: [DeliveryJob], _ counted: [Int], now: Double) throws -> [Int] {
         guard !counted.isEmpty else { return [] }
         struct Key: Hashable, Comparable {
@@ -193,39 +193,60 @@ extension Guardrails {
             }
         }
         let groups = Dictionary(grouping: counted) { Key(user: jobs[$0].recipient!, app: jobs[$0].app) }
-        // `asked.app`, a parameter, has the database's default collation: sorted as bytes, as users.name ("C") is.
-        let bytewise = db.dialect == .postgres ? #" COLLATE "C""# : ""
         var over: [Int] = []
-        for chunk in groups.keys.filter({ apps[$0.app]?.frequencyCap != nil }).sorted().sqlBatches() {
+        /// Counts `key`'s pushes against its `stored` sends; returns the sends to write, nil when unchanged.
+        func count(_ key: Key, _ stored: String) -> String? {
+            guard let cap = apps[key.app]?.frequencyCap, let indices = groups[key] else { return nil }
+            let before = Self.sends(stored)
+            var sends = before.filter { $0.at > now - Double(cap.per) }
+            for index in indices {
+                let campaign = jobs[index].campaignId!
+                if sends.contains(where: { $0.campaign == campaign }) { continue }
+                if sends.count < cap.max { sends.append((campaign, now)) } else { over.append(index) }
+            }
+            guard sends.count != before.count || zip(sends, before).contains(where: { $0.campaign != $1.campaign }) else { return nil }
+            return sends.map { "\($0.campaign):\(Int64($0.at))" }.joined(separator: ",")
+        }
+        let keys = groups.keys.filter { apps[$0.app]?.frequencyCap != nil }.sorted()
+        guard db.dialect == .postgres else {
+            for key in keys {
+                let read = "SELECT sends FROM frequency_windows WHERE userName = ? AND app = ?"
+                var stored = try String.fetchOne(db, sql: read, arguments: [key.user, key.app], cached: true)
+                if stored == nil {
+                    try db.execute(sql: """
+                        INSERT INTO frequency_windows (userName, app, sends) SELECT ?, ?, '' WHERE EXISTS (SELECT 1 FROM users WHERE name = ?)
+                        ON CONFLICT (userName, app) DO NOTHING
+                        """, arguments: [key.user, key.app, key.user], cached: true)
+                    stored = try String.fetchOne(db, sql: read, arguments: [key.user, key.app], cached: true)
+                }
+                if let stored, let sends = count(key, stored) {
+                    try db.execute(sql: "UPDATE frequency_windows SET sends = ? WHERE userName = ? AND app = ?",
+                                   arguments: [sends, key.user, key.app], cached: true)
+                }
+            }
+            return over
+        }
+        func texts(_ values: [String]) -> SQLParameter { .array(SQLArray(.text, values.map(SQLValue.text))) }
+        for chunk in keys.sqlBatches() {
             let stored = try db.fetchAll(sql: """
-                WITH asked(name, app) AS (VALUES \(Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")))
                 INSERT INTO frequency_windows (userName, app, sends)
-                SELECT u.name, asked.app, '' FROM asked JOIN users u ON u.name = asked.name ORDER BY u.name, asked.app\(bytewise)
+                SELECT u.name, asked.app, '' FROM unnest(?::text[], ?::text[]) AS asked(name, app) JOIN users u ON u.name = asked.name
+                ORDER BY u.name, asked.app COLLATE "C"
                 ON CONFLICT (userName, app) DO UPDATE SET sends = frequency_windows.sends
                 RETURNING userName, app, sends
-                """, arguments: SQLArguments(chunk.flatMap { [$0.user, $0.app] }))
+                """, parameters: [texts(chunk.map(\.user)), texts(chunk.map(\.app))])
             var changed: [(key: Key, sends: String)] = []
             for row in stored {
                 let key = Key(user: row["userName"], app: row["app"])
-                guard let cap = apps[key.app]?.frequencyCap, let indices = groups[key] else { continue }
-                let before = Self.sends(row["sends"])
-                var sends = before.filter { $0.at > now - Double(cap.per) }
-                for index in indices {
-                    let campaign = jobs[index].campaignId!
-                    if sends.contains(where: { $0.campaign == campaign }) { continue }
-                    if sends.count < cap.max { sends.append((campaign, now)) } else { over.append(index) }
-                }
-                if sends.count != before.count || zip(sends, before).contains(where: { $0.campaign != $1.campaign }) {
-                    changed.append((key, sends.map { "\($0.campaign):\(Int64($0.at))" }.joined(separator: ",")))
-                }
+                if let sends = count(key, row["sends"]) { changed.append((key, sends)) }
             }
             guard !changed.isEmpty else { continue }
-            let cases = Array(repeating: "WHEN userName = ? AND app = ? THEN ?", count: changed.count).joined(separator: " ")
-            let pairs = Array(repeating: "(?, ?)", count: changed.count).joined(separator: ", ")
-            try db.execute(sql: "UPDATE frequency_windows SET sends = CASE \(cases) END WHERE (userName, app) IN (VALUES \(pairs))",
-                           arguments: SQLArguments(changed.flatMap { [$0.key.user, $0.key.app, $0.sends] } + changed.flatMap { [$0.key.user, $0.key.app] }))
+            try db.execute(sql: """
+                UPDATE frequency_windows f SET sends = c.sends FROM unnest(?::text[], ?::text[], ?::text[]) AS c(name, app, sends)
+                WHERE f.userName = c.name AND f.app = c.app
+                """, parameters: [texts(changed.map(\.key.user)), texts(changed.map(\.key.app)), texts(changed.map(\.sends))])
         }
-        return over.sorted()
+        return over
     }
 
     /// `campaignId:at,…` read back.
