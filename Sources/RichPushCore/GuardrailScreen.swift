@@ -204,8 +204,10 @@ extension Guardrails {
                 if sends.contains(where: { $0.campaign == campaign }) { continue }
                 if sends.count < cap.max { sends.append((campaign, now)) } else { over.append(index) }
             }
-            guard sends.count != before.count || zip(sends, before).contains(where: { $0.campaign != $1.campaign }) else { return nil }
-            return sends.map { "\($0.campaign):\(Int64($0.at))" }.joined(separator: ",")
+            // Compared as written, times too: a campaign that left the window and came back (a
+            // retry, a second device) is counted anew at `now`, in as many entries as before.
+            let written = sends.map { "\($0.campaign):\(Int64($0.at))" }.joined(separator: ",")
+            return written == stored ? nil : written
         }
         let keys = groups.keys.filter { apps[$0.app]?.frequencyCap != nil }.sorted()
         guard db.dialect == .postgres else {
@@ -224,7 +226,7 @@ extension Guardrails {
                                    arguments: [sends, key.user, key.app], cached: true)
                 }
             }
-            return over
+            return over.sorted()
         }
         func texts(_ values: [String]) -> SQLParameter { .array(SQLArray(.text, values.map(SQLValue.text))) }
         for chunk in keys.sqlBatches() {
@@ -246,7 +248,7 @@ extension Guardrails {
                 WHERE f.userName = c.name AND f.app = c.app
                 """, parameters: [texts(changed.map(\.key.user)), texts(changed.map(\.key.app)), texts(changed.map(\.sends))])
         }
-        return over
+        return over.sorted()
     }
 
     /// `campaignId:at,…` read back.

@@ -128,6 +128,25 @@ struct GuardrailCoreTests {
         #expect(stats.totals.delayed == inWindow.count)
     }
 
+    @Test("a campaign counted again once its window has passed (a retry, a second device) is counted at its new time: the next campaign within the window is capped")
+    func recountedAfterWindow() async throws {
+        let f = try await CoreFixture()
+        defer { f.cleanup() }
+        try await f.registerDevices(try await f.importUsers(1))
+        let guardrails = Guardrails(apps: [AppName.default: AppLimits(frequencyCap: try FrequencyCap("1/1h"))])
+        let store = f.campaigns()
+        let now = Date().timeIntervalSince1970
+        let first = try await Self.claimedCampaign(f, store)
+        #expect(try await f.database.write { db in try guardrails.screen(db, first, now: now) }.jobs.count == 1)
+        // An hour and a second later the first campaign's push once more: it goes, counted anew.
+        #expect(try await f.database.write { db in try guardrails.screen(db, first, now: now + 3601) }.jobs.count == 1)
+        let window = try await f.database.read { db in try String.fetchOne(db, sql: "SELECT sends FROM frequency_windows") }
+        #expect(window == "\(first[0].campaignId!):\(Int64(now + 3601))")
+        let second = try await Self.claimedCampaign(f, store)
+        let result = try await f.database.write { db in try guardrails.screen(db, second, now: now + 3602) }
+        #expect(result.jobs.isEmpty && result.heldBack.map(\.outcome) == [.capped])
+    }
+
     @Test("a cap of 3 a day: a user's fourth campaign is capped, a second device of a counted campaign is not counted again; a campaign with limits false, a time-sensitive push and a user's own quiet hours (drop) behave as SPEC says")
     func capsAndBypass() async throws {
         let f = try await CoreFixture()
