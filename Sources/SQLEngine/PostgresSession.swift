@@ -241,9 +241,9 @@ final class PostgresSession {
         }
     }
 
-    /// A cell of any other type, through PostgresNIO's decoding.
+    /// A cell (not NULL) of any other type, or of an integer's or a real's with a length not its
+    /// own (PostgresNIO's error then names it), through PostgresNIO's decoding.
     private static func decoded(_ cell: PostgresCell) throws -> SQLValue {
-        guard cell.bytes != nil else { return .null }
         // PostgresNIO's Bind asks for every result column in binary, but a statement prepared
         // through `PreparedQuery` keeps the Describe's formats (text) for its cells.
         var cell = cell
@@ -252,9 +252,6 @@ final class PostgresSession {
         case .int2, .int4, .int8, .oid: return .integer(try cell.decode(Int64.self))
         case .float4, .float8: return .real(try cell.decode(Double.self))
         case .bool: return .integer(try cell.decode(Bool.self) ? 1 : 0)
-        case .bytea:
-            var buffer = cell.bytes!
-            return .blob(Data(buffer.readBytes(length: buffer.readableBytes) ?? []))
         case .numeric:
             let decimal = try cell.decode(Decimal.self)
             let double = NSDecimalNumber(decimal: decimal).doubleValue
