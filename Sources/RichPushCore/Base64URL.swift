@@ -6,12 +6,22 @@ public enum Base64URL {
     /// base64 and three `replacingOccurrences` were 11% of queueing's CPU).
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let input = Array(bytes)
-        let count = input.count / 3 * 4 + [0, 2, 3][input.count % 3]
+        let count = input.count / 3 * 4 + (input.count % 3 == 0 ? 0 : input.count % 3 + 1)
         guard count > 0 else { return "" }
-        return String(unsafeUninitializedCapacity: count) { output in
+        return input.withUnsafeBufferPointer { input in
+            String(unsafeUninitializedCapacity: count) { encode(input, into: $0) }
+        }
+    }
+
+    /// Encodes `input` into `output` (room for `input.count / 3 * 4` characters, and 2 or 3 more
+    /// for a last partial group); returns the characters written. For a buffer made by the caller,
+    /// as a payload URL's token is.
+    public static func encode(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let count = input.count / 3 * 4 + (input.count % 3 == 0 ? 0 : input.count % 3 + 1)
+        precondition(output.count >= count, "no room for \(count) characters")
+        return alphabet.withUnsafeBufferPointer { alphabet in
             var o = 0
             for i in stride(from: 0, to: input.count, by: 3) {
-                // Three bytes (zeros past the end) make four characters; the last group's are cut to `count`.
                 let n = UInt32(input[i]) << 16 | UInt32(i + 1 < input.count ? input[i + 1] : 0) << 8
                     | UInt32(i + 2 < input.count ? input[i + 2] : 0)
                 for shift in stride(from: 18, through: 0, by: -6) where o < count {

@@ -30,6 +30,8 @@ struct NotificationWriter {
     /// The alert push's JSON around each recipient's id and payload URL (alert mode), made once
     /// for these words.
     private var alertTemplate: AlertPush.Template?
+    /// Signs each recipient's payload URL, with what every URL of this image shares looked up once.
+    private let signer: PayloadLinks.Signer?
 
     /// One recipient for `insert(_:_:pace:)`: the writer of their words, their name, their targets.
     typealias Entry = (writer: NotificationWriter, name: String, targets: [PushTarget])
@@ -59,6 +61,7 @@ struct NotificationWriter {
         self.links = links
         self.campaignId = campaignId
         self.now = now
+        signer = links?.signer(payload: media.id, now: now)
         alertTemplate = Self.template(mode: mode, title: title, message: message, richType: richType, options: options)
     }
 
@@ -159,11 +162,16 @@ struct NotificationWriter {
         }
         let ids: [Int64]
         if db.dialect == .postgres {
-            // The sequence's name looked up once, not per id (per id, 4 µs of PostgreSQL's CPU a push).
-            ids = try Int64.fetchAll(db, sql: """
+            // The sequence's name looked up once, not per id (per id, 4 µs of PostgreSQL's CPU a
+            // push); the ids in one row, not a row each (each row is a message to decode).
+            let list = try String.fetchOne(db, sql: """
                 WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence('notifications', 'id')::regclass AS seq)
-                SELECT nextval(s.seq) FROM s, generate_series(1, ?)
-                """, arguments: [entries.count])
+                SELECT string_agg(nextval(s.seq)::text, ',') FROM s, generate_series(1, ?)
+                """, arguments: [entries.count]) ?? ""
+            ids = list.utf8.split(separator: UInt8(ascii: ",")).compactMap { Int64(Substring($0)) }
+            guard ids.count == entries.count else {
+                throw UnexpectedIDs(description: "PostgreSQL gave \(ids.count) notification ids for \(entries.count) notifications")
+            }
         } else {
             // This transaction holds SQLite's write lock (BEGIN IMMEDIATE), so the ids after the
             // largest ever used (AUTOINCREMENT keeps it in sqlite_sequence: ids are never reused)
@@ -273,7 +281,7 @@ struct NotificationWriter {
     /// The push of notification `id` to `targets`, measured. With `placeholder`, its payload URL is
     /// a dry run's (`DryRun.placeholderURL`, of a signed one's length): nothing is signed.
     private func make(id: Int64, targets: [PushTarget], placeholder: Bool = false) -> MadePush {
-        let richUrl = placeholder ? links.map(DryRun.placeholderURL) : links?.url(notification: id, payload: media.id, now: now)
+        let richUrl = placeholder ? links.map(DryRun.placeholderURL) : signer?.url(notification: id)
         let push: Data = switch mode {
         case .silent: SilentPush(id: id, message: message, richType: richType).encoded()
         case .alert:
@@ -362,3 +370,10 @@ struct NotificationWriter {
                                    deliveriesByApp: Dictionary(targets.map { ($0.app, 1) }, uniquingKeysWith: +))
     }
 }
+
+/// The database answered a batch's ids with another count than asked for (never expected: the
+/// batch's transaction is rolled back, and the caller's error handling retries it).
+private struct UnexpectedIDs: Error, CustomStringConvertible {
+    let description: String
+}
+

@@ -231,13 +231,51 @@ public struct PayloadLinks: Sendable {
 
     /// The URL of notification `id`'s payload.
     public func url(notification id: Int64, payload: MediaID, now: Date = Date()) -> String {
-        "\(baseURL)/p/\(token(notification: id, payload: payload, expires: Int64(now.timeIntervalSince1970 + lifetime)))"
+        signer(payload: payload, now: now).url(notification: id)
     }
 
     /// The token part of a URL.
     public func token(notification id: Int64, payload: MediaID, expires: Int64) -> String {
-        let claims = Claims(notification: id, expires: expires, payload: payload, mac: [])
-        return Base64URL.encode(claims.signedPart + mac(claims.signedPart))
+        Signer(prefix: "", mac: key.keyedMAC, digest: Array(payload.digestBytes), expires: expires).url(notification: id)
+    }
+
+    /// A signer of the URLs of `payload`'s notifications made at `now`: the base URL, the key and
+    /// the image's digest looked up once (a campaign's queueing signs a URL per recipient).
+    public func signer(payload: MediaID, now: Date) -> Signer {
+        Signer(prefix: baseURL + "/p/", mac: key.keyedMAC, digest: Array(payload.digestBytes),
+               expires: Int64(now.timeIntervalSince1970 + lifetime))
+    }
+
+    /// Signs the payload URLs of one image's notifications, all with one expiry: each URL is
+    /// made in one buffer, without the arrays and interpolation of a URL made alone.
+    public struct Signer: Sendable {
+        let prefix: String
+        let mac: PrefixedHMAC
+        /// The image's SHA-256 (32 bytes).
+        let digest: [UInt8]
+        let expires: Int64
+
+        /// The URL of notification `id`'s payload.
+        public func url(notification id: Int64) -> String {
+            // The token's 64 bytes: the id, the expiry, the digest, and 16 bytes of the MAC of those 48.
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { token in
+                for i in 0..<8 {
+                    token[i] = UInt8(truncatingIfNeeded: id >> ((7 - i) * 8))
+                    token[8 + i] = UInt8(truncatingIfNeeded: expires >> ((7 - i) * 8))
+                }
+                for i in 0..<32 { token[16 + i] = digest[i] }
+                mac.code(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: token[..<48]))).withUnsafeBytes { code in
+                    for i in 0..<16 { token[48 + i] = code[i] }
+                }
+                var prefix = prefix
+                return prefix.withUTF8 { head in
+                    String(unsafeUninitializedCapacity: head.count + PayloadLinks.tokenLength) { out in
+                        _ = out.initialize(fromContentsOf: head)
+                        return head.count + Base64URL.encode(UnsafeBufferPointer(token), into: UnsafeMutableBufferPointer(rebasing: out[head.count...]))
+                    }
+                }
+            }
+        }
     }
 
     /// A token's claims before its signature is checked.

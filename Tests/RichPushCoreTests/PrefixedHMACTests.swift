@@ -45,6 +45,14 @@ struct PrefixedHMACTests {
         let bytes = try #require(Base64URL.decodeBytes(token))
         #expect(bytes.count == 64)
         let signed = Array(bytes[..<48])
+        // The claims' layout, made here on its own: the id and the expiry big-endian, then the digest.
+        let layout = withUnsafeBytes(of: Int64(7).bigEndian, Array.init) + withUnsafeBytes(of: Int64(1_800_000_000).bigEndian, Array.init)
+            + Array(SHA256.hash(data: Array("logo".utf8)))
+        #expect(signed == layout)
+        // A whole URL is the base, /p/ and the same token, whether signed alone or by a batch's signer.
+        let now = Date(timeIntervalSince1970: 1_800_000_000 - 600)
+        #expect(links.url(notification: 7, payload: payload, now: now) == "https://push.example.com/p/" + token)
+        #expect(links.signer(payload: payload, now: now).url(notification: 7) == "https://push.example.com/p/" + token)
         let expected = Self.reference(key: key.key.withUnsafeBytes { Array($0) }, PayloadLinks.domain + signed).prefix(16)
         #expect(Array(bytes[48...]) == Array(expected))
         // The claims read back, from a String and from a Substring of a longer URI.
@@ -52,6 +60,20 @@ struct PrefixedHMACTests {
         for claims in [PayloadLinks.claims(token), PayloadLinks.claims(uri.dropFirst(3).prefix(PayloadLinks.tokenLength))] {
             let claims = try #require(claims)
             #expect(claims.notification == 7 && claims.expires == 1_800_000_000 && claims.payload == payload && links.isAuthentic(claims))
+        }
+    }
+
+    @Test("base64url of 0 to 70 bytes is Foundation's base64 with - and _ and no padding, from a sequence and into a buffer")
+    func base64URL() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let expected = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == expected, "\(length) bytes")
+            var out = [UInt8](repeating: 0, count: expected.utf8.count + 3)
+            let written = bytes.withUnsafeBufferPointer { input in out.withUnsafeMutableBufferPointer { Base64URL.encode(input, into: $0) } }
+            #expect(written == expected.utf8.count && String(decoding: out.prefix(written), as: UTF8.self) == expected, "\(length) bytes")
         }
     }
 }
