@@ -22,6 +22,7 @@ public enum Base64URL {
         return alphabet.withUnsafeBufferPointer { alphabet in
             var o = 0
             for i in stride(from: 0, to: input.count, by: 3) {
+                // Three bytes (zeros past the end) make four characters; the last group's are cut to `count`.
                 let n = UInt32(input[i]) << 16 | UInt32(i + 1 < input.count ? input[i + 1] : 0) << 8
                     | UInt32(i + 2 < input.count ? input[i + 2] : 0)
                 for shift in stride(from: 18, through: 0, by: -6) where o < count {

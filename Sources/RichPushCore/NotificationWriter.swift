@@ -376,4 +376,3 @@ struct NotificationWriter {
 private struct UnexpectedIDs: Error, CustomStringConvertible {
     let description: String
 }
-
