@@ -284,12 +284,8 @@ public struct PayloadLinks: Sendable {
         public var expires: Int64
         public var payload: MediaID
         fileprivate var mac: [UInt8]
-        /// The signed bytes as they came in a token (nil for claims made here).
-        fileprivate var signed: [UInt8]? = nil
-
-        fileprivate var signedPart: [UInt8] {
-            signed ?? PayloadLinks.bigEndian(notification) + PayloadLinks.bigEndian(expires) + Array(payload.digestBytes)
-        }
+        /// The signed bytes as they came in the token.
+        fileprivate var signed: [UInt8]
     }
 
     /// Characters in a token.
@@ -327,7 +323,7 @@ public struct PayloadLinks: Sendable {
 
     /// True when `claims` were signed with the current key (compared in constant time).
     public func isAuthentic(_ claims: Claims) -> Bool {
-        let expected = mac(claims.signedPart)
+        let expected = mac(claims.signed)
         return claims.mac.count == expected.count && zip(expected, claims.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
@@ -336,9 +332,5 @@ public struct PayloadLinks: Sendable {
     private func mac(_ signed: [UInt8]) -> [UInt8] {
         let code = signed.withUnsafeBytes { key.keyedMAC.code($0) }
         return code.withUnsafeBytes { Array($0.prefix(16)) }
-    }
-
-    fileprivate static func bigEndian(_ value: Int64) -> [UInt8] {
-        (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
     }
 }
