@@ -211,5 +211,21 @@ extension CoreDatabase {
                 CREATE INDEX outbox_runs_campaign_pending ON outbox_runs(campaignId) WHERE state = 'pending';
                 CREATE INDEX outbox_runs_span ON outbox_runs USING gist (span);
                 """),
+        // A run's arrays (up to 512 device tokens, registration and push ids: 10–70 kB) are
+        // compressed out of line when written and decompressed when claimed; with lz4 rather
+        // than PostgreSQL's default pglz, whose compression alone was 3.5% of PostgreSQL's CPU in
+        // a campaign (BENCHMARKS.md, session 50). New values only; a server built without lz4
+        // keeps pglz. SQLite's table stays empty.
+        SQLMigration("core-v32-outbox-runs-lz4", sqlite: "SELECT 1", postgres: """
+                DO $$
+                BEGIN
+                    ALTER TABLE outbox_runs ALTER COLUMN notificationIds SET COMPRESSION lz4,
+                        ALTER COLUMN registrationIds SET COMPRESSION lz4, ALTER COLUMN targets SET COMPRESSION lz4,
+                        ALTER COLUMN pushIds SET COMPRESSION lz4;
+                EXCEPTION WHEN feature_not_supported THEN
+                    RAISE NOTICE 'outbox_runs keeps pglz: %', SQLERRM;
+                END
+                $$;
+                """),
     ]
 }

@@ -34,6 +34,15 @@ struct OutboxRunsCoreTests {
         #expect(runs.values.allSatisfy { $0.state == "pending" && $0.remaining == $0.size && $0.settled.isEmpty && $0.tag == nil })
         let rowsQueued = try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE campaignId = ?", arguments: [campaign.id]) }
         #expect(rowsQueued == 0)
+        // A run's arrays are compressed with lz4 (migration core-v32), not pglz, and read back whole.
+        let compression = try await store.database.read { db in
+            try db.fetchAll(sql: """
+                SELECT pg_column_compression(targets) AS targets, pg_column_compression(registrationIds) AS registrations,
+                       pg_column_compression(pushIds) AS pushes
+                FROM outbox_runs WHERE campaignId = ? AND size = 200
+                """, arguments: [campaign.id]).map { [$0["targets"] as String?, $0["registrations"], $0["pushes"]] }
+        }
+        #expect(compression == [["lz4", "lz4", "lz4"], ["lz4", "lz4", "lz4"]])
 
         // A claim of 200 takes the first run whole.
         let first = try await store.outbox.claim(limit: 200, lease: 300, holder: holder)
