@@ -79,9 +79,65 @@ package final class PayloadIndex: Sendable {
 
     /// Records notifications just made (unread): committed this instant, nothing changed them yet.
     package func made(_ notifications: [QueuedNotification]) {
+        let ids = notifications.map(\.id).sorted()
         generations.withLockedValue { g in
             for n in notifications { g.insert(n.id, Entry(recipient: n.recipient, payload: n.payload, read: false), half: half) }
         }
+        madeHere.withLockedValue { $0.add(ids) }
+    }
+
+    /// The ids made here (`made`) that the follower has not passed yet, as ranges.
+    struct MadeHere {
+        /// Sorted, disjoint and not adjacent.
+        private(set) var ranges: [ClosedRange<Int64>] = []
+        /// Ranges kept at most: past it the lowest are forgotten (the follower then reads them, as it would without).
+        static let limit = 256
+
+        mutating func add(_ sorted: [Int64]) {
+            var start = 0
+            while start < sorted.count {
+                var end = start
+                while end + 1 < sorted.count, sorted[end + 1] <= sorted[end] &+ 1 { end += 1 }
+                insert(sorted[start]...sorted[end])
+                start = end + 1
+            }
+            if ranges.count > Self.limit { ranges.removeFirst(ranges.count - Self.limit) }
+        }
+
+        private mutating func insert(_ range: ClosedRange<Int64>) {
+            var merged = range
+            var kept: [ClosedRange<Int64>] = []
+            kept.reserveCapacity(ranges.count + 1)
+            for r in ranges {
+                if r.upperBound &+ 1 < merged.lowerBound || merged.upperBound &+ 1 < r.lowerBound {
+                    kept.append(r)
+                } else {
+                    merged = min(r.lowerBound, merged.lowerBound)...max(r.upperBound, merged.upperBound)
+                }
+            }
+            let at = kept.firstIndex { $0.lowerBound > merged.lowerBound } ?? kept.endIndex
+            kept.insert(merged, at: at)
+            ranges = kept
+        }
+
+        /// `last` moved past the ids made here that follow it without a gap (they are indexed
+        /// already); ranges it passes are forgotten.
+        mutating func skip(after last: Int64) -> Int64 {
+            var last = last
+            while let first = ranges.first, first.lowerBound <= last &+ 1 {
+                last = max(last, first.upperBound)
+                ranges.removeFirst()
+            }
+            return last
+        }
+    }
+    private let madeHere = NIOLockedValueBox(MadeHere())
+
+    /// Where the follower reads on from when it has read up to `last`: past the notifications
+    /// made here that follow `last` with no id between (docs/design/fast-path.md: a campaign's
+    /// notifications are indexed as they are made, and its node need not read them back).
+    func followAfter(_ last: Int64) -> Int64 {
+        madeHere.withLockedValue { $0.skip(after: last) }
     }
 
     /// Marks `id` read here; true if it was not yet (then the caller queues its read mark).

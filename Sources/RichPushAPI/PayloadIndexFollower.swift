@@ -16,9 +16,11 @@ import RichPushCore
 import ServiceLifecycle
 
 /// Keeps a `PayloadIndex` up with the notifications table: the newest at start, then every
-/// half second those made since (by this process, or by `richpush send` or another node), whose
-/// images it warms (docs/design/fast-path.md: every node has a campaign's image in memory, not only the node
-/// that queued it).
+/// half second those made since by `richpush send` or another node, whose images it warms
+/// (docs/design/fast-path.md: every node has a campaign's image in memory, not only the node
+/// that queued it). Those this process made are indexed as they are made: the follower passes
+/// over them where no other id came between (`PayloadIndex.followAfter`), and reads them again
+/// where one did.
 package struct PayloadIndexFollower: Service {
     let index: PayloadIndex
     let notifications: NotificationStore
@@ -74,7 +76,9 @@ package struct PayloadIndexFollower: Service {
                 while true {
                     // A batch read across a removal is not stored (its ids are read from the database when fetched).
                     let mark = index.mark()
-                    let (batch, read, full) = try await notifications.indexEntries(after: last.withLockedValue { $0 }, limit: 5_000)
+                    let after = index.followAfter(last.withLockedValue { $0 })
+                    last.withLockedValue { $0 = max($0, after) }
+                    let (batch, read, full) = try await notifications.indexEntries(after: after, limit: 5_000)
                     index.load(batch, since: mark)
                     if let warmer, !batch.isEmpty { await warmer.warm(Set(batch.map(\.notification.payload))) }
                     if let read { last.withLockedValue { $0 = read } }
