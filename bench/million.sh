@@ -25,7 +25,9 @@
 # its node's `serve`, the sandbox and the PostgreSQL cluster (from /proc), and on PostgreSQL the
 # cluster's CPU in the VACUUM of the campaign's rows run right after it. A campaign's rate moves
 # by ±15% from run to run on this shared machine with what else runs on it; what it costs per push
-# does not, and is what would grow if anything grew with the audience.
+# does not, and is what would grow if anything grew with the audience. So each engine's rates
+# are also given with the machine's speed taken out: a campaign's rate times the sandbox's CPU a
+# push in it (the same work for every push), and that figure's spread from the smallest to N.
 #
 # Users and devices are inserted straight into each store's tables (registering a million
 # through the API is bench/broadcast.sh's business at 10,000), and vacuumed on PostgreSQL as a
@@ -277,6 +279,24 @@ print(f"{engine}: the machine's CPU per push (serve, sandbox, PostgreSQL and its
       + ", ".join(f"{size:,}: {m[4]:.0f} µs (serve {m[0]:.0f}"
                   + (f", PostgreSQL {m[2]:.0f} + {m[3]:.0f}" if engine == "postgres" else "") + ")" for size, m in medians.items())
       + f"; spread {(max(alls) / min(alls) - 1) * 100:.1f}%")
+PY
+    # The same rates with the machine's speed taken out: each campaign's pushes/s times the
+    # sandbox's CPU seconds a push in it (the sandbox does the same work for every push, so this
+    # is the share of the cores the campaign gave it). The sandbox's µs a push moves by a third
+    # within an hour on this shared machine, and each campaign's rate with it (BENCHMARKS.md,
+    # session 51).
+    python3 - "$engine" $(for size in $sizes; do echo "$size:$(echo ${rates[$size]} | tr ' ' ,)"; done) <<'PY'
+import statistics, sys
+engine, given = sys.argv[1], [x.split(":") for x in sys.argv[2:]]
+medians = []
+for size, rates in given:
+    sandbox = [float(line.split()[1]) for line in open(f"cpu-{engine}-{size}.txt")]
+    cores = [float(r) * s / 1e6 for r, s in zip(rates.split(","), sandbox)]
+    medians.append((int(size), statistics.median(cores)))
+low, high = min(m for _, m in medians), max(m for _, m in medians)
+print(f"{engine}: pushes/s times the sandbox's CPU a push (the cores it was given), campaigns to "
+      + ", ".join(f"{size:,}: {m:.3f}" for size, m in medians)
+      + f"; spread {(high / low - 1) * 100:.1f}% (the rate's spread with the machine's speed taken out)")
 PY
     if [ "${KEEP_WORK:-0}" != 1 ]; then
         # Not looked at again: the space back before the next engine.
