@@ -68,10 +68,12 @@ enum CLI {
 }
 
 extension CLI {
-    /// Starts `richpush serve --port <free port> args…` in `cwd` (its output discarded) and waits
-    /// until /health answers; the caller kills the process (a `defer` with `SIGKILL` is fine).
-    static func startServe(_ args: [String] = [], cwd: URL) async throws -> (process: Process, port: Int) {
-        let (server, port) = try await startListening({ ["serve", "--port", String($0)] + args }, cwd: cwd, log: nil, within: 20)
+    /// Starts `richpush serve --port <free port> args…` in `cwd` (its output discarded, its
+    /// environment the tests' with `environment` added) and waits until /health answers; the
+    /// caller kills the process (a `defer` with `SIGKILL` is fine).
+    static func startServe(_ args: [String] = [], cwd: URL, environment: [String: String] = [:]) async throws -> (process: Process, port: Int) {
+        let (server, port) = try await startListening({ ["serve", "--port", String($0)] + args }, cwd: cwd, log: nil,
+                                                      environment: environment, within: 20)
         for _ in 0..<200 where server.isRunning {
             if let fd = try? connectTo(port: port, timeout: 2) {
                 sendAll(fd, Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))

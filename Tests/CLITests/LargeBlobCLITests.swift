@@ -20,7 +20,12 @@ struct LargeBlobCLITests {
         let added = try await CLI.run(["media", "add", file.path], cwd: dir)
         #expect(added.status == 0, "\(added.stderr)")
         let id = String(added.stdout.prefix(64))
-        let (server, port) = try await CLI.startServe(cwd: dir)
+        // glibc keeps the chunks a stream frees in its arenas (each read on a thread-pool thread,
+        // freed on the event loop's), so its peak RSS counted them too: 49 to 103 MB alone and
+        // 276 MB once under the whole suite's load, where what it held at once was far less.
+        // With every allocation of 32 KiB or more mapped on its own (returned to the system when
+        // freed), the peak is what serve holds at once: a stream's chunks, not its history.
+        let (server, port) = try await CLI.startServe(cwd: dir, environment: ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=32768"])
         defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
         let basic = Data("alice:pw".utf8).base64EncodedString()
         let pid = server.processIdentifier
@@ -47,7 +52,9 @@ struct LargeBlobCLITests {
             return (before, peak)
         }
         // Holding each answer whole takes 40 × 9.2 MB = 370 MB or more; streamed, what 40
-        // stalled connections cost whatever the blob's size (65 to 180 MB measured, debug build).
+        // stalled connections hold whatever the blob's size: 25 to 30 MB measured (debug build),
+        // up to 122 MB with both cores busy, where the connection's writability reaches the
+        // writer late and a stream reads a few chunks ahead.
         #expect(before > 0 && peak - before < 250_000, "serve's peak RSS: \(before) kB before, \(peak) kB after")
     }
 }
