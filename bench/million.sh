@@ -264,13 +264,20 @@ low, high = min(r for _, r in rates), max(r for _, r in rates)
 print(f"{engine}: pushes/s of a campaign to " + ", ".join(f"{size:,}: {rate:.0f}" for size, rate in rates)
       + f"; spread {(high / low - 1) * 100:.1f}% (target: within 10%)")
 PY
-    python3 - "$engine" $sizes <<'PY'
+    # Then the same rates with the machine's speed taken out: each campaign's pushes/s times the
+    # sandbox's CPU seconds a push in it (the sandbox does the same work for every push, so this
+    # is the share of the cores the campaign gave it). The sandbox's µs a push moves by a third
+    # within an hour on this shared machine, and each campaign's rate with it (BENCHMARKS.md,
+    # session 51).
+    python3 - "$engine" $(for size in $sizes; do echo "$size:$(echo ${rates[$size]} | tr ' ' ,)"; done) <<'PY'
 import statistics, sys
-engine, sizes = sys.argv[1], [int(x) for x in sys.argv[2:]]
-medians = {}
-for size in sizes:
+engine, given = sys.argv[1], [x.split(":") for x in sys.argv[2:]]
+medians, cores = {}, {}
+for size, rates in given:
+    size = int(size)
     rows = [[float(x) for x in line.split()] for line in open(f"cpu-{engine}-{size}.txt")]
     medians[size] = [statistics.median(column) for column in zip(*rows)]
+    cores[size] = statistics.median(float(r) * row[1] / 1e6 for r, row in zip(rates.split(","), rows))
     print(f"{engine}: CPU per push in the campaigns to {size:,} (µs, serve + sandbox + PostgreSQL + its vacuum after = all): "
           + " / ".join("%.0f + %.0f + %.0f + %.0f = %.0f" % tuple(row) for row in rows)
           + (", median %.0f" % medians[size][4] if len(rows) > 1 else ""), file=sys.stderr)
@@ -279,24 +286,9 @@ print(f"{engine}: the machine's CPU per push (serve, sandbox, PostgreSQL and its
       + ", ".join(f"{size:,}: {m[4]:.0f} µs (serve {m[0]:.0f}"
                   + (f", PostgreSQL {m[2]:.0f} + {m[3]:.0f}" if engine == "postgres" else "") + ")" for size, m in medians.items())
       + f"; spread {(max(alls) / min(alls) - 1) * 100:.1f}%")
-PY
-    # The same rates with the machine's speed taken out: each campaign's pushes/s times the
-    # sandbox's CPU seconds a push in it (the sandbox does the same work for every push, so this
-    # is the share of the cores the campaign gave it). The sandbox's µs a push moves by a third
-    # within an hour on this shared machine, and each campaign's rate with it (BENCHMARKS.md,
-    # session 51).
-    python3 - "$engine" $(for size in $sizes; do echo "$size:$(echo ${rates[$size]} | tr ' ' ,)"; done) <<'PY'
-import statistics, sys
-engine, given = sys.argv[1], [x.split(":") for x in sys.argv[2:]]
-medians = []
-for size, rates in given:
-    sandbox = [float(line.split()[1]) for line in open(f"cpu-{engine}-{size}.txt")]
-    cores = [float(r) * s / 1e6 for r, s in zip(rates.split(","), sandbox)]
-    medians.append((int(size), statistics.median(cores)))
-low, high = min(m for _, m in medians), max(m for _, m in medians)
 print(f"{engine}: pushes/s times the sandbox's CPU a push (the cores it was given), campaigns to "
-      + ", ".join(f"{size:,}: {m:.3f}" for size, m in medians)
-      + f"; spread {(high / low - 1) * 100:.1f}% (the rate's spread with the machine's speed taken out)")
+      + ", ".join(f"{size:,}: {c:.3f}" for size, c in cores.items())
+      + f"; spread {(max(cores.values()) / min(cores.values()) - 1) * 100:.1f}% (the rate's spread with the machine's speed taken out)")
 PY
     if [ "${KEEP_WORK:-0}" != 1 ]; then
         # Not looked at again: the space back before the next engine.
